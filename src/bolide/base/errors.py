@@ -1,0 +1,95 @@
+"""The one tree of operating errors.
+
+Every error Bolide raises on purpose derives from :class:`BolideError` and says through
+``retriable`` whether trying the same operation again may succeed. Programmer errors are not
+in this tree: they are :class:`InvariantViolationError`, raised by :func:`invariant`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class BolideError(Exception):
+    """Base of every operating error."""
+
+    retriable: ClassVar[bool] = False
+
+
+class ConfigError(BolideError):
+    """A setting is missing, malformed or out of its allowed range."""
+
+
+class ProtocolError(BolideError):
+    """Bytes from a peer do not form a valid RocketMQ frame, header or body."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame announces a length above the configured maximum."""
+
+
+class ConnectionClosedError(BolideError):
+    """The connection closed (or could not be opened) before the exchange completed."""
+
+    retriable = True
+
+
+class RequestTimeoutError(BolideError):
+    """No response arrived within the request's timeout."""
+
+    retriable = True
+
+
+class BackpressureError(BolideError):
+    """A bounded queue or table is full; the caller should slow down and retry."""
+
+    retriable = True
+
+
+class RemoteError(BolideError):
+    """A peer answered a request with a non-success response code."""
+
+    def __init__(self, code: int, remark: str | None, *, retriable: bool = False) -> None:
+        super().__init__(f"remote error code {code}: {remark or ''}".rstrip(": "))
+        self.code = code
+        self.remark = remark
+        self._retriable = retriable
+
+    @property
+    def is_retriable(self) -> bool:
+        return self._retriable
+
+
+class StoreError(BolideError):
+    """The message store could not complete an operation."""
+
+
+class DiskFullError(StoreError):
+    """The store refused a write because the disk is (nearly) full."""
+
+    retriable = True
+
+
+class StoreIOError(StoreError):
+    """An I/O error hit a store file; the affected segment refuses writes until recovery."""
+
+
+class CorruptDataError(StoreError):
+    """Stored bytes failed a checksum or layout check."""
+
+
+class ServiceCrashedError(BolideError):
+    """A background service stopped because its step raised."""
+
+
+class InvariantViolationError(AssertionError):
+    """A condition the code relies on does not hold: a bug, never bad input."""
+
+
+def invariant(condition: bool, message: str) -> None:
+    """Raise :class:`InvariantViolationError` with ``message`` when ``condition`` is false.
+
+    For programmer errors only; input from peers, files or users is checked with typed errors.
+    """
+    if not condition:
+        raise InvariantViolationError(message)

@@ -1,0 +1,1 @@
+"""The broker: send, pull, offsets, consumers, schedules, retries, locks, admin."""

@@ -1,0 +1,1 @@
+"""Request handlers of the broker, one module per family."""

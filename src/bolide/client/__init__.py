@@ -1,0 +1,1 @@
+"""The RocketMQ client machinery: instance, producer, consumers, admin."""

@@ -1,0 +1,1 @@
+"""Push and pull consumers, rebalance, process queues, offset stores."""

@@ -1,0 +1,1 @@
+"""One coroutine per request code."""

@@ -1,0 +1,1 @@
+"""A small web dashboard over the admin client."""

@@ -1,0 +1,1 @@
+"""The name server: route tables for topics, brokers and clusters."""

@@ -1,0 +1,1 @@
+"""Sans-IO RocketMQ remoting wire format: frames, commands, headers, bodies, message records."""

@@ -1,0 +1,1 @@
+"""JSON bodies, including fastjson's non-standard maps."""

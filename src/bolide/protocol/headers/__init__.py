@@ -1,0 +1,1 @@
+"""One typed dataclass per request and response header."""

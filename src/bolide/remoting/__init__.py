@@ -1,0 +1,1 @@
+"""asyncio transport over the protocol: connections, server, client pool, dispatcher."""

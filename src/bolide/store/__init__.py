@@ -1,0 +1,1 @@
+"""Local durable message storage: commit log, consume queues, index. No networking."""

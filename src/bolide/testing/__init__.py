@@ -1,0 +1,1 @@
+"""Helpers for tests: manual clock, faulty file system, in-process cluster."""

@@ -1,0 +1,59 @@
+import pytest
+
+from bolide.base import limits
+from bolide.base.errors import (
+    BolideError,
+    ConnectionClosedError,
+    InvariantViolationError,
+    ProtocolError,
+    RemoteError,
+    invariant,
+)
+
+
+def test_limits_hold_their_relations() -> None:
+    limits._check_relations()
+    assert limits.FRAME_MAX_BYTES == 16 * 1024 * 1024
+    assert limits.MESSAGE_BODY_MAX_BYTES == 4 * 1024 * 1024
+
+
+def test_every_limit_has_a_unit_suffix() -> None:
+    units = (
+        "_BYTES",
+        "_MS",
+        "_COUNT",
+        "_CHARS",
+        "_ENTRIES",
+        "_MESSAGES",
+        "_PERCENT",
+        "_BYTES",
+        "_MS",
+        "_COUNT",
+        "_CHARS",
+        "_ENTRIES",
+        "_MESSAGES",
+        "_PERCENT",
+        "_DEFAULT",
+        "_SLOTS",
+        "_FILE",
+        "_PARKED",
+        "_SPAN",
+    )
+    names = [n for n in vars(limits) if n.isupper() and n not in {"KIB", "MIB", "GIB"}]
+    assert names
+    for name in names:
+        assert name.endswith(units), name
+
+
+def test_retriable_flags() -> None:
+    assert ConnectionClosedError.retriable
+    assert not ProtocolError.retriable
+    assert issubclass(ProtocolError, BolideError)
+    error = RemoteError(17, "no topic", retriable=True)
+    assert error.code == 17 and error.is_retriable
+
+
+def test_invariant_raises_only_when_false() -> None:
+    invariant(True, "fine")
+    with pytest.raises(InvariantViolationError, match="broken"):
+        invariant(False, "broken")
