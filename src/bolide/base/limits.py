@@ -29,6 +29,14 @@ GROUP_NAME_MAX_CHARS = 255
 """RocketMQ's CHARACTER_MAX_LENGTH for group names."""
 BATCH_MESSAGES_MAX_COUNT = 10_000
 """Inner messages in one batch body: bounds per-request work on the broker."""
+JSON_BODY_MAX_DEPTH = 64
+"""Nesting of arrays/objects the lenient (fastjson) body parser follows: real bodies nest < 10
+deep, and a bound keeps a hostile body from exhausting the Python stack."""
+RECORD_TOPIC_MAX_BYTES = 127
+"""UTF-8 bytes of a topic in a stored record: its length is one signed byte in the 4.x layout."""
+MESSAGE_BODY_DECOMPRESSED_MAX_BYTES = 64 * MIB
+"""Largest body zlib may inflate to: bounds memory against compression bombs (Java producers
+refuse bodies over 4 MiB before compressing, so real bodies stay far below)."""
 
 # --- remoting --------------------------------------------------------------------------------
 OPAQUE_TABLE_MAX_ENTRIES = 65_536
@@ -45,10 +53,19 @@ WRITE_BUFFER_HIGH_WATER_BYTES = 4 * MIB
 """Above this many unsent bytes a writer waits for the transport to drain."""
 WRITE_BUFFER_LOW_WATER_BYTES = 1 * MIB
 """Writers resume when the transport's buffer falls to this size."""
+WRITE_COALESCE_MAX_BYTES = 64 * KIB
+"""Frames written in one loop turn are gathered into one system call up to this size; a
+larger batch is handed to the transport at once, so a writer that never yields still meets
+the high-water mark."""
 HANDLER_CONCURRENCY_MAX_REQUESTS = 1_024
 """Requests of one family in flight on a server before it answers SYSTEM_BUSY."""
 CHANNEL_IDLE_MAX_MS = 120_000
 """Server and Java client close a channel idle this long; heartbeats keep it alive."""
+OPAQUE_MAX_VALUE = 2**31 - 1
+"""Opaques wrap to 0 after this: the binary header carries the opaque as a signed int32."""
+REMOTING_STOP_GRACE_MS = 3_000
+"""Stopping a server or client pool: unsent data and running handlers get this long, then
+connections are aborted and handlers cancelled."""
 
 # --- storage ---------------------------------------------------------------------------------
 COMMIT_LOG_SEGMENT_BYTES = 1 * GIB
@@ -75,6 +92,31 @@ INDEX_HASH_SLOTS = 5_000_000
 """Hash slots per index file (maxHashSlotNum)."""
 INDEX_FILE_MAX_ENTRIES = 20_000_000
 """Entries per index file (maxIndexNum)."""
+INDEX_QUERY_SCAN_MAX_ENTRIES = 100_000
+"""Index entries one query walks at most (hash collisions included): bounds query CPU."""
+COMMIT_LOG_BLANK_MIN_BYTES = 8
+"""Room always kept at a segment's end for the blank marker (END_FILE_MIN_BLANK_LENGTH)."""
+COMMIT_LOG_ALLOCATION_CHUNK_BYTES = 4 * MIB
+"""Disk blocks reserved ahead of the commit-log write position in one fallocate: mapped writes
+never fault on a hole (SIGBUS on a full disk) and a full disk shows up before a put writes."""
+CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES = 64 * KIB
+"""Disk blocks reserved ahead in a consume-queue or index file: thousands of queues must not
+each pin a whole 5.7 MiB file on disk."""
+STORE_QUEUE_ID_MAX = 65_535
+"""Largest queue id a put may create: each queue id is a directory of files."""
+STORE_FLUSH_THREADS = 2
+"""Threads that fsync (one for the commit log's group commit, one for queues, index, checkpoint):
+fsync never runs on the event loop, and at most this many run at once."""
+SYNC_FLUSH_TIMEOUT_CHECK_INTERVAL_MS = 100
+"""How often SYNC puts still waiting for their fsync are checked against their timeout."""
+RETENTION_CHECK_INTERVAL_MS = 10_000
+"""How often retention looks at segment ages and disk use (cleanResourceInterval)."""
+RETENTION_DELETE_MAX_SEGMENTS = 10
+"""Segments one retention run deletes at most (DELETE_FILES_BATCH_MAX): bounds one step."""
+RETENTION_DELETE_HOUR_DEFAULT = 4
+"""Hour of day (local time) at which expired segments are deleted (deleteWhen "04")."""
+RECOVERY_CUT_SCAN_MAX_BYTES = 64 * MIB
+"""How far past a cut recovery looks for non-zero bytes to report how much it discarded."""
 
 # --- broker ----------------------------------------------------------------------------------
 PULL_BATCH_MAX_MESSAGES = 32
@@ -87,14 +129,36 @@ LONG_POLL_MAX_PARKED_REQUESTS = 100_000
 """Parked pulls per broker; beyond it a pull is answered at once with PULL_NOT_FOUND."""
 LONG_POLL_CHECK_INTERVAL_MS = 5_000
 """Parked pulls are re-checked at least this often even without arrivals."""
+LONG_POLL_HEAP_COMPACT_MIN_ENTRIES = 1_024
+"""Deadlines of pulls woken early are dropped from the heap once it holds this many entries
+and twice the live ones: memory follows the live table at amortised O(1) cost."""
 BROKER_REGISTER_INTERVAL_MS = 30_000
 """Broker re-registration with every name server (registerNameServerPeriod)."""
 BROKER_EXPIRY_MS = 120_000
 """A name server forgets a broker silent this long."""
+NAMESRV_SCAN_INTERVAL_MS = 10_000
+"""How often a name server looks for silent brokers (scanNotActiveBroker period)."""
+NAMESRV_BROKER_ADDRESSES_MAX = 4_096
+"""Live broker addresses one name server tracks; bounds memory against runaway registrants."""
+NAMESRV_KV_CONFIG_MAX_ENTRIES = 10_000
+"""KV config items (all namespaces) one name server keeps; PUT beyond it is refused."""
 CLIENT_CHANNEL_EXPIRY_MS = 120_000
 """A broker forgets a client without heartbeat this long."""
 CONSUMER_OFFSET_FLUSH_INTERVAL_MS = 5_000
 """consumerOffset.json is written this often (flushConsumerOffsetInterval)."""
+CONSUMER_OFFSET_MAX_ENTRIES = 1_000_000
+"""Committed (topic@group, queue) offsets one broker keeps: bounds memory (~200 B each) and the
+consumerOffset.json written every 5 s; a commit for a new entry beyond it is refused."""
+TOPIC_CONFIG_MAX_TOPICS = 100_000
+"""Topics one broker holds: each is a route entry in every 30 s registration body; creation
+beyond it is refused (auto-create then answers TOPIC_NOT_EXIST)."""
+SUBSCRIPTION_GROUP_MAX_GROUPS = 100_000
+"""Subscription groups one broker holds; creation beyond it is refused."""
+TOPIC_QUEUE_NUMS_MAX_COUNT = 1_024
+"""Read or write queues of one topic on one broker: RocketMQ's largest built-in topic
+(BenchmarkTest) has 1024; more only multiply consume-queue files and route size."""
+DELAY_LEVELS_MAX_COUNT = 64
+"""messageDelayLevel entries: one SCHEDULE_TOPIC_XXXX queue and one timer each (RocketMQ ships 18)."""
 DELAY_OFFSET_FLUSH_INTERVAL_MS = 10_000
 """delayOffset.json is written this often (flushDelayOffsetInterval)."""
 REBALANCE_LOCK_MAX_LIVE_MS = 60_000

@@ -1,0 +1,142 @@
+"""Remoting round trips per second: an echo server in one process, clients in another.
+
+Each scenario runs ``connections`` client connections, each with ``callers`` coroutines that
+invoke one request at a time (1 KiB body by default) and wait for its echo. One caller per
+connection measures latency-bound ping-pong; more callers keep a connection busy the way a
+producer or pull consumer with many queues does.
+
+    .venv/bin/python bench/remoting.py [--seconds 3] [--body-bytes 1024]
+        [--server-loop uvloop|asyncio] [--client-loop uvloop|asyncio] [--dispatch eager|task]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection as Pipe
+
+from bolide.protocol.codes import ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
+from bolide.remoting import loop as remoting_loop
+
+ECHO_CODE = 9_999
+SCENARIOS = ((1, 1), (1, 32), (8, 1), (8, 32))
+"""(connections, callers per connection)."""
+WARM_UP_SECONDS = 0.5
+
+
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    return remoting_loop.new_event_loop if name == "uvloop" else asyncio.new_event_loop
+
+
+async def _echo(connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    return request.make_response(ResponseCode.SUCCESS, body=request.body)
+
+
+async def _serve(pipe: Pipe, eager: bool) -> None:
+    dispatcher = Dispatcher(eager=eager)
+    dispatcher.register(ECHO_CODE, _echo, family="echo")
+    server = RemotingServer(dispatcher)
+    await server.start()
+    pipe.send(server.port)
+    await asyncio.get_running_loop().run_in_executor(None, pipe.recv)  # the stop message
+    await server.stop()
+
+
+def _server_process(pipe: Pipe, loop_name: str, eager: bool) -> None:
+    with asyncio.Runner(loop_factory=_loop_factory(loop_name)) as runner:
+        runner.run(_serve(pipe, eager))
+
+
+async def _caller(pool: ClientPool, address: str, body: bytes, stop_at: float) -> int:
+    done = 0
+    while time.perf_counter() < stop_at:
+        request = RemotingCommand.request(ECHO_CODE, {"topic": "bench"}, body)
+        response = await pool.invoke(address, request, timeout_ms=30_000)
+        if response.code != ResponseCode.SUCCESS or len(response.body) != len(body):
+            raise RuntimeError(f"bad echo: code {response.code}")
+        done += 1
+    return done
+
+
+async def _scenario(
+    address: str, connections: int, callers: int, body: bytes, seconds: float
+) -> float:
+    pools = [ClientPool() for _ in range(connections)]  # a pool holds one connection per address
+    try:
+        for pool in pools:
+            await pool.connect(address)
+        warm_up_end = time.perf_counter() + WARM_UP_SECONDS
+        await asyncio.gather(
+            *(_caller(pool, address, body, warm_up_end) for pool in pools for _ in range(callers))
+        )
+        started = time.perf_counter()
+        counts = await asyncio.gather(
+            *(
+                _caller(pool, address, body, started + seconds)
+                for pool in pools
+                for _ in range(callers)
+            )
+        )
+        return sum(counts) / (time.perf_counter() - started)
+    finally:
+        for pool in pools:
+            await pool.close()
+
+
+async def _run_all(port: int, body: bytes, seconds: float) -> list[tuple[int, int, float]]:
+    address = f"127.0.0.1:{port}"
+    results = []
+    for connections, callers in SCENARIOS:
+        rate = await _scenario(address, connections, callers, body, seconds)
+        results.append((connections, callers, rate))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop")
+    parser.add_argument("--client-loop", choices=["uvloop", "asyncio"], default="uvloop")
+    parser.add_argument("--dispatch", choices=["eager", "task"], default="eager")
+    arguments = parser.parse_args()
+
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    server = context.Process(
+        target=_server_process,
+        args=(theirs, arguments.server_loop, arguments.dispatch == "eager"),
+        daemon=True,
+    )
+    server.start()
+    try:
+        port = int(ours.recv())
+        body = os.urandom(arguments.body_bytes)
+        with asyncio.Runner(loop_factory=_loop_factory(arguments.client_loop)) as runner:
+            results = runner.run(_run_all(port, body, arguments.seconds))
+    finally:
+        ours.send("stop")
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+
+    print(f"command: {' '.join([os.path.basename(sys.executable), *sys.argv])}")
+    print(
+        f"server loop {arguments.server_loop}, client loop {arguments.client_loop},"
+        f" dispatch {arguments.dispatch}, body {arguments.body_bytes} B,"
+        f" {arguments.seconds:g} s per scenario, {os.cpu_count()} CPUs"
+    )
+    print(f"{'connections':>11} {'callers/conn':>12} {'round trips/s':>14}")
+    for connections, callers, rate in results:
+        print(f"{connections:>11} {callers:>12} {rate:>14,.0f}")
+
+
+if __name__ == "__main__":
+    main()

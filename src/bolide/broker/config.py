@@ -1,0 +1,521 @@
+"""The broker's settings: RocketMQ ``broker.conf`` keys, typed, validated, with RocketMQ defaults.
+
+``broker.conf`` is a Java properties file. :func:`parse_broker_conf` reads its text into
+``{key: value}``; :meth:`BrokerConfig.from_mapping` turns those strings (plus overrides from
+the command line) into a frozen :class:`BrokerConfig`, raising :class:`ConfigError` that names
+the key and the bad value. Keys keep their RocketMQ spelling in files; the Python fields are
+snake_case with the unit last:
+
+=============================== ====================================== ===================
+broker.conf key                 field                                  default
+=============================== ====================================== ===================
+brokerClusterName               broker_cluster_name                    DefaultCluster
+brokerName                      broker_name                            broker-a (1)
+brokerId                        broker_id                              0 (master)
+brokerIP1                       broker_ip1                             127.0.0.1 (2)
+listenPort                      listen_port                            10911
+namesrvAddr                     namesrv_addresses (";"-separated)      () (none)
+storePathRootDir                store_path_root_dir                    ~/store
+brokerRole                      broker_role                            ASYNC_MASTER
+flushDiskType                   flush_disk_type                        ASYNC_FLUSH
+brokerPermission                broker_permission                      6 (read + write)
+autoCreateTopicEnable           auto_create_topic_enable               true
+autoCreateSubscriptionGroup     auto_create_subscription_group         true
+defaultTopicQueueNums           default_topic_queue_nums               8
+clusterTopicEnable              cluster_topic_enable                   true
+brokerTopicEnable               broker_topic_enable                    true
+traceTopicEnable                trace_topic_enable                     false
+msgTraceTopicName               msg_trace_topic_name                   RMQ_SYS_TRACE_TOPIC
+messageDelayLevel               message_delay_levels_ms                1s 5s ... 2h (18)
+fileReservedTime                file_reserved_time_hours               72
+deleteWhen                      delete_when_hours (";"-separated)      04
+diskMaxUsedSpaceRatio           disk_max_used_space_ratio_percent      75
+maxMessageSize                  max_message_size_bytes                 4 MiB
+mapedFileSizeCommitLog          commit_log_segment_bytes               1 GiB
+mapedFileSizeConsumeQueue       consume_queue_file_bytes               300000 * 20
+flushIntervalCommitLog          flush_interval_commit_log_ms           500
+flushIntervalConsumeQueue       flush_interval_consume_queue_ms        1000
+syncFlushTimeout                sync_flush_timeout_ms                  5000
+flushConsumerOffsetInterval     flush_consumer_offset_interval_ms      5000
+flushDelayOffsetInterval        flush_delay_offset_interval_ms         10000
+registerNameServerPeriod        register_name_server_period_ms         30000
+longPollingEnable               long_polling_enable                    true
+shortPollingTimeMills           short_polling_time_ms                  1000
+notifyConsumerIdsChangedEnable  notify_consumer_ids_changed_enable     true
+regionId                        region_id                              DefaultRegion
+traceOn                         trace_on                               true
+enablePropertyFilter            enable_property_filter                 false
+rejectTransactionMessage        reject_transaction_message             false
+aclEnable                       acl_enable                             false
+=============================== ====================================== ===================
+
+(1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
+sample configurations use, so a default broker has the same name on every machine.
+(2) Java picks a local interface address; Bolide defaults to loopback, so a broker reachable
+from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
+
+Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties` and logged once
+as a warning, as a typo in a key would otherwise silently leave a default in force.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from bolide.base import limits
+from bolide.base.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "BrokerConfig",
+    "BrokerRole",
+    "FlushDiskType",
+    "parse_broker_conf",
+    "parse_delay_levels",
+    "read_broker_conf",
+]
+
+_log = logging.getLogger("bolide.broker.config")
+
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+"""RocketMQ's messageDelayLevel: 18 levels, level n is the n-th entry."""
+
+_DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
+
+
+class FlushDiskType(enum.Enum):
+    """When a put is acknowledged: after the page cache write, or after its fsync."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class BrokerRole(enum.Enum):
+    """RocketMQ's brokerRole. Bolide runs masters only (no replication), so SLAVE is refused."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+
+
+# --- value parsers: (key, text) -> value, ConfigError naming both on failure -----------------
+
+
+def _bad(key: str, text: str, expected: str) -> ConfigError:
+    return ConfigError(f"broker config {key}={text!r}: expected {expected}")
+
+
+def _parse_str(key: str, text: str) -> str:
+    if not text:
+        raise _bad(key, text, "a non-empty string")
+    return text
+
+
+def _parse_int(key: str, text: str) -> int:
+    if _INTEGER.fullmatch(text) is None:
+        raise _bad(key, text, "an integer")
+    return int(text)
+
+
+def _parse_bool(key: str, text: str) -> bool:
+    # Java's Boolean.parseBoolean reads anything but "true" as false; a typo like "ture" would
+    # silently disable a feature, so only true/false (any case) are accepted.
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise _bad(key, text, "true or false")
+    return lowered == "true"
+
+
+def _parse_path(key: str, text: str) -> Path:
+    return Path(_parse_str(key, text)).expanduser()
+
+
+def _enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
+    def parse(key: str, text: str) -> Any:
+        try:
+            return kind(text.upper())
+        except ValueError:
+            names = " or ".join(member.value for member in kind)
+            raise _bad(key, text, names) from None
+
+    return parse
+
+
+def _parse_addresses(key: str, text: str) -> tuple[str, ...]:
+    addresses: list[str] = []
+    for part in text.split(";"):
+        address = part.strip()
+        if not address:
+            continue
+        host, separator, port_text = address.rpartition(":")
+        if not separator or not host or _INTEGER.fullmatch(port_text) is None:
+            raise _bad(key, text, "host:port entries separated by ';'")
+        if not 0 < int(port_text) <= 65_535:
+            raise _bad(key, text, "ports between 1 and 65535")
+        addresses.append(address)
+    return tuple(addresses)
+
+
+def parse_delay_levels(text: str, *, key: str = "messageDelayLevel") -> tuple[int, ...]:
+    """Parse RocketMQ's delay level list, e.g. ``"1s 5s 1m 2h"``, into milliseconds per level.
+
+    Units are s, m, h and d (as RocketMQ's ScheduleMessageService). Level n (1-based) is the
+    n-th entry. Raises :class:`ConfigError` for an empty list, a token without a known unit,
+    a zero delay, or more than ``limits.DELAY_LEVELS_MAX_COUNT`` levels.
+    """
+    tokens = text.split()
+    if not tokens or len(tokens) > limits.DELAY_LEVELS_MAX_COUNT:
+        raise _bad(key, text, f"1 to {limits.DELAY_LEVELS_MAX_COUNT} delays like '1s 5m 2h'")
+    levels_ms: list[int] = []
+    for token in tokens:
+        match = _DELAY_TOKEN.fullmatch(token)
+        if match is None or int(match.group(1)) == 0:
+            raise _bad(key, text, "positive delays with unit s, m, h or d, like '1s 5m 2h'")
+        levels_ms.append(int(match.group(1)) * _DELAY_UNIT_MS[match.group(2)])
+    return tuple(levels_ms)
+
+
+def _parse_delay_levels(key: str, text: str) -> tuple[int, ...]:
+    return parse_delay_levels(text, key=key)
+
+
+def _parse_hours(key: str, text: str) -> tuple[int, ...]:
+    hours: list[int] = []
+    for part in text.split(";"):
+        part = part.strip()
+        if _INTEGER.fullmatch(part) is None or not 0 <= int(part) <= 23:
+            raise _bad(key, text, "hours of the day (0-23) separated by ';'")
+        hours.append(int(part))
+    return tuple(hours)
+
+
+# --- renderers: value -> the text broker.conf would hold --------------------------------------
+
+
+def _render_plain(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+def _render_addresses(value: object) -> str:
+    return ";".join(str(address) for address in _as_tuple(value))
+
+
+def _render_delay_levels(value: object) -> str:
+    tokens: list[str] = []
+    for delay_ms in _as_tuple(value):
+        for unit in ("d", "h", "m", "s"):
+            unit_ms = _DELAY_UNIT_MS[unit]
+            if int(delay_ms) % unit_ms == 0:
+                tokens.append(f"{int(delay_ms) // unit_ms}{unit}")
+                break
+    return " ".join(tokens)
+
+
+def _render_hours(value: object) -> str:
+    return ";".join(f"{int(hour):02d}" for hour in _as_tuple(value))
+
+
+def _as_tuple(value: object) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
+
+
+def _key(
+    java_key: str,
+    parse: Callable[[str, str], Any],
+    render: Callable[[object], str] = _render_plain,
+) -> dict[str, Any]:
+    """Field metadata: the broker.conf key, its parser and its renderer."""
+    return {"key": java_key, "parse": parse, "render": render}
+
+
+def _default_store_root() -> Path:
+    return Path.home() / "store"
+
+
+_ADDRESSES = (_parse_addresses, _render_addresses)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """The broker's settings, RocketMQ defaults (see the module table for the key names).
+
+    Construct with keywords for tests, or with :meth:`from_mapping` from broker.conf text.
+    Raises :class:`ConfigError` (naming the RocketMQ key) when a value is out of range.
+    """
+
+    broker_cluster_name: str = field(
+        default="DefaultCluster", metadata=_key("brokerClusterName", _parse_str)
+    )
+    broker_name: str = field(default="broker-a", metadata=_key("brokerName", _parse_str))
+    broker_id: int = field(default=0, metadata=_key("brokerId", _parse_int))
+    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1", _parse_str))
+    listen_port: int = field(default=10_911, metadata=_key("listenPort", _parse_int))
+    namesrv_addresses: tuple[str, ...] = field(
+        default=(), metadata=_key("namesrvAddr", *_ADDRESSES)
+    )
+    store_path_root_dir: Path = field(
+        default_factory=_default_store_root, metadata=_key("storePathRootDir", _parse_path)
+    )
+    broker_role: BrokerRole = field(
+        default=BrokerRole.ASYNC_MASTER, metadata=_key("brokerRole", _enum_parser(BrokerRole))
+    )
+    flush_disk_type: FlushDiskType = field(
+        default=FlushDiskType.ASYNC_FLUSH,
+        metadata=_key("flushDiskType", _enum_parser(FlushDiskType)),
+    )
+    broker_permission: int = field(default=6, metadata=_key("brokerPermission", _parse_int))
+    auto_create_topic_enable: bool = field(
+        default=True, metadata=_key("autoCreateTopicEnable", _parse_bool)
+    )
+    auto_create_subscription_group: bool = field(
+        default=True, metadata=_key("autoCreateSubscriptionGroup", _parse_bool)
+    )
+    default_topic_queue_nums: int = field(
+        default=8, metadata=_key("defaultTopicQueueNums", _parse_int)
+    )
+    cluster_topic_enable: bool = field(
+        default=True, metadata=_key("clusterTopicEnable", _parse_bool)
+    )
+    broker_topic_enable: bool = field(default=True, metadata=_key("brokerTopicEnable", _parse_bool))
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable", _parse_bool))
+    msg_trace_topic_name: str = field(
+        default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName", _parse_str)
+    )
+    message_delay_levels_ms: tuple[int, ...] = field(
+        default=parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL),
+        metadata=_key("messageDelayLevel", _parse_delay_levels, _render_delay_levels),
+    )
+    file_reserved_time_hours: int = field(default=72, metadata=_key("fileReservedTime", _parse_int))
+    delete_when_hours: tuple[int, ...] = field(
+        default=(4,), metadata=_key("deleteWhen", _parse_hours, _render_hours)
+    )
+    disk_max_used_space_ratio_percent: int = field(
+        default=limits.DISK_MAX_USED_SPACE_RATIO_PERCENT,
+        metadata=_key("diskMaxUsedSpaceRatio", _parse_int),
+    )
+    max_message_size_bytes: int = field(
+        default=limits.MESSAGE_BODY_MAX_BYTES, metadata=_key("maxMessageSize", _parse_int)
+    )
+    commit_log_segment_bytes: int = field(
+        default=limits.COMMIT_LOG_SEGMENT_BYTES, metadata=_key("mapedFileSizeCommitLog", _parse_int)
+    )
+    consume_queue_file_bytes: int = field(
+        default=limits.CONSUME_QUEUE_FILE_ENTRIES * limits.CONSUME_QUEUE_ENTRY_BYTES,
+        metadata=_key("mapedFileSizeConsumeQueue", _parse_int),
+    )
+    flush_interval_commit_log_ms: int = field(
+        default=limits.FLUSH_INTERVAL_COMMIT_LOG_MS,
+        metadata=_key("flushIntervalCommitLog", _parse_int),
+    )
+    flush_interval_consume_queue_ms: int = field(
+        default=limits.FLUSH_INTERVAL_CONSUME_QUEUE_MS,
+        metadata=_key("flushIntervalConsumeQueue", _parse_int),
+    )
+    sync_flush_timeout_ms: int = field(
+        default=limits.SYNC_FLUSH_TIMEOUT_MS, metadata=_key("syncFlushTimeout", _parse_int)
+    )
+    flush_consumer_offset_interval_ms: int = field(
+        default=limits.CONSUMER_OFFSET_FLUSH_INTERVAL_MS,
+        metadata=_key("flushConsumerOffsetInterval", _parse_int),
+    )
+    flush_delay_offset_interval_ms: int = field(
+        default=limits.DELAY_OFFSET_FLUSH_INTERVAL_MS,
+        metadata=_key("flushDelayOffsetInterval", _parse_int),
+    )
+    register_name_server_period_ms: int = field(
+        default=limits.BROKER_REGISTER_INTERVAL_MS,
+        metadata=_key("registerNameServerPeriod", _parse_int),
+    )
+    long_polling_enable: bool = field(default=True, metadata=_key("longPollingEnable", _parse_bool))
+    short_polling_time_ms: int = field(
+        default=1_000, metadata=_key("shortPollingTimeMills", _parse_int)
+    )
+    notify_consumer_ids_changed_enable: bool = field(
+        default=True, metadata=_key("notifyConsumerIdsChangedEnable", _parse_bool)
+    )
+    region_id: str = field(default="DefaultRegion", metadata=_key("regionId", _parse_str))
+    trace_on: bool = field(default=True, metadata=_key("traceOn", _parse_bool))
+    enable_property_filter: bool = field(
+        default=False, metadata=_key("enablePropertyFilter", _parse_bool)
+    )
+    reject_transaction_message: bool = field(
+        default=False, metadata=_key("rejectTransactionMessage", _parse_bool)
+    )
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
+    extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
+
+    def __post_init__(self) -> None:
+        for name, low, high in _RANGES:
+            value = getattr(self, name)
+            if not low <= value <= high:
+                key = _JAVA_KEY_BY_FIELD[name]
+                raise _bad(key, _render_plain(value), f"a value between {low} and {high}")
+        if self.consume_queue_file_bytes % limits.CONSUME_QUEUE_ENTRY_BYTES:
+            raise _bad(
+                "mapedFileSizeConsumeQueue",
+                str(self.consume_queue_file_bytes),
+                f"a multiple of {limits.CONSUME_QUEUE_ENTRY_BYTES} (one consume-queue entry)",
+            )
+        if not self.message_delay_levels_ms:
+            raise _bad("messageDelayLevel", "", "at least one delay level")
+        if not self.delete_when_hours:
+            raise _bad("deleteWhen", "", "at least one hour of the day")
+
+    @property
+    def broker_address(self) -> str:
+        """``brokerIP1:listenPort``: what the broker registers and stamps as STOREHOST."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def file_reserved_time_ms(self) -> int:
+        """fileReservedTime in milliseconds."""
+        return self.file_reserved_time_hours * 3_600_000
+
+    @property
+    def config_dir(self) -> Path:
+        """``<storePathRootDir>/config``: where topics.json and its siblings live."""
+        return self.store_path_root_dir / "config"
+
+    @classmethod
+    def from_mapping(
+        cls,
+        values: Mapping[str, str],
+        overrides: Mapping[str, object] | None = None,
+    ) -> BrokerConfig:
+        """Build a config from broker.conf ``values``, then ``overrides`` on top.
+
+        ``values`` are strings keyed by RocketMQ key (as :func:`parse_broker_conf` returns).
+        ``overrides`` (from the command line) may be keyed by RocketMQ key or field name and
+        hold strings or plain values (int, bool, Path, enum, tuple). Unknown keys are kept in
+        ``extra_properties`` and logged as a warning. Raises :class:`ConfigError` naming the
+        key and the value when a value does not parse or is out of range.
+        """
+        merged: dict[str, str] = dict(values)
+        for name, value in (overrides or {}).items():
+            key = _JAVA_KEY_BY_FIELD.get(name, name)
+            merged[key] = _override_text(key, value)
+        arguments: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        for key, text in merged.items():
+            spec = _FIELD_BY_JAVA_KEY.get(key)
+            if spec is None:
+                extra[key] = text
+                continue
+            arguments[spec.name] = spec.metadata["parse"](key, text.strip())
+        for key in sorted(extra):
+            _log.warning("broker config key %r is not known to Bolide: kept, but ignored", key)
+        return cls(**arguments, extra_properties=MappingProxyType(extra))
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting as broker.conf text, keyed by RocketMQ key (GET_BROKER_CONFIG's body)."""
+        rendered = {
+            spec.metadata["key"]: spec.metadata["render"](getattr(self, spec.name))
+            for spec in _KNOWN_FIELDS
+        }
+        rendered.update(self.extra_properties)
+        return rendered
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        """A copy with ``changes`` (field names) applied and validated."""
+        return dataclasses.replace(self, **changes)
+
+
+_KNOWN_FIELDS = tuple(spec for spec in dataclasses.fields(BrokerConfig) if "key" in spec.metadata)
+_FIELD_BY_JAVA_KEY = {spec.metadata["key"]: spec for spec in _KNOWN_FIELDS}
+_JAVA_KEY_BY_FIELD = {spec.name: spec.metadata["key"] for spec in _KNOWN_FIELDS}
+
+_JAVA_INT_MAX = 2**31 - 1
+"""These settings are Java ints in RocketMQ; files written for it never hold more."""
+
+# (field, lowest, highest) allowed; both ends inclusive.
+_RANGES: tuple[tuple[str, int, int], ...] = (
+    ("broker_id", 0, 2**63 - 1),
+    # 0 asks the OS for a free port: tests and embedded brokers use it.
+    ("listen_port", 0, 65_535),
+    ("broker_permission", 0, 0xF),
+    ("default_topic_queue_nums", 1, limits.TOPIC_QUEUE_NUMS_MAX_COUNT),
+    ("file_reserved_time_hours", 1, _JAVA_INT_MAX),
+    # RocketMQ clamps diskMaxUsedSpaceRatio to 10..95; Bolide refuses instead of surprising.
+    ("disk_max_used_space_ratio_percent", 10, 95),
+    # A body larger than a frame could never arrive.
+    ("max_message_size_bytes", 1, limits.FRAME_MAX_BYTES),
+    ("commit_log_segment_bytes", limits.COMMIT_LOG_SEGMENT_MIN_BYTES, _JAVA_INT_MAX),
+    ("consume_queue_file_bytes", limits.CONSUME_QUEUE_ENTRY_BYTES, _JAVA_INT_MAX),
+    ("flush_interval_commit_log_ms", 1, _JAVA_INT_MAX),
+    ("flush_interval_consume_queue_ms", 1, _JAVA_INT_MAX),
+    ("sync_flush_timeout_ms", 1, _JAVA_INT_MAX),
+    ("flush_consumer_offset_interval_ms", 1, _JAVA_INT_MAX),
+    ("flush_delay_offset_interval_ms", 1, _JAVA_INT_MAX),
+    # A broker must re-register before the name server forgets it.
+    ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
+    ("short_polling_time_ms", 0, _JAVA_INT_MAX),
+)
+
+
+def _override_text(key: str, value: object) -> str:
+    if isinstance(value, str):
+        return value
+    spec = _FIELD_BY_JAVA_KEY.get(key)
+    if isinstance(value, bool | int | Path | enum.Enum):
+        return _render_plain(value)
+    if spec is not None and isinstance(value, tuple | list):
+        rendered: str = spec.metadata["render"](tuple(value))
+        return rendered
+    raise ConfigError(f"broker config override {key}={value!r}: unsupported value type")
+
+
+def parse_broker_conf(text: str) -> dict[str, str]:
+    """Parse broker.conf (Java properties) text into ``{key: value}``, both trimmed.
+
+    Accepts ``key=value`` and ``key: value`` lines, ``#`` and ``!`` comment lines, blank
+    lines, a leading BOM, and a trailing backslash continuing a line. A later duplicate key
+    wins, as in Java. Raises :class:`ConfigError` (with the line number) for a line that has
+    no separator or an empty key.
+    """
+    result: dict[str, str] = {}
+    lines = text.removeprefix("\ufeff").splitlines()
+    index = 0
+    while index < len(lines):
+        number = index + 1
+        logical = lines[index].strip()
+        index += 1
+        while logical.endswith("\\") and index < len(lines):
+            logical = logical[:-1] + lines[index].strip()
+            index += 1
+        if not logical or logical[0] in "#!":
+            continue
+        positions = [p for p in (logical.find("="), logical.find(":")) if p >= 0]
+        if not positions:
+            raise ConfigError(f"broker.conf line {number}: expected key=value, got {logical!r}")
+        split_at = min(positions)
+        key, value = logical[:split_at].strip(), logical[split_at + 1 :].strip()
+        if not key:
+            raise ConfigError(f"broker.conf line {number}: empty key in {logical!r}")
+        result[key] = value
+    return result
+
+
+def read_broker_conf(path: Path) -> dict[str, str]:
+    """Read and parse a broker.conf file; :class:`ConfigError` if it cannot be read or parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read broker config {path}: {error}") from error
+    try:
+        return parse_broker_conf(text)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from error

@@ -1,0 +1,296 @@
+"""Request code -> handler, with a concurrency bound per family of handlers.
+
+What a peer gets back (the rules of RocketMQ's remoting server, protocol.md §1.4):
+
+* no handler for the code -> REQUEST_CODE_NOT_SUPPORTED, remark ``" request type <code> not
+  supported"`` (leading space included, as Java writes it);
+* the handler's family already runs its maximum of requests -> SYSTEM_BUSY at once;
+* the handler raises :class:`RequestError` -> that error's code and remark;
+* the handler raises anything else -> SYSTEM_ERROR with ``str(error)`` as remark;
+* the handler returns a command -> sent with the request's opaque and serialize type;
+* the handler returns None, or the request is oneway (flag bit 1) -> nothing is sent.
+
+Requests never wait for one another: a long-polling pull may park for ~30 s while the same
+connection keeps sending. Creating one task per request is the obvious way, but it is the hot
+path, so the first step of each handler runs synchronously inside ``dispatch`` and a task is
+made only when the handler actually suspends (see :class:`_Resumed`). Most handlers (offsets,
+heartbeats, routes, async-flush sends) finish in that first step and never cost a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import sys
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bolide.base import limits
+from bolide.base.errors import BolideError, invariant
+from bolide.protocol.codes import ResponseCode
+from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+
+if TYPE_CHECKING:
+    from bolide.remoting.connection import Connection
+
+_log = logging.getLogger("bolide.remoting.dispatcher")
+
+Handler = Callable[["Connection", RemotingCommand], Coroutine[Any, Any, RemotingCommand | None]]
+"""``async def handler(connection, request) -> response | None`` (None: send no answer).
+
+On Python 3.11 a handler's code up to its first suspension runs outside any task, so
+``asyncio.current_task()`` is None there and ``asyncio.timeout()`` / ``TaskGroup`` cannot be
+entered before the first ``await`` that suspends; ``asyncio.wait_for`` works. From 3.12 on the
+dispatcher uses real eager tasks and the restriction is gone.
+"""
+
+
+class RequestError(BolideError):
+    """Raised by a handler to answer with a specific response ``code`` and ``remark``."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(f"response code {code}: {remark}")
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(slots=True)
+class _Family:
+    name: str
+    max_requests: int
+    in_flight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    handler: Handler
+    family: _Family
+
+
+class Dispatcher:
+    """Routes requests to handlers registered by code; see the module docstring for answers.
+
+    ``family_limits`` sets the concurrent requests of a family (default
+    :data:`~bolide.base.limits.HANDLER_CONCURRENCY_MAX_REQUESTS` for families not named).
+    ``eager=False`` starts every handler in a fresh task (for measurements and debugging).
+    """
+
+    def __init__(
+        self,
+        *,
+        family_limits: Mapping[str, int] | None = None,
+        default_family_limit: int = limits.HANDLER_CONCURRENCY_MAX_REQUESTS,
+        eager: bool = True,
+    ) -> None:
+        invariant(default_family_limit > 0, "a family runs at least one request")
+        self._family_limits = dict(family_limits or {})
+        invariant(all(value > 0 for value in self._family_limits.values()), "positive limits")
+        self._default_family_limit = default_family_limit
+        self._eager = eager
+        self._families: dict[str, _Family] = {}
+        self._routes: dict[int, _Route] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def register(self, code: int, handler: Handler, *, family: str) -> None:
+        """Route requests with ``code`` to ``handler``, counted against ``family``'s bound.
+
+        Registering a code twice is a programmer error (InvariantViolationError).
+        """
+        invariant(code not in self._routes, f"request code {code} registered twice")
+        bucket = self._families.get(family)
+        if bucket is None:
+            limit = self._family_limits.get(family, self._default_family_limit)
+            bucket = self._families[family] = _Family(family, limit)
+        self._routes[code] = _Route(handler, bucket)
+
+    def is_registered(self, code: int) -> bool:
+        """Whether a handler is registered for ``code``."""
+        return code in self._routes
+
+    def in_flight(self, family: str) -> int:
+        """Requests of ``family`` being handled right now (0 for an unknown family)."""
+        bucket = self._families.get(family)
+        return 0 if bucket is None else bucket.in_flight
+
+    @property
+    def suspended_handlers(self) -> int:
+        """Handlers that suspended and now run as tasks."""
+        return len(self._tasks)
+
+    def dispatch(self, connection: Connection, request: RemotingCommand) -> None:
+        """Start handling ``request`` from ``connection``; never raises, never blocks."""
+        route = self._routes.get(request.code)
+        if route is None:
+            self._answer(
+                connection,
+                request,
+                request.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    f" request type {request.code} not supported",
+                ),
+            )
+            return
+        family = route.family
+        if family.in_flight >= family.max_requests:
+            self._answer(
+                connection,
+                request,
+                request.make_response(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"[OVERLOAD] {family.name} handlers busy with {family.in_flight} requests,"
+                    " try again later",
+                ),
+            )
+            return
+        family.in_flight += 1
+        try:
+            coroutine = route.handler(connection, request)
+        except Exception as error:  # a plain function posing as a handler raised at once
+            family.in_flight -= 1
+            self._answer(connection, request, _error_response(request, error))
+            return
+        if self._eager:
+            self._start_eagerly(coroutine, connection, request, family)
+        else:
+            self._track(self._complete(coroutine, connection, request, family))
+
+    async def cancel_handlers(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
+        """Give suspended handlers ``timeout_ms`` to finish, then cancel the rest (no answers).
+
+        Used when a server stops; the dispatcher stays usable afterwards.
+        """
+        tasks = set(self._tasks)
+        if not tasks:
+            return
+        _, still_running = await asyncio.wait(tasks, timeout=timeout_ms / 1000)
+        for task in still_running:
+            task.cancel()
+        if still_running:
+            await asyncio.wait(still_running)
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _start_eagerly(
+        self,
+        coroutine: Coroutine[Any, Any, RemotingCommand | None],
+        connection: Connection,
+        request: RemotingCommand,
+        family: _Family,
+    ) -> None:
+        if sys.version_info >= (3, 12):
+            # The interpreter's own eager start: same saving, with a current task from the start.
+            self._track(self._complete(coroutine, connection, request, family), eager=True)
+            return
+        # The first step runs in its own copy of the context, which the task then keeps, so a
+        # handler setting a context variable affects only itself, as it would in a task.
+        context = contextvars.copy_context()
+        try:
+            first_yield = context.run(coroutine.send, None)
+        except StopIteration as done:
+            family.in_flight -= 1
+            self._answer(connection, request, done.value)
+            return
+        except Exception as error:
+            family.in_flight -= 1
+            self._answer(connection, request, _error_response(request, error))
+            return
+        except BaseException:
+            family.in_flight -= 1
+            raise
+        resumed = _Resumed(coroutine, first_yield)
+        self._track(self._complete(resumed, connection, request, family), context=context)
+
+    def _track(
+        self,
+        coroutine: Coroutine[Any, Any, None],
+        *,
+        eager: bool = False,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        if eager and sys.version_info >= (3, 12):
+            task: asyncio.Task[None] = asyncio.Task(coroutine, loop=loop, eager_start=True)
+            if task.done():
+                return
+        else:
+            task = loop.create_task(coroutine, context=context)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _complete(
+        self,
+        awaitable: Coroutine[Any, Any, RemotingCommand | None] | _Resumed,
+        connection: Connection,
+        request: RemotingCommand,
+        family: _Family,
+    ) -> None:
+        try:
+            response = await awaitable
+        except Exception as error:
+            response = _error_response(request, error)
+        finally:
+            family.in_flight -= 1
+        self._answer(connection, request, response)
+
+    def _answer(
+        self, connection: Connection, request: RemotingCommand, response: RemotingCommand | None
+    ) -> None:
+        if response is None or request.flag & FLAG_ONEWAY:
+            return
+        if connection.is_closed:
+            _log.debug("no answer to %s: connection closed", connection.remote_address)
+            return
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        response.serialize_type = request.serialize_type
+        try:
+            connection.send(response)
+        except BolideError as error:  # an unencodable response is a handler bug
+            _log.error("cannot send the answer to request code %d: %s", request.code, error)
+            if not connection.is_closed:
+                connection.send(request.make_response(ResponseCode.SYSTEM_ERROR, str(error)))
+
+
+class _Resumed:
+    """Continues, inside a task, a coroutine already driven to its first suspension.
+
+    ``dispatch`` ran the handler's first step by hand and got back what it yielded (a future
+    it waits on, or None for a bare yield). Yielding that same object to the task makes the
+    task wait on it exactly as if it had run the step itself; afterwards the task drives the
+    coroutine directly through ``yield from``.
+    """
+
+    __slots__ = ("_coroutine", "_first_yield")
+
+    def __init__(
+        self, coroutine: Coroutine[Any, Any, RemotingCommand | None], first_yield: object
+    ) -> None:
+        self._coroutine = coroutine
+        self._first_yield = first_yield
+
+    def __await__(self) -> Generator[Any, None, RemotingCommand | None]:
+        coroutine = self._coroutine
+        pending = self._first_yield
+        while True:
+            try:
+                yield pending
+            except BaseException as error:  # cancellation: deliver it where the handler waits
+                try:
+                    pending = coroutine.throw(error)
+                except StopIteration as done:
+                    result: RemotingCommand | None = done.value
+                    return result
+                continue
+            return (yield from coroutine.__await__())
+
+
+def _error_response(request: RemotingCommand, error: Exception) -> RemotingCommand:
+    if isinstance(error, RequestError):
+        return request.make_response(error.code, error.remark)
+    if isinstance(error, BolideError):
+        _log.info("request code %d failed: %s", request.code, error)
+    else:
+        _log.error("handler for request code %d crashed", request.code, exc_info=error)
+    return request.make_response(ResponseCode.SYSTEM_ERROR, str(error) or type(error).__name__)

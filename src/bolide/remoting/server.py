@@ -1,0 +1,129 @@
+"""A remoting server: a TCP listener whose connections hand requests to a dispatcher.
+
+The owner (broker, name server) learns about connections through ``on_connection_open`` /
+``on_connection_close`` and can send its own requests to a client over
+:meth:`Connection.invoke` / :meth:`Connection.invoke_oneway` on the connection the client
+opened (NOTIFY_CONSUMER_IDS_CHANGED, reset offset, GET_CONSUMER_RUNNING_INFO...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from bolide.base import limits
+from bolide.base.errors import ConnectionClosedError, InvariantViolationError, invariant
+from bolide.remoting.connection import Connection, ConnectionCallback, ConnectionSettings
+from bolide.remoting.dispatcher import Dispatcher
+
+_log = logging.getLogger("bolide.remoting.server")
+
+
+class RemotingServer:
+    """Listens on ``host:port`` (port 0 = any free port, see :attr:`port` after start).
+
+    ``settings`` bounds every connection; a server always stops reading from a peer whose
+    answers it cannot write (``pause_reading_while_write_blocked`` is forced on).
+    ``on_connection_close`` runs once per connection, also for connections closed by
+    :meth:`stop`; ``connection.close_reason`` says why.
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        settings: ConnectionSettings | None = None,
+        on_connection_open: ConnectionCallback | None = None,
+        on_connection_close: ConnectionCallback | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._host = host
+        self._requested_port = port
+        self._settings = dataclasses.replace(
+            settings or ConnectionSettings(), pause_reading_while_write_blocked=True
+        )
+        self._on_connection_open = on_connection_open
+        self._on_connection_close = on_connection_close
+        self._server: asyncio.Server | None = None
+        self._port: int | None = None
+        self._connections: set[Connection] = set()
+
+    @property
+    def port(self) -> int:
+        """The port listened on; only valid after :meth:`start`."""
+        if self._port is None:
+            raise InvariantViolationError("server port read before start()")
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``"host:port"`` to give to clients; only valid after :meth:`start`."""
+        return f"{self._host}:{self.port}"
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        """The connections open right now."""
+        return frozenset(self._connections)
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self._dispatcher
+
+    async def start(self) -> None:
+        """Bind and listen. Raises OSError when the address cannot be bound."""
+        invariant(self._server is None, "server started twice")
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self._host, self._requested_port, reuse_address=True
+        )
+        sockets = self._server.sockets
+        invariant(len(sockets) > 0, "a started server has a listening socket")
+        self._port = int(sockets[0].getsockname()[1])
+        _log.info("remoting server listening on %s", self.address)
+
+    async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
+        """Stop listening, close every connection and cancel handlers still running.
+
+        Unsent answers get up to ``timeout_ms`` to be flushed, suspended handlers up to
+        ``timeout_ms`` to finish; then connections are aborted and handlers cancelled. Our own
+        pending invokes on the connections fail with ConnectionClosedError. Idempotent.
+        """
+        server = self._server
+        if server is None:
+            return
+        server.close()
+        reason = ConnectionClosedError(f"server {self.address} stopping")
+        connections = list(self._connections)
+        for connection in connections:
+            connection.close(reason)
+        if connections:
+            closing = [asyncio.ensure_future(c.wait_closed()) for c in connections]
+            _, unfinished = await asyncio.wait(closing, timeout=timeout_ms / 1000)
+            for waiter in unfinished:
+                waiter.cancel()
+            for connection in connections:
+                connection.close(reason, abort=True)  # no-op for those already closed
+        await self._dispatcher.cancel_handlers(timeout_ms)
+        await server.wait_closed()
+        _log.info("remoting server on %s stopped", self.address)
+
+    def _new_connection(self) -> Connection:
+        return Connection(
+            self._dispatcher,
+            settings=self._settings,
+            on_open=self._opened,
+            on_close=self._closed,
+        )
+
+    def _opened(self, connection: Connection) -> None:
+        self._connections.add(connection)
+        if self._on_connection_open is not None:
+            self._on_connection_open(connection)
+
+    def _closed(self, connection: Connection) -> None:
+        self._connections.discard(connection)
+        if self._on_connection_close is not None:
+            self._on_connection_close(connection)

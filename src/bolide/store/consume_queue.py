@@ -1,0 +1,410 @@
+"""Consume queues: per topic and queue id, the commit-log position of every message in order.
+
+Files are ``consumequeue/<topic>/<queue id>/<20-digit start byte offset>``, each
+``entries_per_file`` entries of 20 bytes; the queue offset of an entry is its byte offset / 20.
+
+```
++------------------------+------------+------------------------+
+| commit-log offset      | size       | tags code              |
+| int64                  | int32      | int64                  |
++------------------------+------------+------------------------+
+  0                        8            12                     20
+```
+
+The tags code is Java's ``String.hashCode`` of the TAGS property (0 without tags) or, in
+SCHEDULE_TOPIC_XXXX, the delivery time in ms. The size is written last, so an entry torn by a
+crash has size 0 and reads as the end of the queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from bolide.base import limits
+from bolide.base.errors import CorruptDataError, StoreIOError, invariant
+from bolide.store.config import parse_segment_file_name, segment_file_name
+from bolide.store.file_ops import FileOps
+from bolide.store.segment import MappedSegment
+
+ENTRY: Final = struct.Struct(">qiq")
+ENTRY_BYTES: Final = limits.CONSUME_QUEUE_ENTRY_BYTES
+_OFFSET: Final = struct.Struct(">q")
+_SIZE: Final = struct.Struct(">i")
+_TAGS_POSITION: Final = 12
+_SIZE_POSITION: Final = 8
+
+ConsumeQueueEntry = tuple[int, int, int]
+"""(commit-log offset, size, tags code)."""
+
+
+class ConsumeQueue:
+    """One queue's entries. ``max_offset`` is exclusive; ``min_offset`` the first entry whose
+    record retention has not deleted."""
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        directory: Path,
+        entries_per_file: int,
+        file_ops: FileOps,
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = directory
+        self.entries_per_file = entries_per_file
+        self.file_bytes = entries_per_file * ENTRY_BYTES
+        self._file_ops = file_ops
+        self.segments: list[MappedSegment] = []
+        self.min_offset = 0
+        self.max_offset = 0
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map the queue's files and find its end (the first entry of size 0).
+
+        Raises:
+            CorruptDataError: files are misnamed, not contiguous or of the wrong size.
+            StoreIOError: a file cannot be opened.
+        """
+        starts: list[int] = []
+        for path in self.directory.iterdir():
+            start = parse_segment_file_name(path.name)
+            if start is None or start % self.file_bytes != 0:
+                raise CorruptDataError(f"unexpected file {path} in a consume queue")
+            starts.append(start)
+        starts.sort()
+        for index in range(1, len(starts)):
+            if starts[index] != starts[index - 1] + self.file_bytes:
+                raise CorruptDataError(f"consume queue {self.directory} has a gap")
+        try:
+            for start in starts:
+                segment = MappedSegment.open_existing(
+                    self.directory / segment_file_name(start),
+                    start,
+                    self.file_bytes,
+                    allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
+                    file_ops=self._file_ops,
+                )
+                self.segments.append(segment)
+        except BaseException:
+            self.close()
+            raise
+        if not self.segments:
+            return
+        for segment in self.segments[:-1]:
+            segment.write_position = segment.flushed_position = self.file_bytes
+            segment.allocated_position = self.file_bytes
+        first, last = self.segments[0], self.segments[-1]
+        # A queue rebuilt from the middle of its history starts inside its first file.
+        leading = self._leading_empty_entries(first)
+        used = self._first_empty_entry(last, leading if last is first else 0) * ENTRY_BYTES
+        last.write_position = last.flushed_position = last.allocated_position = used
+        self.min_offset = first.start_offset // ENTRY_BYTES + leading
+        self.max_offset = max(self.min_offset, (last.start_offset + used) // ENTRY_BYTES)
+
+    def _leading_empty_entries(self, segment: MappedSegment) -> int:
+        """Entries of size 0 before the first written one (0 in the usual case)."""
+        view = segment.view
+        (size,) = _SIZE.unpack_from(view, _SIZE_POSITION)
+        if size != 0:
+            return 0
+        for index, (_, size, _) in enumerate(ENTRY.iter_unpack(view)):
+            if size != 0:
+                return index
+        return 0
+
+    def _first_empty_entry(self, segment: MappedSegment, low: int) -> int:
+        """Binary search from ``low`` for the first entry of size 0 (entries are written in
+        order, so the written ones form one run)."""
+        high = self.entries_per_file
+        view = segment.view
+        while low < high:
+            middle = (low + high) // 2
+            (size,) = _SIZE.unpack_from(view, middle * ENTRY_BYTES + _SIZE_POSITION)
+            if size != 0:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    # --- appending ----------------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        """Raises StoreIOError when the tail file is poisoned (a write failed before)."""
+        if self.segments and self.segments[-1].poison is not None:
+            raise StoreIOError(f"consume queue refuses appends: {self.segments[-1].poison}")
+
+    def prepare_append(self, count: int) -> None:
+        """Make room for ``count`` more entries (new files, reserved blocks) before any
+        commit-log byte is written, so the appends themselves cannot fail.
+
+        Raises:
+            DiskFullError: no space.
+            StoreIOError: a file cannot be made, or the tail file is poisoned.
+        """
+        self.check_writable()
+        end_byte = (self.max_offset + count) * ENTRY_BYTES
+        while not self.segments or self.segments[-1].end_offset < end_byte:
+            if self.segments:
+                start = self.segments[-1].end_offset
+            else:
+                start = self.max_offset * ENTRY_BYTES // self.file_bytes * self.file_bytes
+            self._new_file(start)
+        first = self._segment_index(self.max_offset)
+        for segment in self.segments[first:]:
+            needed = min(end_byte - segment.start_offset, self.file_bytes)
+            if needed <= 0:
+                break
+            segment.ensure_allocated(needed)
+
+    def _new_file(self, start: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        segment = MappedSegment.create(
+            self.directory / segment_file_name(start),
+            start,
+            self.file_bytes,
+            allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
+            file_ops=self._file_ops,
+        )
+        self.segments.append(segment)
+
+    def append(self, commit_log_offset: int, size: int, tags_code: int) -> int:
+        """Write the next entry (room made by :meth:`prepare_append`); returns its offset."""
+        queue_offset = self.max_offset
+        byte_offset = queue_offset * ENTRY_BYTES
+        segment = self.segments[(byte_offset - self.segments[0].start_offset) // self.file_bytes]
+        position = byte_offset - segment.start_offset
+        invariant(position + ENTRY_BYTES <= segment.allocated_position, "append without room")
+        view = segment.view
+        _OFFSET.pack_into(view, position, commit_log_offset)
+        _OFFSET.pack_into(view, position + _TAGS_POSITION, tags_code)
+        _SIZE.pack_into(view, position + _SIZE_POSITION, size)  # last: see module docstring
+        segment.write_position = position + ENTRY_BYTES
+        self.max_offset = queue_offset + 1
+        return queue_offset
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _segment_index(self, queue_offset: int) -> int:
+        if not self.segments:
+            return -1
+        return (queue_offset * ENTRY_BYTES - self.segments[0].start_offset) // self.file_bytes
+
+    def entry(self, queue_offset: int) -> ConsumeQueueEntry | None:
+        """The entry at ``queue_offset`` if it lies in [min, max); else None."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return None
+        index = self._segment_index(queue_offset)
+        if not 0 <= index < len(self.segments):
+            return None
+        segment = self.segments[index]
+        position = queue_offset * ENTRY_BYTES - segment.start_offset
+        entry: ConsumeQueueEntry = ENTRY.unpack_from(segment.view, position)
+        return entry
+
+    def entries_view(self, queue_offset: int, count: int) -> memoryview | None:
+        """Up to ``count`` entries from ``queue_offset`` as one view (never crossing a file,
+        so it may hold fewer); None when ``queue_offset`` is outside [min, max)."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return None
+        index = self._segment_index(queue_offset)
+        if not 0 <= index < len(self.segments):
+            return None
+        segment = self.segments[index]
+        position = queue_offset * ENTRY_BYTES - segment.start_offset
+        available = min(count, self.max_offset - queue_offset)
+        end = min(position + available * ENTRY_BYTES, segment.write_position)
+        return segment.view[position:end]
+
+    def entries(self, queue_offset: int, count: int) -> list[ConsumeQueueEntry]:
+        """Up to ``count`` entries from ``queue_offset``, across files."""
+        result: list[ConsumeQueueEntry] = []
+        offset = max(queue_offset, self.min_offset)
+        while len(result) < count:
+            view = self.entries_view(offset, count - len(result))
+            if view is None or not view:
+                break
+            batch: list[ConsumeQueueEntry] = list(ENTRY.iter_unpack(view))
+            result += batch
+            offset += len(batch)
+        return result
+
+    def lower_bound(self, key: Callable[[ConsumeQueueEntry], int], target: int) -> int:
+        """The first queue offset in [min, max) whose ``key(entry)`` is >= ``target`` (entries
+        must be ordered by ``key``); max offset when there is none."""
+        low, high = self.min_offset, self.max_offset
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.entry(middle)
+            if entry is None or key(entry) < target:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    # --- trimming -----------------------------------------------------------------------------
+
+    def truncate(self, queue_offset: int) -> int:
+        """Drop every entry from ``queue_offset`` on (recovery); returns how many went.
+
+        Raises:
+            StoreIOError: a file could not be resized or removed.
+        """
+        queue_offset = max(queue_offset, self.min_offset)
+        dropped = max(0, self.max_offset - queue_offset)
+        if dropped == 0:
+            return 0
+        byte_offset = queue_offset * ENTRY_BYTES
+        while len(self.segments) > 1 and self.segments[-1].start_offset >= byte_offset:
+            self.segments.pop().delete()
+        last = self.segments[-1]
+        last.cut(max(0, byte_offset - last.start_offset))
+        self.max_offset = queue_offset
+        return dropped
+
+    def restart_at(self, queue_offset: int) -> None:
+        """Make an empty queue continue at ``queue_offset`` (recovery rebuilding a queue whose
+        early records retention already deleted).
+
+        Raises:
+            StoreIOError: old files could not be removed.
+        """
+        invariant(self.max_offset == self.min_offset, "only an empty queue restarts")
+        while self.segments:
+            self.segments.pop().delete()
+        self.min_offset = self.max_offset = queue_offset
+
+    def advance_min_offset(self, is_kept: Callable[[ConsumeQueueEntry], bool]) -> None:
+        """Move min offset to the first entry ``is_kept`` accepts (retention); entries are
+        ordered so that the kept ones form a suffix. Whole files before it are deleted (the
+        last file always stays).
+
+        Raises:
+            StoreIOError: a file could not be removed.
+        """
+        new_min = self.lower_bound(lambda entry: int(is_kept(entry)), 1)
+        if new_min <= self.min_offset:
+            return
+        self.min_offset = new_min
+        while len(self.segments) > 1 and self.segments[0].end_offset <= new_min * ENTRY_BYTES:
+            self.segments.pop(0).delete()
+
+    def dirty_segments(self) -> list[MappedSegment]:
+        return [s for s in self.segments if s.flushed_position < s.write_position]
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.segments.clear()
+
+    def destroy(self) -> None:
+        """Close and delete every file of this queue.
+
+        Raises:
+            StoreIOError: the directory could not be removed.
+        """
+        self.close()
+        try:
+            shutil.rmtree(self.directory, ignore_errors=False)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            raise StoreIOError(f"delete {self.directory}: {error}") from error
+
+
+class ConsumeQueueTable:
+    """Every consume queue of a store, by topic and queue id, under ``consumequeue/``.
+
+    Topic names are directory names; the store refuses names that could escape the directory
+    (see :func:`topic_is_storable`).
+    """
+
+    def __init__(self, directory: Path, entries_per_file: int, file_ops: FileOps) -> None:
+        self.directory = directory
+        self.entries_per_file = entries_per_file
+        self._file_ops = file_ops
+        self.queues: dict[str, dict[int, ConsumeQueue]] = {}
+
+    def load(self) -> None:
+        """Open every queue found on disk.
+
+        Raises:
+            CorruptDataError / StoreIOError: a queue cannot be opened.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for topic_dir in sorted(self.directory.iterdir()):
+            if not topic_dir.is_dir() or not topic_is_storable(topic_dir.name):
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    continue
+                queue = self._make(topic_dir.name, int(queue_dir.name))
+                queue.load()
+
+    def _make(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = ConsumeQueue(
+            topic,
+            queue_id,
+            self.directory / topic / str(queue_id),
+            self.entries_per_file,
+            self._file_ops,
+        )
+        self.queues.setdefault(topic, {})[queue_id] = queue
+        return queue
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        by_id = self.queues.get(topic)
+        return None if by_id is None else by_id.get(queue_id)
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue, made (without files: they come with the first append) if new."""
+        by_id = self.queues.get(topic)
+        if by_id is not None:
+            queue = by_id.get(queue_id)
+            if queue is not None:
+                return queue
+        return self._make(topic, queue_id)
+
+    def all_queues(self) -> list[ConsumeQueue]:
+        return [queue for by_id in self.queues.values() for queue in by_id.values()]
+
+    def delete_topic(self, topic: str) -> list[ConsumeQueue]:
+        """Close and delete every queue of ``topic``; returns them.
+
+        Raises:
+            StoreIOError: files could not be removed.
+        """
+        by_id = self.queues.pop(topic, {})
+        for queue in by_id.values():
+            queue.destroy()
+        topic_dir = self.directory / topic
+        try:
+            shutil.rmtree(topic_dir)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            raise StoreIOError(f"delete {topic_dir}: {error}") from error
+        return list(by_id.values())
+
+    def close(self) -> None:
+        for queue in self.all_queues():
+            queue.close()
+        self.queues.clear()
+
+
+def topic_is_storable(topic: str) -> bool:
+    """Whether ``topic`` can name a directory safely: not empty, not ``.``/``..``, without
+    path separators or NUL. (The broker applies RocketMQ's stricter character rules.)"""
+    return (
+        bool(topic)
+        and topic not in (".", "..")
+        and "/" not in topic
+        and "\\" not in topic
+        and "\0" not in topic
+    )

@@ -1,0 +1,70 @@
+"""What a record contributes to the consume queue and the index, computed the same way when a
+message is put and when recovery re-reads it from the commit log. Shared by both stores."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bolide.protocol.message import (
+    KEY_SEPARATOR,
+    TRANSACTION_MASK,
+    MessageSysFlag,
+    PropertyKey,
+    tags_code,
+)
+from bolide.store.config import SCHEDULE_TOPIC
+from bolide.store.index_file import index_key_hash
+
+_NO_QUEUE_ENTRY = frozenset(
+    {int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK)}
+)
+
+
+def gets_queue_entry(sys_flag: int) -> bool:
+    """Whether a record gets a consume-queue entry: not for PREPARED or ROLLBACK halves."""
+    return (sys_flag & TRANSACTION_MASK) not in _NO_QUEUE_ENTRY
+
+
+def queue_tags_code(
+    topic: str,
+    properties: Mapping[str, str],
+    store_timestamp_ms: int,
+    delay_levels_ms: tuple[int, ...],
+) -> int:
+    """The consume-queue tags code of a record.
+
+    Java's ``String.hashCode`` of TAGS (0 without), except in SCHEDULE_TOPIC_XXXX, where it is
+    the delivery time: store time plus the delay of the DELAY level (clamped to the highest
+    level; a missing or bad level delivers at once).
+    """
+    if topic == SCHEDULE_TOPIC:
+        level_text = properties.get(PropertyKey.DELAY, "")
+        level = int(level_text) if level_text.isdigit() else 0
+        if level <= 0:
+            return store_timestamp_ms
+        return store_timestamp_ms + delay_levels_ms[min(level, len(delay_levels_ms)) - 1]
+    return tags_code(properties.get(PropertyKey.TAGS))
+
+
+def index_hashes(topic: str, properties: Mapping[str, str], max_entries: int) -> list[int]:
+    """Index hashes of a record: one per distinct KEYS entry and one for UNIQ_KEY, at most
+    ``max_entries`` (an index file's capacity)."""
+    keys = properties.get(PropertyKey.KEYS)
+    unique_key = properties.get(PropertyKey.UNIQ_KEY)
+    if not keys and not unique_key:
+        return []
+    names = dict.fromkeys(key for key in keys.split(KEY_SEPARATOR) if key) if keys else {}
+    if unique_key:
+        names[unique_key] = None
+    hashes = list(dict.fromkeys(index_key_hash(topic, name) for name in names))
+    return hashes[:max_entries]
+
+
+def matches_key(properties: Mapping[str, str], key: str, *, unique: bool) -> bool:
+    """Whether a record answers a key query: ``key`` is its UNIQ_KEY (``unique``) or one of
+    its KEYS."""
+    if not key:
+        return False
+    if unique:
+        return properties.get(PropertyKey.UNIQ_KEY) == key
+    return key in properties.get(PropertyKey.KEYS, "").split(KEY_SEPARATOR)

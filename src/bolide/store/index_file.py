@@ -1,0 +1,348 @@
+"""The key index: find records by ``topic#key`` (KEYS entries and UNIQ_KEY) within a time range.
+
+Files are ``index/<20-digit commit-log offset of the first record they index>``; each is a hash
+table whose buckets are chains of entries linked newest to oldest (as RocketMQ's index):
+
+```
+header (48 bytes)
++--------+---------+---------------+-------------+-----------------------+---------------------+------------+-------------+
+| magic  | version | begin_time_ms | end_time_ms | begin_commit_log_off. | end_commit_log_off. | slot_count | entry_count |
+| int32  | int32   | int64         | int64       | int64                 | int64               | int32      | int32       |
++--------+---------+---------------+-------------+-----------------------+---------------------+------------+-------------+
+slots: slot_count x int32          newest entry number of the bucket, 0 = empty
+entries: entry n (n >= 1) at 48 + 4 * slot_count + 20 * (n - 1)
++----------+--------------------+------------------+----------------+
+| key hash | commit-log offset  | seconds since    | previous entry |
+| uint32   | int64              | begin (int32)    | int32 (0 none) |
++----------+--------------------+------------------+----------------+
+```
+
+An add writes the entry, then the slot, then the header, so a crash leaves at worst an
+unreferenced entry. Chains only point backwards (previous < current); a reader stops at
+anything else, so damage can lose results but never loop. Every hit is checked against the
+record itself before it is returned, so hash collisions and stale entries never leak out.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
+
+from bolide.base import limits
+from bolide.base.errors import CorruptDataError, invariant
+from bolide.store.config import parse_segment_file_name, segment_file_name
+from bolide.store.file_ops import FileOps
+from bolide.store.segment import MappedSegment
+
+_log = logging.getLogger("bolide.store.index")
+
+_HEADER: Final = struct.Struct(">iiqqqqii")
+_ENTRY: Final = struct.Struct(">Iqii")
+_SLOT: Final = struct.Struct(">i")
+_TIMES_AND_OFFSETS: Final = struct.Struct(">qqqq")
+_COUNT: Final = struct.Struct(">i")
+_COUNT_POSITION: Final = 44
+_END_TIME_POSITION: Final = 16
+_END_OFFSET_POSITION: Final = 32
+INDEX_MAGIC: Final = 0x424F4C49  # "BOLI"
+INDEX_VERSION: Final = 1
+HEADER_BYTES: Final = _HEADER.size
+ENTRY_BYTES: Final = _ENTRY.size
+
+
+def index_key_hash(topic: str, key: str) -> int:
+    """The bucket hash of ``topic#key`` (CRC-32 of its UTF-8 bytes)."""
+    return zlib.crc32(f"{topic}#{key}".encode("utf-8", "surrogatepass"))
+
+
+class IndexFile:
+    """One mapped index file."""
+
+    def __init__(self, segment: MappedSegment, slot_count: int, max_entries: int) -> None:
+        self.segment = segment
+        self.slot_count = slot_count
+        self.max_entries = max_entries
+        self._entries_at = HEADER_BYTES + 4 * slot_count
+        self.begin_time_ms = 0
+        self.end_time_ms = 0
+        self.begin_commit_log_offset = 0
+        self.end_commit_log_offset = -1
+        self.entry_count = 0
+
+    @staticmethod
+    def file_bytes(slot_count: int, max_entries: int) -> int:
+        return HEADER_BYTES + 4 * slot_count + ENTRY_BYTES * max_entries
+
+    @classmethod
+    def create(
+        cls, path: Path, slot_count: int, max_entries: int, file_ops: FileOps
+    ) -> IndexFile:
+        """A new, empty file.
+
+        Raises:
+            DiskFullError: no space. StoreIOError: other failures.
+        """
+        size = cls.file_bytes(slot_count, max_entries)
+        segment = MappedSegment.create(
+            path,
+            0,
+            size,
+            allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
+            file_ops=file_ops,
+        )
+        try:
+            # Header and slots are written at random places: reserve them all now.
+            segment.ensure_allocated(HEADER_BYTES + 4 * slot_count)
+        except BaseException:
+            segment.delete()
+            raise
+        index_file = cls(segment, slot_count, max_entries)
+        segment.write(0, _HEADER.pack(INDEX_MAGIC, INDEX_VERSION, 0, 0, 0, -1, slot_count, 0))
+        segment.write_position = HEADER_BYTES
+        return index_file
+
+    @classmethod
+    def open_existing(
+        cls, path: Path, slot_count: int, max_entries: int, file_ops: FileOps
+    ) -> IndexFile:
+        """Map an existing file.
+
+        Raises:
+            CorruptDataError: wrong size or header. StoreIOError: cannot open.
+        """
+        segment = MappedSegment.open_existing(
+            path,
+            0,
+            cls.file_bytes(slot_count, max_entries),
+            allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
+            file_ops=file_ops,
+        )
+        fields = _HEADER.unpack_from(segment.view, 0)
+        magic, version, begin_ms, end_ms, begin_offset, end_offset, slots, count = fields
+        if magic != INDEX_MAGIC or version != INDEX_VERSION or slots != slot_count:
+            segment.close()
+            raise CorruptDataError(f"{path} is not an index file of {slot_count} slots")
+        index_file = cls(segment, slot_count, max_entries)
+        index_file.begin_time_ms, index_file.end_time_ms = begin_ms, end_ms
+        index_file.begin_commit_log_offset = begin_offset
+        index_file.end_commit_log_offset = end_offset
+        index_file.entry_count = max(0, min(count, max_entries))
+        end = index_file._entries_at + ENTRY_BYTES * index_file.entry_count
+        segment.write_position = segment.flushed_position = end
+        segment.allocated_position = end
+        return index_file
+
+    @property
+    def free_entries(self) -> int:
+        return self.max_entries - self.entry_count
+
+    def reserve(self, count: int) -> None:
+        """Blocks for ``count`` more entries. Raises DiskFullError / StoreIOError."""
+        self.segment.ensure_allocated(self._entries_at + ENTRY_BYTES * (self.entry_count + count))
+
+    def add(self, key_hash: int, commit_log_offset: int, store_timestamp_ms: int) -> None:
+        """Add one entry (room made by :meth:`reserve`)."""
+        invariant(self.entry_count < self.max_entries, "index file is full")
+        number = self.entry_count + 1
+        view = self.segment.view
+        if self.entry_count == 0:
+            self.begin_time_ms = store_timestamp_ms
+            self.begin_commit_log_offset = commit_log_offset
+        slot_at = HEADER_BYTES + 4 * (key_hash % self.slot_count)
+        (previous,) = _SLOT.unpack_from(view, slot_at)
+        if not 0 <= previous < number:
+            previous = 0  # a slot written just before a crash, past the entry count
+        delta_s = max(0, (store_timestamp_ms - self.begin_time_ms) // 1000)
+        entry_at = self._entries_at + ENTRY_BYTES * (number - 1)
+        invariant(entry_at + ENTRY_BYTES <= self.segment.allocated_position, "index add unreserved")
+        _ENTRY.pack_into(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
+        _SLOT.pack_into(view, slot_at, number)
+        self.end_time_ms = max(self.end_time_ms, store_timestamp_ms)
+        self.end_commit_log_offset = commit_log_offset
+        _TIMES_AND_OFFSETS.pack_into(
+            view,
+            8,
+            self.begin_time_ms,
+            self.end_time_ms,
+            self.begin_commit_log_offset,
+            self.end_commit_log_offset,
+        )
+        _COUNT.pack_into(view, _COUNT_POSITION, number)
+        self.entry_count = number
+        self.segment.write_position = entry_at + ENTRY_BYTES
+
+    def candidates(
+        self, key_hash: int, begin_ms: int, end_ms: int, budget: list[int]
+    ) -> Iterator[int]:
+        """Commit-log offsets whose entry has ``key_hash`` and a time that may lie in
+        [begin_ms, end_ms] (second granularity), newest first. ``budget[0]`` counts down the
+        entries walked; the walk stops at 0."""
+        if self.entry_count == 0 or self.end_time_ms < begin_ms or self.begin_time_ms > end_ms:
+            return
+        view = self.segment.view
+        (number,) = _SLOT.unpack_from(view, HEADER_BYTES + 4 * (key_hash % self.slot_count))
+        low_s = (begin_ms - self.begin_time_ms) // 1000
+        high_s = (end_ms - self.begin_time_ms) // 1000
+        while 0 < number <= self.entry_count and budget[0] > 0:
+            budget[0] -= 1
+            entry_at = self._entries_at + ENTRY_BYTES * (number - 1)
+            entry_hash, commit_log_offset, delta_s, previous = _ENTRY.unpack_from(view, entry_at)
+            if entry_hash == key_hash and low_s <= delta_s <= high_s:
+                yield commit_log_offset
+            if previous >= number:
+                return  # damaged chain
+            number = previous
+
+
+class KeyIndex:
+    """The index files, oldest first; the last one takes new entries."""
+
+    def __init__(
+        self, directory: Path, slot_count: int, max_entries: int, file_ops: FileOps
+    ) -> None:
+        self.directory = directory
+        self.slot_count = slot_count
+        self.max_entries = max_entries
+        self._file_ops = file_ops
+        self.files: list[IndexFile] = []
+        self._active = -1
+        """Position in ``files`` of the file taking entries (later ones are prepared, empty)."""
+
+    def load(self) -> None:
+        """Map every index file.
+
+        Raises:
+            CorruptDataError / StoreIOError: a file cannot be used.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(
+            path.name
+            for path in self.directory.iterdir()
+            if parse_segment_file_name(path.name) is not None
+        )
+        try:
+            for name in names:
+                self.files.append(
+                    IndexFile.open_existing(
+                        self.directory / name, self.slot_count, self.max_entries, self._file_ops
+                    )
+                )
+        except BaseException:
+            self.close()
+            raise
+        self._active = len(self.files) - 1
+        while self._active > 0 and self.files[self._active].entry_count == 0:
+            self._active -= 1
+
+    @property
+    def end_commit_log_offset(self) -> int:
+        """Commit-log offset of the last record indexed; -1 when none."""
+        for index_file in reversed(self.files):
+            if index_file.entry_count:
+                return index_file.end_commit_log_offset
+        return -1
+
+    def prepare(self, groups: list[tuple[int, int]]) -> None:
+        """Room for ``groups`` = [(commit-log offset, entry count)] of one put, in order; each
+        group stays in one file (a new file starts at a group's record). Mirrors the file
+        choice of :meth:`add_record`.
+
+        Raises:
+            DiskFullError: no space. StoreIOError: a file cannot be made.
+        """
+        if not groups:
+            return
+        active = max(self._active, 0)
+        if not self.files:
+            self._new_file(groups[0][0])
+        free = self.files[active].free_entries
+        pending = 0
+        for commit_log_offset, count in groups:
+            invariant(0 < count <= self.max_entries, "index entries per record are clamped")
+            if count > free:
+                if pending:
+                    self.files[active].reserve(pending)
+                active += 1
+                if active == len(self.files):
+                    self._new_file(commit_log_offset)
+                free, pending = self.files[active].free_entries, 0
+            free -= count
+            pending += count
+        self.files[active].reserve(pending)
+
+    def _new_file(self, commit_log_offset: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / segment_file_name(commit_log_offset)
+        self.files.append(IndexFile.create(path, self.slot_count, self.max_entries, self._file_ops))
+
+    def add_record(
+        self, commit_log_offset: int, store_timestamp_ms: int, key_hashes: list[int]
+    ) -> None:
+        """Index one record under each hash (room made by :meth:`prepare`)."""
+        if self._active < 0:
+            self._active = 0
+        current = self.files[self._active]
+        if current.free_entries < len(key_hashes):
+            # prepare() made the next file for exactly this record.
+            self._active += 1
+            current = self.files[self._active]
+        for key_hash in key_hashes:
+            current.add(key_hash, commit_log_offset, store_timestamp_ms)
+
+    def lookup(
+        self,
+        key_hash: int,
+        begin_ms: int,
+        end_ms: int,
+        accept: Callable[[int], bool],
+        max_count: int,
+    ) -> list[int]:
+        """Commit-log offsets ``accept`` agrees to, newest first, at most ``max_count``;
+        walks at most INDEX_QUERY_SCAN_MAX_ENTRIES entries."""
+        found: list[int] = []
+        seen: set[int] = set()
+        budget = [limits.INDEX_QUERY_SCAN_MAX_ENTRIES]
+        for index_file in reversed(self.files):
+            for commit_log_offset in index_file.candidates(key_hash, begin_ms, end_ms, budget):
+                if commit_log_offset in seen:
+                    continue
+                seen.add(commit_log_offset)
+                if accept(commit_log_offset):
+                    found.append(commit_log_offset)
+                    if len(found) >= max_count:
+                        return found
+            if budget[0] <= 0:
+                break
+        return found
+
+    def delete_files_before(self, commit_log_min_offset: int) -> int:
+        """Delete files whose every record is gone (never the newest); returns how many.
+
+        Raises:
+            StoreIOError: a file could not be removed.
+        """
+        deleted = 0
+        while (
+            self._active > 0
+            and self.files[0].entry_count
+            and self.files[0].end_commit_log_offset < commit_log_min_offset
+        ):
+            self.files.pop(0).segment.delete()
+            self._active -= 1
+            deleted += 1
+        return deleted
+
+    def dirty_segments(self) -> list[MappedSegment]:
+        return [
+            f.segment for f in self.files if f.segment.flushed_position < f.segment.write_position
+        ]
+
+    def close(self) -> None:
+        for index_file in self.files:
+            index_file.segment.close()
+        self.files.clear()
+        self._active = -1

@@ -1,0 +1,108 @@
+"""The read rules both stores share: GET statuses, the pull scan, the time search.
+
+Keeping them in one place makes the memory twin and the file store answer a pull the same way;
+what differs between them is only where entries and records come from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from bolide.base import limits
+from bolide.store.api import GetResult, GetStatus
+
+RecordReader = Callable[[int, int], "memoryview | None"]
+"""``(commit_log_offset, size) -> record view``, None when the record is gone."""
+
+
+def scan_limit_entries(max_count: int) -> int:
+    """Consume-queue entries one pull scans at most: max(16000 bytes, max_count * 20) / 20."""
+    scan_bytes = max(limits.PULL_SCAN_MIN_BYTES, max_count * limits.CONSUME_QUEUE_ENTRY_BYTES)
+    return scan_bytes // limits.CONSUME_QUEUE_ENTRY_BYTES
+
+
+def check_offset(min_offset: int, max_offset: int, queue_offset: int) -> GetResult | None:
+    """The answer for an offset that cannot be read (RocketMQ's rules), or None to scan.
+
+    * max 0 → NO_MESSAGE_IN_QUEUE, next 0;
+    * below min → OFFSET_TOO_SMALL, next min;
+    * equal to max → OFFSET_OVERFLOW_ONE, next = the offset (caught up);
+    * beyond max → OFFSET_OVERFLOW_BADLY, next max.
+    """
+    if max_offset == 0:
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+    if queue_offset < min_offset:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+    if queue_offset == max_offset:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset)
+    if queue_offset > max_offset:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+    return None
+
+
+def collect(
+    entries: Iterable[tuple[int, int, int]],
+    read: RecordReader,
+    *,
+    queue_offset: int,
+    min_offset: int,
+    max_offset: int,
+    max_count: int,
+    max_bytes: int,
+    tag_codes: frozenset[int] | None,
+) -> GetResult:
+    """Walk ``entries`` (starting at ``queue_offset``, already limited to the scan budget) and
+    gather matching records.
+
+    An entry is *consumed* (counted into next_begin_offset) when it is filtered out, gone, or
+    taken; the walk stops before the first entry met once ``max_count`` records are taken or
+    whose size would pass ``max_bytes`` (the first record is always taken, whatever its size). Status: FOUND with records,
+    MESSAGE_WAS_REMOVING when every matching record was gone, NO_MATCHED_MESSAGE when nothing
+    matched, OFFSET_FOUND_NULL when no entry could be read at all.
+    """
+    buffers: list[memoryview] = []
+    total_bytes = 0
+    consumed = 0
+    removed = False
+    saw_entry = False
+    for commit_log_offset, size, tags_code in entries:
+        saw_entry = True
+        # Checked before the filter, as RocketMQ does: a full batch ends the walk.
+        if buffers and (len(buffers) >= max_count or total_bytes + size > max_bytes):
+            break
+        consumed += 1
+        if tag_codes is not None and tags_code not in tag_codes:
+            continue
+        record = read(commit_log_offset, size)
+        if record is None:
+            removed = True
+            continue
+        buffers.append(record)
+        total_bytes += size
+    next_begin_offset = queue_offset + consumed
+    if buffers:
+        status = GetStatus.FOUND
+    elif removed:
+        status = GetStatus.MESSAGE_WAS_REMOVING
+    elif saw_entry:
+        status = GetStatus.NO_MATCHED_MESSAGE
+    else:
+        status = GetStatus.OFFSET_FOUND_NULL
+        next_begin_offset = queue_offset + 1
+    return GetResult(status, next_begin_offset, min_offset, max_offset, buffers, total_bytes)
+
+
+def lower_bound_by_time(
+    min_offset: int, max_offset: int, store_time_at: Callable[[int], int], timestamp_ms: int
+) -> int:
+    """The first queue offset in [min, max) whose store time is >= ``timestamp_ms`` (binary
+    search; store times grow along a queue), max offset when none. An unreadable store time
+    (-1) counts as earlier."""
+    low, high = min_offset, max_offset
+    while low < high:
+        middle = (low + high) // 2
+        if store_time_at(middle) < timestamp_ms:
+            low = middle + 1
+        else:
+            high = middle
+    return low

@@ -1,0 +1,91 @@
+"""Which commit-log segments to delete: a pure decision over segment ages and disk use.
+
+Two reasons delete a segment, always oldest first and never the segment being written:
+
+* **age** — its newest record is older than ``file_reserved_time_ms``. Checked at the hours
+  of ``delete_when_hours`` (RocketMQ's deleteWhen, default 04:00 local time), and at any hour
+  while the disk is under pressure;
+* **disk pressure** — the file system is fuller than ``disk_max_used_space_ratio_percent``:
+  the oldest segments go at once, whatever their age, until the projected use falls below it.
+
+A segment's newest record is taken as the first record of the segment after it (records are
+appended in time order), which a restart can read back without scanning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bolide.store.file_ops import DiskUsage
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentAge:
+    """One commit-log segment as retention sees it."""
+
+    start_offset: int
+    disk_bytes: int
+    """Bytes deleting it frees."""
+    newest_store_timestamp_ms: int
+    """Store time of its newest record (upper bound); -1 when unknown (never expires)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    file_reserved_time_ms: int
+    delete_when_hours: frozenset[int]
+    disk_max_used_space_ratio_percent: int
+    max_segments_per_run: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionDecision:
+    delete_count: int
+    """How many of the oldest segments to delete."""
+    reason: str
+    """"expired", "disk pressure", both joined by " + ", or "" when nothing goes."""
+
+
+def plan_retention(
+    segments: Sequence[SegmentAge],
+    *,
+    now_ms: int,
+    hour_of_day: int,
+    disk: DiskUsage | None,
+    policy: RetentionPolicy,
+) -> RetentionDecision:
+    """Decide how many of the oldest ``segments`` (oldest first) to delete now.
+
+    ``disk`` None means disk use is unknown (no pressure assumed). At most
+    ``policy.max_segments_per_run`` segments and never the last one.
+    """
+    candidates = segments[: max(0, len(segments) - 1)][: policy.max_segments_per_run]
+    if not candidates:
+        return RetentionDecision(0, "")
+    pressure = disk is not None and disk.used_percent > policy.disk_max_used_space_ratio_percent
+    expired = 0
+    if pressure or hour_of_day in policy.delete_when_hours:
+        for segment in candidates:
+            newest = segment.newest_store_timestamp_ms
+            if newest < 0 or now_ms - newest <= policy.file_reserved_time_ms:
+                break
+            expired += 1
+    by_pressure = 0
+    if pressure and disk is not None:
+        used = disk.used_bytes
+        limit_bytes = disk.total_bytes * policy.disk_max_used_space_ratio_percent / 100
+        for segment in candidates:
+            if used <= limit_bytes:
+                break
+            used -= segment.disk_bytes
+            by_pressure += 1
+    reasons = [name for name, count in (("expired", expired), ("disk pressure", by_pressure)) if count]
+    return RetentionDecision(max(expired, by_pressure), " + ".join(reasons))
+
+
+def local_hour_of_day(now_ms: int) -> int:
+    """The hour (0..23, local time zone) of ``now_ms``: deleteWhen is local time, as in
+    RocketMQ."""
+    return time.localtime(now_ms / 1000).tm_hour

@@ -1,0 +1,276 @@
+"""A fixed-size file mapped into memory: the unit of the commit log, consume queues and index.
+
+The file is created at its full size (sparse) and mapped once. Disk blocks are reserved with
+fallocate in chunks *ahead* of the write position (:meth:`MappedSegment.ensure_allocated`),
+so a mapped write never lands on a hole: on a full disk the reservation fails with ENOSPC
+before anything is written, instead of the process dying of SIGBUS in the middle of a copy.
+
+Writes happen on the event loop thread (memory copies); fsync happens in a flush thread on a
+duplicate of the file descriptor, so closing a segment while it is being synced is safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+
+from bolide.base.errors import CorruptDataError, StoreIOError, invariant
+from bolide.store.file_ops import FileOps, translate_os_error
+
+
+class MappedSegment:
+    """One mapped file of ``size_bytes`` whose byte 0 is at ``start_offset`` of its log.
+
+    Positions passed to methods are relative to the file. ``write_position`` is where the
+    owner appends next; ``flushed_position`` how far an fsync is known to cover. A segment
+    becomes *poisoned* (``poison`` holds the reason) when an operation on it failed in a way
+    that leaves its state on disk unknown; its owner then refuses appends until a restart
+    runs recovery.
+    """
+
+    __slots__ = (
+        "_allocation_chunk_bytes",
+        "_closed",
+        "_fd",
+        "_file_ops",
+        "_mapping",
+        "allocated_position",
+        "flushed_position",
+        "needs_directory_sync",
+        "path",
+        "poison",
+        "size_bytes",
+        "start_offset",
+        "view",
+        "write_position",
+    )
+
+    def __init__(
+        self,
+        path: Path,
+        start_offset: int,
+        size_bytes: int,
+        fd: int,
+        *,
+        allocation_chunk_bytes: int,
+        file_ops: FileOps,
+    ) -> None:
+        self.path = path
+        self.start_offset = start_offset
+        self.size_bytes = size_bytes
+        self._fd = fd
+        self._file_ops = file_ops
+        self._allocation_chunk_bytes = allocation_chunk_bytes
+        self._mapping = mmap.mmap(fd, size_bytes)
+        self.view = memoryview(self._mapping)
+        self.write_position = 0
+        self.flushed_position = 0
+        self.allocated_position = 0
+        self.needs_directory_sync = False
+        self.poison: str | None = None
+        self._closed = False
+
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        start_offset: int,
+        size_bytes: int,
+        *,
+        allocation_chunk_bytes: int,
+        file_ops: FileOps,
+    ) -> MappedSegment:
+        """Create the file (which must not exist) at full size and map it.
+
+        Raises:
+            DiskFullError: no space for the file or its first chunk of blocks.
+            StoreIOError: any other failure; the half-made file is removed.
+        """
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            raise translate_os_error(error, f"create {path}") from error
+        try:
+            os.ftruncate(fd, size_bytes)
+            segment = cls(
+                path,
+                start_offset,
+                size_bytes,
+                fd,
+                allocation_chunk_bytes=allocation_chunk_bytes,
+                file_ops=file_ops,
+            )
+        except OSError as error:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise translate_os_error(error, f"create {path}") from error
+        segment.needs_directory_sync = True
+        try:
+            segment.ensure_allocated(min(size_bytes, allocation_chunk_bytes))
+        except BaseException:
+            segment.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        return segment
+
+    @classmethod
+    def open_existing(
+        cls,
+        path: Path,
+        start_offset: int,
+        size_bytes: int,
+        *,
+        allocation_chunk_bytes: int,
+        file_ops: FileOps,
+    ) -> MappedSegment:
+        """Map an existing file, which must be exactly ``size_bytes`` long.
+
+        The write position starts at 0; the owner sets it after looking at the content.
+
+        Raises:
+            CorruptDataError: the file has another size (wrong configuration or damage).
+            StoreIOError: the file cannot be opened or mapped.
+        """
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as error:
+            raise translate_os_error(error, f"open {path}") from error
+        try:
+            actual_bytes = os.fstat(fd).st_size
+            if actual_bytes != size_bytes:
+                raise CorruptDataError(
+                    f"{path} has {actual_bytes} bytes, the store expects {size_bytes}"
+                )
+            return cls(
+                path,
+                start_offset,
+                size_bytes,
+                fd,
+                allocation_chunk_bytes=allocation_chunk_bytes,
+                file_ops=file_ops,
+            )
+        except OSError as error:
+            os.close(fd)
+            raise StoreIOError(f"map {path}: {error}") from error
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def end_offset(self) -> int:
+        """Offset just past this segment in its log."""
+        return self.start_offset + self.size_bytes
+
+    @property
+    def remaining_bytes(self) -> int:
+        return self.size_bytes - self.write_position
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def ensure_allocated(self, end_position: int) -> None:
+        """Make sure disk blocks back ``[0, end_position)``, reserving a chunk ahead.
+
+        Raises:
+            DiskFullError: no space (nothing is written; the segment stays usable).
+            StoreIOError: any other failure; the segment is poisoned.
+        """
+        if end_position <= self.allocated_position:
+            return
+        invariant(end_position <= self.size_bytes, "allocation past the segment end")
+        target = min(self.size_bytes, end_position + self._allocation_chunk_bytes)
+        try:
+            self._file_ops.preallocate(
+                self._fd, self.allocated_position, target - self.allocated_position
+            )
+        except OSError as error:
+            translated = translate_os_error(error, f"reserve blocks in {self.path}")
+            if isinstance(translated, StoreIOError):
+                self.poison = str(translated)
+            raise translated from error
+        self.allocated_position = target
+
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` to ``position`` (which must lie inside reserved blocks)."""
+        end = position + len(data)
+        invariant(end <= self.allocated_position, f"write to unreserved blocks of {self.path}")
+        self._mapping[position:end] = data
+
+    def write_length_last(self, position: int, record: bytes | memoryview) -> None:
+        """Copy a record whose first 4 bytes are its length, writing those 4 bytes last.
+
+        A process killed mid-copy leaves a length of zero (the area was zero before), which
+        recovery reads as "nothing here": a torn record is never mistaken for a whole one.
+        """
+        end = position + len(record)
+        invariant(end <= self.allocated_position, f"write to unreserved blocks of {self.path}")
+        source = memoryview(record)
+        mapping = self._mapping
+        mapping[position + 4 : end] = source[4:]
+        mapping[position : position + 4] = source[:4]
+
+    def duplicate_fd(self) -> int:
+        """A duplicate descriptor for a flush thread; the caller closes it."""
+        invariant(not self._closed, f"{self.path} is closed")
+        return os.dup(self._fd)
+
+    def sync_now(self) -> None:
+        """fsync on the calling thread (recovery and shutdown, never on the loop's hot path).
+
+        Raises:
+            StoreIOError: the fsync failed; the segment is poisoned.
+        """
+        try:
+            self._file_ops.sync(self._fd)
+        except OSError as error:
+            self.poison = f"fsync of {self.path} failed: {error.strerror or error}"
+            raise StoreIOError(self.poison) from error
+        self.flushed_position = self.write_position
+
+    def cut(self, position: int) -> None:
+        """Zero everything from ``position`` to the end (recovery cutting a torn tail).
+
+        Shrinking the file and growing it back turns the tail into a hole that reads as zeros,
+        without writing a gigabyte of zeros.
+
+        Raises:
+            StoreIOError: the file could not be resized.
+        """
+        try:
+            os.ftruncate(self._fd, position)
+            os.ftruncate(self._fd, self.size_bytes)
+        except OSError as error:
+            raise StoreIOError(f"cut {self.path} at {position}: {error}") from error
+        self.write_position = min(self.write_position, position)
+        self.flushed_position = min(self.flushed_position, position)
+        self.allocated_position = min(self.allocated_position, position)
+
+    def close(self) -> None:
+        """Unmap and close. Views handed out earlier keep the mapping alive until they go."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(BufferError):
+            self.view.release()
+        with contextlib.suppress(BufferError):
+            # Views still held by readers (a pull being written to a socket): the mapping is
+            # unmapped when the last of them is released.
+            self._mapping.close()
+        os.close(self._fd)
+
+    def delete(self) -> None:
+        """Close and remove the file.
+
+        Raises:
+            StoreIOError: the file could not be removed.
+        """
+        self.close()
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as error:
+            raise StoreIOError(f"delete {self.path}: {error}") from error
