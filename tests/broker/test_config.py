@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
 import pytest
 
 from bolide.base.errors import ConfigError
+from bolide.base.fileio import backup_path
 from bolide.broker.config import (
     BrokerConfig,
     BrokerRole,
+    ConfigFileWriter,
     FlushDiskType,
     parse_broker_conf,
     parse_delay_levels,
     read_broker_conf,
 )
+from bolide.store.config_files import MetadataFile
 
 # The shape of RocketMQ's distributed conf/broker.conf, with the noise real files carry.
 SAMPLE = """\ufeff# Licensed to the Apache Software Foundation (ASF)
@@ -201,3 +205,63 @@ def test_read_broker_conf_reports_missing_file_and_bad_lines(tmp_path: Path) -> 
         read_broker_conf(path)
     path.write_text(SAMPLE, encoding="utf-8")
     assert read_broker_conf(path)["brokerName"] == "broker-b"
+
+
+def test_store_config_carries_the_store_settings(tmp_path: Path) -> None:
+    config = BrokerConfig.from_mapping(
+        {
+            "storePathRootDir": str(tmp_path),
+            "mapedFileSizeCommitLog": "65536",
+            "mapedFileSizeConsumeQueue": "2000",
+            "flushDiskType": "SYNC_FLUSH",
+            "deleteWhen": "02;14",
+            "fileReservedTime": "1",
+        }
+    )
+    store = config.store_config()
+    store.validate()
+    assert store.store_path_root_dir == tmp_path
+    assert store.commit_log_segment_bytes == 65_536
+    assert store.consume_queue_file_entries == 100
+    assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert store.delete_when_hours == frozenset({2, 14})
+    assert store.file_reserved_time_ms == 3_600_000
+    assert store.message_delay_levels_ms == config.message_delay_levels_ms
+    BrokerConfig().store_config().validate()
+    assert config.metadata_path(MetadataFile.TOPICS) == tmp_path / "config" / "topics.json"
+
+
+class _Document:
+    def __init__(self) -> None:
+        self.version = 0
+        self.encodes = 0
+
+    def encode(self) -> bytes:
+        self.encodes += 1
+        return f'{{"version":{self.version}}}'.encode()
+
+
+async def test_config_file_writer_skips_unchanged_and_keeps_a_backup(tmp_path: Path) -> None:
+    document = _Document()
+    writer = ConfigFileWriter(tmp_path / "config" / "doc.json", document)
+    assert not writer.pending
+    assert await writer.flush() is False
+    document.version = 1
+    assert writer.pending
+    assert await writer.flush() is True
+    assert await writer.flush() is False
+    document.version = 2
+    assert writer.flush_blocking() is True
+    assert writer.path.read_bytes() == b'{"version":2}'
+    assert backup_path(writer.path).read_bytes() == b'{"version":1}'
+    assert document.encodes == 2
+
+
+async def test_config_file_writer_coalesces_concurrent_flushes(tmp_path: Path) -> None:
+    document = _Document()
+    writer = ConfigFileWriter(tmp_path / "doc.json", document)
+    document.version = 5
+    results = await asyncio.gather(*(writer.flush() for _ in range(5)))
+    assert results.count(True) == 1
+    assert document.encodes == 1
+    assert writer.written_version == 5

@@ -9,9 +9,13 @@ import logging
 import pytest
 
 from bolide.base.clock import ManualClock
-from bolide.base.errors import BolideError, StoreError
+from bolide.base.errors import BolideError, ConnectionClosedError, StoreError
+from bolide.base.limits import LONG_POLL_HEAP_COMPACT_MIN_ENTRIES
 from bolide.base.service import Service
 from bolide.broker.long_polling import LongPollingService, WakeReason
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
 from bolide.testing.waiting import until
 
 TOPIC = "orders"
@@ -287,7 +291,7 @@ async def test_deadline_heap_stays_proportional_to_live_pulls() -> None:
         service.park(TOPIC, 0, offset, deadline_ms, _future())
         service.notify_message_arriving(TOPIC, 0, offset + 1)
     assert service.count == 0
-    assert len(service._deadlines) <= 2 * 1_024
+    assert len(service._deadlines) <= 2 * LONG_POLL_HEAP_COMPACT_MIN_ENTRIES
 
 
 async def test_timer_crash_is_reported_to_the_owner() -> None:
@@ -312,3 +316,71 @@ async def test_timer_crash_is_reported_to_the_owner() -> None:
         assert isinstance(crashes[0].__cause__, RuntimeError)
     finally:
         await service.stop()
+
+
+@pytest.mark.timeout(30)
+async def test_pull_handler_over_real_connections() -> None:
+    """The intended wiring: a pull that finds nothing holds, answers with its own opaque when
+    data arrives or at the deadline, and is dropped when its connection closes."""
+    clock = ManualClock()
+    max_offsets: dict[tuple[str, int], int] = {(TOPIC, 0): 0}
+    service = LongPollingService(clock, max_offset_lookup=lambda t, q: max_offsets[(t, q)])
+    reasons: list[WakeReason] = []
+
+    def read(topic: str, queue_id: int, offset: int, request: RemotingCommand) -> RemotingCommand:
+        if offset < max_offsets[(topic, queue_id)]:
+            return request.make_response(ResponseCode.SUCCESS, body=b"message")
+        return request.make_response(ResponseCode.PULL_NOT_FOUND)
+
+    async def pull(connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        topic, queue_id = request.ext_fields["topic"], int(request.ext_fields["queueId"])
+        offset = int(request.ext_fields["queueOffset"])
+        response = read(topic, queue_id, offset, request)
+        if response.code != ResponseCode.PULL_NOT_FOUND:
+            return response
+        reason = await service.hold(topic, queue_id, offset, 15_000, owner=connection)
+        reasons.append(reason)
+        if reason is WakeReason.CANCELLED:
+            return None
+        return read(topic, queue_id, offset, request)
+
+    def on_close(connection: Connection) -> None:
+        service.cancel(connection)
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.PULL_MESSAGE, pull, family="pull")
+    server = RemotingServer(dispatcher, on_connection_close=on_close)
+    await server.start()
+    service.start()
+    pool = ClientPool()
+
+    def pull_request() -> RemotingCommand:
+        fields = {"topic": TOPIC, "queueId": "0", "queueOffset": "0"}
+        return RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+
+    try:
+        arrival = asyncio.create_task(pool.invoke(server.address, pull_request(), 30_000))
+        await until(lambda: service.count == 1)
+        max_offsets[(TOPIC, 0)] = 1
+        assert service.notify_message_arriving(TOPIC, 0, 1) == 1
+        response = await arrival
+        assert (response.code, response.body) == (ResponseCode.SUCCESS, b"message")
+
+        max_offsets[(TOPIC, 0)] = 0  # the queue is empty again for the next holds
+        expiry = asyncio.create_task(pool.invoke(server.address, pull_request(), 30_000))
+        await until(lambda: service.count == 1 and clock.sleeper_count == 2)
+        clock.advance_ms(15_000)
+        assert (await expiry).code == ResponseCode.PULL_NOT_FOUND
+
+        orphan = asyncio.create_task(pool.invoke(server.address, pull_request(), 30_000))
+        await until(lambda: service.count == 1)
+        await pool.close()
+        with pytest.raises(ConnectionClosedError):
+            await orphan
+        await until(lambda: service.count == 0)
+        await until(lambda: len(reasons) == 3)
+        assert reasons == [WakeReason.ARRIVED, WakeReason.EXPIRED, WakeReason.CANCELLED]
+    finally:
+        await pool.close()
+        await service.stop()
+        await server.stop()

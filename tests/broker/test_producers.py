@@ -95,3 +95,14 @@ def test_find_channel_by_client_id_prefers_the_freshest() -> None:
     found = manager.find_channel_by_client_id("cid")
     assert found is not None and found.channel == "new"
     assert manager.find_channel_by_client_id("nobody") is None
+
+
+def test_producer_connection_body() -> None:
+    manager: ProducerManager[str] = ProducerManager(ManualClock())
+    manager.register_producer("PG", _info("c2", client_id="b"))
+    manager.register_producer("PG", _info("c1", client_id="a"))
+    body = manager.producer_connection("PG")
+    assert [c.client_id for c in body.connection_set] == ["a", "b"]
+    assert body.connection_set[0].version == 401
+    assert b'"language":"JAVA"' in body.to_json()
+    assert manager.producer_connection("missing").connection_set == ()

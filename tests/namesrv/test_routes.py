@@ -94,7 +94,7 @@ def test_unchanged_data_version_does_not_rewrite_queue_data(tables: RouteTables)
 
 def test_slave_address_is_kept_but_slave_topics_are_ignored(tables: RouteTables) -> None:
     tables.register_broker(registration())
-    slave_topics = {ORDERS: RW, Topic("slave-only"): RW}
+    slave_topics: dict[str, TopicConfig] = {ORDERS: RW, Topic("slave-only"): RW}
     result = tables.register_broker(
         registration(broker_addr=SLAVE_A, broker_id=1, topics=slave_topics)
     )
@@ -273,7 +273,7 @@ def test_wipe_and_add_write_perm(tables: RouteTables) -> None:
 
 
 def test_live_table_is_bounded(clock: ManualClock) -> None:
-    tables = RouteTables(clock, max_broker_addresses=1)
+    tables = RouteTables(clock, max_live_brokers=1)
     tables.register_broker(registration())
     tables.register_broker(registration())  # re-registering a known address is fine
     with pytest.raises(BackpressureError):

@@ -117,8 +117,13 @@ def test_unwritable_values_raise_body_error() -> None:
         dumps({ObjectKey.of({"a": 1}): {1.5: 2}})
 
 
-scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8)
-scalars = scalars | st.floats(allow_nan=False, allow_infinity=False)
+scalars: st.SearchStrategy[Any] = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.text(max_size=8),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
 keys: st.SearchStrategy[Any] = (
     st.text(max_size=6)
     | st.integers(-(2**63), 2**63 - 1)

@@ -29,11 +29,11 @@ from bolide.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 
-HEADER_CLASSES = sorted(
+HEADER_CLASSES: list[type[Any]] = sorted(
     {
         value
         for name, value in vars(headers).items()
-        if name.endswith("Header") and dataclasses.is_dataclass(value)
+        if name.endswith("Header") and isinstance(value, type) and dataclasses.is_dataclass(value)
     },
     key=lambda cls: cls.__name__,
 )

@@ -25,6 +25,7 @@ BROKEN = 1004
 REFUSE = 1005
 SILENT = 1006
 FAILING_OPERATION = 1007
+CANCELLED = 1008
 
 
 class Handlers:
@@ -197,6 +198,24 @@ async def test_cancel_handlers_cancels_parked_ones_without_answering(
     assert server.dispatcher.suspended_handlers == 0
     await peer.send(request(ECHO, 51))
     assert (await peer.read_command()).opaque == 51
+
+
+async def test_handler_hit_by_cancellation_is_not_answered(server: RemotingServer) -> None:
+    async def cancelled(connection: Connection, command: RemotingCommand) -> RemotingCommand:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+        return command.make_response(ResponseCode.SUCCESS)
+
+    server.dispatcher.register(CANCELLED, cancelled, family="fast")
+    peer = await RawPeer.connect(server.port)
+    try:
+        await peer.send(request(CANCELLED, 70))
+        await peer.send(request(ECHO, 71))
+        assert (await peer.read_command()).opaque == 71
+        assert server.dispatcher.in_flight("fast") == 0
+    finally:
+        await peer.close()
 
 
 async def test_records_language_and_version_of_the_last_request(server: RemotingServer) -> None:

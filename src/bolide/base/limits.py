@@ -138,7 +138,7 @@ BROKER_EXPIRY_MS = 120_000
 """A name server forgets a broker silent this long."""
 NAMESRV_SCAN_INTERVAL_MS = 10_000
 """How often a name server looks for silent brokers (scanNotActiveBroker period)."""
-NAMESRV_BROKER_ADDRESSES_MAX = 4_096
+NAMESRV_LIVE_BROKERS_MAX_ENTRIES = 4_096
 """Live broker addresses one name server tracks; bounds memory against runaway registrants."""
 NAMESRV_KV_CONFIG_MAX_ENTRIES = 10_000
 """KV config items (all namespaces) one name server keeps; PUT beyond it is refused."""
@@ -163,6 +163,19 @@ DELAY_OFFSET_FLUSH_INTERVAL_MS = 10_000
 """delayOffset.json is written this often (flushDelayOffsetInterval)."""
 REBALANCE_LOCK_MAX_LIVE_MS = 60_000
 """Broker-side queue lock lifetime without renewal."""
+BROKER_REGISTER_TIMEOUT_MS = 6_000
+"""One REGISTER_BROKER or UNREGISTER_BROKER exchange with a name server (Java: 6000 ms)."""
+CLIENT_HOUSEKEEPING_INTERVAL_MS = 10_000
+"""How often the broker drops client channels silent past CLIENT_CHANNEL_EXPIRY_MS
+(ClientHousekeepingService's scan period)."""
+PULL_SUSPEND_MAX_MS = 30_000
+"""Longest hold of a suspended pull whatever its suspendTimeoutMillis asks: clients time a pull
+out at 30 s, so a longer hold only pins the long-poll table; answering earlier is harmless."""
+CONSUMER_NOTIFY_TIMEOUT_MS = 100
+"""NOTIFY_CONSUMER_IDS_CHANGED waits this long at most for buffer space (Java: 10 ms); a
+consumer too slow to take it rebalances on its own timer."""
+QUERY_MESSAGE_UNIQUE_KEY_MAX_MESSAGES = 32
+"""Messages a QUERY_MESSAGE by unique key returns at most (defaultQueryMaxNum)."""
 
 # --- client ----------------------------------------------------------------------------------
 CLIENT_LOCK_MAX_LIVE_MS = 30_000
@@ -200,6 +213,7 @@ def _check_relations() -> None:
     invariant(WRITE_BUFFER_LOW_WATER_BYTES < WRITE_BUFFER_HIGH_WATER_BYTES, "water marks order")
     invariant(RECONNECT_BACKOFF_INITIAL_MS <= RECONNECT_BACKOFF_MAX_MS, "back-off order")
     invariant(PULL_SUSPEND_TIMEOUT_MS < 30_000, "long poll shorter than the client's pull RPC")
+    invariant(PULL_SUSPEND_TIMEOUT_MS <= PULL_SUSPEND_MAX_MS, "the broker holds what clients ask")
     invariant(CLIENT_LOCK_RENEW_INTERVAL_MS < CLIENT_LOCK_MAX_LIVE_MS, "renew before expiry")
     invariant(CLIENT_LOCK_MAX_LIVE_MS < REBALANCE_LOCK_MAX_LIVE_MS, "client lease inside broker's")
     invariant(HEARTBEAT_INTERVAL_MS < CLIENT_CHANNEL_EXPIRY_MS, "heartbeat before expiry")

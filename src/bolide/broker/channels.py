@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from bolide.protocol.bodies import Connection
 from bolide.protocol.codes import LanguageCode
 
 ChannelKey = TypeVar("ChannelKey", bound=Hashable)
@@ -37,3 +38,7 @@ class ClientChannelInfo(Generic[ChannelKey]):
         """True when no heartbeat came for ``expiry_ms`` or longer (both on the monotonic
         clock): a channel silent for exactly ``expiry_ms`` is expired."""
         return now_ms - self.last_update_ms >= expiry_ms
+
+    def to_connection(self) -> Connection:
+        """The entry of a consumer or producer connection list (admin bodies)."""
+        return Connection(self.client_id, self.remote_address, self.language, self.version)

@@ -54,12 +54,16 @@ sample configurations use, so a default broker has the same name on every machin
 (2) Java picks a local interface address; Bolide defaults to loopback, so a broker reachable
 from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
 
+:class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
+siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
+
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties` and logged once
 as a warning, as a typo in a key would otherwise silently leave a default in force.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import logging
@@ -68,16 +72,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from bolide.base import limits
 from bolide.base.errors import ConfigError
+from bolide.base.fileio import atomic_write_with_backup
+from bolide.store import config_files
+from bolide.store.config import FlushDiskType, StoreConfig
+from bolide.store.config_files import MetadataFile
 
 __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
     "BrokerConfig",
     "BrokerRole",
+    "ConfigFileWriter",
     "FlushDiskType",
+    "VersionedDocument",
     "parse_broker_conf",
     "parse_delay_levels",
     "read_broker_conf",
@@ -91,13 +101,6 @@ DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 _DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
-
-
-class FlushDiskType(enum.Enum):
-    """When a put is acknowledged: after the page cache write, or after its fsync."""
-
-    ASYNC_FLUSH = "ASYNC_FLUSH"
-    SYNC_FLUSH = "SYNC_FLUSH"
 
 
 class BrokerRole(enum.Enum):
@@ -388,7 +391,30 @@ class BrokerConfig:
     @property
     def config_dir(self) -> Path:
         """``<storePathRootDir>/config``: where topics.json and its siblings live."""
-        return self.store_path_root_dir / "config"
+        return config_files.config_dir(self.store_path_root_dir)
+
+    def metadata_path(self, which: MetadataFile) -> Path:
+        """``<storePathRootDir>/config/<file>``, e.g. ``metadata_path(MetadataFile.TOPICS)``."""
+        return config_files.metadata_path(self.store_path_root_dir, which)
+
+    def store_config(self) -> StoreConfig:
+        """The message store's settings taken from this config (index sizes: store defaults)."""
+        return StoreConfig(
+            store_path_root_dir=self.store_path_root_dir,
+            commit_log_segment_bytes=self.commit_log_segment_bytes,
+            consume_queue_file_entries=(
+                self.consume_queue_file_bytes // limits.CONSUME_QUEUE_ENTRY_BYTES
+            ),
+            flush_disk_type=self.flush_disk_type,
+            flush_interval_commit_log_ms=self.flush_interval_commit_log_ms,
+            flush_interval_consume_queue_ms=self.flush_interval_consume_queue_ms,
+            sync_flush_timeout_ms=self.sync_flush_timeout_ms,
+            file_reserved_time_ms=self.file_reserved_time_ms,
+            delete_when_hours=frozenset(self.delete_when_hours),
+            disk_max_used_space_ratio_percent=self.disk_max_used_space_ratio_percent,
+            max_message_size_bytes=self.max_message_size_bytes,
+            message_delay_levels_ms=self.message_delay_levels_ms,
+        )
 
     @classmethod
     def from_mapping(
@@ -454,7 +480,8 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     # A body larger than a frame could never arrive.
     ("max_message_size_bytes", 1, limits.FRAME_MAX_BYTES),
     ("commit_log_segment_bytes", limits.COMMIT_LOG_SEGMENT_MIN_BYTES, _JAVA_INT_MAX),
-    ("consume_queue_file_bytes", limits.CONSUME_QUEUE_ENTRY_BYTES, _JAVA_INT_MAX),
+    # The store needs room for two entries in a consume-queue file.
+    ("consume_queue_file_bytes", 2 * limits.CONSUME_QUEUE_ENTRY_BYTES, _JAVA_INT_MAX),
     ("flush_interval_commit_log_ms", 1, _JAVA_INT_MAX),
     ("flush_interval_consume_queue_ms", 1, _JAVA_INT_MAX),
     ("sync_flush_timeout_ms", 1, _JAVA_INT_MAX),
@@ -519,3 +546,61 @@ def read_broker_conf(path: Path) -> dict[str, str]:
         return parse_broker_conf(text)
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from error
+
+
+# --- persisted configuration files -------------------------------------------------------------
+
+
+class VersionedDocument(Protocol):
+    """A table whose ``version`` grows with every change and which encodes to file bytes."""
+
+    @property
+    def version(self) -> int: ...
+
+    def encode(self) -> bytes: ...
+
+
+class ConfigFileWriter:
+    """Writes one JSON config file (topics.json, consumerOffset.json, ...) crash-safely.
+
+    Each write is :func:`atomic_write_with_backup` (the old content kept as ``.bak``). Writes
+    are serialized and skipped when ``source.version`` has not moved since the last one, so
+    many changes in a burst cost one or two writes. The bytes are encoded on the caller's
+    thread (a consistent snapshot) and written by a worker thread in :meth:`flush`, so the
+    event loop keeps serving during fsync.
+    """
+
+    def __init__(self, path: Path, source: VersionedDocument) -> None:
+        self.path = path
+        self._source = source
+        self._lock = asyncio.Lock()
+        self.written_version = source.version
+        """The source version the file holds (or that was loaded from it)."""
+
+    @property
+    def pending(self) -> bool:
+        """True when the source changed since the last write."""
+        return self._source.version != self.written_version
+
+    def mark_written(self) -> None:
+        """Record that the file holds the current version (call right after loading it)."""
+        self.written_version = self._source.version
+
+    async def flush(self) -> bool:
+        """Write the file if the source changed; True if written. Raises OSError on failure."""
+        async with self._lock:
+            if not self.pending:
+                return False
+            version, data = self._source.version, self._source.encode()
+            await asyncio.to_thread(atomic_write_with_backup, self.path, data)
+            self.written_version = version
+            return True
+
+    def flush_blocking(self) -> bool:
+        """:meth:`flush` on the caller's thread (startup, tools); blocks on fsync."""
+        if not self.pending:
+            return False
+        version, data = self._source.version, self._source.encode()
+        atomic_write_with_backup(self.path, data)
+        self.written_version = version
+        return True

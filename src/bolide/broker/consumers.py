@@ -28,6 +28,7 @@ from bolide.base.errors import ProtocolError, invariant
 from bolide.broker.channels import ChannelKey, ClientChannelInfo
 from bolide.protocol.bodies import (
     ConsumeFromWhere,
+    ConsumerConnection,
     ConsumeType,
     MessageModel,
     SubscriptionData,
@@ -191,6 +192,17 @@ class ConsumerGroupInfo(Generic[ChannelKey]):
         """The group's subscription of ``topic``, or None."""
         return self._subscriptions.get(topic)
 
+    def to_consumer_connection(self) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST body: connections sorted by client id, then address."""
+        infos = sorted(self._channels.values(), key=lambda i: (i.client_id, i.remote_address))
+        return ConsumerConnection(
+            tuple(info.to_connection() for info in infos),
+            dict(self._subscriptions),
+            self.consume_type,
+            self.message_model,
+            self.consume_from_where,
+        )
+
 
 class ConsumerManager(Generic[ChannelKey]):
     """Consumer group name → :class:`ConsumerGroupInfo`, with change notification.
@@ -261,7 +273,7 @@ class ConsumerManager(Generic[ChannelKey]):
         """Remove ``channel`` from ``group`` (UNREGISTER_CLIENT); True when it was there.
 
         A group left without channels is removed. When ``is_notify_enabled``, the group's
-        remaining channels are notified.
+        remaining channels are notified (even if ``channel`` was not in it, as Java does).
         """
         group_info = self._groups.get(group)
         if group_info is None:

@@ -199,11 +199,16 @@ class LongPollingService:
         future: asyncio.Future[WakeReason] = asyncio.get_running_loop().create_future()
         deadline_ms = self.deadline_after(timeout_ms)
         record = self._park_record(
-            topic, queue_id, request_offset, deadline_ms, future, tag_codes, owner
+            topic, queue_id, request_offset, deadline_ms, future, tag_codes, owner, watch=False
         )
         if record is None:
             return WakeReason.REFUSED
-        return await future
+        try:
+            return await future
+        finally:
+            # Only still parked when the awaiting task was cancelled.
+            if self._records.get(record.sequence) is record:
+                self._unlink(record)
 
     def _park_record(
         self,
@@ -214,7 +219,11 @@ class LongPollingService:
         wake: WakeTarget,
         tag_codes: Collection[int] | None,
         owner: Hashable | None,
+        *,
+        watch: bool = True,
     ) -> _ParkedPull | None:
+        """Park; ``watch`` drops a future target from the table as soon as it is done (hold()
+        does that itself, saving a callback per wake on the pull path)."""
         if self._stopped or len(self._records) >= self._max_parked_requests:
             return None
         codes = None if not tag_codes else frozenset(tag_codes)
@@ -226,7 +235,7 @@ class LongPollingService:
         if owner is not None:
             self._by_owner.setdefault(owner, {})[record.sequence] = record
         self._push_deadline(record)
-        if isinstance(wake, asyncio.Future):
+        if watch and isinstance(wake, asyncio.Future):
             wake.add_done_callback(functools.partial(self._forget_done, record))
         return record
 
@@ -234,9 +243,12 @@ class LongPollingService:
         heapq.heappush(self._deadlines, (record.deadline_ms, record.sequence))
         # Pulls woken by arrivals leave their deadline behind; rebuild the heap once stale
         # entries outnumber live ones, so memory follows the live table.
-        if len(self._deadlines) >= limits.LONG_POLL_HEAP_COMPACT_MIN_ENTRIES and len(
-            self._deadlines
-        ) > 2 * len(self._records):
+        heap_entries = len(self._deadlines)
+        live_entries = len(self._records)
+        if (
+            heap_entries >= limits.LONG_POLL_HEAP_COMPACT_MIN_ENTRIES
+            and heap_entries > 2 * live_entries
+        ):
             self._deadlines = [(r.deadline_ms, r.sequence) for r in self._records.values()]
             heapq.heapify(self._deadlines)
         if self._running:

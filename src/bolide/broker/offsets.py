@@ -27,14 +27,14 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import orjson
-
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BackpressureError, StoreIOError
-from bolide.base.fileio import atomic_write_with_backup, read_with_backup
+from bolide.base.fileio import read_with_backup
 from bolide.base.service import CrashHandler, Service
-from bolide.protocol.bodies.fastjson import loads_lenient
+from bolide.broker.config import ConfigFileWriter
+from bolide.protocol.bodies.config import ConsumerOffsetSerializeWrapper
+from bolide.protocol.bodies.fastjson import BodyError
 
 __all__ = [
     "TOPIC_GROUP_SEPARATOR",
@@ -56,12 +56,10 @@ OffsetTable = dict[tuple[str, str], dict[int, int]]
 def encode_offset_table(table: Mapping[tuple[str, str], Mapping[int, int]]) -> bytes:
     """The consumerOffset.json bytes for ``table``: standard JSON, keys in a stable order."""
     offset_table = {
-        f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": {
-            str(queue_id): offset for queue_id, offset in sorted(queues.items())
-        }
+        f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": dict(sorted(queues.items()))
         for (topic, group), queues in sorted(table.items())
     }
-    return orjson.dumps({"offsetTable": offset_table}, option=orjson.OPT_INDENT_2)
+    return ConsumerOffsetSerializeWrapper(offset_table).to_json()
 
 
 def decode_offset_table(raw: bytes) -> OffsetTable:
@@ -71,35 +69,19 @@ def decode_offset_table(raw: bytes) -> OffsetTable:
     object with an ``offsetTable`` object of ``{queue id: integer offset}`` objects. A key
     without ``@`` is skipped with a warning, as Java's helpers skip it.
     """
-    document = loads_lenient(raw)
-    if not isinstance(document, dict):
-        raise ValueError("consumerOffset.json is not a JSON object")
-    entries = document.get("offsetTable") or {}
-    if not isinstance(entries, dict):
-        raise ValueError("offsetTable is not an object")
+    try:
+        wrapper = ConsumerOffsetSerializeWrapper.from_json(raw)
+    except BodyError as error:
+        raise ValueError(f"consumerOffset.json: {error}") from error
     table: OffsetTable = {}
-    for key, queues in entries.items():
-        topic, separator, group = str(key).partition(TOPIC_GROUP_SEPARATOR)
+    for key, queues in wrapper.offset_table.items():
+        # Topic names never contain "@" (their pattern forbids it), so the first one splits.
+        topic, separator, group = key.partition(TOPIC_GROUP_SEPARATOR)
         if not separator or not topic or not group:
             _log.warning("consumerOffset.json: skipping key %r (expected topic@group)", key)
             continue
-        if not isinstance(queues, dict):
-            raise ValueError(f"offsets of {key!r} are not an object")
-        table[(topic, group)] = {
-            _integer(queue_id, f"queue id in {key!r}"): _integer(offset, f"offset in {key!r}")
-            for queue_id, offset in queues.items()
-        }
+        table[(topic, group)] = queues
     return table
-
-
-def _integer(value: object, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} is a boolean")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    raise ValueError(f"{what} is not an integer: {value!r}")
 
 
 class ConsumerOffsetManager:
@@ -113,14 +95,21 @@ class ConsumerOffsetManager:
     def __init__(
         self, path: Path, *, max_entries: int = limits.CONSUMER_OFFSET_MAX_ENTRIES
     ) -> None:
-        self.path = path
         self._max_entries = max_entries
         self._table: OffsetTable = {}
         self._entry_count = 0
-        self.version = 0
-        """Bumped by every change; compare with :attr:`persisted_version`."""
-        self.persisted_version = 0
-        """The version last written to (or read from) ``path``."""
+        self._version = 0
+        self.file = ConfigFileWriter(path, self)
+        """Writes ``path``; the flush service calls its :meth:`~ConfigFileWriter.flush`."""
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def version(self) -> int:
+        """Bumped by every change, so unchanged tables are not rewritten."""
+        return self._version
 
     # --- reading and writing the file ---------------------------------------------------------
 
@@ -133,25 +122,20 @@ class ConsumerOffsetManager:
         table = read_with_backup(self.path, decode_offset_table)
         self._table = table or {}
         self._entry_count = sum(len(queues) for queues in self._table.values())
-        self.version += 1
-        self.persisted_version = self.version
+        self._version += 1
+        self.file.mark_written()
 
-    def snapshot(self) -> tuple[int, bytes]:
-        """``(version, file bytes)`` of the current table, for a writer off the loop."""
-        return self.version, encode_offset_table(self._table)
+    def encode(self) -> bytes:
+        """The consumerOffset.json bytes of the current table."""
+        return encode_offset_table(self._table)
 
     def persist(self) -> bool:
         """Write the table to ``path`` now if it changed since the last write; True if written.
 
-        Blocks on fsync: call it at startup or shutdown, or via the flush service.
+        Blocks on fsync: for startup, tools and tests; the flush service writes off the loop.
         Raises OSError when the file cannot be written.
         """
-        if self.version == self.persisted_version:
-            return False
-        version, data = self.snapshot()
-        atomic_write_with_backup(self.path, data)
-        self.persisted_version = version
-        return True
+        return self.file.flush_blocking()
 
     # --- the table ----------------------------------------------------------------------------
 
@@ -174,8 +158,6 @@ class ConsumerOffsetManager:
         previous = None if queues is None else queues.get(queue_id)
         if previous is None:
             self._reserve_entries(1)
-            if queues is None:
-                queues = self._table[(topic, group)] = {}
             self._entry_count += 1
         elif offset < previous:
             _log.warning(
@@ -188,8 +170,10 @@ class ConsumerOffsetManager:
                 previous,
                 offset,
             )
+        if queues is None:
+            queues = self._table[(topic, group)] = {}
         queues[queue_id] = offset
-        self.version += 1
+        self._version += 1
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of ``group`` on ``topic`` queue ``queue_id``, or -1 if none."""
@@ -215,14 +199,14 @@ class ConsumerOffsetManager:
         self._entry_count += added
         queues.update(offsets)
         self._table[(topic, group)] = queues
-        self.version += 1
+        self._version += 1
 
     def groups_of_topic(self, topic: str) -> list[str]:
         """Groups with committed offsets on ``topic``, sorted (Java whichGroupByTopic)."""
         return sorted(group for (each_topic, group) in self._table if each_topic == topic)
 
     def topics_of_group(self, group: str) -> list[str]:
-        """Topics (retry topics included) ``group`` has offsets on, sorted (whichTopicByConsumer)."""
+        """Topics (retry topics too) ``group`` has offsets on, sorted (whichTopicByConsumer)."""
         return sorted(topic for (topic, each_group) in self._table if each_group == group)
 
     def offsets_of_group(self, group: str) -> dict[str, dict[int, int]]:
@@ -268,7 +252,7 @@ class ConsumerOffsetManager:
             self._table[(each, destination_group)] = queues
         self._entry_count += added
         if copies:
-            self.version += 1
+            self._version += 1
         return sorted(copies)
 
     def table_snapshot(self) -> dict[str, dict[int, int]]:
@@ -289,7 +273,7 @@ class ConsumerOffsetManager:
         for key in removed:
             self._entry_count -= len(self._table.pop(key))
         if removed:
-            self.version += 1
+            self._version += 1
         return removed
 
     def _remove(self, keys: Iterable[tuple[str, str]]) -> list[str]:
@@ -315,7 +299,6 @@ class ConsumerOffsetFlushService:
         on_crash: CrashHandler | None = None,
     ) -> None:
         self._manager = manager
-        self._lock = asyncio.Lock()
         self._flushed = asyncio.Condition()
         self.flush_count = 0
         """Writes completed (tests and shutdown coordination wait on it)."""
@@ -336,16 +319,12 @@ class ConsumerOffsetFlushService:
 
     async def flush(self) -> bool:
         """Write the table now if it changed; True if written. Raises OSError on failure."""
-        async with self._lock:
-            if self._manager.version == self._manager.persisted_version:
-                return False
-            version, data = self._manager.snapshot()
-            await asyncio.to_thread(atomic_write_with_backup, self._manager.path, data)
-            self._manager.persisted_version = version
-        async with self._flushed:
-            self.flush_count += 1
-            self._flushed.notify_all()
-        return True
+        written = await self._manager.file.flush()
+        if written:
+            async with self._flushed:
+                self.flush_count += 1
+                self._flushed.notify_all()
+        return written
 
     async def wait_flushed(self, count: int) -> None:
         """Return once :attr:`flush_count` has reached ``count``."""

@@ -18,6 +18,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import invariant
 from bolide.broker.channels import ChannelKey, ClientChannelInfo
+from bolide.protocol.bodies import ProducerConnection
 
 _log = logging.getLogger("bolide.broker.producers")
 
@@ -94,6 +95,11 @@ class ProducerManager(Generic[ChannelKey]):
         """The channels of ``group``, sorted by client id (empty for an unknown group)."""
         channels = self._groups.get(group, {})
         return sorted(channels.values(), key=lambda info: (info.client_id, info.remote_address))
+
+    def producer_connection(self, group: str) -> ProducerConnection:
+        """GET_PRODUCER_CONNECTION_LIST body (empty connection set for an unknown group)."""
+        infos = self.producer_connections(group)
+        return ProducerConnection(tuple(info.to_connection() for info in infos))
 
     def find_channel(
         self, group: str, usable: Callable[[ChannelKey], bool] | None = None

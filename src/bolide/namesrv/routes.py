@@ -92,7 +92,7 @@ class RouteTables:
     """The route tables of one name server (nothing is shared between instances).
 
     Times are ``clock.monotonic_ms()`` readings, so expiry is immune to wall-clock jumps.
-    ``max_broker_addresses`` (default ``limits.NAMESRV_BROKER_ADDRESSES_MAX``) bounds the live
+    ``max_live_brokers`` (default ``limits.NAMESRV_LIVE_BROKERS_MAX_ENTRIES``) bounds the live
     table; a registration beyond it raises :class:`BackpressureError`.
     """
 
@@ -101,11 +101,11 @@ class RouteTables:
         clock: Clock,
         *,
         expiry_ms: int = limits.BROKER_EXPIRY_MS,
-        max_broker_addresses: int = limits.NAMESRV_BROKER_ADDRESSES_MAX,
+        max_live_brokers: int = limits.NAMESRV_LIVE_BROKERS_MAX_ENTRIES,
     ) -> None:
         self._clock = clock
         self._expiry_ms = expiry_ms
-        self._max_broker_addresses = max_broker_addresses
+        self._max_live_brokers = max_live_brokers
         self._clusters: dict[ClusterName, set[BrokerName]] = {}
         self._brokers: dict[BrokerName, _BrokerEntry] = {}
         self._topics: dict[Topic, dict[BrokerName, QueueData]] = {}
@@ -124,7 +124,7 @@ class RouteTables:
         Raises :class:`BackpressureError` when the address is new and the live table is full.
         """
         address = registration.broker_addr
-        if address not in self._live and len(self._live) >= self._max_broker_addresses:
+        if address not in self._live and len(self._live) >= self._max_live_brokers:
             raise BackpressureError(
                 f"name server holds {len(self._live)} broker addresses, the maximum"
             )

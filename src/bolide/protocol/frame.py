@@ -62,6 +62,14 @@ class RawFrame:
     """The body bytes; ``b""`` when the frame has none."""
 
 
+# RawFrame is built on every frame: its slot setters skip the ~0.1 µs per field that the frozen
+# dataclass __init__ spends in object.__setattr__.
+_new_frame = object.__new__
+_set_serialize_type = vars(RawFrame)["serialize_type"].__set__
+_set_header = vars(RawFrame)["header"].__set__
+_set_body = vars(RawFrame)["body"].__set__
+
+
 def encode_frame_prefix(serialize_type: int, header_length: int, body_length: int) -> bytes:
     """Return the 8 prefix bytes of a frame whose header and body have the given lengths (bytes).
 
@@ -164,12 +172,10 @@ class FrameDecoder:
             if frame_end > end:
                 break
             header_end = position + FRAME_PREFIX_BYTES + header_length
-            frames.append(
-                RawFrame(
-                    serialize_type,
-                    bytes(view[position + FRAME_PREFIX_BYTES : header_end]),
-                    bytes(view[header_end:frame_end]),
-                )
-            )
+            frame = _new_frame(RawFrame)
+            _set_serialize_type(frame, serialize_type)
+            _set_header(frame, bytes(view[position + FRAME_PREFIX_BYTES : header_end]))
+            _set_body(frame, bytes(view[header_end:frame_end]))
+            frames.append(frame)
             position = frame_end
         return position

@@ -86,23 +86,51 @@ def decode_json_header(header: bytes) -> DecodedHeader:
         raise ProtocolError(f"command header is not valid JSON: {error}") from error
     if type(fields) is not dict:
         raise ProtocolError("command header is not a JSON object")
-    code = fields.get("code")
-    if type(code) is not int or not _INT32_MIN <= code <= _INT32_MAX:
-        raise ProtocolError(f"command header has no int32 'code': {code!r}")
-    version = _optional_int32(fields, "version")
-    opaque = _optional_int32(fields, "opaque")
-    flag = _optional_int32(fields, "flag")
-    remark = fields.get("remark")
+    get = fields.get
+    code = get("code")
+    version = get("version", 0)
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    # One combined test for the common case; the slow path says which field is wrong.
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+    ):
+        code, version, opaque, flag = _checked_numbers(fields)
+    remark = get("remark")
     if remark is not None and type(remark) is not str:
         raise ProtocolError(f"command header 'remark' is not a string: {remark!r}")
-    ext_fields = fields.get("extFields")
+    ext_fields = get("extFields")
     if ext_fields is None:
         ext_fields = {}
     elif type(ext_fields) is not dict:
         raise ProtocolError("command header 'extFields' is not a JSON object")
     elif not _ONLY_STRINGS.issuperset(map(type, ext_fields.values())):
         ext_fields = _stringify_values(ext_fields)
-    return code, _decode_language(fields.get("language")), version, opaque, flag, remark, ext_fields
+    language = get("language")
+    if type(language) is str:
+        language = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER)
+    else:
+        language = _decode_language(language)
+    return code, language, version, opaque, flag, remark, ext_fields
+
+
+def _checked_numbers(fields: dict[str, Any]) -> tuple[int, int, int, int]:
+    code = fields.get("code")
+    if type(code) is not int or not _INT32_MIN <= code <= _INT32_MAX:
+        raise ProtocolError(f"command header has no int32 'code': {code!r}")
+    return (
+        code,
+        _optional_int32(fields, "version"),
+        _optional_int32(fields, "opaque"),
+        _optional_int32(fields, "flag"),
+    )
 
 
 def _optional_int32(fields: dict[str, Any], key: str) -> int:

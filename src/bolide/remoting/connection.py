@@ -445,7 +445,6 @@ class Connection(asyncio.Protocol):
         """A fresh error per waiter (shared instances would pile up tracebacks)."""
         reason = self._close_reason
         error = ConnectionClosedError(f"connection to {self.remote_address} closed: {reason}")
-        error.__cause__ = reason
         return error
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:

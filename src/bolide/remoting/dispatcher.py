@@ -192,6 +192,10 @@ class Dispatcher:
             family.in_flight -= 1
             self._answer(connection, request, done.value)
             return
+        except asyncio.CancelledError:  # it awaited something cancelled: as a task would, stop
+            family.in_flight -= 1
+            _log.debug("handler for request code %d was cancelled", request.code)
+            return
         except Exception as error:
             family.in_flight -= 1
             self._answer(connection, request, _error_response(request, error))

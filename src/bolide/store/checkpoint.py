@@ -7,14 +7,17 @@ re-dispatched to the consume queues and the index.
 Layout (big-endian, 44 bytes, replaced atomically with tmp + fsync + rename):
 
 ```
-+--------+---------+--------------------+-----------------------+------------------+---------------+--------+
-| magic  | version | commit_log_flushed | consume_queue_flushed | index_flushed    | written_at_ms | crc32  |
-| int32  | int32   | int64              | int64                 | int64            | int64         | uint32 |
-+--------+---------+--------------------+-----------------------+------------------+---------------+--------+
-  0        4         8                    16                      24                 32              40
+offset  size  field
+     0     4  magic                    "BOLC"
+     4     4  version                  1
+     8     8  commit_log_flushed       int64 commit-log offset
+    16     8  consume_queue_flushed    int64 commit-log offset
+    24     8  index_flushed            int64 commit-log offset
+    32     8  written_at_ms            int64
+    40     4  crc32                    uint32 over bytes 0..39
 ```
 
-``crc32`` covers bytes 0..39. Each offset is a commit-log offset at a record boundary:
+Each offset is a commit-log offset at a record boundary:
 ``commit_log_flushed`` = all commit-log bytes below it were fsynced; ``consume_queue_flushed``
 = the consume-queue entries of every record below it were fsynced; ``index_flushed`` likewise
 for index entries.

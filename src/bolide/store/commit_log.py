@@ -279,13 +279,13 @@ class CommitLog:
         """
         removed: list[str] = []
         while self.segments and self.segments[-1].start_offset > offset:
-            segment = self.segments.pop()
+            last = self.segments.pop()
             self._starts.pop()
-            removed.append(segment.path.name)
-            segment.delete()
-        segment = self.segment_for(offset) if self.segments else None
-        if segment is not None:
-            segment.cut(offset - segment.start_offset)
+            removed.append(last.path.name)
+            last.delete()
+        holder = self.segment_for(offset)
+        if holder is not None:
+            holder.cut(offset - holder.start_offset)
         return removed
 
     def dirty_segments(self) -> list[MappedSegment]:

@@ -50,7 +50,9 @@ class FlushBatch:
             if segment.needs_directory_sync:
                 self._directories.add(segment.path.parent)
             self._tasks.append(_SyncTask(segment, segment.duplicate_fd(), segment.write_position))
-        self._directory_segments = [t.segment for t in self._tasks if t.segment.needs_directory_sync]
+        self._directory_segments = [
+            t.segment for t in self._tasks if t.segment.needs_directory_sync
+        ]
 
     @property
     def empty(self) -> bool:

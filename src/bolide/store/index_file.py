@@ -5,10 +5,15 @@ table whose buckets are chains of entries linked newest to oldest (as RocketMQ's
 
 ```
 header (48 bytes)
-+--------+---------+---------------+-------------+-----------------------+---------------------+------------+-------------+
-| magic  | version | begin_time_ms | end_time_ms | begin_commit_log_off. | end_commit_log_off. | slot_count | entry_count |
-| int32  | int32   | int64         | int64       | int64                 | int64               | int32      | int32       |
-+--------+---------+---------------+-------------+-----------------------+---------------------+------------+-------------+
+offset  size  field
+     0     4  magic                    "BOLI"
+     4     4  version                  1
+     8     8  begin_time_ms            store time of the first entry
+    16     8  end_time_ms              latest store time indexed
+    24     8  begin_commit_log_offset  record of the first entry
+    32     8  end_commit_log_offset    record of the last entry (-1 none)
+    40     4  slot_count
+    44     4  entry_count
 slots: slot_count x int32          newest entry number of the bucket, 0 = empty
 entries: entry n (n >= 1) at 48 + 4 * slot_count + 20 * (n - 1)
 +----------+--------------------+------------------+----------------+
@@ -78,9 +83,7 @@ class IndexFile:
         return HEADER_BYTES + 4 * slot_count + ENTRY_BYTES * max_entries
 
     @classmethod
-    def create(
-        cls, path: Path, slot_count: int, max_entries: int, file_ops: FileOps
-    ) -> IndexFile:
+    def create(cls, path: Path, slot_count: int, max_entries: int, file_ops: FileOps) -> IndexFile:
         """A new, empty file.
 
         Raises:

@@ -56,9 +56,9 @@ def collect(
 
     An entry is *consumed* (counted into next_begin_offset) when it is filtered out, gone, or
     taken; the walk stops before the first entry met once ``max_count`` records are taken or
-    whose size would pass ``max_bytes`` (the first record is always taken, whatever its size). Status: FOUND with records,
-    MESSAGE_WAS_REMOVING when every matching record was gone, NO_MATCHED_MESSAGE when nothing
-    matched, OFFSET_FOUND_NULL when no entry could be read at all.
+    whose size would pass ``max_bytes`` (the first record is always taken, whatever its size).
+    Status: FOUND with records, MESSAGE_WAS_REMOVING when every matching record was gone,
+    NO_MATCHED_MESSAGE when nothing matched, OFFSET_FOUND_NULL when no entry could be read.
     """
     buffers: list[memoryview] = []
     total_bytes = 0

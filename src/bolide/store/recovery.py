@@ -99,8 +99,10 @@ class Recovery:
         commit_log.set_write_offset(end)
         cut_bytes = self._nonzero_bytes_after(end)
         removed: list[str] = []
-        if cut_reason is not None or cut_bytes or segments_end > _segment_end_after(
-            commit_log, end
+        if (
+            cut_reason is not None
+            or cut_bytes
+            or segments_end > _segment_end_after(commit_log, end)
         ):
             removed = commit_log.cut(end)
             cut_reason = cut_reason or "bytes after the last whole record"
@@ -207,7 +209,7 @@ class Recovery:
         topic = header.topic
         if gets_queue_entry(header.sys_flag):
             queue = self._queues.get_or_create(topic, header.queue_id)
-            if header.queue_offset >= queue.max_offset:
+            if header.queue_offset > queue.max_offset:
                 if header.queue_offset > queue.max_offset:
                     if queue.max_offset == queue.min_offset:
                         queue.restart_at(header.queue_offset)

@@ -81,7 +81,9 @@ def plan_retention(
                 break
             used -= segment.disk_bytes
             by_pressure += 1
-    reasons = [name for name, count in (("expired", expired), ("disk pressure", by_pressure)) if count]
+    reasons = [
+        name for name, count in (("expired", expired), ("disk pressure", by_pressure)) if count
+    ]
     return RetentionDecision(max(expired, by_pressure), " + ".join(reasons))
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Self
+from typing import Self, final
 
 from bolide.protocol.headers.fields import (
+    frozen_constructor,
     optional_str,
     put_optional,
     required_int,
@@ -32,6 +33,7 @@ class PullSysFlag(enum.IntFlag):
     """Set by the Java lite pull consumer; no broker effect."""
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class PullMessageRequestHeader:
     """PULL_MESSAGE request. ``queue_offset`` is the logical offset to read from;
@@ -61,7 +63,7 @@ class PullMessageRequestHeader:
         # Hot path (every pull): on any miss, the checked path names the culprit.
         try:
             get = fields.get
-            return cls(
+            return _construct_pull_header(
                 fields["consumerGroup"],
                 fields["topic"],
                 int(fields["queueId"]),
@@ -104,6 +106,9 @@ class PullMessageRequestHeader:
         put_optional(fields, "subscription", self.subscription)
         put_optional(fields, "expressionType", self.expression_type)
         return fields
+
+
+_construct_pull_header = frozen_constructor(PullMessageRequestHeader)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Self
+from typing import NamedTuple, Self, final
 
 from bolide.protocol.headers.fields import (
     TRUE_TEXTS,
     format_bool,
+    frozen_constructor,
     optional_int,
     optional_str,
     parse_bool,
@@ -74,6 +75,7 @@ _V1_KEYS = _SendKeys(
 _V2_KEYS = _SendKeys(*"abcdefghijklmn")
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class SendMessageRequestHeader:
     """SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request header.
@@ -124,7 +126,7 @@ class SendMessageRequestHeader:
         try:
             reconsume_times = get(j)
             max_reconsume_times = get(l_)
-            return cls(
+            return _construct_send_header(
                 fields[a],
                 fields[b],
                 fields[c],
@@ -180,6 +182,9 @@ class SendMessageRequestHeader:
         put_optional(fields, keys.max_reconsume_times, self.max_reconsume_times)
         put_optional(fields, keys.broker_name, self.broker_name)
         return fields
+
+
+_construct_send_header = frozen_constructor(SendMessageRequestHeader)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,526 @@
+"""The broker's topic table: names, validation, permissions, system topics, auto-creation.
+
+:class:`TopicConfigManager` holds one :class:`TopicConfig` per topic, persists the table to
+``topics.json`` (atomic, with ``.bak``) and bumps its :class:`DataVersion` on every change,
+which is how name servers notice a broker's topics changed (protocol.md §2.2, §4.4, §4.5).
+
+Lookups are plain methods. Changes are ``async``: the table changes at once (so a concurrent
+request sees the new topic) and the call returns after topics.json has been written in a
+worker thread, so an acknowledged creation survives a crash.
+
+topics.json::
+
+    {"dataVersion": {"counter": 5, "timestamp": 1700000000000},
+     "topicConfigTable": {"T": {"order": false, "perm": 6, "readQueueNums": 4,
+                                "topicFilterType": "SINGLE_TAG", "topicName": "T",
+                                "topicSysFlag": 0, "writeQueueNums": 4}, ...}}
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import ConfigError
+from bolide.base.fileio import read_with_backup
+from bolide.broker.config import BrokerConfig, ConfigFileWriter
+from bolide.protocol.bodies.fastjson import BodyError
+from bolide.protocol.bodies.topic import (
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+
+__all__ = [
+    "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "OFFSET_MOVED_EVENT",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "SCHEDULE_TOPIC",
+    "SELF_TEST_TOPIC",
+    "PermName",
+    "TopicConfig",
+    "TopicConfigManager",
+    "TopicCreation",
+    "TopicValidation",
+    "TopicValidationCode",
+    "dlq_topic",
+    "is_inherited",
+    "is_readable",
+    "is_retry_topic",
+    "is_send_forbidden_topic",
+    "is_writeable",
+    "perm_to_text",
+    "retry_topic",
+    "validate_topic",
+]
+
+_log = logging.getLogger("bolide.broker.topics")
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+"""The template producers name as ``defaultTopic``; present only with autoCreateTopicEnable."""
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+"""Delayed messages wait here, queue = delay level - 1."""
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+BENCHMARK_TOPIC = "BenchmarkTest"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+# Producers may not send to these (the send path answers NO_PERMISSION).
+_SEND_FORBIDDEN_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+# System topics whatever the broker's configuration; the manager adds the cluster-, broker-,
+# reply- and trace-topic names of its own configuration.
+_FIXED_SYSTEM_TOPICS = _SEND_FORBIDDEN_TOPICS | {AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC}
+
+_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
+_RETRY_QUEUE_NUMS_FALLBACK = 1
+_DLQ_QUEUE_NUMS = 1
+_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+
+class PermName(enum.IntFlag):
+    """Permission bits of a topic (and of a broker, brokerPermission)."""
+
+    INHERIT = PERM_INHERIT
+    """The topic may serve as a template for auto-created topics."""
+    WRITE = PERM_WRITE
+    READ = PERM_READ
+    PRIORITY = PERM_PRIORITY
+
+
+def is_readable(perm: int) -> bool:
+    """Consumers may pull from a topic (or broker) with ``perm``."""
+    return bool(perm & PERM_READ)
+
+
+def is_writeable(perm: int) -> bool:
+    """Producers may send to a topic (or broker) with ``perm``."""
+    return bool(perm & PERM_WRITE)
+
+
+def is_inherited(perm: int) -> bool:
+    """A topic with ``perm`` may be the template of an auto-created topic."""
+    return bool(perm & PERM_INHERIT)
+
+
+def perm_to_text(perm: int) -> str:
+    """``perm`` as ``RWX`` letters, ``-`` for a missing bit (X = inherit), as mqadmin shows it."""
+    return "".join(
+        letter if perm & bit else "-"
+        for letter, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT))
+    )
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``: where a group's messages to reconsume wait."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``: where a group's messages go after too many retries."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def is_send_forbidden_topic(topic: str) -> bool:
+    """True for the system topics producers may not send to (SCHEDULE_TOPIC_XXXX, ...)."""
+    return topic in _SEND_FORBIDDEN_TOPICS
+
+
+class TopicValidationCode(enum.Enum):
+    VALID = "VALID"
+    BLANK = "BLANK"
+    ILLEGAL_CHARACTERS = "ILLEGAL_CHARACTERS"
+    TOO_LONG = "TOO_LONG"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicValidation:
+    """Whether a topic name is acceptable, and if not, why (``reason`` is the wire remark)."""
+
+    code: TopicValidationCode
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code is TopicValidationCode.VALID
+
+
+_VALID = TopicValidation(TopicValidationCode.VALID)
+
+
+def validate_topic(topic: str) -> TopicValidation:
+    """Check ``topic`` against ``^[%|a-zA-Z0-9_-]+$`` and the 127-character limit.
+
+    The send path answers SYSTEM_ERROR with ``reason`` as the remark when this fails.
+    """
+    if not topic or topic.isspace():
+        return TopicValidation(TopicValidationCode.BLANK, "the topic name is blank")
+    if _TOPIC_PATTERN.fullmatch(topic) is None:
+        return TopicValidation(
+            TopicValidationCode.ILLEGAL_CHARACTERS,
+            f"the topic name {topic!r} has characters outside ^[%|a-zA-Z0-9_-]+$",
+        )
+    if len(topic) > limits.TOPIC_NAME_MAX_CHARS:
+        return TopicValidation(
+            TopicValidationCode.TOO_LONG,
+            f"the topic name is longer than {limits.TOPIC_NAME_MAX_CHARS} characters",
+        )
+    return _VALID
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreation:
+    """What an on-demand creation found or did.
+
+    ``config`` is the topic's configuration (found or new), or None when the topic does not
+    exist and could not be created (``reason`` says why; the send path answers
+    TOPIC_NOT_EXIST). ``created`` is True when this call added the topic: the broker should
+    re-register with the name servers at once so clients can route to it.
+    """
+
+    config: TopicConfig | None
+    created: bool = False
+    reason: str = ""
+
+
+class TopicConfigManager:
+    """The topic table of one broker, persisted to ``path`` (topics.json).
+
+    System topics (see :meth:`load`) follow ``config``; ``clock`` stamps the data version.
+    Holds at most ``max_topics`` topics. Use it from the event loop thread only.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        path: Path,
+        clock: Clock,
+        *,
+        max_topics: int = limits.TOPIC_CONFIG_MAX_TOPICS,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._max_topics = max_topics
+        self._table: dict[str, TopicConfig] = {}
+        self._data_version = DataVersion(clock.now_ms(), 0)
+        self._version = 0
+        self._system_topics = _FIXED_SYSTEM_TOPICS | {
+            config.broker_cluster_name,
+            config.broker_name,
+            config.broker_cluster_name + REPLY_TOPIC_SUFFIX,
+            config.msg_trace_topic_name,
+        }
+        self.file = ConfigFileWriter(path, self)
+        """Writes ``path``; every change awaits its :meth:`~ConfigFileWriter.flush`."""
+
+    # --- state and persistence ----------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Bumped by every change (the file writer skips unchanged tables)."""
+        return self._version
+
+    @property
+    def data_version(self) -> DataVersion:
+        """The version name servers compare to notice that the topics changed."""
+        return self._data_version
+
+    def load(self) -> None:
+        """Read topics.json (``.bak`` if the main file is damaged), then apply system topics.
+
+        System topics missing from the file are added; ones in the file keep their stored
+        settings (an admin may have changed them), except TBW102, which is removed when
+        autoCreateTopicEnable is off (a Java broker would keep a stored TBW102 and go on
+        auto-creating topics). If that changed the table, the data version moves on so name
+        servers pick up the change, and the next :meth:`persist` writes it.
+        Raises :class:`CorruptDataError` when both files exist and neither parses.
+        """
+        wrapper = read_with_backup(self.path, _decode_topics)
+        if wrapper is not None:
+            self._table = dict(wrapper.topic_config_table)
+            self._data_version = wrapper.data_version
+        self._version += 1
+        self.file.mark_written()
+        changed = False
+        for system_topic in self._system_topic_configs():
+            if system_topic.topic_name not in self._table:
+                self._table[system_topic.topic_name] = system_topic
+                changed = True
+        if not self._config.auto_create_topic_enable:
+            changed |= self._table.pop(AUTO_CREATE_TOPIC_KEY_TOPIC, None) is not None
+        if changed:
+            self._changed()
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    def encode(self) -> bytes:
+        """topics.json bytes (also the GET_ALL_TOPIC_CONFIG body)."""
+        return self.wrapper().to_json()
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        """The table and data version as one body (registration, GET_ALL_TOPIC_CONFIG)."""
+        return TopicConfigSerializeWrapper(dict(sorted(self._table.items())), self._data_version)
+
+    async def persist(self) -> bool:
+        """Write topics.json if the table changed since the last write; True if written."""
+        return await self.file.flush()
+
+    # --- lookups ------------------------------------------------------------------------------
+
+    def find(self, topic: str) -> TopicConfig | None:
+        """The configuration of ``topic``, or None."""
+        return self._table.get(topic)
+
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def topic_config_table(self) -> dict[str, TopicConfig]:
+        """A copy of the whole table (configs are immutable)."""
+        return dict(self._table)
+
+    def topic_names(self) -> list[str]:
+        """Every topic, sorted."""
+        return sorted(self._table)
+
+    def is_system_topic(self, topic: str) -> bool:
+        """A topic the broker owns (TBW102, SCHEDULE_TOPIC_XXXX, the cluster- and broker-name
+        topics, ``rmq_sys_*``, ...): admins may not create, update or delete it."""
+        return topic in self._system_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+    def is_order_topic(self, topic: str) -> bool:
+        config = self._table.get(topic)
+        return config is not None and config.order
+
+    # --- on-demand creation (send, send-back, heartbeat) --------------------------------------
+
+    async def create_topic_in_send(
+        self,
+        topic: str,
+        default_topic: str,
+        default_queue_nums: int,
+        *,
+        topic_sys_flag: int = 0,
+    ) -> TopicCreation:
+        """Find ``topic`` or auto-create it from ``default_topic`` (send path, §2.2 step 3).
+
+        Creation needs ``default_topic`` to exist with INHERIT; the new topic gets
+        ``min(default_queue_nums, default.writeQueueNums)`` read and write queues and the
+        default's perm without INHERIT. If that fails and ``topic`` is a ``%RETRY%`` topic, it
+        is created with 1 queue and perm READ|WRITE. Otherwise ``config`` is None and
+        ``reason`` says why (answer TOPIC_NOT_EXIST). Returns after topics.json is written
+        when the topic was created; raises OSError if it cannot be.
+        """
+        creation = self._create_from_default(
+            topic, default_topic, default_queue_nums, topic_sys_flag
+        )
+        if creation.config is None and is_retry_topic(topic):
+            creation = self._create_plain(
+                topic, _RETRY_QUEUE_NUMS_FALLBACK, PERM_READ | PERM_WRITE, topic_sys_flag
+            )
+        if creation.config is None:
+            _log.warning("cannot auto-create topic %r: %s", topic, creation.reason)
+        return await self._persisted(creation)
+
+    async def create_topic_in_send_back(
+        self, topic: str, queue_nums: int, perm: int, *, topic_sys_flag: int = 0
+    ) -> TopicCreation:
+        """Find ``topic`` or create it with ``queue_nums`` read/write queues and ``perm``.
+
+        Used for retry and DLQ topics (consumer send-back, heartbeat). ``config`` is None when
+        the name is invalid, ``queue_nums`` < 1, or the table is full. Returns after
+        topics.json is written when the topic was created; raises OSError if it cannot be.
+        """
+        creation = self._create_plain(topic, queue_nums, perm, topic_sys_flag)
+        return await self._persisted(creation)
+
+    async def create_retry_topic(self, group: str, queue_nums: int) -> TopicCreation:
+        """Find or create ``%RETRY%<group>`` with ``queue_nums`` queues (the group's
+        retryQueueNums, 1 by default), perm READ|WRITE."""
+        return await self.create_topic_in_send_back(
+            retry_topic(group), queue_nums, PERM_READ | PERM_WRITE
+        )
+
+    async def create_dlq_topic(self, group: str) -> TopicCreation:
+        """Find or create ``%DLQ%<group>``: 1 queue, perm READ|WRITE (RocketMQ 4.9.4+)."""
+        return await self.create_topic_in_send_back(
+            dlq_topic(group), _DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE
+        )
+
+    # --- administration -----------------------------------------------------------------------
+
+    async def update_topic_config(self, config: TopicConfig) -> bool:
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC); True if it was new.
+
+        Raises :class:`ConfigError` for an invalid name, a system topic, queue counts outside
+        0..TOPIC_QUEUE_NUMS_MAX_COUNT, perm outside 0..15, an unknown topicFilterType, a
+        negative topicSysFlag, or a full table; OSError if topics.json cannot be written.
+        """
+        _check_admin_topic_config(config)
+        if self.is_system_topic(config.topic_name):
+            raise ConfigError(f"topic {config.topic_name!r} is a system topic")
+        created = config.topic_name not in self._table
+        if created and len(self._table) >= self._max_topics:
+            raise ConfigError(f"the broker holds {self._max_topics} topics: no room for more")
+        if self._table.get(config.topic_name) != config:
+            self._table[config.topic_name] = config
+            self._changed()
+            _log.info("topic %s: %s", "created" if created else "updated", config)
+        await self.persist()
+        return created
+
+    async def delete_topic(self, topic: str) -> bool:
+        """Remove ``topic`` (DELETE_TOPIC_IN_BROKER); True if it existed.
+
+        Raises :class:`ConfigError` for a system topic; OSError if topics.json cannot be
+        written. The caller deletes the topic's messages and offsets.
+        """
+        if self.is_system_topic(topic):
+            raise ConfigError(f"topic {topic!r} is a system topic")
+        existed = self._table.pop(topic, None) is not None
+        if existed:
+            self._changed()
+            _log.info("topic deleted: %s", topic)
+        await self.persist()
+        return existed
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _create_from_default(
+        self, topic: str, default_topic: str, default_queue_nums: int, topic_sys_flag: int
+    ) -> TopicCreation:
+        existing = self._table.get(topic)
+        if existing is not None:
+            return TopicCreation(existing)
+        default = self._table.get(default_topic)
+        if default is None:
+            return TopicCreation(None, reason=f"default topic {default_topic!r} does not exist")
+        if not is_inherited(default.perm):
+            return TopicCreation(
+                None, reason=f"default topic {default_topic!r} has no INHERIT permission"
+            )
+        queue_nums = min(default_queue_nums, default.write_queue_count)
+        return self._create_plain(
+            topic,
+            queue_nums,
+            default.perm & ~PERM_INHERIT,
+            topic_sys_flag,
+            topic_filter_type=default.topic_filter_type,
+        )
+
+    def _create_plain(
+        self,
+        topic: str,
+        queue_nums: int,
+        perm: int,
+        topic_sys_flag: int,
+        *,
+        topic_filter_type: str = "SINGLE_TAG",
+    ) -> TopicCreation:
+        existing = self._table.get(topic)
+        if existing is not None:
+            return TopicCreation(existing)
+        validation = validate_topic(topic)
+        if not validation.ok:
+            return TopicCreation(None, reason=validation.reason)
+        if queue_nums < 1:
+            return TopicCreation(None, reason=f"cannot create a topic with {queue_nums} queues")
+        if len(self._table) >= self._max_topics:
+            return TopicCreation(None, reason=f"the broker holds {self._max_topics} topics")
+        queue_nums = min(queue_nums, limits.TOPIC_QUEUE_NUMS_MAX_COUNT)
+        config = TopicConfig(
+            topic, queue_nums, queue_nums, perm, topic_filter_type, topic_sys_flag, False
+        )
+        self._table[topic] = config
+        self._changed()
+        _log.info("topic created on demand: %s", config)
+        return TopicCreation(config, True)
+
+    async def _persisted(self, creation: TopicCreation) -> TopicCreation:
+        if creation.created:
+            await self.persist()
+        return creation
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._data_version = self._data_version.next(self._clock.now_ms())
+
+    def _system_topic_configs(self) -> list[TopicConfig]:
+        config = self._config
+        read_write = PERM_READ | PERM_WRITE
+        template = PERM_INHERIT | read_write
+        queues = config.default_topic_queue_nums
+        levels = len(config.message_delay_levels_ms)
+        topics = [TopicConfig(SELF_TEST_TOPIC, 1, 1)]
+        if config.auto_create_topic_enable:
+            topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, queues, queues, template))
+        # As in RocketMQ, the cluster- and broker-name topics always exist; the *TopicEnable
+        # switches decide whether they are readable and writable.
+        cluster_perm = template if config.cluster_topic_enable else PERM_INHERIT
+        topics.append(TopicConfig(config.broker_cluster_name, perm=cluster_perm))
+        broker_perm = template if config.broker_topic_enable else PERM_INHERIT
+        topics.append(TopicConfig(config.broker_name, 1, 1, broker_perm))
+        topics.append(TopicConfig(OFFSET_MOVED_EVENT, 1, 1))
+        # One queue per delay level (RocketMQ's 18 levels give its fixed 18 queues).
+        topics.append(TopicConfig(SCHEDULE_TOPIC, levels, levels))
+        if config.trace_topic_enable:
+            topics.append(TopicConfig(config.msg_trace_topic_name, 1, 1))
+        topics.append(TopicConfig(config.broker_cluster_name + REPLY_TOPIC_SUFFIX, 1, 1))
+        return topics
+
+
+def _decode_topics(raw: bytes) -> TopicConfigSerializeWrapper:
+    try:
+        return TopicConfigSerializeWrapper.from_json(raw)
+    except BodyError as error:
+        raise ValueError(f"topics.json: {error}") from error
+
+
+def _check_admin_topic_config(config: TopicConfig) -> None:
+    validation = validate_topic(config.topic_name)
+    if not validation.ok:
+        raise ConfigError(validation.reason)
+    maximum = limits.TOPIC_QUEUE_NUMS_MAX_COUNT
+    for what, count in (("read", config.read_queue_count), ("write", config.write_queue_count)):
+        if not 0 <= count <= maximum:
+            raise ConfigError(f"{what} queue count {count} is outside 0..{maximum}")
+    if not 0 <= config.perm <= 0xF:
+        raise ConfigError(f"perm {config.perm} is outside 0..15")
+    if config.topic_filter_type not in _FILTER_TYPES:
+        raise ConfigError(
+            f"topicFilterType {config.topic_filter_type!r} is not SINGLE_TAG/MULTI_TAG"
+        )
+    if config.topic_sys_flag < 0:
+        raise ConfigError(f"topicSysFlag {config.topic_sys_flag} is negative")

@@ -1,0 +1,746 @@
+"""The durable message store: commit log + consume queues + key index + checkpoint.
+
+A put (on the event loop) does all its fallible work first — consume-queue room, commit-log
+room (maybe a new segment), index room — then copies the record into the mapped segment,
+appends the 20-byte consume-queue entry and the index entries, and tells the arrival
+listeners. Nothing of a failed put is visible. Under SYNC_FLUSH it then waits for the group
+commit that covers its record.
+
+Background loops (:class:`bolide.base.service.Service`): the commit-log flush (every
+flush_interval_commit_log_ms, or woken by SYNC puts), the queue flush (consume queues, index,
+then the checkpoint, every flush_interval_consume_queue_ms), the SYNC timeout watch and
+retention. fsync always runs in the store's small thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import DiskFullError, ProtocolError, StoreError, invariant
+from bolide.base.fileio import fsync_directory
+from bolide.base.service import Service
+from bolide.protocol.message import SocketAddress
+from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.store.api import (
+    ArrivalListener,
+    BatchPutRequest,
+    GetResult,
+    GetStatus,
+    PutRequest,
+    PutResult,
+    PutStatus,
+    RecoveryReport,
+    StoreStats,
+)
+from bolide.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from bolide.store.commit_log import CommitLog
+from bolide.store.config import FlushDiskType, StoreConfig
+from bolide.store.consume_queue import ENTRY, ConsumeQueue, ConsumeQueueTable
+from bolide.store.dispatch import gets_queue_entry, matches_key, queue_tags_code
+from bolide.store.file_ops import DiskUsage, FileOps
+from bolide.store.flush import FlushBatch, GroupCommit, run_batch
+from bolide.store.index_file import KeyIndex, index_key_hash
+from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
+from bolide.store.records import PreparedRecord, RecordBuilder, RejectedError
+from bolide.store.recovery import Recovery
+from bolide.store.retention import (
+    RetentionPolicy,
+    SegmentAge,
+    local_hour_of_day,
+    plan_retention,
+)
+
+_log = logging.getLogger("bolide.store")
+
+
+class FileMessageStore:
+    """The file-backed :class:`~bolide.store.api.MessageStore`.
+
+    ``clock`` gives store timestamps, retention time and the loops' intervals; ``store_host``
+    is written into every record and into message ids; ``file_ops`` is the seam tests use to
+    inject disk faults.
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Clock,
+        store_host: SocketAddress,
+        file_ops: FileOps | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self._clock = clock
+        self._builder = RecordBuilder(
+            store_host=store_host,
+            max_message_size_bytes=config.max_message_size_bytes,
+            segment_bytes=config.commit_log_segment_bytes,
+            index_max_entries=config.index_file_max_entries,
+        )
+        self._file_ops = file_ops or FileOps()
+        self._commit_log = CommitLog(
+            config.commit_log_dir, config.commit_log_segment_bytes, self._file_ops
+        )
+        self._queues = ConsumeQueueTable(
+            config.consume_queue_dir, config.consume_queue_file_entries, self._file_ops
+        )
+        self._index = KeyIndex(
+            config.index_dir, config.index_hash_slots, config.index_file_max_entries, self._file_ops
+        )
+        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._group_commit = GroupCommit()
+        self._executor: ThreadPoolExecutor | None = None
+        self._services: list[Service] = []
+        self._commit_log_flusher: Service | None = None
+        self._listeners: list[ArrivalListener] = []
+        self._dirty_queues: set[ConsumeQueue] = set()
+        self._running = False
+        self._started = False
+        self._queue_flushed_offset = 0
+        self._write_failure: str | None = None
+        self._put_count = 0
+        self._put_bytes = 0
+        self._put_failures = 0
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> RecoveryReport:
+        """Recover the directory (in a flush thread) and start the background loops.
+
+        Raises:
+            StoreError: the files cannot be opened or repaired; nothing keeps running.
+        """
+        invariant(not self._started, "a store starts once")
+        self._started = True
+        config = self.config
+        self._executor = ThreadPoolExecutor(
+            max_workers=limits.STORE_FLUSH_THREADS, thread_name_prefix="bolide-store-flush"
+        )
+        loop = asyncio.get_running_loop()
+        try:
+            report = await loop.run_in_executor(self._executor, self._recover_blocking)
+        except BaseException:
+            self._close_files()
+            self._executor.shutdown(wait=True)
+            raise
+        self._queue_flushed_offset = self._commit_log.max_offset
+        self._running = True
+        self._start_services()
+        _log.info(
+            "store %s started: log %d..%d, %d records scanned%s",
+            config.store_path_root_dir,
+            report.commit_log_min_offset,
+            report.commit_log_max_offset,
+            report.records_scanned,
+            f", cut at {report.cut_offset} ({report.cut_reason})" if report.cut else "",
+        )
+        return report
+
+    def _recover_blocking(self) -> RecoveryReport:
+        config = self.config
+        try:
+            config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+            abort_present = config.abort_path.exists()
+            checkpoint = read_checkpoint(config.checkpoint_path)
+            report = Recovery(
+                commit_log=self._commit_log,
+                queues=self._queues,
+                index=self._index,
+                delay_levels_ms=config.message_delay_levels_ms,
+            ).run(checkpoint=checkpoint, abort_present=abort_present)
+            self._sync_everything_blocking()
+            self._write_checkpoint_blocking(self._commit_log.max_offset)
+            config.abort_path.touch()
+            fsync_directory(config.store_path_root_dir)
+        except OSError as error:
+            raise StoreError(f"cannot open store {config.store_path_root_dir}: {error}") from error
+        return report
+
+    def _start_services(self) -> None:
+        config = self.config
+        self._commit_log_flusher = Service(
+            "store-commit-log-flush",
+            self._flush_commit_log_step,
+            interval_ms=config.flush_interval_commit_log_ms,
+            clock=self._clock,
+            on_crash=self._on_service_crash,
+        )
+        self._services = [
+            self._commit_log_flusher,
+            Service(
+                "store-queue-flush",
+                self._flush_queues_step,
+                interval_ms=config.flush_interval_consume_queue_ms,
+                clock=self._clock,
+                on_crash=self._on_service_crash,
+            ),
+            Service(
+                "store-retention",
+                self._retention_step,
+                interval_ms=config.retention_check_interval_ms,
+                clock=self._clock,
+                on_crash=self._on_service_crash,
+            ),
+        ]
+        if self._sync_flush:
+            self._services.append(
+                Service(
+                    "store-sync-flush-timeout",
+                    self._expire_sync_waiters_step,
+                    interval_ms=limits.SYNC_FLUSH_TIMEOUT_CHECK_INTERVAL_MS,
+                    clock=self._clock,
+                    on_crash=self._on_service_crash,
+                )
+            )
+        for service in self._services:
+            service.start()
+
+    def _on_service_crash(self, service: Service, error: BaseException) -> None:
+        self._write_failure = f"{service.name} stopped: {error}"
+        self._group_commit.fail_all()
+
+    async def shutdown(self) -> None:
+        """Stop the loops, flush, write the final checkpoint and remove ``abort``.
+
+        After a write or fsync failure ``abort`` stays, so the next start runs recovery.
+        """
+        if not self._running:
+            return
+        self._running = False
+        for service in self._services:
+            await service.stop()
+        executor = self._executor
+        invariant(executor is not None, "running store has an executor")
+        assert executor is not None  # for mypy; the invariant above says why
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, self._final_flush_blocking)
+        except (StoreError, OSError) as error:
+            _log.error("store shutdown could not flush; recovery will run at start: %s", error)
+        self._group_commit.flushed_up_to(self._commit_log.flushed_offset)
+        self._group_commit.fail_all()
+        self._close_files()
+        executor.shutdown(wait=True)
+
+    def _final_flush_blocking(self) -> None:
+        if self._write_failure is not None or self._any_poisoned():
+            raise StoreError(f"not a clean shutdown: {self._write_failure or 'poisoned segment'}")
+        self._sync_everything_blocking()
+        end = self._commit_log.max_offset
+        self._write_checkpoint_blocking(end)
+        self.config.abort_path.unlink(missing_ok=True)
+        fsync_directory(self.config.store_path_root_dir)
+
+    def _sync_everything_blocking(self) -> None:
+        end = self._commit_log.max_offset
+        batch = FlushBatch(
+            [
+                *self._commit_log.dirty_segments(),
+                *(s for q in self._queues.all_queues() for s in q.dirty_segments()),
+                *self._index.dirty_segments(),
+            ],
+            self._file_ops,
+        )
+        try:
+            batch.run()
+        except StoreError as error:
+            batch.poison(str(error))
+            raise
+        batch.commit()
+        self._commit_log.flushed_offset = end
+        self._queue_flushed_offset = end
+
+    def _write_checkpoint_blocking(self, queue_flushed_offset: int) -> None:
+        write_checkpoint(
+            self.config.checkpoint_path,
+            Checkpoint(
+                commit_log_flushed_offset=self._commit_log.flushed_offset,
+                consume_queue_flushed_offset=queue_flushed_offset,
+                index_flushed_offset=queue_flushed_offset,
+                written_at_ms=self._clock.now_ms(),
+            ),
+        )
+
+    def _any_poisoned(self) -> bool:
+        return any(s.poison is not None for s in self._commit_log.segments)
+
+    def _close_files(self) -> None:
+        self._commit_log.close()
+        self._queues.close()
+        self._index.close()
+        self._dirty_queues.clear()
+
+    async def flush(self) -> None:
+        """Flush the commit log, then the queues and index, and write the checkpoint, now
+        (what the background loops do on their intervals).
+
+        Raises:
+            StoreError: an fsync failed (the segments involved are poisoned).
+        """
+        if not self._running:
+            return
+        await self._flush_commit_log_step()
+        await self._flush_queues_step()
+        if self._write_failure is not None:
+            raise StoreError(self._write_failure)
+
+    # --- background steps -----------------------------------------------------------------------
+
+    async def _flush_commit_log_step(self) -> None:
+        executor = self._executor
+        commit_log = self._commit_log
+        target = commit_log.max_offset
+        if executor is not None and target > commit_log.flushed_offset:
+            batch = FlushBatch(commit_log.dirty_segments(), self._file_ops)
+            try:
+                await run_batch(batch, executor)
+            except StoreError as error:
+                self._write_failure = str(error)
+                self._group_commit.fail_all()
+                return
+            commit_log.flushed_offset = max(commit_log.flushed_offset, target)
+        self._group_commit.flushed_up_to(commit_log.flushed_offset)
+
+    async def _flush_queues_step(self) -> None:
+        executor = self._executor
+        if executor is None:
+            return
+        target = self._commit_log.max_offset
+        if target == self._queue_flushed_offset and not self._dirty_queues:
+            return
+        dirty, self._dirty_queues = self._dirty_queues, set()
+        segments = [s for queue in dirty for s in queue.dirty_segments()]
+        batch = FlushBatch([*segments, *self._index.dirty_segments()], self._file_ops)
+        try:
+            await run_batch(batch, executor)
+        except StoreError as error:
+            self._write_failure = str(error)
+            return
+        self._queue_flushed_offset = target
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, self._write_checkpoint_blocking, target)
+        except StoreError as error:
+            _log.error("checkpoint not written: %s", error)
+
+    async def _expire_sync_waiters_step(self) -> None:
+        if self._group_commit.expire(self._clock.monotonic_ms()):
+            _log.warning("SYNC puts timed out waiting for their fsync")
+
+    async def _retention_step(self) -> None:
+        await self.run_retention_once()
+
+    # --- puts -----------------------------------------------------------------------------------
+
+    async def put_message(self, request: PutRequest) -> PutResult:
+        """Store one message (see MessageStore.put_message)."""
+        try:
+            self._check_writable()
+            topic_bytes, records = self._builder.single(request)
+            result, end_offset = self._append_records(
+                request.topic,
+                topic_bytes,
+                request.queue_id,
+                records,
+                request.sys_flag,
+                request.born_timestamp_ms,
+                request.born_host,
+                request.reconsume_times,
+                request.prepared_transaction_offset,
+                request.tags_code,
+            )
+        except RejectedError as rejected:
+            self._put_failures += 1
+            return PutResult(rejected.status, remark=rejected.remark)
+        if self._sync_flush:
+            await self._wait_flushed(result, end_offset)
+        return result
+
+    async def put_messages(self, request: BatchPutRequest) -> PutResult:
+        """Store a batch (see MessageStore.put_messages)."""
+        try:
+            self._check_writable()
+            topic_bytes, records = self._builder.batch(request)
+            result, end_offset = self._append_records(
+                request.topic,
+                topic_bytes,
+                request.queue_id,
+                records,
+                request.sys_flag,
+                request.born_timestamp_ms,
+                request.born_host,
+                request.reconsume_times,
+                0,
+                None,
+            )
+        except RejectedError as rejected:
+            self._put_failures += 1
+            return PutResult(rejected.status, remark=rejected.remark)
+        if self._sync_flush:
+            await self._wait_flushed(result, end_offset)
+        return result
+
+    def _check_writable(self) -> None:
+        if not self._running:
+            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "store is not running")
+        if self._write_failure is not None:
+            raise RejectedError(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                f"store refuses writes until recovery: {self._write_failure}",
+            )
+
+    async def _wait_flushed(self, result: PutResult, end_offset: int) -> None:
+        if self._commit_log.flushed_offset >= end_offset:
+            return
+        deadline_ms = self._clock.monotonic_ms() + self.config.sync_flush_timeout_ms
+        future = self._group_commit.wait_for(end_offset, deadline_ms)
+        flusher = self._commit_log_flusher
+        if flusher is not None:
+            flusher.wakeup()
+        if not await future:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.remark = self._write_failure or (
+                f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
+            )
+
+    def _append_records(
+        self,
+        topic: str,
+        topic_bytes: bytes,
+        queue_id: int,
+        records: list[PreparedRecord],
+        sys_flag: int,
+        born_timestamp_ms: int,
+        born_host: SocketAddress,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+        tags_code_override: int | None,
+    ) -> tuple[PutResult, int]:
+        """Reserve, encode, then write ``records`` contiguously; returns the result and the
+        commit-log offset where the last record ends."""
+        total_size = sum(record.size for record in records)
+        if total_size + limits.COMMIT_LOG_BLANK_MIN_BYTES > self.config.commit_log_segment_bytes:
+            raise RejectedError(
+                PutStatus.MESSAGE_ILLEGAL, "message larger than a commit-log segment"
+            )
+        queue = self._queues.get_or_create(topic, queue_id) if gets_queue_entry(sys_flag) else None
+        commit_log = self._commit_log
+        try:
+            if queue is not None:
+                queue.prepare_append(len(records))
+            segment, position = commit_log.reserve(total_size)
+            base_offset = segment.start_offset + position
+            groups: list[tuple[int, int]] = []
+            offset = base_offset
+            for record in records:
+                if record.hashes:
+                    groups.append((offset, len(record.hashes)))
+                offset += record.size
+            self._index.prepare(groups)
+        except DiskFullError as error:
+            raise RejectedError(PutStatus.DISK_FULL, str(error)) from error
+        except StoreError as error:
+            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, str(error)) from error
+        store_timestamp_ms = self._clock.now_ms()
+        first_queue_offset = queue.max_offset if queue is not None else 0
+        encoded = self._builder.encode_all(
+            records,
+            topic_bytes=topic_bytes,
+            queue_id=queue_id,
+            first_queue_offset=first_queue_offset if queue is not None else None,
+            base_offset=base_offset,
+            sys_flag=sys_flag,
+            born_timestamp_ms=born_timestamp_ms,
+            born_host=born_host,
+            store_timestamp_ms=store_timestamp_ms,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+        )
+        cursor = position
+        for data in encoded:
+            segment.write_length_last(cursor, data)
+            cursor += len(data)
+        commit_log.commit_append(segment, total_size)
+        message_ids = self._dispatch_written(
+            topic,
+            queue_id,
+            queue,
+            records,
+            base_offset,
+            store_timestamp_ms,
+            tags_code_override,
+        )
+        self._put_count += len(records)
+        self._put_bytes += total_size
+        result = PutResult(
+            PutStatus.PUT_OK,
+            commit_log_offset=base_offset,
+            queue_offset=first_queue_offset,
+            store_timestamp_ms=store_timestamp_ms,
+            wrote_bytes=total_size,
+            message_ids=message_ids,
+            message_count=len(records),
+        )
+        return result, base_offset + total_size
+
+    def _dispatch_written(
+        self,
+        topic: str,
+        queue_id: int,
+        queue: ConsumeQueue | None,
+        records: list[PreparedRecord],
+        base_offset: int,
+        store_timestamp_ms: int,
+        tags_code_override: int | None,
+    ) -> list[str]:
+        """Consume-queue and index entries of records just written; returns message ids."""
+        message_ids: list[str] = []
+        offset = base_offset
+        delays = self.config.message_delay_levels_ms
+        for record in records:
+            message_ids.append(self._builder.message_id(offset))
+            if record.hashes:
+                self._index.add_record(offset, store_timestamp_ms, record.hashes)
+            if queue is not None:
+                tags_code = tags_code_override
+                if tags_code is None:
+                    tags_code = queue_tags_code(
+                        topic, record.properties, store_timestamp_ms, delays
+                    )
+                queue.append(offset, record.size, tags_code)
+                self._notify(topic, queue_id, queue.max_offset, tags_code)
+            offset += record.size
+        if queue is not None:
+            self._dirty_queues.add(queue)
+        return message_ids
+
+    def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        for listener in self._listeners:
+            try:
+                listener(topic, queue_id, max_offset, tags_code)
+            except Exception:
+                _log.exception("arrival listener failed")
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self._listeners.append(listener)
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        if not self._running:
+            return None
+        return self._queues.get(topic, queue_id)
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: frozenset[int] | None = None,
+    ) -> GetResult:
+        """See MessageStore.get_message."""
+        queue = self._queue(topic, queue_id)
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = queue.min_offset, queue.max_offset
+        early = check_offset(min_offset, max_offset, queue_offset)
+        if early is not None:
+            return early
+        max_count = max(1, max_count)
+        return collect(
+            self._iter_entries(queue, queue_offset, scan_limit_entries(max_count)),
+            self._commit_log.read,
+            queue_offset=queue_offset,
+            min_offset=min_offset,
+            max_offset=max_offset,
+            max_count=max_count,
+            max_bytes=max_bytes,
+            tag_codes=tag_codes,
+        )
+
+    @staticmethod
+    def _iter_entries(
+        queue: ConsumeQueue, queue_offset: int, limit: int
+    ) -> Iterator[tuple[int, int, int]]:
+        offset = queue_offset
+        remaining = limit
+        while remaining > 0:
+            view = queue.entries_view(offset, remaining)
+            if not view:
+                return
+            count = len(view) // ENTRY.size
+            yield from ENTRY.iter_unpack(view)
+            offset += count
+            remaining -= count
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queue(topic, queue_id)
+        return 0 if queue is None else queue.max_offset
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queue(topic, queue_id)
+        return 0 if queue is None else queue.min_offset
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        queue = self._queue(topic, queue_id)
+        entry = None if queue is None else queue.entry(queue_offset)
+        if entry is None:
+            return -1
+        return self._commit_log.store_timestamp(entry[0])
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        queue = self._queue(topic, queue_id)
+        if queue is None:
+            return -1
+        return self.store_time_at(topic, queue_id, queue.min_offset)
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        queue = self._queue(topic, queue_id)
+        if queue is None:
+            return 0
+        return lower_bound_by_time(
+            queue.min_offset,
+            queue.max_offset,
+            lambda offset: self.store_time_at(topic, queue_id, offset),
+            timestamp_ms,
+        )
+
+    def read_record(self, commit_log_offset: int) -> memoryview | None:
+        if not self._running:
+            return None
+        return self._commit_log.read_record(commit_log_offset)
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        max_count: int,
+        begin_ms: int,
+        end_ms: int,
+        *,
+        unique: bool = False,
+    ) -> list[memoryview]:
+        """See MessageStore.query_by_key."""
+        max_count = min(max_count, limits.INDEX_QUERY_MAX_MESSAGES)
+        if not self._running or max_count <= 0 or not key:
+            return []
+        records: dict[int, memoryview] = {}
+
+        def accept(commit_log_offset: int) -> bool:
+            record = self._commit_log.read_record(commit_log_offset)
+            if record is None:
+                return False
+            try:
+                header = read_record_header(record)
+                properties = read_record_properties(record, header)
+            except ProtocolError:
+                return False
+            if header.topic != topic or not begin_ms <= header.store_timestamp_ms <= end_ms:
+                return False
+            if not matches_key(properties, key, unique=unique):
+                return False
+            records[commit_log_offset] = record
+            return True
+
+        offsets = self._index.lookup(
+            index_key_hash(topic, key), begin_ms, end_ms, accept, max_count
+        )
+        return [records[offset] for offset in sorted(offsets, reverse=True)]
+
+    def consume_queue_entries(
+        self, topic: str, queue_id: int, from_offset: int, count: int
+    ) -> list[tuple[int, int, int]]:
+        queue = self._queue(topic, queue_id)
+        if queue is None or count <= 0:
+            return []
+        return queue.entries(from_offset, count)
+
+    def delete_topic(self, topic: str) -> None:
+        """See MessageStore.delete_topic.
+
+        Raises:
+            StoreIOError: the queue files could not be removed.
+        """
+        for queue in self._queues.delete_topic(topic):
+            self._dirty_queues.discard(queue)
+        self._builder.forget_topic(topic)
+
+    def topics_and_queues(self) -> dict[str, list[int]]:
+        return {topic: sorted(by_id) for topic, by_id in self._queues.queues.items() if by_id}
+
+    # --- retention and stats --------------------------------------------------------------------
+
+    async def run_retention_once(self) -> int:
+        """See MessageStore.run_retention_once."""
+        if not self._running:
+            return 0
+        commit_log = self._commit_log
+        segments = commit_log.segments
+        ages = [
+            SegmentAge(
+                start_offset=segment.start_offset,
+                disk_bytes=segment.allocated_position,
+                newest_store_timestamp_ms=(
+                    commit_log.first_store_timestamp(segments[number + 1])
+                    if number + 1 < len(segments)
+                    else -1
+                ),
+            )
+            for number, segment in enumerate(segments)
+        ]
+        now_ms = self._clock.now_ms()
+        decision = plan_retention(
+            ages,
+            now_ms=now_ms,
+            hour_of_day=local_hour_of_day(now_ms),
+            disk=self._disk_usage(),
+            policy=RetentionPolicy(
+                file_reserved_time_ms=self.config.file_reserved_time_ms,
+                delete_when_hours=self.config.delete_when_hours,
+                disk_max_used_space_ratio_percent=self.config.disk_max_used_space_ratio_percent,
+                max_segments_per_run=limits.RETENTION_DELETE_MAX_SEGMENTS,
+            ),
+        )
+        if decision.delete_count == 0:
+            return 0
+        removed = commit_log.delete_leading_segments(decision.delete_count)
+        new_min = commit_log.min_offset
+        for queue in self._queues.all_queues():
+            queue.advance_min_offset(lambda entry: entry[0] >= new_min)
+        self._index.delete_files_before(new_min)
+        _log.info(
+            "retention (%s) deleted %d commit-log segment(s); log now starts at %d",
+            decision.reason,
+            len(removed),
+            new_min,
+        )
+        return len(removed)
+
+    def _disk_usage(self) -> DiskUsage | None:
+        try:
+            return self._file_ops.disk_usage(self.config.store_path_root_dir)
+        except OSError as error:
+            _log.warning("cannot read disk usage: %s", error)
+            return None
+
+    def stats(self) -> StoreStats:
+        disk = self._disk_usage() if self._running else None
+        return StoreStats(
+            put_message_count=self._put_count,
+            put_message_bytes=self._put_bytes,
+            put_failure_count=self._put_failures,
+            commit_log_min_offset=self._commit_log.min_offset,
+            commit_log_max_offset=self._commit_log.max_offset,
+            commit_log_flushed_offset=self._commit_log.flushed_offset,
+            disk_used_ratio_percent=disk.used_percent if disk is not None else 0.0,
+            topic_count=len(self._queues.queues),
+            queue_count=sum(len(by_id) for by_id in self._queues.queues.values()),
+        )

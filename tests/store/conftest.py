@@ -1,0 +1,138 @@
+"""Fixtures shared by the store tests: tiny configurations, both store kinds, fault seams."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bolide.base.clock import ManualClock
+from bolide.protocol.message import SocketAddress
+from bolide.store.api import MessageStore, PutRequest
+from bolide.store.config import StoreConfig
+from bolide.store.file_ops import DiskUsage, FileOps
+from bolide.store.file_store import FileMessageStore
+from bolide.store.memory_store import MemoryMessageStore
+
+STORE_HOST: SocketAddress = ("127.0.0.1", 10911)
+BORN_HOST: SocketAddress = ("10.1.2.3", 50000)
+ALL_HOURS = frozenset(range(24))
+
+
+def tiny_config(root: Path, **overrides: Any) -> StoreConfig:
+    """Small files so that segments, queue files and index files roll within a test."""
+    settings: dict[str, Any] = {
+        "commit_log_segment_bytes": 8 * 1024,
+        "consume_queue_file_entries": 16,
+        "index_hash_slots": 32,
+        "index_file_max_entries": 64,
+    }
+    settings.update(overrides)
+    return StoreConfig(root / "store", **settings)
+
+
+class ControlledFileOps(FileOps):
+    """Real system calls, plus switches a test flips to make the disk fail."""
+
+    def __init__(self) -> None:
+        self.disk_full = False
+        self.fail_sync = False
+        self.sync_calls = 0
+        self.disk = DiskUsage(total_bytes=100 * 2**30, used_bytes=10 * 2**30)
+
+    def preallocate(self, fd: int, offset: int, length: int) -> None:
+        if self.disk_full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().preallocate(fd, offset, length)
+
+    def sync(self, fd: int) -> None:
+        self.sync_calls += 1
+        if self.fail_sync:
+            raise OSError(errno.EIO, "Input/output error")
+        super().sync(fd)
+
+    def disk_usage(self, path: Path) -> DiskUsage:
+        return self.disk
+
+
+def request(
+    topic: str = "orders",
+    queue_id: int = 0,
+    body: bytes = b"hello",
+    **properties: str,
+) -> PutRequest:
+    return PutRequest(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        flag=7,
+        properties=dict(properties),
+        born_timestamp_ms=1_700_000_000_123,
+        born_host=BORN_HOST,
+    )
+
+
+@dataclass
+class Harness:
+    """One store under test with its clock and the knobs both kinds share."""
+
+    kind: str
+    store: MessageStore
+    clock: ManualClock
+    config: StoreConfig
+    file_ops: ControlledFileOps
+
+    def set_disk_used_percent(self, percent: float) -> None:
+        total = self.file_ops.disk.total_bytes
+        self.file_ops.disk = DiskUsage(total, int(total * percent / 100))
+
+
+StoreFactory = Callable[..., Awaitable[Harness]]
+
+
+def make_harness(kind: str, root: Path, clock: ManualClock, **overrides: Any) -> Harness:
+    config = tiny_config(root, **overrides)
+    file_ops = ControlledFileOps()
+    store: MessageStore
+    if kind == "file":
+        store = FileMessageStore(config, clock=clock, store_host=STORE_HOST, file_ops=file_ops)
+    else:
+        store = MemoryMessageStore(
+            config, clock=clock, store_host=STORE_HOST, disk_usage=lambda: file_ops.disk
+        )
+    return Harness(kind, store, clock, config, file_ops)
+
+
+@pytest.fixture(params=["file", "memory"])
+async def harness_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreFactory]:
+    """Builds started stores of the parametrized kind; stops them all at the end."""
+    made: list[Harness] = []
+    counter = [0]
+
+    async def build(**overrides: Any) -> Harness:
+        counter[0] += 1
+        harness = make_harness(
+            request.param, tmp_path / f"s{counter[0]}", ManualClock(), **overrides
+        )
+        await harness.store.start()
+        made.append(harness)
+        return harness
+
+    yield build
+    for harness in made:
+        await harness.store.shutdown()
+
+
+@pytest.fixture
+async def harness(harness_factory: StoreFactory) -> Harness:
+    return await harness_factory()
+
+
+def with_changes(config: StoreConfig, **changes: Any) -> StoreConfig:
+    return replace(config, **changes)
