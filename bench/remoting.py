@@ -3,10 +3,13 @@
 Each scenario runs ``connections`` client connections, each with ``callers`` coroutines that
 invoke one request at a time (1 KiB body by default) and wait for its echo. One caller per
 connection measures latency-bound ping-pong; more callers keep a connection busy the way a
-producer or pull consumer with many queues does.
+producer or pull consumer with many queues does. Besides round trips per second it reports
+the CPU time each process spent per round trip, which other load on the machine disturbs far
+less than the rate.
 
     .venv/bin/python bench/remoting.py [--seconds 2] [--rounds 3] [--body-bytes 1024]
         [--server-loop uvloop|asyncio] [--client-loop uvloop|asyncio] [--dispatch eager|task]
+        [--coalesce-bytes N]
 """
 
 from __future__ import annotations
@@ -21,15 +24,36 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 
+from bolide.base import limits
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
+from bolide.remoting import ClientPool, Connection, ConnectionSettings, Dispatcher, RemotingServer
 from bolide.remoting import loop as remoting_loop
 
 ECHO_CODE = 9_999
 SCENARIOS = ((1, 1), (1, 32), (8, 1), (8, 32))
 """(connections, callers per connection)."""
 WARM_UP_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Options:
+    seconds: float
+    rounds: int
+    body_bytes: int
+    server_loop: str
+    client_loop: str
+    eager: bool
+    settings: ConnectionSettings
+
+
+@dataclass(frozen=True)
+class Measure:
+    round_trips_per_second: float
+    client_cpu_us: float
+    """Client process CPU per round trip, microseconds."""
+    server_cpu_us: float
+    """Server process CPU per round trip, microseconds."""
 
 
 def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -40,10 +64,10 @@ async def _echo(connection: Connection, request: RemotingCommand) -> RemotingCom
     return request.make_response(ResponseCode.SUCCESS, body=request.body)
 
 
-async def _serve(pipe: Pipe, eager: bool) -> None:
-    dispatcher = Dispatcher(eager=eager)
+async def _serve(pipe: Pipe, options: Options) -> None:
+    dispatcher = Dispatcher(eager=options.eager)
     dispatcher.register(ECHO_CODE, _echo, family="echo")
-    server = RemotingServer(dispatcher)
+    server = RemotingServer(dispatcher, settings=options.settings)
     await server.start()
     pipe.send(server.port)
     loop = asyncio.get_running_loop()
@@ -52,9 +76,9 @@ async def _serve(pipe: Pipe, eager: bool) -> None:
     await server.stop()
 
 
-def _server_process(pipe: Pipe, loop_name: str, eager: bool) -> None:
-    with asyncio.Runner(loop_factory=_loop_factory(loop_name)) as runner:
-        runner.run(_serve(pipe, eager))
+def _server_process(pipe: Pipe, options: Options) -> None:
+    with asyncio.Runner(loop_factory=_loop_factory(options.server_loop)) as runner:
+        runner.run(_serve(pipe, options))
 
 
 async def _caller(pool: ClientPool, address: str, body: bytes, stop_at: float) -> int:
@@ -68,19 +92,12 @@ async def _caller(pool: ClientPool, address: str, body: bytes, stop_at: float) -
     return done
 
 
-@dataclass(frozen=True)
-class Measure:
-    round_trips_per_second: float
-    client_cpu_us: float
-    """Client process CPU per round trip, microseconds."""
-    server_cpu_us: float
-    """Server process CPU per round trip, microseconds."""
-
-
 async def _scenario(
-    address: str, connections: int, callers: int, body: bytes, seconds: float, server: Pipe
+    address: str, connections: int, callers: int, options: Options, server: Pipe
 ) -> Measure:
-    pools = [ClientPool() for _ in range(connections)]  # a pool holds one connection per address
+    body = os.urandom(options.body_bytes)
+    # A pool holds one connection per address: N pools give N connections to one server.
+    pools = [ClientPool(settings=options.settings) for _ in range(connections)]
     try:
         for pool in pools:
             await pool.connect(address)
@@ -92,12 +109,9 @@ async def _scenario(
         server_cpu_started = float(server.recv())
         cpu_started = time.process_time()
         started = time.perf_counter()
+        stop_at = started + options.seconds
         counts = await asyncio.gather(
-            *(
-                _caller(pool, address, body, started + seconds)
-                for pool in pools
-                for _ in range(callers)
-            )
+            *(_caller(pool, address, body, stop_at) for pool in pools for _ in range(callers))
         )
         elapsed = time.perf_counter() - started
         client_cpu = time.process_time() - cpu_started
@@ -110,23 +124,21 @@ async def _scenario(
             await pool.close()
 
 
-async def _run_all(
-    port: int, body: bytes, seconds: float, rounds: int, server: Pipe
-) -> list[tuple[int, int, Measure]]:
+async def _run_all(port: int, options: Options, server: Pipe) -> list[tuple[int, int, Measure]]:
     """Best of ``rounds`` per scenario: other processes on the machine only ever slow it."""
     address = f"127.0.0.1:{port}"
     results = []
     for connections, callers in SCENARIOS:
         measures = [
-            await _scenario(address, connections, callers, body, seconds, server)
-            for _ in range(rounds)
+            await _scenario(address, connections, callers, options, server)
+            for _ in range(options.rounds)
         ]
         best = max(measures, key=lambda m: m.round_trips_per_second)
         results.append((connections, callers, best))
     return results
 
 
-def main() -> None:
+def _parse_options() -> Options:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
@@ -134,33 +146,31 @@ def main() -> None:
     parser.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop")
     parser.add_argument("--client-loop", choices=["uvloop", "asyncio"], default="uvloop")
     parser.add_argument("--dispatch", choices=["eager", "task"], default="eager")
-    arguments = parser.parse_args()
-
-    context = multiprocessing.get_context("spawn")
-    ours, theirs = context.Pipe()
-    server = context.Process(
-        target=_server_process,
-        args=(theirs, arguments.server_loop, arguments.dispatch == "eager"),
-        daemon=True,
+    parser.add_argument(
+        "--coalesce-bytes",
+        type=int,
+        default=limits.WRITE_COALESCE_MAX_BYTES,
+        help="write_coalesce_max_bytes on both sides (0: one write per frame)",
     )
-    server.start()
-    try:
-        port = int(ours.recv())
-        body = os.urandom(arguments.body_bytes)
-        with asyncio.Runner(loop_factory=_loop_factory(arguments.client_loop)) as runner:
-            results = runner.run(_run_all(port, body, arguments.seconds, arguments.rounds, ours))
-    finally:
-        ours.send("stop")
-        server.join(timeout=10)
-        if server.is_alive():
-            server.terminate()
+    arguments = parser.parse_args()
+    return Options(
+        seconds=arguments.seconds,
+        rounds=arguments.rounds,
+        body_bytes=arguments.body_bytes,
+        server_loop=arguments.server_loop,
+        client_loop=arguments.client_loop,
+        eager=arguments.dispatch == "eager",
+        settings=ConnectionSettings(write_coalesce_max_bytes=arguments.coalesce_bytes),
+    )
 
+
+def _report(options: Options, results: list[tuple[int, int, Measure]]) -> None:
     print(f"command: {' '.join([os.path.basename(sys.executable), *sys.argv])}")
     print(
-        f"server loop {arguments.server_loop}, client loop {arguments.client_loop},"
-        f" dispatch {arguments.dispatch}, body {arguments.body_bytes} B,"
-        f" best of {arguments.rounds} x {arguments.seconds:g} s per scenario,"
-        f" {os.cpu_count()} CPUs"
+        f"server loop {options.server_loop}, client loop {options.client_loop},"
+        f" dispatch {'eager' if options.eager else 'task'},"
+        f" coalesce {options.settings.write_coalesce_max_bytes} B, body {options.body_bytes} B,"
+        f" best of {options.rounds} x {options.seconds:g} s, {os.cpu_count()} CPUs"
     )
     print(
         f"{'connections':>11} {'callers/conn':>12} {'round trips/s':>14}"
@@ -171,6 +181,24 @@ def main() -> None:
             f"{connections:>11} {callers:>12} {m.round_trips_per_second:>14,.0f}"
             f" {m.client_cpu_us:>16.1f} {m.server_cpu_us:>16.1f}"
         )
+
+
+def main() -> None:
+    options = _parse_options()
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    server = context.Process(target=_server_process, args=(theirs, options), daemon=True)
+    server.start()
+    try:
+        port = int(ours.recv())
+        with asyncio.Runner(loop_factory=_loop_factory(options.client_loop)) as runner:
+            results = runner.run(_run_all(port, options, ours))
+    finally:
+        ours.send("stop")
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+    _report(options, results)
 
 
 if __name__ == "__main__":

@@ -1,3 +1,66 @@
-"""Bolide: a message queue in Python that speaks the Apache RocketMQ 4.x wire protocol."""
+"""Bolide: a message queue in Python that speaks the Apache RocketMQ 4.x wire protocol.
+
+The blocking client API lives here; ``bolide.aio`` has the async twins::
+
+    producer = bolide.Producer("order-producers", namesrv="127.0.0.1:9876")
+    producer.start()
+    result = producer.send(bolide.Message("orders", b'{"id": 17}', tags="paid", keys="order-17"))
+    producer.shutdown()
+
+Names are imported on first use, so ``import bolide.base`` (servers, tools) does not load the
+client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from bolide.client.config import ConsumeFrom
+    from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
+    from bolide.client.message import Message, MessageExt, SendResult, SendStatus
+    from bolide.client.sync import Producer
+    from bolide.protocol.bodies import MessageModel, MessageQueue
+
+_EXPORTS = {
+    "ConsumeFrom": "bolide.client.config",
+    "ConsumeResult": "bolide.client.consumer.listener",
+    "Message": "bolide.client.message",
+    "MessageExt": "bolide.client.message",
+    "MessageModel": "bolide.protocol.bodies",
+    "MessageQueue": "bolide.protocol.bodies",
+    "OrderlyResult": "bolide.client.consumer.listener",
+    "Producer": "bolide.client.sync",
+    "SendResult": "bolide.client.message",
+    "SendStatus": "bolide.client.message",
+}
+
+__all__ = [
+    "ConsumeFrom",
+    "ConsumeResult",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "OrderlyResult",
+    "Producer",
+    "SendResult",
+    "SendStatus",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'bolide' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

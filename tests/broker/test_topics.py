@@ -293,3 +293,15 @@ def test_java_topics_json_loads_and_stored_system_topics_are_kept(tmp_path: Path
     assert topics.find(TBW102) == TopicConfig(TBW102, 2, 2, 7)  # the stored one wins
     assert topics.data_version.counter == 6  # system topics were added on load
     assert topics.find(SCHEDULE_TOPIC) is not None
+
+
+async def test_registration_announces_broker_permission_when_restricted(tmp_path: Path) -> None:
+    topics = _manager(tmp_path)
+    await topics.update_topic_config(TopicConfig("orders", 4, 2, 6, order=True))
+    normal = topics.registration_wrapper(6)
+    assert normal.topic_config_table["orders"] == TopicConfig("orders", 4, 2, 6, order=True)
+    assert normal.data_version == topics.data_version
+    read_only = topics.registration_wrapper(4)
+    assert read_only.topic_config_table["orders"] == TopicConfig("orders", 4, 2, 4)
+    assert {config.perm for config in read_only.topic_config_table.values()} == {4}
+    assert topics.find("orders") == TopicConfig("orders", 4, 2, 6, order=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bolide.testing.cluster import Cluster
 from tests.compat.cpp_harness import ScratchServer
 
 
@@ -27,3 +28,10 @@ async def scratch_server() -> AsyncIterator[ScratchServer]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def bolide_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A Bolide name server and broker ("broker-a") on this test's event loop."""
+    async with Cluster(tmp_path / "cluster") as cluster:
+        yield cluster

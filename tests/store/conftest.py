@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,22 +40,32 @@ def tiny_config(root: Path, **overrides: Any) -> StoreConfig:
 class ControlledFileOps(FileOps):
     """Real system calls, plus switches a test flips to make the disk fail."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, sync: bool = True) -> None:
+        self.real_sync = sync
         self.disk_full = False
+        self.preallocate_errno: int | None = None
         self.fail_sync = False
-        self.sync_calls = 0
+        self.sync_gate: threading.Event | None = None
+        self.sync_entered = threading.Event()
+        self.synced_paths: list[str] = []
         self.disk = DiskUsage(total_bytes=100 * 2**30, used_bytes=10 * 2**30)
 
     def preallocate(self, fd: int, offset: int, length: int) -> None:
         if self.disk_full:
             raise OSError(errno.ENOSPC, "No space left on device")
+        if self.preallocate_errno is not None:
+            raise OSError(self.preallocate_errno, os.strerror(self.preallocate_errno))
         super().preallocate(fd, offset, length)
 
     def sync(self, fd: int) -> None:
-        self.sync_calls += 1
+        self.synced_paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        self.sync_entered.set()
+        if self.sync_gate is not None:
+            self.sync_gate.wait(timeout=30)
         if self.fail_sync:
             raise OSError(errno.EIO, "Input/output error")
-        super().sync(fd)
+        if self.real_sync:
+            super().sync(fd)
 
     def disk_usage(self, path: Path) -> DiskUsage:
         return self.disk

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from bolide.protocol.message import MessageSysFlag, decode_properties, java_string_hash
 from bolide.protocol.message_codec import BatchEntry, body_crc, decode_record
 from bolide.protocol.msgid import offset_message_id
@@ -44,7 +46,7 @@ async def test_queue_offsets_count_per_queue_and_commit_log_offsets_are_contiguo
     store = harness.store
     results = [await store.put_message(request(queue_id=i % 3, body=bytes(50))) for i in range(9)]
     assert [r.queue_offset for r in results] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    for before, after in zip(results, results[1:], strict=False):
+    for before, after in itertools.pairwise(results):
         assert after.commit_log_offset == before.commit_log_offset + before.wrote_bytes
     assert [store.max_offset("orders", q) for q in range(4)] == [3, 3, 3, 0]
     assert [store.min_offset("orders", q) for q in range(4)] == [0, 0, 0, 0]
@@ -105,7 +107,13 @@ async def test_tag_filter_compares_java_hash_codes(harness: Harness) -> None:
         extra = {"TAGS": tags} if tags else {}
         await store.put_message(request(**extra))
     entries = store.consume_queue_entries("orders", 0, 0, 10)
-    assert [tags for _, _, tags in entries] == [2598919, 2598920, 2598919, 0, java_string_hash("TagC")]
+    assert [tags for _, _, tags in entries] == [
+        2598919,
+        2598920,
+        2598919,
+        0,
+        java_string_hash("TagC"),
+    ]
     only_a = store.get_message("orders", 0, 0, 32, HUGE, frozenset({2598919}))
     assert only_a.status is GetStatus.FOUND
     assert [decode_record(b)[0].queue_offset for b in only_a.buffers] == [0, 2]
@@ -119,7 +127,9 @@ async def test_tag_filter_compares_java_hash_codes(harness: Harness) -> None:
 async def test_batch_put_stores_consecutive_records(harness: Harness) -> None:
     store = harness.store
     await store.put_message(request(queue_id=2))
-    entries = [BatchEntry(flag=i, body=f"b{i}".encode(), properties=f"KEYS\x01key{i}") for i in range(5)]
+    entries = [
+        BatchEntry(flag=i, body=f"b{i}".encode(), properties=f"KEYS\x01key{i}") for i in range(5)
+    ]
     result = await store.put_messages(
         BatchPutRequest(
             topic="orders",
@@ -138,11 +148,13 @@ async def test_batch_put_stores_consecutive_records(harness: Harness) -> None:
     assert [m.body for m in messages] == [b"b0", b"b1", b"b2", b"b3", b"b4"]
     assert [m.flag for m in messages] == [0, 1, 2, 3, 4]
     assert messages[3].properties == {"KEYS": "key3", "CLUSTER": "DefaultCluster"}
-    assert result.message_ids == [offset_message_id(STORE_HOST, m.commit_log_offset) for m in messages]
+    assert result.message_ids == [
+        offset_message_id(STORE_HOST, m.commit_log_offset) for m in messages
+    ]
     assert sum(len(b) for b in got.buffers) == result.wrote_bytes
     offsets = [m.commit_log_offset for m in messages]
     assert offsets[0] == result.commit_log_offset
-    assert all(b - a == len(got.buffers[0]) for a, b in zip(offsets, offsets[1:], strict=False))
+    assert all(b - a == len(got.buffers[0]) for a, b in itertools.pairwise(offsets))
 
 
 async def test_transaction_halves_get_no_queue_entry(harness: Harness) -> None:
@@ -165,11 +177,18 @@ async def test_transaction_halves_get_no_queue_entry(harness: Harness) -> None:
 async def test_schedule_topic_tags_code_is_the_delivery_time(harness: Harness) -> None:
     store, clock = harness.store, harness.clock
     for level in (1, 3, 99):
-        await store.put_message(request(topic=SCHEDULE_TOPIC, queue_id=level - 1 if level < 99 else 17, DELAY=str(level)))
+        await store.put_message(
+            request(
+                topic=SCHEDULE_TOPIC, queue_id=level - 1 if level < 99 else 17, DELAY=str(level)
+            )
+        )
     now = clock.now_ms()
     assert store.consume_queue_entries(SCHEDULE_TOPIC, 0, 0, 1)[0][2] == now + 1_000
     assert store.consume_queue_entries(SCHEDULE_TOPIC, 2, 0, 1)[0][2] == now + 10_000
-    assert store.consume_queue_entries(SCHEDULE_TOPIC, 17, 0, 1)[0][2] == now + DEFAULT_DELAY_LEVELS_MS[-1]
+    assert (
+        store.consume_queue_entries(SCHEDULE_TOPIC, 17, 0, 1)[0][2]
+        == now + DEFAULT_DELAY_LEVELS_MS[-1]
+    )
     override = request(topic="plain")
     override.tags_code = 424242
     await store.put_message(override)
@@ -192,7 +211,7 @@ async def test_query_by_key_and_unique_key(harness: Harness) -> None:
     results = []
     for i in range(6):
         clock.advance_ms(1_000)
-        keys = "shared own-%d" % i
+        keys = f"shared own-{i}"
         results.append(await store.put_message(request(KEYS=keys, UNIQ_KEY=f"U{i:02d}")))
     await store.put_message(request(topic="other", KEYS="shared"))
     newest_first = [r.commit_log_offset for r in reversed(results)]
@@ -202,7 +221,9 @@ async def test_query_by_key_and_unique_key(harness: Harness) -> None:
 
     assert offsets(store.query_by_key("orders", "shared", 32, 0, FOREVER_MS)) == newest_first
     assert offsets(store.query_by_key("orders", "shared", 2, 0, FOREVER_MS)) == newest_first[:2]
-    assert offsets(store.query_by_key("orders", "own-3", 32, 0, FOREVER_MS)) == [results[3].commit_log_offset]
+    assert offsets(store.query_by_key("orders", "own-3", 32, 0, FOREVER_MS)) == [
+        results[3].commit_log_offset
+    ]
     assert offsets(store.query_by_key("orders", "U04", 32, 0, FOREVER_MS, unique=True)) == [
         results[4].commit_log_offset
     ]
@@ -238,7 +259,9 @@ async def test_consume_queue_entries_point_at_records(harness: Harness) -> None:
     store = harness.store
     results = [await store.put_message(request(queue_id=1, TAGS="x")) for _ in range(5)]
     entries = store.consume_queue_entries("orders", 1, 2, 10)
-    assert entries == [(r.commit_log_offset, r.wrote_bytes, java_string_hash("x")) for r in results[2:]]
+    assert entries == [
+        (r.commit_log_offset, r.wrote_bytes, java_string_hash("x")) for r in results[2:]
+    ]
     assert store.consume_queue_entries("orders", 1, 0, 0) == []
     assert store.consume_queue_entries("nope", 1, 0, 5) == []
 

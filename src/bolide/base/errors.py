@@ -78,6 +78,28 @@ class CorruptDataError(StoreError):
     """Stored bytes failed a checksum or layout check."""
 
 
+class NoRouteError(BolideError):
+    """No name server gave a route with a writable (or readable) queue for the topic."""
+
+    retriable = True
+
+
+class TopicNotFoundError(NoRouteError):
+    """The topic exists on no broker, and could not be created automatically."""
+
+
+class NameServerUnavailableError(ConnectionClosedError):
+    """None of the configured name servers answered within the timeout."""
+
+
+class InvalidMessageError(BolideError):
+    """A message fails the producer's checks (topic name, empty body, batch rules)."""
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """A message body (or a batch) is larger than a broker accepts."""
+
+
 class ServiceCrashedError(BolideError):
     """A background service stopped because its step raised."""
 

@@ -149,18 +149,44 @@ CONSUMER_OFFSET_FLUSH_INTERVAL_MS = 5_000
 CONSUMER_OFFSET_MAX_ENTRIES = 1_000_000
 """Committed (topic@group, queue) offsets one broker keeps: bounds memory (~200 B each) and the
 consumerOffset.json written every 5 s; a commit for a new entry beyond it is refused."""
-TOPIC_CONFIG_MAX_TOPICS = 100_000
+TOPICS_MAX_COUNT = 100_000
 """Topics one broker holds: each is a route entry in every 30 s registration body; creation
 beyond it is refused (auto-create then answers TOPIC_NOT_EXIST)."""
-SUBSCRIPTION_GROUP_MAX_GROUPS = 100_000
+TOPIC_CONFIG_MAX_TOPICS = TOPICS_MAX_COUNT
+"""Transitional alias of TOPICS_MAX_COUNT (store/records.py uses it); remove once it moves."""
+SUBSCRIPTION_GROUPS_MAX_COUNT = 100_000
 """Subscription groups one broker holds; creation beyond it is refused."""
 TOPIC_QUEUE_NUMS_MAX_COUNT = 1_024
 """Read or write queues of one topic on one broker: RocketMQ's largest built-in topic
 (BenchmarkTest) has 1024; more only multiply consume-queue files and route size."""
 DELAY_LEVELS_MAX_COUNT = 64
-"""messageDelayLevel entries: one SCHEDULE_TOPIC_XXXX queue and one timer each (RocketMQ ships 18)."""
+"""messageDelayLevel entries: one SCHEDULE_TOPIC_XXXX queue and one timer each
+(RocketMQ has 18)."""
 DELAY_OFFSET_FLUSH_INTERVAL_MS = 10_000
 """delayOffset.json is written this often (flushDelayOffsetInterval)."""
+SCHEDULE_DELIVERY_BATCH_MAX_MESSAGES = 128
+"""Due messages one delivery step of a delay level (or of the timer) re-puts before it yields:
+bounds the time one step holds the event loop (~30 µs each) while keeping steps few."""
+SCHEDULE_RETRY_AFTER_FAILURE_MS = 10_000
+"""A delivery whose put failed (disk full, store unavailable) is tried again after this
+(RocketMQ's DELAY_FOR_A_PERIOD); the message stays where it is meanwhile."""
+SCHEDULE_IDLE_CHECK_INTERVAL_MS = 1_000
+"""A caught-up delay level or timer looks again this often even without an arrival wake-up
+(arrivals wake it at once; this only covers a missed wake-up, e.g. after recovery)."""
+TIMER_MAX_DELAY_MS = 3 * 86_400_000
+"""Default furthest delivery time a timer message may ask for (RocketMQ 5's timerMaxDelaySec,
+3 days): bounds how long its record must outlive commit-log retention (72 h by default)."""
+TIMER_LOAD_WINDOW_MS = 600_000
+"""Timer messages due within this window are held in memory; later ones stay only in the
+timer log and are loaded by a rescan when the window moves on: memory follows the next 10
+minutes of timers, not three days of them."""
+TIMER_LOG_SEGMENT_ENTRIES = 262_144
+"""Entries (20 bytes each, 5 MiB) per timer-log file: whole files are deleted once every
+entry in them has been delivered."""
+DELIVERY_MARKER_SCAN_MAX_BYTES = 1 * GIB
+"""After a restart, the commit log written since the last durable delivery progress is scanned
+for delivered messages (exactly-once delivery); a longer tail is not scanned (at-least-once)
+so a broker whose progress file is very old still starts in bounded time."""
 REBALANCE_LOCK_MAX_LIVE_MS = 60_000
 """Broker-side queue lock lifetime without renewal."""
 BROKER_REGISTER_TIMEOUT_MS = 6_000
@@ -176,6 +202,10 @@ CONSUMER_NOTIFY_TIMEOUT_MS = 100
 consumer too slow to take it rebalances on its own timer."""
 QUERY_MESSAGE_UNIQUE_KEY_MAX_MESSAGES = 32
 """Messages a QUERY_MESSAGE by unique key returns at most (defaultQueryMaxNum)."""
+SERVER_LOG_FILE_MAX_BYTES = 100 * MIB
+"""A server's log file (<data-dir>/logs/bolide.log) is rotated at this size."""
+SERVER_LOG_FILE_BACKUP_COUNT = 5
+"""Rotated server log files kept: with SERVER_LOG_FILE_MAX_BYTES, logs use at most 600 MiB."""
 
 # --- client ----------------------------------------------------------------------------------
 CLIENT_LOCK_MAX_LIVE_MS = 30_000
@@ -200,6 +230,78 @@ PROCESS_QUEUE_MAX_SPAN_OFFSETS = 2_000
 """Flow control: offset span of cached messages (consumeConcurrentlyMaxSpan)."""
 COMPRESS_BODY_OVER_BYTES = 4 * KIB
 """Producer compresses bodies of at least this size (compressMsgBodyOverHowmuch)."""
+CLIENT_API_TIMEOUT_MS = 3_000
+"""Routes, heartbeats, offsets, unregister and other client calls (mqClientApiTimeout)."""
+PRODUCER_SEND_TIMEOUT_MS = 3_000
+"""One send, retries included (sendMsgTimeout)."""
+PRODUCER_SEND_RETRY_COUNT = 2
+"""Extra attempts of a sync send on another broker (retryTimesWhenSendFailed)."""
+PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT = 4
+"""Queues of a topic auto-created through TBW102 (defaultTopicQueueNums)."""
+SEND_LATENCY_LEVELS_MS = (50, 100, 550, 1_000, 2_000, 3_000, 15_000)
+"""Send latencies that mark a broker slow; paired with SEND_NOT_AVAILABLE_DURATIONS_MS
+(MQFaultStrategy latencyMax)."""
+SEND_NOT_AVAILABLE_DURATIONS_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
+"""How long a broker is avoided after a send reached the latency level at the same index
+(MQFaultStrategy notAvailableDuration)."""
+SEND_FAILURE_LATENCY_MS = 30_000
+"""Latency charged to a broker whose send failed: it is then avoided for the matching duration."""
+PULL_MAX_IDLE_MS = 120_000
+"""A process queue not pulled for this long is dropped and re-created by the next rebalance."""
+CONSUMER_OFFSET_PERSIST_INITIAL_DELAY_MS = 10_000
+"""First offset persistence after the client starts (Java waits 10 s)."""
+ROUTE_POLL_INITIAL_DELAY_MS = 10
+"""First route refresh after the client starts (Java: 10 ms)."""
+HEARTBEAT_INITIAL_DELAY_MS = 1_000
+"""First periodic heartbeat after the client starts (Java: 1 s)."""
+# client consumers (push, lite pull, consumption)
+PULL_BATCH_SIZE_MESSAGES = 32
+"""Messages a push consumer asks per pull (pullBatchSize); the broker caps a batch at 32."""
+PULL_RPC_TIMEOUT_MS = 30_000
+"""Client timeout of a long-polling pull (consumerTimeoutMillisWhenSuspend): above the hold."""
+PULL_DELAY_ON_ERROR_MS = 3_000
+"""Wait before pulling a queue again after a failed pull (pullTimeDelayMillsWhenException)."""
+PULL_DELAY_ON_BROKER_FLOW_CONTROL_MS = 20
+"""Wait after a FLOW_CONTROL answer (PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL)."""
+PULL_DELAY_ON_FLOW_CONTROL_MS = 50
+"""Wait before looking again at a queue whose cache is over a threshold (Java: 50 ms)."""
+PULL_DELAY_WHEN_PAUSED_MS = 1_000
+"""Wait of a paused consumer's pull loop before looking again (Java: 1 s)."""
+PULL_OFFSET_ILLEGAL_FIX_DELAY_MS = 10_000
+"""After OFFSET_ILLEGAL the corrected offset is stored this much later (Java: 10 s), so
+in-flight consumption of the dropped queue settles first."""
+CONSUME_BATCH_MAX_MESSAGES = 1
+"""Messages per listener call of a push consumer (consumeMessageBatchMaxSize)."""
+CONSUME_THREAD_MAX_COUNT = 20
+"""Concurrent listener calls of a push consumer (consumeThreadMin/Max: the pool stays at 20)."""
+CONSUME_THREAD_LIMIT_COUNT = 1_000
+"""Largest consume_thread_max accepted: each is a worker task and, for sync listeners, a thread."""
+CONSUME_BATCH_LIMIT_MESSAGES = 1_024
+"""Largest consume batch accepted (Java refuses more than 1024)."""
+MAX_RECONSUME_TIMES_DEFAULT = 16
+"""Deliveries through %RETRY% before %DLQ% (maxReconsumeTimes -1 = 16)."""
+CONSUME_TIMEOUT_MS = 15 * 60_000
+"""A listener call running longer has its oldest message sent back (consumeTimeout, 15 min)."""
+CONSUME_TIMEOUT_SWEEP_MAX_MESSAGES = 16
+"""Timed-out messages one sweep sends back per queue at most (Java: 16)."""
+CONSUME_RETRY_LATER_DELAY_MS = 5_000
+"""A message that could not be sent back is consumed again locally this much later (Java)."""
+CONSUME_SHUTDOWN_GRACE_MS = 10_000
+"""Shutdown waits this long for listener calls in progress before giving up on them."""
+SEND_BACK_TIMEOUT_MS = 5_000
+"""CONSUMER_SEND_MSG_BACK timeout (Java: 5 s)."""
+CONSUME_TIMESTAMP_DEFAULT_AGO_MS = 30 * 60_000
+"""CONSUME_FROM TIMESTAMP without a timestamp starts 30 min before the consumer (Java)."""
+LITE_PULL_BATCH_SIZE_MESSAGES = 10
+"""Messages per pull and per poll() of a lite pull consumer (pullBatchSize)."""
+LITE_PULL_SUSPEND_TIMEOUT_MS = 20_000
+"""Long-poll hold a lite pull consumer asks for (brokerSuspendMaxTimeMillis)."""
+LITE_PULL_CACHE_MAX_MESSAGES = 10_000
+"""Messages pulled but not yet polled, all queues together (pullThresholdForAll)."""
+LITE_PULL_POLL_TIMEOUT_MS = 5_000
+"""poll() waits this long for messages by default (pollTimeoutMillis)."""
+LITE_PULL_AUTO_COMMIT_INTERVAL_MS = 5_000
+"""Auto-commit of polled offsets into the offset store (autoCommitIntervalMillis)."""
 
 
 def _check_relations() -> None:

@@ -18,6 +18,8 @@ CrashHandler = Callable[["Service", BaseException], None]
 class Service:
     """Runs ``step`` every ``interval_ms`` (of ``clock`` time) until stopped.
 
+    A step may instead return how long (ms, of ``clock`` time) to wait before the next step:
+    0 runs it at once, None means ``interval_ms`` (timers whose next deadline varies use this).
     ``wakeup()`` runs the next step at once. A step that raises ends the loop: the error is
     logged and handed to ``on_crash`` (the owner decides what to do), and :attr:`crash`
     keeps it. ``stop(timeout_ms)`` lets a running step finish within the timeout, then
@@ -27,7 +29,7 @@ class Service:
     def __init__(
         self,
         name: str,
-        step: Callable[[], Awaitable[None]],
+        step: Callable[[], Awaitable[int | None]],
         *,
         interval_ms: int,
         clock: Clock,
@@ -92,7 +94,7 @@ class Service:
             if self._stop_requested.is_set():
                 return
             try:
-                await self._step()
+                next_delay_ms = await self._step()
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -102,4 +104,4 @@ class Service:
                     self._on_crash(self, ServiceCrashedError(f"service {self.name} crashed"))
                 return
             self.step_count += 1
-            delay_ms = self._interval_ms
+            delay_ms = self._interval_ms if next_delay_ms is None else max(0, next_delay_ms)

@@ -118,7 +118,9 @@ class NameServerRegistration:
         ).to_ext_fields()
         results = await asyncio.gather(
             *(
-                self._send(address, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body))
+                self._send(
+                    address, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
+                )
                 for address in self.namesrv_addresses
             )
         )
@@ -158,7 +160,11 @@ class NameServerRegistration:
             return False
         if response.code != ResponseCode.SUCCESS:
             _log.warning(
-                "%s to name server %s answered %d: %s", what, address, response.code, response.remark
+                "%s to name server %s answered %d: %s",
+                what,
+                address,
+                response.code,
+                response.remark,
             )
             return False
         return True

@@ -90,11 +90,11 @@ class BrokerStats:
             return
         # Two or more days without traffic: yesterday's morning total is today's.
         consecutive = day - self._day == datetime.timedelta(days=1)
-        self._put_yesterday_morning = self._put_today_morning if consecutive else (
-            self.put_total_messages
+        self._put_yesterday_morning = (
+            self._put_today_morning if consecutive else (self.put_total_messages)
         )
-        self._get_yesterday_morning = self._get_today_morning if consecutive else (
-            self.get_total_messages
+        self._get_yesterday_morning = (
+            self._get_today_morning if consecutive else (self.get_total_messages)
         )
         self._put_today_morning = self.put_total_messages
         self._get_today_morning = self.get_total_messages

@@ -97,7 +97,7 @@ class SubscriptionGroupManager:
         path: Path,
         clock: Clock,
         *,
-        max_groups: int = limits.SUBSCRIPTION_GROUP_MAX_GROUPS,
+        max_groups: int = limits.SUBSCRIPTION_GROUPS_MAX_COUNT,
     ) -> None:
         self._auto_create = config.auto_create_subscription_group
         self._clock = clock

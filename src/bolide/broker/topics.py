@@ -224,7 +224,7 @@ class TopicConfigManager:
         path: Path,
         clock: Clock,
         *,
-        max_topics: int = limits.TOPIC_CONFIG_MAX_TOPICS,
+        max_topics: int = limits.TOPICS_MAX_COUNT,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -290,6 +290,24 @@ class TopicConfigManager:
     def wrapper(self) -> TopicConfigSerializeWrapper:
         """The table and data version as one body (registration, GET_ALL_TOPIC_CONFIG)."""
         return TopicConfigSerializeWrapper(dict(sorted(self._table.items())), self._data_version)
+
+    def registration_wrapper(self, broker_permission: int) -> TopicConfigSerializeWrapper:
+        """The body part a REGISTER_BROKER carries: the table and data version.
+
+        When ``broker_permission`` (brokerPermission, changeable at run time) lacks READ or
+        WRITE, every topic is announced with that permission instead of its own, so clients
+        stop sending to (or pulling from) a broker taken out of service, as RocketMQ does.
+        """
+        wrapper = self.wrapper()
+        if is_readable(broker_permission) and is_writeable(broker_permission):
+            return wrapper
+        restricted = {
+            name: TopicConfig(
+                name, config.read_queue_count, config.write_queue_count, broker_permission
+            )
+            for name, config in wrapper.topic_config_table.items()
+        }
+        return TopicConfigSerializeWrapper(restricted, wrapper.data_version)
 
     async def persist(self) -> bool:
         """Write topics.json if the table changed since the last write; True if written."""

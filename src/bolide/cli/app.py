@@ -6,6 +6,8 @@ import sys
 
 import typer
 
+from bolide.cli import servers
+
 app = typer.Typer(
     name="bolide",
     help="Bolide: a message queue that speaks the Apache RocketMQ 4.x wire protocol.",
@@ -13,18 +15,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-
-@app.command()
-def standalone(
-    data_dir: str = typer.Option("./data", "--data-dir", help="Broker data directory."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address both listeners bind."),
-    namesrv_port: int = typer.Option(9876, "--namesrv-port", help="Name server port."),
-    broker_port: int = typer.Option(10911, "--broker-port", help="Broker port."),
-) -> None:
-    """Run a name server and a broker in one process."""
-    del data_dir, host, namesrv_port, broker_port
-    typer.echo("bolide standalone: the broker is not built yet (issue 4)", err=True)
-    raise typer.Exit(code=2)
+servers.register(app)
 
 
 @app.command()

@@ -78,9 +78,15 @@ def encode_frame_prefix(serialize_type: int, header_length: int, body_length: in
     impossible frame.
     """
     total_length = _TYPE_WORD_BYTES + header_length + body_length
-    invariant(0 <= header_length <= limits.FRAME_HEADER_LENGTH_MAX_BYTES, "header length 24 bits")
-    invariant(0 <= serialize_type <= 0xFF, "serialize type is one byte")
-    invariant(body_length >= 0 and total_length <= 0x7FFFFFFF, "frame length fits int32")
+    if not (
+        0 <= header_length <= limits.FRAME_HEADER_LENGTH_MAX_BYTES
+        and 0 <= serialize_type <= 0xFF
+        and body_length >= 0
+        and total_length <= 0x7FFFFFFF
+    ):  # one test on the hot path; invariant() only to report which bound broke
+        invariant(0 <= header_length <= limits.FRAME_HEADER_LENGTH_MAX_BYTES, "header 24 bits")
+        invariant(0 <= serialize_type <= 0xFF, "serialize type is one byte")
+        invariant(False, "frame length fits int32")
     return _PREFIX.pack(total_length, (serialize_type << 24) | header_length)
 
 

@@ -59,16 +59,23 @@ def encode_binary_header(
 
 def _encode_ext_fields(ext_fields: dict[str, str]) -> bytes:
     pieces: list[bytes] = []
-    append = pieces.append
-    for key, value in ext_fields.items():
-        key_bytes = key.encode()
-        value_bytes = value.encode()
-        if len(key_bytes) > 0x7FFF:
-            raise ProtocolError(f"ext field key of {len(key_bytes)} bytes exceeds int16")
-        append(_INT16.pack(len(key_bytes)))
-        append(key_bytes)
-        append(_INT32.pack(len(value_bytes)))
-        append(value_bytes)
+    extend = pieces.extend
+    pack_key_length = _INT16.pack
+    pack_value_length = _INT32.pack
+    try:
+        for key, value in ext_fields.items():
+            key_bytes = key.encode()
+            value_bytes = value.encode()
+            extend(
+                (
+                    pack_key_length(len(key_bytes)),
+                    key_bytes,
+                    pack_value_length(len(value_bytes)),
+                    value_bytes,
+                )
+            )
+    except struct.error as error:
+        raise ProtocolError(f"ext field key longer than 32767 bytes: {error}") from error
     return b"".join(pieces)
 
 
@@ -96,22 +103,27 @@ def decode_binary_header(header: bytes) -> DecodedHeader:
 
 
 def _decode_ext_fields(header: bytes, position: int, end: int) -> dict[str, str]:
+    """Entries from ``position`` to ``end``, which is the end of ``header``."""
     ext_fields: dict[str, str] = {}
-    while position < end:
-        if end - position < 2:
-            raise ProtocolError("binary header ext entry truncated in key length")
-        (key_length,) = _INT16.unpack_from(header, position)
-        position += 2
-        key = _read_text(header, position, key_length, "ext key")
-        position += key_length
-        if end - position < 4:
-            raise ProtocolError("binary header ext entry truncated in value length")
-        (value_length,) = _INT32.unpack_from(header, position)
-        position += 4
-        value = _read_text(header, position, value_length, "ext value")
-        position += value_length
-        if key:
-            ext_fields[key] = value
+    unpack_key_length = _INT16.unpack_from
+    unpack_value_length = _INT32.unpack_from
+    try:
+        while position < end:
+            (key_length,) = unpack_key_length(header, position)
+            key_end = position + 2 + key_length
+            (value_length,) = unpack_value_length(header, key_end)
+            value_start = key_end + 4
+            value_end = value_start + value_length
+            if key_length < 0 or value_length < 0 or value_end > end:
+                raise ProtocolError(f"binary header ext entry at {position} overruns the header")
+            if key_length:
+                key = header[position + 2 : key_end].decode()
+                ext_fields[key] = header[value_start:value_end].decode()
+            position = value_end
+    except struct.error as error:  # a length field cut by the end of the header
+        raise ProtocolError(f"binary header ext entry truncated at {position}") from error
+    except UnicodeDecodeError as error:
+        raise ProtocolError("binary header ext entry is not UTF-8") from error
     return ext_fields
 
 

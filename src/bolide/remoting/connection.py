@@ -31,6 +31,7 @@ from bolide.base.errors import (
     RequestTimeoutError,
     invariant,
 )
+from bolide.protocol.codes import LanguageCode
 from bolide.protocol.command import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -58,6 +59,8 @@ class ConnectionSettings:
     """Unsent bytes above which writers wait in :meth:`Connection.drain`."""
     write_buffer_low_water_bytes: int = limits.WRITE_BUFFER_LOW_WATER_BYTES
     """Unsent bytes at which waiting writers resume."""
+    write_coalesce_max_bytes: int = limits.WRITE_COALESCE_MAX_BYTES
+    """Frames written in one loop turn share one system call up to this size (0: none do)."""
     pause_reading_while_write_blocked: bool = False
     """Stop reading the peer's requests while its answers cannot be written (servers: a peer
     that does not read its responses must not make us buffer answers without bound)."""
@@ -127,6 +130,7 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         self._batching = False
         self._flush_scheduled = False
+        self._stdlib_pause_check: Callable[[], None] | None = None
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._close_reason: BaseException | None = None
         self._lost = asyncio.Event()
@@ -136,7 +140,7 @@ class Connection(asyncio.Protocol):
         """``"ip:port"`` of our end of the socket."""
         self.attributes: dict[str, object] = {}
         """Free-form data owners attach to the connection (client id, group, ...)."""
-        self.language: int | None = None
+        self.language: LanguageCode | None = None
         """LanguageCode of the last request received, None before the first one."""
         self.version: int | None = None
         """Wire version (MQVersion ordinal) of the last request received."""
@@ -232,10 +236,11 @@ class Connection(asyncio.Protocol):
         request.opaque = opaque
         request.flag &= ~FLAG_ONEWAY
         future: asyncio.Future[RemotingCommand] = loop.create_future()
+        alone = not self._pending  # nothing else in flight: nobody to share a write with
         self._pending[opaque] = future
         timer = loop.call_at(deadline, self._expire, opaque, timeout_ms)
         try:
-            self._write(request)
+            self._write(request, at_once=alone)
             return await future
         finally:
             timer.cancel()
@@ -276,13 +281,12 @@ class Connection(asyncio.Protocol):
         elif self._out:
             self._flush()
         transport = self._transport
-        if transport is not None and not transport.is_closing():
-            if abort:
-                transport.abort()
-            else:
-                transport.close()
-        elif transport is not None and abort:
+        if transport is None:
+            return
+        if abort:
             transport.abort()
+        elif not transport.is_closing():
+            transport.close()
 
     # ---- asyncio.Protocol -----------------------------------------------------------------
 
@@ -291,6 +295,7 @@ class Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         transport = self._transport
         self._loop = asyncio.get_running_loop()
+        self._stdlib_pause_check = getattr(transport, "_maybe_pause_protocol", None)
         self.remote_address = format_socket_address(transport.get_extra_info("peername"))
         self.local_address = format_socket_address(transport.get_extra_info("sockname"))
         transport.set_write_buffer_limits(
@@ -366,18 +371,21 @@ class Connection(asyncio.Protocol):
         self.version = command.version
         self._sink.dispatch(self, command)
 
-    def _write(self, command: RemotingCommand) -> None:
+    def _write(self, command: RemotingCommand, *, at_once: bool = False) -> None:
         """Queue the frame; frames queued in one loop turn go out in one ``writelines`` call.
 
         Answers produced while a received batch is processed are flushed at the end of the
         batch; other writes at the end of the loop turn (``call_soon``), or at once when
-        WRITE_COALESCE_MAX_BYTES are queued. One system call then carries many small frames
-        instead of one each, the main cost of a round trip (measured in bench/remoting.py).
+        ``write_coalesce_max_bytes`` are queued. One system call then carries many small frames
+        instead of one each, the main cost of a round trip when many requests are in flight.
+        A lone request (``at_once``: none other awaits an answer) is written immediately,
+        because waiting for the end of the loop turn only adds latency to a ping-pong
+        (both measured in bench/remoting.py).
         """
         parts = encode_command_parts(command)
         self._out += parts
         self._out_bytes += len(parts[0]) + command.body_length
-        if self._out_bytes >= limits.WRITE_COALESCE_MAX_BYTES:
+        if at_once or self._out_bytes >= self._settings.write_coalesce_max_bytes:
             self._flush()
         elif not self._batching and not self._flush_scheduled:
             self._flush_scheduled = True
@@ -393,8 +401,18 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None:
             raise InvariantViolationError("write before the connection was made")
-        if not transport.is_closing():
-            transport.writelines(out)
+        if transport.is_closing():
+            return
+        transport.writelines(out)
+        # CPython 3.12/3.13's selector transports buffer in writelines() without the
+        # high-water check that write() does (3.11 joins and calls write()): run it ourselves.
+        pause_check = self._stdlib_pause_check
+        if (
+            pause_check is not None
+            and not self._write_paused
+            and transport.get_write_buffer_size() > self._settings.write_buffer_high_water_bytes
+        ):
+            pause_check()
 
     def _next_opaque(self) -> int:
         """The next opaque, wrapping within the non-negative int32 range, skipping ones in use."""
@@ -445,6 +463,7 @@ class Connection(asyncio.Protocol):
         """A fresh error per waiter (shared instances would pile up tracebacks)."""
         reason = self._close_reason
         error = ConnectionClosedError(f"connection to {self.remote_address} closed: {reason}")
+        error.__cause__ = reason
         return error
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:

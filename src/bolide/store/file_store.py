@@ -37,7 +37,7 @@ from bolide.store.api import (
     RecoveryReport,
     StoreStats,
 )
-from bolide.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from bolide.store.checkpoint import Checkpoint, CheckpointFile
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.consume_queue import ENTRY, ConsumeQueue, ConsumeQueueTable
@@ -93,6 +93,7 @@ class FileMessageStore:
         self._index = KeyIndex(
             config.index_dir, config.index_hash_slots, config.index_file_max_entries, self._file_ops
         )
+        self._checkpoint = CheckpointFile(config.checkpoint_path, self._file_ops)
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._group_commit = GroupCommit()
         self._executor: ThreadPoolExecutor | None = None
@@ -147,7 +148,7 @@ class FileMessageStore:
         try:
             config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
             abort_present = config.abort_path.exists()
-            checkpoint = read_checkpoint(config.checkpoint_path)
+            checkpoint = self._checkpoint.read()
             report = Recovery(
                 commit_log=self._commit_log,
                 queues=self._queues,
@@ -257,8 +258,7 @@ class FileMessageStore:
         self._queue_flushed_offset = end
 
     def _write_checkpoint_blocking(self, queue_flushed_offset: int) -> None:
-        write_checkpoint(
-            self.config.checkpoint_path,
+        self._checkpoint.write(
             Checkpoint(
                 commit_log_flushed_offset=self._commit_log.flushed_offset,
                 consume_queue_flushed_offset=queue_flushed_offset,
@@ -446,6 +446,8 @@ class FileMessageStore:
         except DiskFullError as error:
             raise RejectedError(PutStatus.DISK_FULL, str(error)) from error
         except StoreError as error:
+            # Sticky: after an I/O error the state on disk is unknown until recovery reads it.
+            self._write_failure = str(error)
             raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, str(error)) from error
         store_timestamp_ms = self._clock.now_ms()
         first_queue_offset = queue.max_offset if queue is not None else 0

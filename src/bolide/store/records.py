@@ -3,7 +3,7 @@
 Everything here happens before a store writes a byte, so a refusal (:class:`RejectedError`)
 leaves no trace. The checks, in order: queue id range, topic (storable as a directory name,
 at most 127 UTF-8 bytes), body size (max_message_size_bytes), properties (parseable, at most
-32767 bytes), then the record must fit a commit-log segment.
+32767 bytes, not ending in NUL), then the record must fit a commit-log segment.
 """
 
 from __future__ import annotations
@@ -220,6 +220,9 @@ class RecordBuilder:
         except ProtocolError as error:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, str(error)) from error
         properties_bytes = text.encode("utf-8", "surrogatepass")
+        if properties_bytes.endswith(b"\0"):
+            # Recovery reads a record ending in a zero byte as a torn tail (see recovery.py).
+            raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "properties end with a NUL character")
         if len(properties_bytes) > limits.MESSAGE_PROPERTIES_MAX_BYTES:
             raise RejectedError(
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,

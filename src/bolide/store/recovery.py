@@ -6,7 +6,9 @@
 3. Trim every consume queue back to its last entry that points before that offset and whose
    record confirms it (magic, size, queue id and queue offset fields).
 4. Scan the commit log from there, record by record: magic, TOTALSIZE, the field lengths
-   adding up, the PHYSICALOFFSET field, the body CRC. Every sound record is re-dispatched to
+   adding up, the PHYSICALOFFSET field, the body CRC, a topic that can be stored, and no
+   zero byte at the end of non-empty properties (which puts refuse, so zeros there mean
+   the record's tail was lost). Every sound record is re-dispatched to
    its consume queue and the index. The first unsound one ends the data: it and everything
    after it is cut (the segment's tail zeroed, later segments deleted).
 
@@ -209,7 +211,7 @@ class Recovery:
         topic = header.topic
         if gets_queue_entry(header.sys_flag):
             queue = self._queues.get_or_create(topic, header.queue_id)
-            if header.queue_offset > queue.max_offset:
+            if header.queue_offset >= queue.max_offset:
                 if header.queue_offset > queue.max_offset:
                     if queue.max_offset == queue.min_offset:
                         queue.restart_at(header.queue_offset)
@@ -274,4 +276,8 @@ def _record_problem(header: RecordHeader, offset: int, view: memoryview) -> str 
         return f"record at {offset} has queue id {header.queue_id}"
     if not topic_is_storable(header.topic):
         return f"record at {offset} has an impossible topic {header.topic!r}"
+    if header.properties_length and view[header.end - 1] == 0:
+        # Puts never store properties ending in NUL: zeros there are a tail that never
+        # reached the disk (the body CRC does not cover the properties).
+        return f"record at {offset} ends in zero bytes (torn tail)"
     return None

@@ -1,0 +1,1 @@
+"""Bolide against Redis Streams, NATS JetStream and RabbitMQ: workloads, servers, results."""

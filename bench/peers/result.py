@@ -1,0 +1,180 @@
+"""The common result format (one JSON object per run) and the recorders that fill it.
+
+The format is the contract between ``bolide bench`` and compare.sh; README.md beside this file
+describes it field by field. :func:`parse_result` is the one reader compare.sh uses, for
+Bolide's output and the peers' alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+RESULT_SCHEMA = "bolide-bench/1"
+"""Value of the ``schema`` field; a reader refuses any other."""
+LATENCY_SAMPLES_MAX = 5_000_000
+"""Samples a recorder keeps (40 MB): more than any bounded run produces; later ones are counted
+in ``dropped`` and left out of the percentiles."""
+MIB = 1024 * 1024
+_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+class LatencyRecorder:
+    """Keeps every latency sample (nanoseconds) and computes exact percentiles at the end."""
+
+    def __init__(self) -> None:
+        self._samples_ns = array("q")
+        self.dropped = 0
+
+    def record(self, latency_ns: int) -> None:
+        """Adds one sample, in nanoseconds (dropped past ``LATENCY_SAMPLES_MAX``)."""
+        if len(self._samples_ns) < LATENCY_SAMPLES_MAX:
+            self._samples_ns.append(latency_ns)
+        else:
+            self.dropped += 1
+
+    def __len__(self) -> int:
+        return len(self._samples_ns)
+
+    def summary(self) -> LatencySummary | None:
+        """Percentiles in microseconds (nearest-rank), or None without samples."""
+        if not self._samples_ns:
+            return None
+        ordered = sorted(self._samples_ns)
+
+        def rank_us(quantile: float) -> float:
+            index = min(len(ordered) - 1, max(0, round(quantile * len(ordered)) - 1))
+            return ordered[index] / 1_000
+
+        return LatencySummary(
+            p50=rank_us(0.50),
+            p99=rank_us(0.99),
+            p999=rank_us(0.999),
+            max=ordered[-1] / 1_000,
+            samples=len(ordered),
+        )
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """Latency percentiles of one run, microseconds."""
+
+    p50: float
+    p99: float
+    p999: float
+    max: float
+    samples: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of one workload on one system: the JSON object of the contract (README.md)."""
+
+    system: str
+    system_version: str
+    workload: str
+    flush: str
+    durability: str
+    message_bytes: int
+    messages: int
+    expected_messages: int
+    errors: int
+    producers: int
+    in_flight: int
+    consumers: int
+    pull_batch: int
+    rate_per_s: int | None
+    elapsed_s: float
+    msgs_per_s: float
+    mib_per_s: float
+    latency_us: LatencySummary | None
+    server_cpu_s: float | None
+    client_cpu_s: float
+    complete: bool
+    schema: str = RESULT_SCHEMA
+
+    def to_json(self) -> str:
+        """One line of JSON, keys in a stable order."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def throughput(messages: int, message_bytes: int, elapsed_s: float) -> tuple[float, float]:
+    """(msgs/s, MiB/s) of ``messages`` bodies of ``message_bytes`` in ``elapsed_s`` seconds."""
+    if elapsed_s <= 0:
+        return 0.0, 0.0
+    return messages / elapsed_s, messages * message_bytes / MIB / elapsed_s
+
+
+def parse_result(line: str) -> dict[str, Any]:
+    """The result object in one line of a bench's output.
+
+    Raises:
+        ValueError: the line is not a JSON object of schema ``RESULT_SCHEMA`` with the fields
+            the table needs.
+    """
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON: {line[:80]!r}") from error
+    if not isinstance(value, dict) or value.get("schema") != RESULT_SCHEMA:
+        raise ValueError(f"not a {RESULT_SCHEMA} object: {line[:80]!r}")
+    for field in ("system", "workload", "flush", "msgs_per_s", "mib_per_s"):
+        if field not in value:
+            raise ValueError(f"result has no {field!r}: {line[:80]!r}")
+    return value
+
+
+# --- CPU of a server process -----------------------------------------------------------------
+#
+# /proc/<pid>/stat, after the command name in parentheses (which may hold spaces):
+#
+#   +-------+------+------+-----+-------+-------+---
+#   | state | ppid | pgrp | ... | utime | stime | ...
+#   +-------+------+------+-----+-------+-------+---
+#     [0]     [1]    [2]          [11]    [12]      (fields 3, 4, 5, 14, 15 of proc(5))
+#
+# utime and stime are in clock ticks (SC_CLK_TCK per second).
+
+
+def _stat_fields(stat_path: Path) -> list[str] | None:
+    try:
+        text = stat_path.read_text()
+    except OSError:  # the process ended between listing /proc and reading it
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def process_tree_cpu_s(root_pid: int) -> float:
+    """User + system CPU seconds of ``root_pid`` and its live descendants.
+
+    A tree, because some servers are a wrapper around the real process (rabbitmq-server is a
+    shell script that runs the Erlang VM as its child).
+
+    Raises:
+        ProcessLookupError: ``root_pid`` is not running.
+    """
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(entry / "stat")
+        if fields is None:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        ticks[pid] = int(fields[11]) + int(fields[12])
+    if root_pid not in ticks:
+        raise ProcessLookupError(root_pid)
+    total = 0
+    for pid, pid_ticks in ticks.items():
+        ancestor = pid
+        while ancestor not in (root_pid, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == root_pid:
+            total += pid_ticks
+    return total / _CLOCK_TICKS_PER_S

@@ -1,0 +1,28 @@
+"""The async client API: the same names as ``bolide``, as coroutines on your event loop::
+
+async with bolide.aio.Producer("order-producers", namesrv="127.0.0.1:9876") as producer:
+    result = await producer.send(bolide.aio.Message("orders", b"{}", tags="paid"))
+"""
+
+from __future__ import annotations
+
+from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
+from bolide.client.instance import ClientInstance
+from bolide.client.message import Message, MessageExt, SendResult, SendStatus
+from bolide.client.producer.producer import Producer
+from bolide.protocol.bodies import MessageModel, MessageQueue
+
+__all__ = [
+    "ClientInstance",
+    "ConsumeFrom",
+    "ConsumeResult",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "OrderlyResult",
+    "Producer",
+    "SendResult",
+    "SendStatus",
+]

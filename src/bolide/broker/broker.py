@@ -1,0 +1,355 @@
+"""Broker: the composition root of one broker (wiring only; behaviour lives in the parts).
+
+Start order (reverse at stop)::
+
+    listener bound (first only when listenPort is 0: the store needs the real port)
+    store started (recovery)          -> FileMessageStore, STOREHOST = brokerIP1:port
+    topics / groups / offsets loaded  -> topics.json, subscriptionGroup.json, consumerOffset.json
+    consumers, producers, long polling, stats, handlers installed on the dispatcher
+    offset flush (5 s), client expiry scan (10 s), listener bound (when the port was fixed)
+    registration with every name server (now, every 30 s, and on topic creation)
+
+Stop: unregister from the name servers, stop the scans, close the listener and its
+connections (parked pulls are answered or dropped), write consumer offsets, topics and
+groups, then shut the store down (checkpoint written, ``abort`` removed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable
+
+from bolide.base import limits
+from bolide.base.clock import Clock, SystemClock
+from bolide.base.errors import BolideError, ConnectionClosedError, invariant
+from bolide.base.service import Service
+from bolide.broker.config import BrokerConfig
+from bolide.broker.consumers import ConsumerManager
+from bolide.broker.handlers.admin import AdminHandlers
+from bolide.broker.handlers.client_manage import ClientManageHandlers
+from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
+from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.handlers.pull import PullHandlers
+from bolide.broker.handlers.query import QueryHandlers
+from bolide.broker.handlers.send import SendHandlers
+from bolide.broker.long_polling import LongPollingService
+from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
+from bolide.broker.producers import ProducerManager
+from bolide.broker.registration import BrokerIdentity, NameServerRegistration
+from bolide.broker.stats import BrokerStats
+from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.topics import TopicConfigManager
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
+from bolide.store.config import FlushDiskType as StoreFlushDiskType
+from bolide.store.config import StoreConfig
+from bolide.store.file_store import FileMessageStore
+
+__all__ = ["Broker", "store_config_of"]
+
+_log = logging.getLogger("bolide.broker")
+
+
+def store_config_of(config: BrokerConfig) -> StoreConfig:
+    """The store settings a broker configuration implies (storePathRootDir is the store)."""
+    return StoreConfig(
+        store_path_root_dir=config.store_path_root_dir,
+        commit_log_segment_bytes=config.commit_log_segment_bytes,
+        consume_queue_file_entries=config.consume_queue_file_bytes
+        // limits.CONSUME_QUEUE_ENTRY_BYTES,
+        flush_disk_type=StoreFlushDiskType(config.flush_disk_type.value),
+        flush_interval_commit_log_ms=config.flush_interval_commit_log_ms,
+        flush_interval_consume_queue_ms=config.flush_interval_consume_queue_ms,
+        sync_flush_timeout_ms=config.sync_flush_timeout_ms,
+        file_reserved_time_ms=config.file_reserved_time_ms,
+        delete_when_hours=frozenset(config.delete_when_hours),
+        disk_max_used_space_ratio_percent=config.disk_max_used_space_ratio_percent,
+        max_message_size_bytes=config.max_message_size_bytes,
+        message_delay_levels_ms=config.message_delay_levels_ms,
+    )
+
+
+class Broker:
+    """One broker listening on ``host`` (the bind address; ``config.broker_ip1`` is the address
+    clients are told) and ``config.listen_port`` (0 picks a free port, see :attr:`port`).
+
+    ``clock`` (default the system clock) drives every timer; ``seed`` makes the random queue
+    choice of sends with a negative queue id repeatable. After :meth:`start`, :attr:`context`
+    holds the managers and the store, and :attr:`config` has the real listen port.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        host: str = "127.0.0.1",
+        clock: Clock | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.config = config
+        self._clock = clock or SystemClock()
+        self._random = random.Random(seed)
+        self._dispatcher = Dispatcher(
+            family_limits={
+                "pull": limits.LONG_POLL_MAX_PARKED_REQUESTS
+                + limits.HANDLER_CONCURRENCY_MAX_REQUESTS
+            }
+        )
+        self.server = RemotingServer(
+            self._dispatcher,
+            host,
+            config.listen_port,
+            on_connection_close=self._connection_closed,
+        )
+        self._pool = ClientPool(clock=self._clock)
+        self._context: BrokerContext | None = None
+        self._registration: NameServerRegistration | None = None
+        self._offset_flush: ConsumerOffsetFlushService | None = None
+        self._client_scan: Service | None = None
+        self._notifications: set[asyncio.Task[None]] = set()
+        self._listening = False
+        self.crash: BaseException | None = None
+        """Set when a background service of the broker died."""
+
+    # --- accessors ------------------------------------------------------------------------
+
+    @property
+    def context(self) -> BrokerContext:
+        """The managers, store and clock; valid after :meth:`start`."""
+        invariant(self._context is not None, "broker context read before start()")
+        assert self._context is not None  # for mypy; the invariant says why
+        return self._context
+
+    @property
+    def registration(self) -> NameServerRegistration:
+        invariant(self._registration is not None, "registration read before start()")
+        assert self._registration is not None  # for mypy
+        return self._registration
+
+    @property
+    def port(self) -> int:
+        """The port listened on; valid after :meth:`start`."""
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """``brokerIP1:port``: what clients and name servers are told; valid after start."""
+        return self.config.broker_address
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the store, load the tables, listen, and register with the name servers.
+
+        Raises StoreError / CorruptDataError / OSError when the store or a config file cannot
+        be opened or the port cannot be bound; nothing keeps running then.
+        """
+        if self.config.listen_port == 0:
+            await self._listen()
+        try:
+            await self._open_parts()
+            if not self._listening:
+                await self._listen()
+            await self.registration.start()
+        except BaseException:
+            await self.stop()
+            raise
+        _log.info(
+            "broker %s (%s) serving on %s, store %s",
+            self.config.broker_name,
+            self.config.broker_cluster_name,
+            self.address,
+            self.config.store_path_root_dir,
+        )
+
+    async def _listen(self) -> None:
+        await self.server.start()
+        self._listening = True
+        if self.config.listen_port == 0:
+            self.config = self.config.replace(listen_port=self.server.port)
+
+    async def _open_parts(self) -> None:
+        config, clock = self.config, self._clock
+        store = FileMessageStore(
+            store_config_of(config), clock=clock, store_host=(config.broker_ip1, config.listen_port)
+        )
+        await store.start()
+        topics = TopicConfigManager(config, config.config_dir / "topics.json", clock)
+        groups = SubscriptionGroupManager(
+            config, config.config_dir / "subscriptionGroup.json", clock
+        )
+        offsets = ConsumerOffsetManager(config.config_dir / "consumerOffset.json")
+        for table in (topics, groups):
+            table.load()
+            await table.persist()
+        offsets.load()
+        long_polling = LongPollingService(
+            clock, max_offset_lookup=store.max_offset, on_crash=self._service_crashed
+        )
+        store.add_arrival_listener(
+            lambda topic, queue_id, max_offset, tags_code: _wake(
+                long_polling, topic, queue_id, max_offset, tags_code
+            )
+        )
+        self._context = context = BrokerContext(
+            config=config,
+            clock=clock,
+            store=store,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            consumers=ConsumerManager(clock, self._notify_consumer_ids_changed),
+            producers=ProducerManager(clock),
+            long_polling=long_polling,
+            stats=BrokerStats(clock),
+            register_soon=self._register_soon,
+            register_now=self._register_now,
+            random=self._random,
+        )
+        for handlers in (
+            SendHandlers(context),
+            PullHandlers(context),
+            ConsumerManageHandlers(context),
+            ClientManageHandlers(context),
+            QueryHandlers(context),
+            AdminHandlers(context),
+        ):
+            handlers.install(self._dispatcher)
+        self._start_services(context)
+
+    def _start_services(self, context: BrokerContext) -> None:
+        config = self.config
+        context.long_polling.start()
+        self._offset_flush = ConsumerOffsetFlushService(
+            context.offsets,
+            clock=self._clock,
+            interval_ms=config.flush_consumer_offset_interval_ms,
+            on_crash=self._service_crashed,
+        )
+        self._offset_flush.start()
+        self._client_scan = Service(
+            "broker-client-expiry",
+            self._expire_clients,
+            interval_ms=limits.CLIENT_HOUSEKEEPING_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=self._service_crashed,
+        )
+        self._client_scan.start()
+        self._registration = NameServerRegistration(
+            BrokerIdentity(
+                cluster_name=config.broker_cluster_name,
+                broker_name=config.broker_name,
+                broker_id=config.broker_id,
+                broker_addr=config.broker_address,
+                ha_server_addr=f"{config.broker_ip1}:{config.listen_port + 1}",
+            ),
+            config.namesrv_addresses,
+            context.topics.wrapper,
+            self._pool,
+            clock=self._clock,
+            interval_ms=config.register_name_server_period_ms,
+            on_crash=self._service_crashed,
+        )
+
+    async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
+        """Unregister, stop serving, persist offsets and tables, shut the store down.
+
+        Idempotent; every step runs even when an earlier one failed (failures are logged).
+        """
+        registration, self._registration = self._registration, None
+        if registration is not None:
+            await _logged("unregistering", registration.stop())
+        await self._pool.close(timeout_ms)
+        client_scan, self._client_scan = self._client_scan, None
+        if client_scan is not None:
+            await client_scan.stop(timeout_ms)
+        await self.server.stop(timeout_ms)
+        for task in list(self._notifications):
+            task.cancel()
+        context, self._context = self._context, None
+        if context is None:
+            return
+        await context.long_polling.stop(timeout_ms)
+        offset_flush, self._offset_flush = self._offset_flush, None
+        if offset_flush is not None:
+            await _logged("writing consumer offsets", offset_flush.stop(timeout_ms))
+        await _logged("writing topics.json", context.topics.persist())
+        await _logged("writing subscriptionGroup.json", context.groups.persist())
+        await context.store.shutdown()
+        _log.info("broker %s on %s stopped", self.config.broker_name, self.address)
+
+    # --- glue between the parts -----------------------------------------------------------
+
+    def _register_soon(self) -> None:
+        if self._registration is not None:
+            self._registration.register_soon()
+
+    async def _register_now(self) -> int:
+        if self._registration is None:
+            return 0
+        return await self._registration.register_once()
+
+    def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
+        fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
+        for connection in channels:
+            if connection.is_closed:
+                continue
+            request = RemotingCommand.request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True
+            )
+            task = asyncio.ensure_future(
+                _notify(connection, request, limits.CONSUMER_NOTIFY_TIMEOUT_MS)
+            )
+            self._notifications.add(task)
+            task.add_done_callback(self._notifications.discard)
+
+    def _connection_closed(self, connection: Connection) -> None:
+        context = self._context
+        if context is None:
+            return
+        context.long_polling.cancel(connection)
+        context.consumers.do_channel_close(connection)
+        context.producers.do_channel_close(connection)
+
+    async def _expire_clients(self) -> None:
+        context = self._context
+        if context is None:
+            return
+        expired = set(context.consumers.scan_not_active_channel())
+        expired.update(context.producers.scan_not_active_channel())
+        for connection in expired:
+            connection.close(ConnectionClosedError("no heartbeat within the channel expiry"))
+
+    def _service_crashed(self, service: Service, error: BaseException) -> None:
+        self.crash = error
+        _log.error(
+            "broker %s: service %s stopped: %s", self.config.broker_name, service.name, error
+        )
+
+
+def _wake(
+    long_polling: LongPollingService, topic: str, queue_id: int, max_offset: int, tags_code: int
+) -> None:
+    long_polling.notify_message_arriving(topic, queue_id, max_offset, tags_code)
+
+
+async def _notify(connection: Connection, request: RemotingCommand, timeout_ms: int) -> None:
+    try:
+        await connection.invoke_oneway(request, timeout_ms)
+    except BolideError as error:
+        # The consumer rebalances on its own timer anyway; a lost notice only delays that.
+        _log.info(
+            "NOTIFY_CONSUMER_IDS_CHANGED to %s not sent: %s", connection.remote_address, error
+        )
+
+
+async def _logged(what: str, step: Awaitable[object]) -> None:
+    """Await ``step``, logging (not raising) an operating error: shutdown goes on."""
+    try:
+        await step
+    except (BolideError, OSError) as error:
+        _log.error("broker shutdown: %s failed: %s", what, error)

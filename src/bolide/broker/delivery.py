@@ -1,0 +1,210 @@
+"""What the delay-level service (schedule.py) and the timer service (timer.py) share.
+
+* :func:`delivery_request` turns a waiting record (in SCHEDULE_TOPIC_XXXX or the timer topic)
+  into the put that stores it on its real topic and queue.
+* Every delivered message carries the property ``BOLIDE_DELIVERED_FROM`` naming where it waited
+  (``L<level>:<queue offset>`` or ``T:<queue offset>``). The commit log is then the truth about
+  what was delivered: after a restart, :func:`scan_delivery_markers` reads the records written
+  since the last durable progress and moves the progress past every delivery it finds, so a
+  message is delivered exactly once even after ``kill -9``.
+* :class:`DurableLedger` keeps the progress that may be persisted: a delivery counts only once
+  the commit log is flushed past its record. Persisting more (a delivery whose record a power
+  loss could still take away) would lose that message; persisting less only means a longer
+  scan at the next start.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from bolide.base import limits
+from bolide.base.errors import ProtocolError
+from bolide.protocol.message import PropertyKey, decode_properties, encode_properties
+from bolide.protocol.message_codec import decode_record, read_record_header
+from bolide.store.api import MessageStore, PutRequest
+
+__all__ = [
+    "DELIVERED_FROM",
+    "DeliveryMarker",
+    "DurableLedger",
+    "delivery_request",
+    "level_marker",
+    "parse_marker",
+    "scan_delivery_markers",
+    "timer_marker",
+]
+
+_log = logging.getLogger("bolide.broker.delivery")
+
+DELIVERED_FROM: Final = "BOLIDE_DELIVERED_FROM"
+"""Property of a delivered message: where it waited. Producers may not set it (the send path
+drops it) and send-back removes it, so only deliveries carry it."""
+_MARKER_BYTES = DELIVERED_FROM.encode() + b"\x01"
+_LEVEL_PREFIX = "L"
+_TIMER_PREFIX = "T"
+
+T = TypeVar("T")
+
+
+def level_marker(level: int, queue_offset: int) -> str:
+    """The marker of the message at ``queue_offset`` of delay level ``level``."""
+    return f"{_LEVEL_PREFIX}{level}:{queue_offset}"
+
+
+def timer_marker(queue_offset: int) -> str:
+    """The marker of the message at ``queue_offset`` of the timer topic."""
+    return f"{_TIMER_PREFIX}:{queue_offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryMarker:
+    """A delivery found in the commit log. ``level`` is 0 for a timer message, whose
+    ``deliver_ms`` (its TIMER_OUT_MS) orders it among the timer deliveries."""
+
+    level: int
+    queue_offset: int
+    deliver_ms: int = 0
+
+
+def parse_marker(text: str, properties: dict[str, str]) -> DeliveryMarker | None:
+    """The marker ``text`` as a :class:`DeliveryMarker`; None when it is malformed."""
+    kind, separator, offset_text = text.partition(":")
+    if not separator or not offset_text.isdigit():
+        return None
+    if kind == _TIMER_PREFIX:
+        deliver_text = properties.get(PropertyKey.TIMER_OUT_MS, "")
+        if not deliver_text.isdigit():
+            return None
+        return DeliveryMarker(0, int(offset_text), int(deliver_text))
+    level_text = kind.removeprefix(_LEVEL_PREFIX)
+    if kind.startswith(_LEVEL_PREFIX) and level_text.isdigit() and int(level_text) > 0:
+        return DeliveryMarker(int(level_text), int(offset_text))
+    return None
+
+
+def delivery_request(record: memoryview, *, drop: tuple[str, ...], marker: str) -> PutRequest:
+    """The put that delivers the waiting ``record`` to its REAL_TOPIC / REAL_QID.
+
+    Body (as stored, still compressed if it was), flag, sysFlag, born time and host and
+    reconsume times are kept; the properties lose ``drop`` (DELAY, or the timer triggers),
+    gain WAIT=false (RocketMQ's messageTimeup) and the delivery ``marker``. REAL_TOPIC and
+    REAL_QID stay, as in RocketMQ. The store recomputes the tags code from TAGS.
+
+    Raises:
+        ProtocolError: the record is malformed or lacks a usable REAL_TOPIC / REAL_QID.
+    """
+    message, _ = decode_record(record, decompress=False)
+    properties = message.properties
+    topic = properties.get(PropertyKey.REAL_TOPIC, "")
+    queue_text = properties.get(PropertyKey.REAL_QID, "")
+    if not topic or not queue_text.isdigit():
+        raise ProtocolError(
+            f"waiting record at {message.commit_log_offset} has no REAL_TOPIC/REAL_QID"
+        )
+    for name in drop:
+        properties.pop(name, None)
+    properties[PropertyKey.WAIT] = "false"
+    properties[DELIVERED_FROM] = marker
+    return PutRequest(
+        topic=topic,
+        queue_id=int(queue_text),
+        body=message.body,
+        flag=message.flag,
+        properties=encode_properties(properties),
+        sys_flag=message.sys_flag,
+        born_timestamp_ms=message.born_timestamp_ms,
+        born_host=message.born_host,
+        reconsume_times=message.reconsume_times,
+    )
+
+
+class DurableLedger(Generic[T]):
+    """Progress values in delivery order, each with the commit-log offset where the record of
+    that delivery ends; :meth:`durable` answers the newest value whose record is flushed.
+
+    Holds at most ``max_entries`` pending values: past that, the newest entry absorbs new
+    deliveries (its value becomes durable a little later than it could; never earlier).
+    """
+
+    def __init__(self, initial: T, *, max_entries: int = 1_024) -> None:
+        self._durable = initial
+        self._pending: collections.deque[tuple[T, int]] = collections.deque()
+        self._last_end_offset = 0
+        self._max_entries = max_entries
+
+    def delivered(self, value: T, commit_log_end_offset: int) -> None:
+        """Record that progress reached ``value`` with a record ending at the given offset."""
+        end_offset = max(commit_log_end_offset, self._last_end_offset)
+        self._last_end_offset = end_offset
+        if len(self._pending) >= self._max_entries:
+            self._pending.pop()
+        self._pending.append((value, end_offset))
+
+    def advanced(self, value: T) -> None:
+        """Progress moved without writing (a record skipped): durable with the previous one."""
+        self.delivered(value, self._last_end_offset)
+
+    def durable(self, flushed_offset: int) -> T:
+        """The newest value whose record ends at or before ``flushed_offset``."""
+        pending = self._pending
+        while pending and pending[0][1] <= flushed_offset:
+            self._durable = pending.popleft()[0]
+        return self._durable
+
+    def reset(self, value: T) -> None:
+        """Forget pending values: ``value`` is durable (loaded from disk, or found by a scan)."""
+        self._pending.clear()
+        self._durable = value
+
+
+def scan_delivery_markers(
+    store: MessageStore,
+    from_offset: int,
+    end_offset: int,
+    segment_bytes: int,
+    *,
+    max_bytes: int = limits.DELIVERY_MARKER_SCAN_MAX_BYTES,
+) -> list[DeliveryMarker]:
+    """Every delivery marker in the commit log between ``from_offset`` and ``end_offset``.
+
+    ``from_offset`` must be a record boundary (a flushed offset is one). At a segment's blank
+    tail the scan moves to the next segment (segments start at multiples of
+    ``segment_bytes``). A range longer than ``max_bytes`` is not scanned (logged; delivery is
+    then at least once for that window). Reads mapped memory; call it before serving.
+    """
+    if end_offset - from_offset > max_bytes:
+        _log.warning(
+            "not scanning %d bytes of commit log for deliveries (limit %d): messages delivered "
+            "just before the last stop may be delivered again",
+            end_offset - from_offset,
+            max_bytes,
+        )
+        return []
+    markers: list[DeliveryMarker] = []
+    offset = from_offset
+    while offset < end_offset:
+        record = store.read_record(offset)
+        if record is None:
+            offset = (offset // segment_bytes + 1) * segment_bytes
+            continue
+        try:
+            header = read_record_header(record)
+        except ProtocolError:
+            break  # a record the store returned but cannot be read: stop, scan no further
+        start = header.properties_offset
+        properties_bytes = bytes(record[start : start + header.properties_length])
+        if _MARKER_BYTES in properties_bytes:
+            marker = _marker_of(properties_bytes)
+            if marker is not None:
+                markers.append(marker)
+        offset += header.total_size
+    return markers
+
+
+def _marker_of(properties_bytes: bytes) -> DeliveryMarker | None:
+    properties = decode_properties(properties_bytes.decode("utf-8", "replace"))
+    text = properties.get(DELIVERED_FROM)
+    return None if text is None else parse_marker(text, properties)

@@ -1,0 +1,89 @@
+"""The few admin requests issue 4 needs (protocol.md §2.11); the rest answer
+REQUEST_CODE_NOT_SUPPORTED until the admin issue:
+
+* UPDATE_AND_CREATE_TOPIC (17): create or update a topic, then register with the name servers
+  before answering, so the route exists when the admin tool gets SUCCESS. An invalid or system
+  topic is SYSTEM_ERROR.
+* GET_ALL_TOPIC_CONFIG (21): the topics.json document.
+* GET_BROKER_RUNTIME_INFO (28): a KVTable of string counters (brokerVersion,
+  msgPutTotalTodayNow, msgGetTotalTodayNow, ... and the store's figures).
+"""
+
+from __future__ import annotations
+
+from bolide.base.errors import ConfigError
+from bolide.broker.handlers.context import BrokerContext
+from bolide.protocol.bodies import KVTable, TopicConfig
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.remoting import Connection, Dispatcher
+
+__all__ = ["AdminHandlers"]
+
+
+class AdminHandlers:
+    """Topic creation and runtime information of one broker."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self._context = context
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        """Register codes 17, 21 and 28 in the ``admin`` family."""
+        dispatcher.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic, family="admin")
+        dispatcher.register(
+            RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config, family="admin"
+        )
+        dispatcher.register(
+            RequestCode.GET_BROKER_RUNTIME_INFO, self.get_runtime_info, family="admin"
+        )
+
+    async def create_topic(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Create or update the topic of the header; SYSTEM_ERROR naming the problem when the
+        configuration is refused."""
+        del connection
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        config = TopicConfig(
+            topic_name=header.topic,
+            read_queue_count=header.read_queue_count,
+            write_queue_count=header.write_queue_count,
+            perm=header.perm,
+            topic_filter_type=header.topic_filter_type,
+            topic_sys_flag=header.topic_sys_flag or 0,
+            order=header.order,
+        )
+        try:
+            await self._context.topics.update_topic_config(config)
+        except ConfigError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        await self._context.register_now()
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def get_all_topic_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del connection
+        return request.make_response(ResponseCode.SUCCESS, body=self._context.topics.encode())
+
+    async def get_runtime_info(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del connection
+        context = self._context
+        table = dict(context.stats.runtime_info())
+        store = context.store.stats()
+        table.update(
+            {
+                "commitLogMinOffset": str(store.commit_log_min_offset),
+                "commitLogMaxOffset": str(store.commit_log_max_offset),
+                "commitLogDiskRatio": f"{store.disk_used_ratio_percent / 100:.4f}",
+                "remainHowManyDataToFlush": str(
+                    max(0, store.commit_log_max_offset - store.commit_log_flushed_offset)
+                ),
+                "putMessageTimesTotal": str(store.put_message_count),
+                "longPollingParkedPulls": str(context.long_polling.count),
+            }
+        )
+        return request.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

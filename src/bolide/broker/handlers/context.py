@@ -1,0 +1,71 @@
+"""What every request handler of the broker reaches: the managers, the store and the clock.
+
+:class:`BrokerContext` is filled by the composition root (:mod:`bolide.broker.broker`) and
+handed to each handler group; handlers keep no state of their own beyond it. Helpers shared
+by several handler modules live here too.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bolide.base.clock import Clock
+from bolide.base.errors import ProtocolError
+from bolide.broker.config import BrokerConfig
+from bolide.broker.consumers import ConsumerManager
+from bolide.broker.long_polling import LongPollingService
+from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.producers import ProducerManager
+from bolide.broker.stats import BrokerStats
+from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.topics import TopicConfigManager
+from bolide.protocol.message import SocketAddress, parse_socket_address
+from bolide.remoting import Connection
+from bolide.store.api import MessageStore
+
+__all__ = ["BORN_HOST_ATTRIBUTE", "BrokerContext", "born_host_of"]
+
+BORN_HOST_ATTRIBUTE = "bolide.born_host"
+"""Connection attribute caching the peer's address as a SocketAddress (parsed once)."""
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    """The broker's shared state, as request handlers see it.
+
+    ``register_soon`` asks the name-server registration to run at once, off the caller's path
+    (after a topic was auto-created); ``register_now`` registers and returns how many name
+    servers accepted (admin topic creation answers after it). ``random`` picks queues for
+    sends that let the broker choose; tests seed it.
+    """
+
+    config: BrokerConfig
+    clock: Clock
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager[Connection]
+    producers: ProducerManager[Connection]
+    long_polling: LongPollingService
+    stats: BrokerStats
+    register_soon: Callable[[], None]
+    register_now: Callable[[], Awaitable[int]]
+    random: random.Random = field(default_factory=random.Random)
+
+
+def born_host_of(connection: Connection) -> SocketAddress:
+    """The peer's ``(ip, port)``, the born host of the messages it sends (IPv4-mapped IPv6
+    already shown as IPv4 by the connection). Raises :class:`ProtocolError` when the
+    connection has no usable peer address."""
+    cached = connection.attributes.get(BORN_HOST_ATTRIBUTE)
+    if isinstance(cached, tuple):
+        return cached
+    try:
+        address = parse_socket_address(connection.remote_address)
+    except ProtocolError as error:
+        raise ProtocolError(f"peer address {connection.remote_address!r} unusable") from error
+    connection.attributes[BORN_HOST_ATTRIBUTE] = address
+    return address

@@ -1,0 +1,262 @@
+"""PULL_MESSAGE (11): checks, subscription, the store read, long polling (protocol.md §2.4).
+
+1. Checks in the Java broker's order: broker readable, subscription group (auto-created),
+   group consumable, topic known and readable, queue id inside ``[0, readQueueNums)``.
+2. The filter: with the SUBSCRIPTION bit the request's own expression (a parse failure is
+   SUBSCRIPTION_PARSE_FAILED); otherwise the subscription the group registered by heartbeat
+   (SUBSCRIPTION_NOT_EXIST when missing, SUBSCRIPTION_NOT_LATEST when older than the
+   request's ``subVersion``, NO_PERMISSION for a broadcasting group the broker refuses). Tag
+   codes always come from the expression, never from the client (C++ sends ``atoi(tag)``).
+3. The store read, whose status becomes the response code::
+
+       FOUND                                    SUCCESS (body = the stored records)
+       NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING PULL_RETRY_IMMEDIATELY
+       OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL   PULL_NOT_FOUND (long-polled)
+       OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY  PULL_OFFSET_MOVED
+       NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE  PULL_NOT_FOUND at offset 0, else MOVED
+
+4. Long polling, only when the request has the SUSPEND bit (a pull consumer without it must be
+   answered at once): a PULL_NOT_FOUND parks in the long-polling table until a matching message
+   arrives on the queue or ``suspendTimeoutMillis`` (at most PULL_SUSPEND_MAX_MS) runs out, then
+   the read runs again without suspension and its result answers the original request (the
+   dispatcher keeps the opaque). A closed connection's parked pull is dropped unanswered.
+5. With the COMMIT_OFFSET bit, ``commitOffset`` is stored for the group on the first pass.
+
+Every response carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffset as
+strings: the Java client unboxes them and the C++ client fails without them. The body of a
+SUCCESS is the records themselves, zero-copy views of the store written to the socket as is.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bolide.base import limits
+from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.long_polling import WakeReason
+from bolide.broker.topics import is_readable
+from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, MessageModel, SubscriptionData
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import (
+    HeaderError,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+)
+from bolide.remoting import Connection, Dispatcher
+from bolide.store.api import GetResult, GetStatus
+
+__all__ = ["PullHandlers"]
+
+_log = logging.getLogger("bolide.broker.pull")
+
+_MASTER_ID = 0
+
+_STATUS_CODES: dict[GetStatus, ResponseCode] = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+}
+_EMPTY_QUEUE_STATUSES = frozenset({GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE})
+
+
+class _RefusedError(Exception):
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class PullHandlers:
+    """The PULL_MESSAGE handler of one broker."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self._context = context
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        """Register code 11 in the ``pull`` family (sized for the long-polling table)."""
+        dispatcher.register(RequestCode.PULL_MESSAGE, self.pull_message, family="pull")
+
+    async def pull_message(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        """Answer a pull, holding it first when it may be suspended; None when its connection
+        closed while it was held."""
+        try:
+            header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        except HeaderError as error:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, str(error), _offset_fields(0, 0, 0)
+            )
+        try:
+            tag_codes = await self._check(header)
+        except _RefusedError as refused:
+            return self._refusal(request, header, refused)
+        context = self._context
+        result = self._read(header, tag_codes)
+        code = _response_code(result, header.queue_offset)
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
+            context.offsets.commit_offset(
+                connection.remote_address,
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.commit_offset,
+            )
+        if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
+            reason = await context.long_polling.hold(
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                self._hold_ms(header),
+                tag_codes=tag_codes,
+                owner=connection,
+            )
+            if reason is WakeReason.CANCELLED:
+                return None
+            result = self._read(header, tag_codes)
+            code = _response_code(result, header.queue_offset)
+        return self._response(request, code, result)
+
+    # --- checks -----------------------------------------------------------------------------
+
+    async def _check(self, header: PullMessageRequestHeader) -> frozenset[int] | None:
+        """Run the checks of step 1 and 2; returns the tag codes to filter on (None: all)."""
+        context = self._context
+        group = header.consumer_group
+        if not is_readable(context.config.broker_permission):
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker {context.config.broker_address} refuses reads",
+            )
+        try:
+            group_config = await context.groups.find_or_create(group)
+        except OSError as error:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR, f"cannot record group {group}: {error}"
+            ) from error
+        if group_config is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist",
+            )
+        if not group_config.consume_enable:
+            raise _RefusedError(ResponseCode.NO_PERMISSION, f"group {group} may not consume")
+        topic_config = context.topics.find(header.topic)
+        if topic_config is None:
+            raise _RefusedError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        if not is_readable(topic_config.perm):
+            raise _RefusedError(ResponseCode.NO_PERMISSION, f"topic {header.topic} is not readable")
+        if not 0 <= header.queue_id < topic_config.read_queue_count:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal: topic {header.topic} has "
+                f"{topic_config.read_queue_count} read queues",
+            )
+        subscription = self._subscription(header, group_config.consume_broadcast_enable)
+        if subscription.expression_type != EXPRESSION_TYPE_TAG:
+            if not context.config.enable_property_filter:
+                raise _RefusedError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"the broker does not support {subscription.expression_type} filtering",
+                )
+            return None  # property filters are applied by the client; the broker sends all
+        return None if subscription.is_all else frozenset(subscription.code_set)
+
+    def _subscription(
+        self, header: PullMessageRequestHeader, broadcast_enabled: bool
+    ) -> SubscriptionData:
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+            try:
+                return SubscriptionData.from_expression(
+                    header.topic,
+                    header.subscription,
+                    header.sub_version,
+                    header.expression_type or EXPRESSION_TYPE_TAG,
+                )
+            except BodyError as error:
+                raise _RefusedError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error)) from error
+        group = header.consumer_group
+        group_info = self._context.consumers.get_consumer_group_info(group)
+        if group_info is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer group {group} is not online"
+            )
+        if group_info.message_model is MessageModel.BROADCASTING and not broadcast_enabled:
+            raise _RefusedError(ResponseCode.NO_PERMISSION, f"group {group} may not broadcast")
+        subscription = group_info.find_subscription(header.topic)
+        if subscription is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"group {group} has not subscribed topic {header.topic}",
+            )
+        if subscription.sub_version < header.sub_version:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                f"the subscription of {group} to {header.topic} is not the latest",
+            )
+        return subscription
+
+    # --- reading and answering -------------------------------------------------------------
+
+    def _read(
+        self, header: PullMessageRequestHeader, tag_codes: frozenset[int] | None
+    ) -> GetResult:
+        return self._context.store.get_message(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            max(1, min(header.max_messages, limits.PULL_BATCH_MAX_MESSAGES)),
+            limits.PULL_BATCH_MAX_BYTES,
+            tag_codes,
+        )
+
+    def _hold_ms(self, header: PullMessageRequestHeader) -> int:
+        config = self._context.config
+        if not config.long_polling_enable:
+            return config.short_polling_time_ms
+        return max(0, min(header.suspend_timeout_ms, limits.PULL_SUSPEND_MAX_MS))
+
+    def _response(
+        self, request: RemotingCommand, code: ResponseCode, result: GetResult
+    ) -> RemotingCommand:
+        fields = _offset_fields(result.next_begin_offset, result.min_offset, result.max_offset)
+        if code != ResponseCode.SUCCESS:
+            return request.make_response(code, result.status.value, fields)
+        self._context.stats.record_get(result.message_count, result.total_bytes)
+        return request.make_response(code, None, fields, body_parts=tuple(result.buffers))
+
+    def _refusal(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, refused: _RefusedError
+    ) -> RemotingCommand:
+        store = self._context.store
+        min_offset = store.min_offset(header.topic, header.queue_id)
+        max_offset = store.max_offset(header.topic, header.queue_id)
+        fields = _offset_fields(header.queue_offset, min_offset, max_offset)
+        return request.make_response(refused.code, refused.remark, fields)
+
+
+def _response_code(result: GetResult, request_offset: int) -> ResponseCode:
+    code = _STATUS_CODES.get(result.status)
+    if code is not None:
+        return code
+    if result.status in _EMPTY_QUEUE_STATUSES:
+        return (
+            ResponseCode.PULL_NOT_FOUND if request_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+        )
+    _log.error("unexpected store status %s", result.status)
+    return ResponseCode.SYSTEM_ERROR
+
+
+def _offset_fields(next_begin_offset: int, min_offset: int, max_offset: int) -> dict[str, str]:
+    return PullMessageResponseHeader(
+        suggest_which_broker_id=_MASTER_ID,
+        next_begin_offset=next_begin_offset,
+        min_offset=min_offset,
+        max_offset=max_offset,
+    ).to_ext_fields()

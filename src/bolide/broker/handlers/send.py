@@ -1,0 +1,416 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) (protocol.md §2.2).
+
+The path of one send, in the Java broker's order:
+
+1. decode the header (long names for 10, one letter for 310/320); a bad field answers
+   SYSTEM_ERROR naming it;
+2. an order topic on a broker without write permission: NO_PERMISSION;
+3. the topic name must match ``^[%|a-zA-Z0-9_-]+$`` and be at most 127 characters
+   (SYSTEM_ERROR); system topics such as SCHEDULE_TOPIC_XXXX refuse producers
+   (NO_PERMISSION);
+4. an unknown topic is auto-created from ``defaultTopic`` (TBW102) and the broker re-registers
+   with the name servers at once; if it cannot be, TOPIC_NOT_EXIST;
+5. ``queueId`` at or above the topic's queue count is SYSTEM_ERROR, a negative one picks a
+   random writable queue;
+6. ``%RETRY%<group>`` topics need the subscription group (auto-created) and move to
+   ``%DLQ%<group>`` once ``reconsumeTimes`` reaches the maximum;
+7. the stored properties lose WAIT and gain CLUSTER; a DELAY level re-targets the message to
+   SCHEDULE_TOPIC_XXXX queue ``level - 1`` with REAL_TOPIC / REAL_QID (the store sets the
+   consume-queue tags code to the delivery time); the born host is the peer's address;
+8. the store's status becomes the response code.
+
+Whether a request is a batch is decided by the header's ``batch`` flag alone (``"true"`` or
+the C++ client's ``"1"``), never by the code. Every response carries extFields (MSG_REGION
+and TRACE_ON, plus msgId / queueId / queueOffset when stored): the Java client reads
+MSG_REGION without a null check and the C++ client dereferences the decoded header.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bolide.base.errors import ProtocolError
+from bolide.broker.handlers.context import BrokerContext, born_host_of
+from bolide.broker.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TopicConfig,
+    is_retry_topic,
+    is_send_forbidden_topic,
+    is_writeable,
+    validate_topic,
+)
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from bolide.protocol.message import (
+    TRANSACTION_NOT_TYPE,
+    MessageSysFlag,
+    PropertyKey,
+    decode_properties,
+    encode_properties,
+    transaction_type,
+)
+from bolide.protocol.message_codec import BatchEntry, decode_batch_body
+from bolide.remoting import Connection, Dispatcher
+from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
+
+__all__ = ["SendHandlers"]
+
+_log = logging.getLogger("bolide.broker.send")
+
+_VERSION_V3_4_9 = 121
+"""Clients at or above this wire version send a trustworthy ``maxReconsumeTimes``."""
+_TOPIC_SYS_FLAG_UNIT = 1
+_TOPIC_SYS_FLAG_UNIT_SUB = 2
+_MULTI_TAG = "MULTI_TAG"
+
+# Store status -> (response code, remark when the store gave none).
+_STATUS_CODES: dict[PutStatus, tuple[ResponseCode, str]] = {
+    PutStatus.PUT_OK: (ResponseCode.SUCCESS, ""),
+    PutStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"),
+    PutStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, "the message is illegal"),
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message properties are too long",
+    ),
+    PutStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "the store is not available (shutting down, or a write failed earlier)",
+    ),
+    PutStatus.DISK_FULL: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "the broker's disk is full: message refused",
+    ),
+    PutStatus.OS_PAGE_CACHE_BUSY: (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED] broker busy"),
+    PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "the store failed the message"),
+}
+
+_STORED_CODES = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    }
+)
+"""Codes under which the message was stored (the client reads the send result header)."""
+
+
+class _RefusedError(Exception):
+    """The send is answered with ``code`` before (or instead of) reaching the store."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendHandlers:
+    """The producer-facing handlers of one broker."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self._context = context
+        config = context.config
+        self._error_fields = {
+            PropertyKey.MSG_REGION: config.region_id,
+            PropertyKey.TRACE_ON: "true" if config.trace_on else "false",
+        }
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        """Register codes 10, 310 and 320 in the ``send`` family."""
+        for code in (
+            RequestCode.SEND_MESSAGE,
+            RequestCode.SEND_MESSAGE_V2,
+            RequestCode.SEND_BATCH_MESSAGE,
+        ):
+            dispatcher.register(code, self.send_message, family="send")
+
+    async def send_message(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Store the message (or batch) of ``request``; see the module docstring."""
+        try:
+            header = _decode_header(request)
+            config = await self._topic_config(header)
+            queue_id = self._queue_id(header, config)
+            if header.batch:
+                result = await self._put_batch(connection, request, header, config, queue_id)
+            else:
+                result = await self._put_single(connection, request, header, config, queue_id)
+        except _RefusedError as refused:
+            self._context.stats.record_put_failure()
+            return request.make_response(refused.code, refused.remark, self._error_fields)
+        return self._answer(request, result, queue_id)
+
+    # --- checks -----------------------------------------------------------------------------
+
+    async def _topic_config(self, header: SendMessageRequestHeader) -> TopicConfig:
+        context = self._context
+        topic = header.topic
+        config = context.topics.find(topic)
+        if not is_writeable(context.config.broker_permission) and (
+            config is not None and config.order
+        ):
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker {context.config.broker_address} refuses writes to order topic {topic}",
+            )
+        if config is None:  # known topics were validated when they were created
+            validation = validate_topic(topic)
+            if not validation.ok:
+                raise _RefusedError(ResponseCode.SYSTEM_ERROR, validation.reason)
+        if is_send_forbidden_topic(topic):
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION, f"sending to the system topic {topic} is forbidden"
+            )
+        if config is not None:
+            return config
+        return await self._auto_create(header)
+
+    async def _auto_create(self, header: SendMessageRequestHeader) -> TopicConfig:
+        context = self._context
+        topic_sys_flag = 0
+        if header.unit_mode:
+            is_retry = is_retry_topic(header.topic)
+            topic_sys_flag = _TOPIC_SYS_FLAG_UNIT_SUB if is_retry else _TOPIC_SYS_FLAG_UNIT
+        try:
+            creation = await context.topics.create_topic_in_send(
+                header.topic,
+                header.default_topic,
+                header.default_topic_queue_count,
+                topic_sys_flag=topic_sys_flag,
+            )
+        except OSError as error:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR, f"cannot record topic {header.topic}: {error}"
+            ) from error
+        if creation.created:
+            context.register_soon()
+        if creation.config is None:
+            raise _RefusedError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] does not exist and was not auto-created: {creation.reason}",
+            )
+        return creation.config
+
+    def _queue_id(self, header: SendMessageRequestHeader, config: TopicConfig) -> int:
+        queue_id = header.queue_id
+        queue_count = max(config.read_queue_count, config.write_queue_count)
+        if queue_id >= queue_count:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal: topic {header.topic} has "
+                f"{queue_count} queues (producer {header.producer_group})",
+            )
+        if queue_id < 0:
+            writable = config.write_queue_count
+            queue_id = self._context.random.randrange(writable) if writable > 0 else 0
+        return queue_id
+
+    # --- one message ------------------------------------------------------------------------
+
+    async def _put_single(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        config: TopicConfig,
+        queue_id: int,
+    ) -> PutResult:
+        context = self._context
+        properties = decode_properties(header.properties) if header.properties else {}
+        properties.pop(PropertyKey.WAIT, None)
+        properties[PropertyKey.CLUSTER] = context.config.broker_cluster_name
+        sys_flag = header.sys_flag
+        if config.topic_filter_type == _MULTI_TAG:
+            sys_flag |= MessageSysFlag.MULTI_TAGS
+        topic, store_queue_id = header.topic, queue_id
+        if is_retry_topic(topic):
+            topic, store_queue_id = await self._retry_target(
+                header, request.version, queue_id, properties
+            )
+        if (
+            transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
+            and context.config.reject_transaction_message
+        ):
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker {context.config.broker_address} refuses transaction messages",
+            )
+        level = self._delay_level(properties, sys_flag)
+        if level > 0:
+            properties[PropertyKey.REAL_TOPIC] = topic
+            properties[PropertyKey.REAL_QID] = str(store_queue_id)
+            properties[PropertyKey.DELAY] = str(level)
+            topic, store_queue_id = SCHEDULE_TOPIC, level - 1
+        return await context.store.put_message(
+            PutRequest(
+                topic=topic,
+                queue_id=store_queue_id,
+                body=request.body,
+                flag=header.flag,
+                properties=encode_properties(properties),
+                sys_flag=sys_flag,
+                born_timestamp_ms=header.born_timestamp_ms,
+                born_host=born_host_of(connection),
+                reconsume_times=header.reconsume_times or 0,
+            )
+        )
+
+    async def _retry_target(
+        self,
+        header: SendMessageRequestHeader,
+        client_version: int,
+        queue_id: int,
+        properties: dict[str, str],
+    ) -> tuple[str, int]:
+        """Where a message sent to ``%RETRY%<group>`` goes: there, or to the group's DLQ
+        once it was consumed ``maxReconsumeTimes`` times (delay then dropped)."""
+        context = self._context
+        group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        try:
+            group_config = await context.groups.find_or_create(group)
+        except OSError as error:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR, f"cannot record group {group}: {error}"
+            ) from error
+        if group_config is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} not exist"
+            )
+        max_times = group_config.retry_max_times
+        if client_version >= _VERSION_V3_4_9 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if (header.reconsume_times or 0) < max_times:
+            return header.topic, queue_id
+        try:
+            creation = await context.topics.create_dlq_topic(group)
+        except OSError as error:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR, f"cannot record DLQ of {group}: {error}"
+            ) from error
+        if creation.created:
+            context.register_soon()
+        dlq = creation.config
+        if dlq is None:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR, f"topic {DLQ_GROUP_TOPIC_PREFIX}{group} not exist"
+            )
+        if not is_writeable(dlq.perm):
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION, f"the topic {dlq.topic_name} is not writable"
+            )
+        properties.pop(PropertyKey.DELAY, None)
+        writable = max(1, dlq.write_queue_count)
+        return dlq.topic_name, context.random.randrange(writable)
+
+    def _delay_level(self, properties: dict[str, str], sys_flag: int) -> int:
+        """The DELAY level to apply (0 = none), clamped to the configured levels. Prepared and
+        rolled-back transaction records are never delayed."""
+        text = properties.get(PropertyKey.DELAY)
+        if not text:
+            return 0
+        kind = transaction_type(sys_flag)
+        if kind not in (TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT):
+            return 0
+        try:
+            level = int(text)
+        except ValueError as error:
+            raise _RefusedError(
+                ResponseCode.MESSAGE_ILLEGAL, f"the DELAY property {text!r} is not a number"
+            ) from error
+        return min(level, len(self._context.config.message_delay_levels_ms))
+
+    # --- batches ----------------------------------------------------------------------------
+
+    async def _put_batch(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        config: TopicConfig,
+        queue_id: int,
+    ) -> PutResult:
+        context = self._context
+        if is_retry_topic(header.topic):
+            raise _RefusedError(
+                ResponseCode.MESSAGE_ILLEGAL, f"a batch cannot be sent to {header.topic}"
+            )
+        if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
+        try:
+            entries = decode_batch_body(request.body)
+        except ProtocolError as error:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {error}") from error
+        shared = decode_properties(header.properties) if header.properties else {}
+        shared.pop(PropertyKey.WAIT, None)
+        if _has_delay(shared):
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
+        shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
+        sys_flag = header.sys_flag
+        if config.topic_filter_type == _MULTI_TAG:
+            sys_flag |= MessageSysFlag.MULTI_TAGS
+        return await context.store.put_messages(
+            BatchPutRequest(
+                topic=header.topic,
+                queue_id=queue_id,
+                entries=[_clean_entry(entry) for entry in entries],
+                sys_flag=sys_flag,
+                born_timestamp_ms=header.born_timestamp_ms,
+                born_host=born_host_of(connection),
+                reconsume_times=header.reconsume_times or 0,
+                extra_properties=encode_properties(shared),
+            )
+        )
+
+    # --- the answer -------------------------------------------------------------------------
+
+    def _answer(
+        self, request: RemotingCommand, result: PutResult, queue_id: int
+    ) -> RemotingCommand:
+        code, default_remark = _STATUS_CODES[result.status]
+        stats = self._context.stats
+        if code not in _STORED_CODES:
+            stats.record_put_failure()
+            return request.make_response(code, result.remark or default_remark, self._error_fields)
+        stats.record_put(result.message_count, result.wrote_bytes)
+        config = self._context.config
+        fields = SendMessageResponseHeader(
+            msg_id=",".join(result.message_ids),
+            queue_id=queue_id,
+            queue_offset=result.queue_offset,
+            msg_region=config.region_id,
+            trace_on=config.trace_on,
+        ).to_ext_fields()
+        return request.make_response(code, result.remark or None, fields)
+
+
+def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    try:
+        if request.code == RequestCode.SEND_MESSAGE:
+            return SendMessageRequestHeader.from_ext_fields(request.ext_fields)
+        return SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
+    except HeaderError as error:
+        raise _RefusedError(ResponseCode.SYSTEM_ERROR, str(error)) from error
+
+
+def _has_delay(properties: dict[str, str]) -> bool:
+    text = properties.get(PropertyKey.DELAY)
+    if not text:
+        return False
+    try:
+        return int(text) > 0
+    except ValueError:
+        return True  # not a number: refuse rather than guess
+
+
+def _clean_entry(entry: BatchEntry) -> BatchEntry:
+    """The entry without WAIT; refuses (MESSAGE_ILLEGAL) an entry with a delay level."""
+    properties = decode_properties(entry.properties)
+    if _has_delay(properties):
+        raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
+    if properties.pop(PropertyKey.WAIT, None) is None:
+        return entry
+    return BatchEntry(entry.flag, entry.body, encode_properties(properties))

@@ -1,0 +1,303 @@
+"""``bolide standalone``, ``bolide namesrv`` and ``bolide broker``: run the servers.
+
+Each command logs to stderr and to ``<data-dir>/logs/bolide.log`` (rotated), prints exactly
+one line on stdout once its listeners accept connections, and stops cleanly on SIGINT or
+SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
+checkpoint). The ready lines::
+
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911      (standalone)
+    bolide ready namesrv=127.0.0.1:9876                              (namesrv)
+    bolide ready broker=127.0.0.1:10911                              (broker)
+
+With ``--json`` the line is a JSON object instead (``{"namesrv": "...", "broker": "..."}``).
+Port 0 asks the system for a free port; the ready line shows the real one.
+
+A broker reads RocketMQ's broker.conf (``-c/--config``, RocketMQ key names); command-line
+flags win over the file. The data directory holds ``store/`` (commit log, consume queues,
+index, ``config/*.json``) and ``logs/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.handlers
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from bolide.base import limits
+from bolide.base.errors import BolideError
+from bolide.broker.broker import Broker
+from bolide.broker.config import BrokerConfig, read_broker_conf
+from bolide.namesrv.namesrv import NameServer
+from bolide.remoting.loop import run
+
+__all__ = ["broker", "namesrv", "register", "standalone"]
+
+_log = logging.getLogger("bolide.cli")
+
+DEFAULT_DATA_DIR = Path("./data")
+DEFAULT_NAMESRV_PORT = 9876
+DEFAULT_BROKER_PORT = 10911
+DEFAULT_NAMESRV_ADDRESS = "127.0.0.1:9876"
+_WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the three server commands to ``app``."""
+    app.command("standalone")(standalone)
+    app.command("namesrv")(namesrv)
+    app.command("broker")(broker)
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data directory (store/ and logs/). Default: ./data."),
+]
+HostOption = Annotated[str, typer.Option("--host", help="Address the listeners bind.")]
+FlushOption = Annotated[str | None, typer.Option("--flush", help="async or sync disk flush.")]
+ConfigOption = Annotated[
+    Path | None, typer.Option("-c", "--config", help="RocketMQ broker.conf to read.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the ready line as JSON.")]
+
+
+def standalone(
+    data_dir: DataDirOption = None,
+    host: HostOption = "127.0.0.1",
+    namesrv_port: Annotated[int, typer.Option("--namesrv-port", help="0: any.")] = (
+        DEFAULT_NAMESRV_PORT
+    ),
+    broker_port: Annotated[
+        int | None,
+        typer.Option("--broker-port", help="Broker port, 0: any. Default: 10911 or listenPort."),
+    ] = None,
+    flush: FlushOption = None,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run a name server and a broker in one process."""
+    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, {})
+    _configure_logging(directory)
+
+    async def serve(stop: asyncio.Event) -> None:
+        name_server = NameServer(host, namesrv_port)
+        await name_server.start()
+        namesrv_address = f"{_advertised(host)}:{name_server.port}"
+        server = Broker(broker_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
+        try:
+            await server.start()
+            try:
+                _ready(json_output, namesrv=namesrv_address, broker=server.address)
+                await stop.wait()
+            finally:
+                await server.stop()
+        finally:
+            await name_server.stop()
+
+    _run(serve)
+
+
+def namesrv(
+    host: HostOption = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Name server port, 0: any.")] = (
+        DEFAULT_NAMESRV_PORT
+    ),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where logs/ goes.")] = (
+        DEFAULT_DATA_DIR
+    ),
+    json_output: JsonOption = False,
+) -> None:
+    """Run a name server."""
+    _configure_logging(data_dir)
+
+    async def serve(stop: asyncio.Event) -> None:
+        name_server = NameServer(host, port)
+        await name_server.start()
+        try:
+            _ready(json_output, namesrv=f"{_advertised(host)}:{name_server.port}")
+            await stop.wait()
+        finally:
+            await name_server.stop()
+
+    _run(serve)
+
+
+def broker(
+    config: ConfigOption = None,
+    namesrv_addresses: Annotated[
+        str | None,
+        typer.Option(
+            "--namesrv",
+            envvar="BOLIDE_NAMESRV",
+            help="Name servers, host:port separated by ';'. Default: namesrvAddr or "
+            "127.0.0.1:9876.",
+        ),
+    ] = None,
+    host: HostOption = "127.0.0.1",
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="Broker port, 0: any. Default: 10911 or listenPort."),
+    ] = None,
+    data_dir: DataDirOption = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="brokerName. Default: broker-a.")
+    ] = None,
+    flush: FlushOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run a broker that registers with the given name servers."""
+    flags = {} if name is None else {"brokerName": name}
+    if namesrv_addresses is not None:
+        flags["namesrvAddr"] = namesrv_addresses
+    broker_config, directory = _broker_config(config, data_dir, host, port, flush, flags)
+    if not broker_config.namesrv_addresses:
+        broker_config = broker_config.replace(namesrv_addresses=(DEFAULT_NAMESRV_ADDRESS,))
+    _configure_logging(directory)
+
+    async def serve(stop: asyncio.Event) -> None:
+        server = Broker(broker_config, host=host)
+        await server.start()
+        try:
+            _ready(json_output, broker=server.address)
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    _run(serve)
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+
+def _broker_config(
+    config_path: Path | None,
+    data_dir: Path | None,
+    host: str,
+    port: int | None,
+    flush: str | None,
+    flags: dict[str, str],
+) -> tuple[BrokerConfig, Path]:
+    """broker.conf (if any) with the flags on top (``flags``: more of them, by broker.conf
+    key), and the data directory for logs.
+
+    The store goes to ``<data-dir>/store`` when ``--data-dir`` is given, else to the file's
+    storePathRootDir, else to ``./data/store``. Exits with code 2 on a configuration error.
+    """
+    try:
+        values = read_broker_conf(config_path) if config_path is not None else {}
+        overrides: dict[str, object] = {}
+        if data_dir is not None or "storePathRootDir" not in values:
+            directory = data_dir if data_dir is not None else DEFAULT_DATA_DIR
+            overrides["storePathRootDir"] = str(directory / "store")
+        else:
+            directory = Path(values["storePathRootDir"]).expanduser().parent
+        if port is not None:
+            overrides["listenPort"] = str(port)
+        elif "listenPort" not in values:
+            overrides["listenPort"] = str(DEFAULT_BROKER_PORT)
+        if "brokerIP1" not in values:
+            overrides["brokerIP1"] = _advertised(host)
+        if flush is not None:
+            overrides["flushDiskType"] = _flush_disk_type(flush)
+        overrides.update(flags)
+        return BrokerConfig.from_mapping(values, overrides), directory
+    except BolideError as error:
+        typer.echo(f"bolide: {error}", err=True)
+        raise typer.Exit(code=2) from error
+
+
+def _flush_disk_type(text: str) -> str:
+    lowered = text.lower()
+    if lowered not in ("async", "sync"):
+        raise typer.BadParameter(f"--flush must be async or sync, not {text!r}")
+    return "SYNC_FLUSH" if lowered == "sync" else "ASYNC_FLUSH"
+
+
+def _advertised(host: str) -> str:
+    """The address to tell others for a listener bound to ``host`` (loopback for a wildcard)."""
+    return "127.0.0.1" if host in _WILDCARD_HOSTS else host
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def _configure_logging(data_dir: Path) -> None:
+    """INFO and above of ``bolide.*`` to stderr and to ``<data_dir>/logs/bolide.log``."""
+    logger = logging.getLogger("bolide")
+    logger.setLevel(logging.INFO)
+    formatter = logging.Formatter(_LOG_FORMAT)
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setFormatter(formatter)
+    logger.addHandler(to_stderr)
+    log_dir = data_dir / "logs"
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        to_file = logging.handlers.RotatingFileHandler(
+            log_dir / "bolide.log",
+            maxBytes=limits.SERVER_LOG_FILE_MAX_BYTES,
+            backupCount=limits.SERVER_LOG_FILE_BACKUP_COUNT,
+            encoding="utf-8",
+        )
+    except OSError as error:
+        _log.warning("logging to stderr only: cannot open %s: %s", log_dir, error)
+        return
+    to_file.setFormatter(formatter)
+    logger.addHandler(to_file)
+
+
+def _ready(json_output: bool, **addresses: str) -> None:
+    """Print the one ready line on stdout, flushed at once (scripts and tests wait for it)."""
+    if json_output:
+        line = orjson.dumps(addresses).decode()
+    else:
+        line = "bolide ready " + " ".join(f"{key}={value}" for key, value in addresses.items())
+    print(line, flush=True)
+
+
+def _run(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``serve`` on a fresh (uv)loop until SIGINT/SIGTERM sets its stop event.
+
+    Exits with code 1 when the servers cannot start (port in use, damaged store...).
+    """
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        with _signals_set(stop):
+            await serve(stop)
+
+    try:
+        run(main())
+    except (BolideError, OSError) as error:
+        _log.error("bolide stopped: %s", error)
+        typer.echo(f"bolide: {error}", err=True)
+        raise typer.Exit(code=1) from error
+    _log.info("bolide stopped cleanly")
+
+
+@contextlib.contextmanager
+def _signals_set(stop: asyncio.Event) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    handled = (signal.SIGINT, signal.SIGTERM)
+
+    def on_signal(number: Any) -> None:
+        _log.info("received %s: stopping", signal.Signals(number).name)
+        stop.set()
+
+    for number in handled:
+        loop.add_signal_handler(number, on_signal, number)
+    try:
+        yield
+    finally:
+        for number in handled:
+            loop.remove_signal_handler(number)

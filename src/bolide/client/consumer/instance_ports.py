@@ -1,0 +1,164 @@
+"""The consumers' parts (rebalance, offset store, pull loop, send-back) talk to the broker
+through small protocols; these adapters implement them over a :class:`ClientInstance`.
+
+Keeping the protocols narrow lets the unit tests drive each part with an in-memory peer and
+a manual clock, while the consumers wire them to the real instance here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bolide.base import limits
+from bolide.base.errors import BolideError, ConfigError
+from bolide.client import rpc
+from bolide.client.instance import ClientInstance
+from bolide.client.producer.producer import Producer
+from bolide.client.rpc import PullResult
+from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
+from bolide.protocol.message import Message, MessageExt, format_socket_address
+
+__all__ = [
+    "CLIENT_INNER_PRODUCER_GROUP",
+    "InstanceOffsetBroker",
+    "InstancePullClient",
+    "InstanceRebalanceClient",
+    "InstanceSendBack",
+]
+
+_log = logging.getLogger("bolide.client.consumer")
+
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+"""Producer group of the consumer's own producer (re-sends to %RETRY%), as Java names it."""
+
+
+class InstanceRebalanceClient:
+    """:class:`~bolide.client.consumer.rebalance.RebalanceClient` over an instance; a topic
+    without a stored route is looked up on demand (a retry topic appears only after the
+    first heartbeat creates it)."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self._instance = instance
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    async def subscribe_queues(self, topic: str) -> list[MessageQueue] | None:
+        queues = self._instance.subscribe_queues(topic)
+        if queues is None:
+            await self._instance.update_route(topic)
+            queues = self._instance.subscribe_queues(topic)
+        return queues
+
+    async def find_consumer_ids(self, topic: str, group: str) -> list[str] | None:
+        return await self._instance.find_consumer_ids(topic, group)
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        return await self._instance.max_offset(queue)
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return await self._instance.search_offset(queue, timestamp_ms)
+
+
+class InstanceOffsetBroker:
+    """:class:`~bolide.client.consumer.offset_store.OffsetBroker` for ``group``."""
+
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        self._instance = instance
+        self._group = group
+
+    async def query_consumer_offset(self, queue: MessageQueue) -> int | None:
+        instance = self._instance
+        address = await instance.queue_broker_address(queue)
+        return await rpc.query_consumer_offset(
+            instance.pool,
+            address,
+            self._group,
+            queue.topic,
+            queue.queue_id,
+            instance.config.api_timeout_ms,
+        )
+
+    async def update_consumer_offset_oneway(self, queue: MessageQueue, offset: int) -> None:
+        instance = self._instance
+        address = await instance.queue_broker_address(queue)
+        await rpc.update_consumer_offset(
+            instance.pool,
+            address,
+            self._group,
+            queue.topic,
+            queue.queue_id,
+            offset,
+            instance.config.api_timeout_ms,
+            oneway=True,
+        )
+
+
+class InstancePullClient:
+    """:class:`~bolide.client.consumer.pull_loop.PullClient`: pulls from the queue's master."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self._instance = instance
+
+    async def pull_message(
+        self, queue: MessageQueue, header: PullMessageRequestHeader, timeout_ms: int
+    ) -> PullResult:
+        address = await self._instance.queue_broker_address(queue)
+        return await rpc.pull_message(self._instance.pool, address, header, timeout_ms)
+
+
+class InstanceSendBack:
+    """:class:`~bolide.client.consumer.consume_concurrently.SendBackClient` for ``group``.
+
+    The re-send fallback goes through a producer of the instance, made on first use: group
+    ``CLIENT_INNER_PRODUCER``, or ``CLIENT_INNER_PRODUCER-<group>`` when another consumer
+    of the instance already registered that name. :meth:`close` shuts it down.
+    """
+
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        self._instance = instance
+        self._group = group
+        self._producer: Producer | None = None
+
+    async def send_back(
+        self, message: MessageExt, broker_name: str, delay_level: int, max_reconsume_times: int
+    ) -> None:
+        instance = self._instance
+        # The broker of the queue the message came from; the record's store host otherwise.
+        address = instance.broker_address(broker_name) or format_socket_address(message.store_host)
+        header = ConsumerSendMsgBackRequestHeader(
+            commit_log_offset=message.commit_log_offset,
+            group=self._group,
+            delay_level=delay_level,
+            origin_msg_id=message.msg_id,
+            origin_topic=message.topic,
+            max_reconsume_times=max_reconsume_times,
+        )
+        await rpc.send_message_back(instance.pool, address, header, limits.SEND_BACK_TIMEOUT_MS)
+
+    async def send_to_retry_topic(self, message: Message) -> None:
+        producer = await self._inner_producer()
+        await producer.send(message)
+
+    async def _inner_producer(self) -> Producer:
+        if self._producer is not None:
+            return self._producer
+        for group in (CLIENT_INNER_PRODUCER_GROUP, f"{CLIENT_INNER_PRODUCER_GROUP}-{self._group}"):
+            producer = Producer(group, instance=self._instance)
+            try:
+                await producer.start()
+            except ConfigError:
+                continue  # the name is taken on this instance: try the next one
+            self._producer = producer
+            return producer
+        raise ConfigError(f"no inner producer group free on client {self._instance.client_id}")
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                await producer.shutdown()
+            except BolideError as error:
+                _log.warning("inner producer of %s: %s", self._group, error)

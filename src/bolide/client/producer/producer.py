@@ -1,0 +1,368 @@
+"""The async producer (``bolide.aio.Producer``; ``bolide.Producer`` is its blocking facade).
+
+How a send goes (Java's sendDefaultImpl, with latency avoidance on):
+
+1. check and prepare the message (:mod:`.prepare`);
+2. find the topic's route: cached, else from a name server, else TBW102's (auto-create);
+3. pick a queue (:class:`~.selection.QueueSelector`: round robin, skipping brokers that were
+   slow or failing, and on a retry the broker that just failed) and send to its master;
+4. on a transport error or a retriable response code (the codes table), try again on another
+   broker: up to 1 + ``retry_count`` attempts within ``send_timeout_ms`` in all. The last
+   error is raised with a note listing every attempt.
+
+Orderly sends (a sharding key), sends to a chosen queue and oneway sends make one attempt:
+retrying elsewhere would break the order or the "at most once" of oneway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import (
+    BackpressureError,
+    BolideError,
+    ConfigError,
+    ConnectionClosedError,
+    InvalidMessageError,
+    NoRouteError,
+    ProtocolError,
+    RemoteError,
+    RequestTimeoutError,
+    TopicNotFoundError,
+    invariant,
+)
+from bolide.client import rpc
+from bolide.client.config import build_client_config
+from bolide.client.instance import ClientInstance
+from bolide.client.message import SendResult
+from bolide.client.producer.prepare import (
+    PreparedSend,
+    SendSettings,
+    prepare_batch,
+    prepare_message,
+)
+from bolide.client.producer.selection import QueueSelector, select_by_sharding_key
+from bolide.client.route import DEFAULT_TOPIC, TopicRoute
+from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.codes import ResponseCode
+from bolide.protocol.message import Message
+from bolide.protocol.msgid import UniqueKeyGenerator
+
+__all__ = ["Producer"]
+
+_log = logging.getLogger("bolide.client.producer")
+
+_TRANSPORT_ERRORS = (ConnectionClosedError, RequestTimeoutError, BackpressureError)
+
+
+class Producer:
+    """Sends messages to the topics of a RocketMQ 4.x cluster.
+
+    ``Producer("order-producers", namesrv="127.0.0.1:9876")``; then ``await start()``, the
+    sends, ``await shutdown()`` — or ``async with``. Pass ``instance`` to share a
+    :class:`ClientInstance` (and its connections) with other producers and consumers;
+    otherwise the producer makes its own from ``namesrv`` and ``instance_name``.
+
+    Times are in ms: ``send_timeout_ms`` bounds a whole send, retries included (default 3 s);
+    ``retry_count`` extra attempts on other brokers (default 2). Bodies of at least
+    ``compress_over_bytes`` (default 4 KiB) are zlib-compressed; larger than
+    ``max_message_bytes`` (default 4 MiB) are refused. ``latency_avoidance`` (default on)
+    steers sends away from slow or failing brokers.
+
+    Raises:
+        ConfigError: neither ``namesrv`` nor ``instance`` is given, or a bad name server list.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        instance_name: str | None = None,
+        instance: ClientInstance | None = None,
+        clock: Clock | None = None,
+        send_timeout_ms: int = limits.PRODUCER_SEND_TIMEOUT_MS,
+        retry_count: int = limits.PRODUCER_SEND_RETRY_COUNT,
+        compress_over_bytes: int = limits.COMPRESS_BODY_OVER_BYTES,
+        max_message_bytes: int = limits.MESSAGE_BODY_MAX_BYTES,
+        latency_avoidance: bool = True,
+        default_topic: str = DEFAULT_TOPIC,
+        default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+    ) -> None:
+        if not group:
+            raise ConfigError("a producer needs a group name")
+        if send_timeout_ms <= 0 or retry_count < 0:
+            raise ConfigError("send_timeout_ms must be positive and retry_count not negative")
+        if instance is None:
+            if namesrv is None:
+                raise ConfigError("give the name server address (namesrv) or a client instance")
+            instance = ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
+        self.group = group
+        self.instance = instance
+        self.send_timeout_ms = send_timeout_ms
+        self.retry_count = retry_count
+        self.settings = SendSettings(
+            producer_group=group,
+            default_topic=default_topic,
+            default_topic_queue_count=default_topic_queue_count,
+            compress_over_bytes=compress_over_bytes,
+            max_message_bytes=max_message_bytes,
+        )
+        self.selector = QueueSelector(latency_avoidance=latency_avoidance)
+        self._unique_keys = _unique_key_generator(instance)
+        self._running = False
+        self._shut_down = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    async def start(self) -> None:
+        """Start the client instance (if this is its first user) and register the group.
+
+        Raises ConfigError when the group already runs on the instance, or after shutdown.
+        """
+        if self._running:
+            return
+        if self._shut_down:
+            raise ConfigError(f"producer {self.group!r} was shut down; make a new one")
+        await self.instance.acquire()
+        try:
+            self.instance.register_producer(self.group)
+        except ConfigError:
+            await self.instance.release()
+            raise
+        self._running = True
+        _log.info("producer %s started on client %s", self.group, self.instance.client_id)
+
+    async def shutdown(self) -> None:
+        """Unregister the group from the brokers and release the instance. Idempotent."""
+        if not self._running:
+            return
+        self._running = False
+        self._shut_down = True
+        await self.instance.unregister_producer(self.group)
+        await self.instance.release()
+        _log.info("producer %s shut down", self.group)
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    # ---- sends -------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send ``message`` and wait for the broker; with ``queue``, to that queue only.
+
+        Raises:
+            InvalidMessageError / MessageTooLargeError: the message is refused before sending.
+            TopicNotFoundError: the topic does not exist and cannot be auto-created.
+            NoRouteError: no writable queue; NameServerUnavailableError: no name server.
+            RemoteError / ConnectionClosedError / RequestTimeoutError: the last attempt's
+                failure (its notes list every attempt).
+        """
+        prepared = self._prepare(message)
+        if queue is not None:
+            return await self._send_to_queue(prepared, queue, timeout_ms)
+        return await self._send_with_retries(prepared, timeout_ms)
+
+    async def send_batch(
+        self,
+        messages: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send ``messages`` (one topic) as one request; they get consecutive offsets.
+
+        ``msg_id`` and ``offset_msg_id`` of the result list every message, ``,``-joined.
+        Raises as :meth:`send` (InvalidMessageError also for batch rules: see prepare).
+        """
+        self._require_running()
+        keys = [self._unique_keys.next_id() for _ in messages]
+        prepared = prepare_batch(messages, keys, self.instance.clock.now_ms(), self.settings)
+        if queue is not None:
+            return await self._send_to_queue(prepared, queue, timeout_ms)
+        return await self._send_with_retries(prepared, timeout_ms)
+
+    async def send_orderly(
+        self, message: Message, sharding_key: str, *, timeout_ms: int | None = None
+    ) -> SendResult:
+        """Send ``message`` to the queue ``sharding_key`` maps to: messages with the same key
+        go to the same queue, in send order, while the topic's queues stay the same.
+
+        One attempt (another queue would break the order). Raises as :meth:`send`.
+        """
+        prepared = self._prepare(message)
+        route = await self.instance.publish_route(
+            prepared.topic,
+            default_topic=self.settings.default_topic,
+            default_topic_queue_count=self.settings.default_topic_queue_count,
+        )
+        queue = select_by_sharding_key(route.publish_queues, sharding_key)
+        return await self._send_to_queue(prepared, queue, timeout_ms)
+
+    async def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
+        """Send without waiting for the broker (no result, no retry; it may be lost).
+
+        Raises the checks' errors, NoRouteError, and transport errors while writing.
+        """
+        prepared = self._prepare(message)
+        if queue is None:
+            route = await self._route(prepared.topic)
+            now_ms = self.instance.clock.monotonic_ms()
+            queue = self.selector.select(route.publish_queues, now_ms)
+        address = await self._master_address(queue)
+        header = prepared.header_for(queue.queue_id)
+        await rpc.send_message_oneway(
+            self.instance.pool, address, header, prepared.body, self.send_timeout_ms
+        )
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _require_running(self) -> None:
+        invariant(self._running, f"producer {self.group!r} is not started; call start() first")
+
+    def _prepare(self, message: Message) -> PreparedSend:
+        self._require_running()
+        unique_key = self._unique_keys.next_id()
+        return prepare_message(message, unique_key, self.instance.clock.now_ms(), self.settings)
+
+    async def _route(self, topic: str) -> TopicRoute:
+        return await self.instance.publish_route(
+            topic,
+            default_topic=self.settings.default_topic,
+            default_topic_queue_count=self.settings.default_topic_queue_count,
+        )
+
+    async def _master_address(self, queue: MessageQueue) -> str:
+        address = self.instance.routes.master_address(queue.broker_name)
+        if address is None:
+            await self.instance.update_route(queue.topic)
+            address = self.instance.routes.master_address(queue.broker_name)
+        if address is None:
+            raise NoRouteError(f"broker {queue.broker_name!r} of {queue} has no master address")
+        return address
+
+    async def _send_to_queue(
+        self, prepared: PreparedSend, queue: MessageQueue, timeout_ms: int | None
+    ) -> SendResult:
+        if queue.topic != prepared.topic:
+            raise InvalidMessageError(
+                f"queue {queue} belongs to topic {queue.topic!r}, not {prepared.topic!r}"
+            )
+        await self._route(prepared.topic)  # counts the topic in for route refreshes
+        address = await self._master_address(queue)
+        try:
+            result = await self._attempt(
+                prepared, queue, address, timeout_ms or self.send_timeout_ms
+            )
+        except RemoteError as error:
+            raise _clearer(error, prepared.topic) from error
+        return result
+
+    async def _attempt(
+        self, prepared: PreparedSend, queue: MessageQueue, address: str, timeout_ms: int
+    ) -> SendResult:
+        """One send; the broker's latency (or failure) is recorded for queue selection."""
+        clock = self.instance.clock
+        started_ms = clock.monotonic_ms()
+        try:
+            result = await rpc.send_message(
+                self.instance.pool,
+                address,
+                queue.broker_name,
+                prepared.header_for(queue.queue_id),
+                prepared.body,
+                prepared.msg_id,
+                timeout_ms,
+            )
+        except BolideError:
+            self.selector.record(
+                queue.broker_name, clock.monotonic_ms() - started_ms, clock.monotonic_ms(),
+                failed=True,
+            )  # fmt: skip
+            raise
+        finished_ms = clock.monotonic_ms()
+        self.selector.record(queue.broker_name, finished_ms - started_ms, finished_ms, failed=False)
+        return result
+
+    async def _send_with_retries(
+        self, prepared: PreparedSend, timeout_ms: int | None
+    ) -> SendResult:
+        clock = self.instance.clock
+        timeout_ms = timeout_ms or self.send_timeout_ms
+        started_ms = clock.monotonic_ms()
+        route = await self._route(prepared.topic)
+        attempts: list[str] = []
+        last_broker: str | None = None
+        last_error: BolideError | None = None
+        for _ in range(1 + self.retry_count):
+            remaining_ms = timeout_ms - (clock.monotonic_ms() - started_ms)
+            if remaining_ms <= 0:
+                break
+            queue = self.selector.select(route.publish_queues, clock.monotonic_ms(), last_broker)
+            last_broker = queue.broker_name
+            try:
+                address = await self._master_address(queue)
+                return await self._attempt(prepared, queue, address, remaining_ms)
+            except RemoteError as error:
+                attempts.append(f"{queue.broker_name}: {error}")
+                last_error = error
+                if not error.is_retriable:
+                    break
+            except (*_TRANSPORT_ERRORS, NoRouteError) as error:
+                attempts.append(f"{queue.broker_name}: {error}")
+                last_error = error
+        cost_ms = clock.monotonic_ms() - started_ms
+        summary = (
+            f"send to {prepared.topic!r} failed after {len(attempts)} attempt(s) in {cost_ms} ms"
+        )
+        if last_error is None:
+            raise RequestTimeoutError(f"{summary}: the {timeout_ms} ms send timeout ran out")
+        final = _clearer(last_error, prepared.topic)
+        final.add_note(summary + ("; " + "; ".join(attempts) if attempts else ""))
+        if final is last_error:
+            raise final
+        raise final from last_error
+
+
+def _clearer(error: BolideError, topic: str) -> BolideError:
+    """A user-facing error for a broker's answer where one is clearer than the raw code."""
+    if isinstance(error, RemoteError):
+        if error.code == ResponseCode.TOPIC_NOT_EXIST:
+            return TopicNotFoundError(
+                f"topic {topic!r} does not exist on the broker and was not created"
+                f" automatically (broker said: {error})"
+            )
+        if error.code == ResponseCode.MESSAGE_ILLEGAL:
+            return InvalidMessageError(f"the broker refused the message: {error}")
+    return error
+
+
+def _unique_key_generator(instance: ClientInstance) -> UniqueKeyGenerator:
+    """UNIQ_KEY ids from the client's ip and pid (127.0.0.1 when the ip is not a literal)."""
+    try:
+        return UniqueKeyGenerator(instance.config.client_ip, instance.config.pid, instance.clock)
+    except ProtocolError:
+        return UniqueKeyGenerator("127.0.0.1", instance.config.pid, instance.clock)

@@ -1,0 +1,99 @@
+"""PULL_MESSAGE (11): the request, the four pull statuses, decoding the found messages.
+
+Response code -> status (protocol.md §2.4)::
+
+    SUCCESS (0)                  FOUND           messages decoded from the body
+    PULL_NOT_FOUND (19)          NO_NEW_MSG      caught up (after the long poll, if any)
+    PULL_RETRY_IMMEDIATELY (20)  NO_MATCHED_MSG  entries scanned, none matched the filter
+    PULL_OFFSET_MOVED (21)       OFFSET_ILLEGAL  the offset is outside the queue
+    anything else                RemoteError
+
+Every status carries nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId. As the
+Java client does, found messages get the MIN_OFFSET / MAX_OFFSET properties (the queue's
+bounds at pull time, used for lag), and a tag re-filter is offered because brokers compare
+only tag hashes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from bolide.client.rpc.call import call
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.message_codec import decode_records
+from bolide.remoting import ClientPool
+
+__all__ = ["PullResult", "PullStatus", "filter_by_tags", "pull_message"]
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull's answer. ``next_begin_offset`` is where the next pull of the queue starts;
+    ``min_offset``/``max_offset`` the queue's bounds (max exclusive)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+async def pull_message(
+    pool: ClientPool, address: str, header: PullMessageRequestHeader, timeout_ms: int
+) -> PullResult:
+    """Pull from the broker at ``address``; ``timeout_ms`` must exceed the long-poll hold
+    (``header.suspend_timeout_ms``) when the SUSPEND flag is set.
+
+    Raises:
+        RemoteError: codes other than the four statuses (SUBSCRIPTION_NOT_EXIST, ...).
+        ProtocolError: a missing response header or a malformed message record.
+        ConnectionClosedError, RequestTimeoutError: transport.
+    """
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    response = await call(pool, address, request, timeout_ms, accept=_STATUS_BY_CODE.keys())
+    fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    status = _STATUS_BY_CODE[ResponseCode(response.code)]
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND and response.body:
+        messages = decode_records(response.body)
+        min_text, max_text = str(fields.min_offset), str(fields.max_offset)
+        for message in messages:
+            message.properties[PropertyKey.MIN_OFFSET] = min_text
+            message.properties[PropertyKey.MAX_OFFSET] = max_text
+    return PullResult(
+        status,
+        fields.next_begin_offset,
+        fields.min_offset,
+        fields.max_offset,
+        fields.suggest_which_broker_id,
+        messages,
+    )
+
+
+def filter_by_tags(messages: list[MessageExt], tags: Collection[str]) -> list[MessageExt]:
+    """Keep the messages whose TAGS is one of ``tags``; all of them when ``tags`` is empty
+    (a ``*`` subscription)."""
+    if not tags:
+        return messages
+    return [message for message in messages if message.tags in tags]

@@ -1,0 +1,98 @@
+"""Producer requests: SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), and the consumer's
+CONSUMER_SEND_MSG_BACK (36).
+
+Bolide sends the one-letter v2 header, as the Java client does by default (sendSmartMsg);
+every 4.x broker reads it. A batch goes as code 320 with ``m`` = ``"true"``.
+"""
+
+from __future__ import annotations
+
+from bolide.client.message import SendResult, SendStatus
+from bolide.client.rpc.call import call, call_oneway
+from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
+from bolide.remoting import ClientPool
+
+__all__ = ["SEND_ACCEPTED_CODES", "send_message", "send_message_back", "send_message_oneway"]
+
+SEND_ACCEPTED_CODES = (
+    ResponseCode.SUCCESS,
+    ResponseCode.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE,
+)
+"""Codes that mean "stored" (the last three: stored, not yet flushed or replicated)."""
+
+
+def _send_request(
+    header: SendMessageRequestHeader, body: bytes, *, oneway: bool
+) -> RemotingCommand:
+    code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand.request(code, header.to_v2_ext_fields(), body, oneway=oneway)
+
+
+async def send_message(
+    pool: ClientPool,
+    address: str,
+    broker_name: str,
+    header: SendMessageRequestHeader,
+    body: bytes,
+    msg_id: str,
+    timeout_ms: int,
+) -> SendResult:
+    """Send one message (or a batch, ``header.batch``) to the broker at ``address``.
+
+    ``body`` is already compressed or batch-encoded; ``msg_id`` (the UNIQ_KEY, or the
+    comma-joined keys of a batch) is copied into the result.
+
+    Raises:
+        RemoteError: a code other than those of SEND_ACCEPTED_CODES (TOPIC_NOT_EXIST,
+            MESSAGE_ILLEGAL, NO_PERMISSION, SYSTEM_BUSY...).
+        ProtocolError: the response header lacks msgId/queueId/queueOffset.
+        ConnectionClosedError, RequestTimeoutError: transport.
+    """
+    request = _send_request(header, body, oneway=False)
+    response = await call(pool, address, request, timeout_ms, accept=SEND_ACCEPTED_CODES)
+    status = SendStatus.from_response_code(response.code) or SendStatus.SEND_OK
+    fields = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+    return SendResult(
+        status=status,
+        msg_id=msg_id,
+        offset_msg_id=fields.msg_id,
+        queue=MessageQueue(header.topic, broker_name, fields.queue_id),
+        queue_offset=fields.queue_offset,
+        transaction_id=fields.transaction_id,
+        region_id=fields.msg_region,
+    )
+
+
+async def send_message_oneway(
+    pool: ClientPool,
+    address: str,
+    header: SendMessageRequestHeader,
+    body: bytes,
+    timeout_ms: int,
+) -> None:
+    """Send without waiting for the broker: nothing says whether it was stored.
+
+    Raises ConnectionClosedError / RequestTimeoutError when it cannot even be written.
+    """
+    await call_oneway(pool, address, _send_request(header, body, oneway=True), timeout_ms)
+
+
+async def send_message_back(
+    pool: ClientPool, address: str, header: ConsumerSendMsgBackRequestHeader, timeout_ms: int
+) -> None:
+    """CONSUMER_SEND_MSG_BACK: have the broker re-deliver the consumed message at commit-log
+    offset ``header.commit_log_offset`` through ``%RETRY%<group>`` (or the DLQ).
+
+    Raises RemoteError (e.g. SYSTEM_ERROR when the message is not found), transport errors.
+    """
+    request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+    await call(pool, address, request, timeout_ms)

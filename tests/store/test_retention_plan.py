@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from bolide.store.file_ops import DiskUsage
+from bolide.store.retention import RetentionPolicy, SegmentAge, plan_retention
+
+HOUR_MS = 3_600_000
+POLICY = RetentionPolicy(
+    file_reserved_time_ms=72 * HOUR_MS,
+    delete_when_hours=frozenset({4}),
+    disk_max_used_space_ratio_percent=75,
+    max_segments_per_run=10,
+)
+
+
+def _segments(*newest_hours_ago: float, now_ms: int) -> list[SegmentAge]:
+    return [
+        SegmentAge(i * 100, 100, -1 if age < 0 else int(now_ms - age * HOUR_MS))
+        for i, age in enumerate(newest_hours_ago)
+    ]
+
+
+def test_expired_prefix_goes_at_the_delete_hour_only() -> None:
+    now = 1_000 * HOUR_MS
+    segments = _segments(100, 80, 50, 90, -1, now_ms=now)
+    calm = DiskUsage(1000, 100)
+    assert (
+        plan_retention(segments, now_ms=now, hour_of_day=4, disk=calm, policy=POLICY).delete_count
+        == 2
+    )
+    assert (
+        plan_retention(segments, now_ms=now, hour_of_day=5, disk=calm, policy=POLICY).delete_count
+        == 0
+    )
+
+
+def test_the_last_segment_never_goes() -> None:
+    now = 1_000 * HOUR_MS
+    segments = _segments(100, 100, now_ms=now)
+    decision = plan_retention(segments, now_ms=now, hour_of_day=4, disk=None, policy=POLICY)
+    assert (decision.delete_count, decision.reason) == (1, "expired")
+    assert (
+        plan_retention(
+            segments[:1], now_ms=now, hour_of_day=4, disk=None, policy=POLICY
+        ).delete_count
+        == 0
+    )
+
+
+def test_disk_pressure_deletes_young_segments_at_any_hour() -> None:
+    now = 1_000 * HOUR_MS
+    segments = _segments(1, 1, 1, 1, 1, now_ms=now)
+    decision = plan_retention(
+        segments, now_ms=now, hour_of_day=13, disk=DiskUsage(1000, 960), policy=POLICY
+    )
+    assert (decision.delete_count, decision.reason) == (3, "disk pressure")
+    none = plan_retention(
+        segments, now_ms=now, hour_of_day=13, disk=DiskUsage(1000, 750), policy=POLICY
+    )
+    assert none.delete_count == 0
+
+
+def test_one_run_is_bounded() -> None:
+    now = 1_000 * HOUR_MS
+    segments = _segments(*([200] * 30), now_ms=now)
+    decision = plan_retention(segments, now_ms=now, hour_of_day=4, disk=None, policy=POLICY)
+    assert decision.delete_count == 10
