@@ -9,10 +9,11 @@ every peer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bench.peers.result import LatencyRecorder, process_tree_cpu_s
@@ -24,6 +25,11 @@ E2E_DRAIN_MAX_S = 5.0
 """After the last e2e publish, how long consumers may take to receive the rest."""
 CLOSE_MAX_S = 10.0
 """Bound on closing one client connection."""
+WARM_UP_MAX_S = 1.0
+"""Bound of each half (send, then read back) of the warm-up that precedes a server's first
+measured run: the first seconds of a fresh server (JIT, caches, allocators) are slower, more
+for some peers than others."""
+WARM_UP_MESSAGES = 5_000
 
 
 class PeerProducer(Protocol):
@@ -251,12 +257,29 @@ async def run_e2e(
         consuming = asyncio.gather(*(consume(consumer) for consumer in consumers))
         try:
             await _send_window(producers, spec, next_ticket, None)
-        finally:
-            # consumers then stop once all arrived, or after the drain bound
-            drain_deadline = time.perf_counter() + E2E_DRAIN_MAX_S
-            sending = False
-            await consuming
+        except BaseException:  # failed or cancelled: the consumers are no longer wanted
+            sending, drain_deadline = False, 0.0  # a client that swallows cancel still stops
+            consuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                async with asyncio.timeout(CLOSE_MAX_S):
+                    await consuming
+            raise
+        # consumers stop once everything arrived, or at the drain bound
+        drain_deadline = time.perf_counter() + E2E_DRAIN_MAX_S
+        sending = False
+        await consuming
         return watch.stop(received, total)
     finally:
         await _close_all(producers)
         await _close_all(consumers)
+
+
+async def warm_up(peer: Peer, spec: WorkloadSpec) -> None:
+    """Sends up to ``WARM_UP_MESSAGES`` to a scratch destination and reads them back, each half
+    bounded by ``WARM_UP_MAX_S``; nothing is measured."""
+    destination = "bench-warm-up"
+    await peer.create_destination(destination)
+    warm = replace(spec, message_count=WARM_UP_MESSAGES, max_seconds=WARM_UP_MAX_S)
+    sent = await run_produce(peer, destination, warm, None)
+    await run_consume(peer, destination, warm, sent.messages)
+    await peer.delete_destination(destination)

@@ -5,10 +5,13 @@
         [--producers 4] [--in-flight 32] [--consumers 1] [--pull-batch 32]
         [--rate-per-s 2000] [--e2e-seconds S] [--max-seconds S] [--nats-server PATH]
         [--pid-file FILE]
+    .venv/bin/python -m bench.peers.run --bolide-args [--quick] [--flush ...] [spec options]
 
 Run from the repository root. stdout gets one result object per workload (the format of
-README.md); stderr gets progress. ``--pid-file`` appends the process-group id of every server
-started, so a supervisor (compare.sh) can stop them even if this process is killed.
+README.md); stderr gets progress. ``--pid-file`` gets "started PID" and "stopped PID" lines for
+every server (PID is also its process-group id), so a supervisor (compare.sh) can stop the
+servers even if this process is killed.
+``--bolide-args`` prints the options compare.sh gives ``bolide bench`` for the same spec.
 SIGINT and SIGTERM stop the run and its server cleanly.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shlex
 import signal
 import sys
 import tempfile
@@ -31,7 +35,7 @@ import uvloop
 from bench.peers import drivers, servers
 from bench.peers.drivers import Peer, PhaseMeasure
 from bench.peers.result import LatencyRecorder, RunResult, throughput
-from bench.peers.spec import FULL, QUICK, FlushMode, Workload, WorkloadSpec
+from bench.peers.spec import FULL, QUICK, FlushMode, Workload, WorkloadSpec, bolide_arguments
 
 PEERS = ("redis", "nats", "rabbitmq")
 
@@ -56,12 +60,24 @@ def started_peer(
     """
     with tempfile.TemporaryDirectory(prefix=f"bolide-peer-{system}-") as directory:
         data_dir = Path(directory)
-        with _server(system, flush, data_dir, nats_binary) as handle:
-            if pid_file is not None:
-                with pid_file.open("a") as pids:
-                    pids.write(f"{handle.pid}\n")
-            _progress(f"{system} ({flush}) pid {handle.pid} on 127.0.0.1:{handle.port}")
-            yield _peer(system, handle, spec)
+        server_pid: int | None = None
+        try:
+            with _server(system, flush, data_dir, nats_binary) as handle:
+                server_pid = handle.pid
+                _note_pid(pid_file, "started", server_pid)
+                _progress(f"{system} ({flush}) pid {handle.pid} on 127.0.0.1:{handle.port}")
+                yield _peer(system, handle, spec)
+        finally:
+            if server_pid is not None:
+                _note_pid(pid_file, "stopped", server_pid)
+
+
+def _note_pid(pid_file: Path | None, event: str, pid: int) -> None:
+    """Appends "started PID" or "stopped PID": a supervisor kills the groups of started ones
+    that were never stopped (the server leads its own process group, so PID is its id)."""
+    if pid_file is not None:
+        with pid_file.open("a") as pids:
+            pids.write(f"{event} {pid}\n")
 
 
 def _server(
@@ -127,9 +143,11 @@ def _result(
 async def _run_workloads(
     peer: Peer, flush: FlushMode, spec: WorkloadSpec, workloads: list[Workload]
 ) -> list[RunResult]:
-    """Each workload on a fresh destination, except that ``consume`` right after a complete
-    ``produce`` reads the messages ``produce`` stored instead of loading its own backlog."""
+    """Each workload on a fresh destination, except that ``consume`` right after ``produce``
+    reads the messages ``produce`` stored (all of them, or what its time bound allowed) instead
+    of loading a backlog of its own."""
     version = await peer.server_version()
+    await drivers.warm_up(peer, spec)
     results: list[RunResult] = []
     backlog: tuple[str, int] | None = None  # (destination, messages) left by produce
     for workload in workloads:
@@ -139,7 +157,7 @@ async def _run_workloads(
             await peer.create_destination(destination)
             recorder = LatencyRecorder()
             measure = await drivers.run_produce(peer, destination, spec, recorder)
-            backlog = (destination, measure.messages) if measure.complete else None
+            backlog = (destination, measure.messages)
         elif workload is Workload.CONSUME:
             if backlog is None:
                 await peer.create_destination(destination)
@@ -164,7 +182,12 @@ async def _run_workloads(
 
 def _parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--peer", choices=PEERS, required=True)
+    parser.add_argument("--peer", choices=PEERS)
+    parser.add_argument(
+        "--bolide-args",
+        action="store_true",
+        help="print the options to give `bolide bench <workload>` for this spec and exit",
+    )
     parser.add_argument("--flush", choices=[str(mode) for mode in FlushMode], default="async")
     parser.add_argument("--workloads", default="produce,consume,e2e")
     parser.add_argument("--quick", action="store_true", help="the QUICK spec (compare.sh --quick)")
@@ -196,16 +219,41 @@ def _spec(arguments: argparse.Namespace) -> WorkloadSpec:
 
 
 def _terminate(signal_number: int, frame: FrameType | None) -> None:
+    """SIGTERM outside the event loop (server start and stop): unwind through every finally."""
     del frame
-    raise KeyboardInterrupt(f"signal {signal_number}")  # unwinds through every finally
+    raise KeyboardInterrupt(f"signal {signal_number}")
+
+
+async def _run_cancellable(
+    peer: Peer, flush: FlushMode, spec: WorkloadSpec, workloads: list[Workload]
+) -> None:
+    """_run_workloads, with SIGTERM cancelling it (as asyncio.Runner does for SIGINT) rather
+    than raising in whatever callback the loop happens to run."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        await _run_workloads(peer, flush, spec, workloads)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)  # which resets it to the default action
+        signal.signal(signal.SIGTERM, _terminate)
 
 
 def main() -> int:
     """Exit status: 0 measured, 3 the peer is unavailable here, 130 interrupted."""
     arguments = _parse_arguments()
+    # a background job of a script starts with SIGINT ignored: take both signals back
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
     spec = _spec(arguments)
     flush = FlushMode(arguments.flush)
+    if arguments.bolide_args:
+        print(shlex.join(bolide_arguments(spec, flush)))
+        return 0
+    if arguments.peer is None:
+        _progress("--peer is required")
+        return 2
     workloads = [Workload(name.strip()) for name in arguments.workloads.split(",") if name]
     try:
         with (
@@ -214,11 +262,11 @@ def main() -> int:
             ) as peer,
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
-            runner.run(_run_workloads(peer, flush, spec, workloads))
+            runner.run(_run_cancellable(peer, flush, spec, workloads))
     except servers.PeerUnavailableError as error:
         _progress(f"{arguments.peer} ({flush}) unavailable: {error}")
         return 3
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         _progress(f"{arguments.peer} ({flush}) interrupted; servers stopped")
         return 130
     return 0

@@ -49,6 +49,8 @@ class FlushMode(enum.StrEnum):
 class WorkloadSpec:
     """Parameters shared by the three workloads; every system gets the same ones.
 
+    The defaults are FULL's, except ``max_seconds``.
+
     Attributes:
         message_bytes: body size in bytes, 8 .. 1 MiB (the first 8 bytes are the stamp).
         message_count: messages sent by ``produce`` and the backlog size of ``consume``.
@@ -94,10 +96,28 @@ class WorkloadSpec:
             raise ValueError("e2e_seconds and max_seconds must be positive")
 
 
-FULL = WorkloadSpec()
-"""The default run of compare.sh: about 8 minutes for Bolide and the three peers."""
-QUICK = WorkloadSpec(message_count=30_000, e2e_seconds=4.0, max_seconds=5.0)
+FULL = WorkloadSpec(max_seconds=15.0)
+"""The default run of compare.sh: under 10 minutes for Bolide and the three peers, both flush
+modes."""
+QUICK = WorkloadSpec(message_count=20_000, e2e_seconds=3.0, max_seconds=4.0)
 """compare.sh --quick: under 3 minutes."""
+
+
+def bolide_arguments(spec: WorkloadSpec, flush: FlushMode) -> list[str]:
+    """The options compare.sh passes to ``bolide bench <workload>`` (README.md, the contract)."""
+    return [
+        "--json",
+        *("--flush", str(flush)),
+        *("--message-bytes", str(spec.message_bytes)),
+        *("--messages", str(spec.message_count)),
+        *("--producers", str(spec.producers)),
+        *("--in-flight", str(spec.in_flight)),
+        *("--consumers", str(spec.consumers)),
+        *("--pull-batch", str(spec.pull_batch)),
+        *("--rate-per-s", str(spec.rate_per_s)),
+        *("--e2e-seconds", f"{spec.e2e_seconds:g}"),
+        *("--max-seconds", f"{spec.max_seconds:g}"),
+    ]
 
 
 class BodyFactory:

@@ -53,6 +53,7 @@ async def test_find_or_create_uses_rocketmq_defaults(tmp_path: Path) -> None:
         "consumeBroadcastEnable": True,
         "consumeEnable": True,
         "consumeFromMinEnable": True,
+        "consumeOrderlyEnable": False,
         "groupName": "billing",
         "notifyConsumerIdsChangedEnable": True,
         "retryMaxTimes": 16,

@@ -140,7 +140,7 @@ async def test_retry_and_dlq_topics(tmp_path: Path) -> None:
     assert retry.created and retry.config == TopicConfig(retry_topic("billing"), 1, 1, 6)
     assert retry_topic("billing") == "%RETRY%billing"
     dlq = await topics.create_dlq_topic("billing")
-    assert dlq.created and dlq.config == TopicConfig(dlq_topic("billing"), 1, 1, 6)
+    assert dlq.created and dlq.config == TopicConfig(dlq_topic("billing"), 1, 1, 2)  # write-only
     assert dlq_topic("billing") == "%DLQ%billing"
     assert not (await topics.create_dlq_topic("billing")).created
     assert (await topics.create_retry_topic("bad group", 1)).config is None

@@ -165,16 +165,34 @@ async def test_opaques_wrap_within_int32_and_skip_ones_in_use() -> None:
         parked = asyncio.ensure_future(connection.invoke(first))
         await until(lambda: connection.pending_requests == 1)
         assert first.opaque == 0
-        connection._last_opaque = limits.OPAQUE_MAX_VALUE - 1  # fast-forward the counter
+        connection._last_opaque = limits.OPAQUE_SPACE_COUNT - 2  # fast-forward the counter
         opaques = []
         for _ in range(3):
             oneway = RemotingCommand.request(ECHO)
             await connection.invoke_oneway(oneway)
             opaques.append(oneway.opaque)
-        assert opaques == [limits.OPAQUE_MAX_VALUE, 1, 2]  # 0 is still waiting for its answer
+        assert opaques == [limits.OPAQUE_SPACE_COUNT - 1, 1, 2]  # 0 is still waiting for its answer
         release.set()
         assert (await parked).code == ResponseCode.SUCCESS
     finally:
         release.set()
         await pool.close()
+        await server.stop()
+
+
+async def test_close_flushes_frames_queued_in_the_same_loop_turn() -> None:
+    server = RemotingServer(Dispatcher())
+    await server.start()
+    peer = await RawPeer.connect(server.port)
+    try:
+        await until(lambda: len(server.connections) == 1)
+        (channel,) = server.connections
+        for index in range(3):  # gathered for one write at the end of the loop turn...
+            await channel.invoke_oneway(RemotingCommand.request(ECHO, {"index": str(index)}))
+        channel.close()  # ...which close() must not lose
+        received = [(await peer.read_command()).ext_fields["index"] for _ in range(3)]
+        assert received == ["0", "1", "2"]
+        assert await peer.read_until_eof() == 0
+    finally:
+        await peer.close()
         await server.stop()

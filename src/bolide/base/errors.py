@@ -100,6 +100,11 @@ class MessageTooLargeError(InvalidMessageError):
     """A message body (or a batch) is larger than a broker accepts."""
 
 
+class DataLossError(BolideError):
+    """Messages a reader was to read are gone: retention deleted them before they were read,
+    or their queue no longer exists (the Spark source's failOnDataLoss)."""
+
+
 class ServiceCrashedError(BolideError):
     """A background service stopped because its step raised."""
 

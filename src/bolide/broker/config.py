@@ -38,6 +38,7 @@ flushIntervalConsumeQueue       flush_interval_consume_queue_ms        1000
 syncFlushTimeout                sync_flush_timeout_ms                  5000
 flushConsumerOffsetInterval     flush_consumer_offset_interval_ms      5000
 flushDelayOffsetInterval        flush_delay_offset_interval_ms         10000
+timerMaxDelaySec                timer_max_delay_seconds                259200 (3 days)
 registerNameServerPeriod        register_name_server_period_ms         30000
 longPollingEnable               long_polling_enable                    true
 shortPollingTimeMills           short_polling_time_ms                  1000
@@ -338,6 +339,10 @@ class BrokerConfig:
         default=limits.DELAY_OFFSET_FLUSH_INTERVAL_MS,
         metadata=_key("flushDelayOffsetInterval", _parse_int),
     )
+    timer_max_delay_seconds: int = field(
+        default=limits.TIMER_MAX_DELAY_MS // 1_000,
+        metadata=_key("timerMaxDelaySec", _parse_int),
+    )
     register_name_server_period_ms: int = field(
         default=limits.BROKER_REGISTER_INTERVAL_MS,
         metadata=_key("registerNameServerPeriod", _parse_int),
@@ -487,6 +492,8 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("sync_flush_timeout_ms", 1, _JAVA_INT_MAX),
     ("flush_consumer_offset_interval_ms", 1, _JAVA_INT_MAX),
     ("flush_delay_offset_interval_ms", 1, _JAVA_INT_MAX),
+    # A timer must be able to wait at least a second; RocketMQ 5 reads it as a Java int.
+    ("timer_max_delay_seconds", 1, _JAVA_INT_MAX),
     # A broker must re-register before the name server forgets it.
     ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
     ("short_polling_time_ms", 0, _JAVA_INT_MAX),

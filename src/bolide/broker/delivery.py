@@ -28,6 +28,7 @@ from bolide.store.api import MessageStore, PutRequest
 
 __all__ = [
     "DELIVERED_FROM",
+    "TIMER_OUT_MS",
     "DeliveryMarker",
     "DurableLedger",
     "delivery_request",
@@ -42,6 +43,8 @@ _log = logging.getLogger("bolide.broker.delivery")
 DELIVERED_FROM: Final = "BOLIDE_DELIVERED_FROM"
 """Property of a delivered message: where it waited. Producers may not set it (the send path
 drops it) and send-back removes it, so only deliveries carry it."""
+TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+"""Property of a timer message: its delivery time, epoch ms (as RocketMQ 5 names it)."""
 _MARKER_BYTES = DELIVERED_FROM.encode() + b"\x01"
 _LEVEL_PREFIX = "L"
 _TIMER_PREFIX = "T"
@@ -75,7 +78,7 @@ def parse_marker(text: str, properties: dict[str, str]) -> DeliveryMarker | None
     if not separator or not offset_text.isdigit():
         return None
     if kind == _TIMER_PREFIX:
-        deliver_text = properties.get(PropertyKey.TIMER_OUT_MS, "")
+        deliver_text = properties.get(TIMER_OUT_MS, "")
         if not deliver_text.isdigit():
             return None
         return DeliveryMarker(0, int(offset_text), int(deliver_text))

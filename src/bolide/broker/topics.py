@@ -47,6 +47,7 @@ __all__ = [
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
+    "TIMER_TOPIC",
     "PermName",
     "TopicConfig",
     "TopicConfigManager",
@@ -70,6 +71,8 @@ AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 """The template producers name as ``defaultTopic``; present only with autoCreateTopicEnable."""
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 """Delayed messages wait here, queue = delay level - 1."""
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+"""Timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC) wait here, queue 0."""
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 BENCHMARK_TOPIC = "BenchmarkTest"
@@ -85,6 +88,7 @@ DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 _SEND_FORBIDDEN_TOPICS = frozenset(
     {
         SCHEDULE_TOPIC,
+        TIMER_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
@@ -391,11 +395,11 @@ class TopicConfigManager:
             retry_topic(group), queue_nums, PERM_READ | PERM_WRITE
         )
 
-    async def create_dlq_topic(self, group: str) -> TopicCreation:
-        """Find or create ``%DLQ%<group>``: 1 queue, perm READ|WRITE (RocketMQ 4.9.4+)."""
-        return await self.create_topic_in_send_back(
-            dlq_topic(group), _DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE
-        )
+    async def create_dlq_topic(self, group: str, *, perm: int = PERM_WRITE) -> TopicCreation:
+        """Find or create ``%DLQ%<group>``: 1 queue, write-only by default (issue 5; RocketMQ
+        before 4.9.4), so no consumer drains dead letters by accident. An admin makes it
+        readable with UPDATE_AND_CREATE_TOPIC (perm 6) to inspect or replay them."""
+        return await self.create_topic_in_send_back(dlq_topic(group), _DLQ_QUEUE_NUMS, perm)
 
     # --- administration -----------------------------------------------------------------------
 

@@ -10,8 +10,10 @@ Peers met in the wild (protocol.md §7.3): the C++ client answers broker request
 is a response, flag 0 a request that gets an answer the client drops.
 
 Frames are written with ``transport.writelines`` so pull bodies (memoryviews over mapped
-files) reach the socket without a copy. Writers that could outrun a slow peer wait in
-:meth:`Connection.drain` while the transport's buffer is above its high-water mark.
+files) reach the socket without a copy, and frames written in the same loop turn share one
+system call (see ``Connection._write``). Writers that could outrun a slow peer wait in
+:meth:`Connection.drain` while the transport's buffer is above its high-water mark; a server
+connection also stops reading requests until its answers can be written again.
 """
 
 from __future__ import annotations
@@ -418,7 +420,7 @@ class Connection(asyncio.Protocol):
         """The next opaque, wrapping within the non-negative int32 range, skipping ones in use."""
         opaque = self._last_opaque
         while True:
-            opaque = opaque + 1 if opaque < limits.OPAQUE_MAX_VALUE else 0
+            opaque = opaque + 1 if opaque + 1 < limits.OPAQUE_SPACE_COUNT else 0
             if opaque not in self._pending:
                 self._last_opaque = opaque
                 return opaque

@@ -148,8 +148,12 @@ class ConsumeQueue:
             DiskFullError: no space.
             StoreIOError: a file cannot be made, or the tail file is poisoned.
         """
-        self.check_writable()
         end_byte = (self.max_offset + count) * ENTRY_BYTES
+        if self.segments:
+            last = self.segments[-1]
+            if last.poison is None and end_byte - last.start_offset <= last.allocated_position:
+                return  # the usual case: room already reserved in the tail file
+        self.check_writable()
         while not self.segments or self.segments[-1].end_offset < end_byte:
             if self.segments:
                 start = self.segments[-1].end_offset

@@ -15,6 +15,9 @@ from bolide.protocol.message import (
 from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.index_file import index_key_hash
 
+TAGS_CODES_CACHE_MAX_ENTRIES = 4_096
+"""Tags hash codes a store remembers (the hash loops in Python over each character)."""
+
 _NO_QUEUE_ENTRY = frozenset(
     {int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK)}
 )
@@ -30,8 +33,10 @@ def queue_tags_code(
     properties: Mapping[str, str],
     store_timestamp_ms: int,
     delay_levels_ms: tuple[int, ...],
+    cache: dict[str, int] | None = None,
 ) -> int:
-    """The consume-queue tags code of a record.
+    """The consume-queue tags code of a record (``cache``: the caller's memo of tag hashes,
+    bounded by TAGS_CODES_CACHE_MAX_ENTRIES).
 
     Java's ``String.hashCode`` of TAGS (0 without), except in SCHEDULE_TOPIC_XXXX, where it is
     the delivery time: store time plus the delay of the DELAY level (clamped to the highest
@@ -43,7 +48,17 @@ def queue_tags_code(
         if level <= 0:
             return store_timestamp_ms
         return store_timestamp_ms + delay_levels_ms[min(level, len(delay_levels_ms)) - 1]
-    return tags_code(properties.get(PropertyKey.TAGS))
+    tags = properties.get(PropertyKey.TAGS)
+    if not tags:
+        return 0
+    if cache is None:
+        return tags_code(tags)
+    code = cache.get(tags)
+    if code is None:
+        code = tags_code(tags)
+        if len(cache) < TAGS_CODES_CACHE_MAX_ENTRIES:
+            cache[tags] = code
+    return code
 
 
 def index_hashes(topic: str, properties: Mapping[str, str], max_entries: int) -> list[int]:
@@ -51,8 +66,9 @@ def index_hashes(topic: str, properties: Mapping[str, str], max_entries: int) ->
     ``max_entries`` (an index file's capacity)."""
     keys = properties.get(PropertyKey.KEYS)
     unique_key = properties.get(PropertyKey.UNIQ_KEY)
-    if not keys and not unique_key:
-        return []
+    if not keys:
+        # The common case (every producer sets UNIQ_KEY, few set KEYS), without the dicts.
+        return [index_key_hash(topic, unique_key)] if unique_key and max_entries else []
     names = dict.fromkeys(key for key in keys.split(KEY_SEPARATOR) if key) if keys else {}
     if unique_key:
         names[unique_key] = None

@@ -43,7 +43,7 @@ from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.consume_queue import ENTRY, ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, matches_key, queue_tags_code
 from bolide.store.file_ops import DiskUsage, FileOps
-from bolide.store.flush import FlushBatch, GroupCommit, run_batch
+from bolide.store.flush import FlushBatch, GroupCommit, PipelinedFlusher, run_batch
 from bolide.store.index_file import KeyIndex, index_key_hash
 from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
 from bolide.store.records import PreparedRecord, RecordBuilder, RejectedError
@@ -98,8 +98,9 @@ class FileMessageStore:
         self._group_commit = GroupCommit()
         self._executor: ThreadPoolExecutor | None = None
         self._services: list[Service] = []
-        self._commit_log_flusher: Service | None = None
+        self._sync_flusher: PipelinedFlusher | None = None
         self._listeners: list[ArrivalListener] = []
+        self._tags_codes: dict[str, int] = {}
         self._dirty_queues: set[ConsumeQueue] = set()
         self._running = False
         self._started = False
@@ -156,6 +157,7 @@ class FileMessageStore:
                 delay_levels_ms=config.message_delay_levels_ms,
             ).run(checkpoint=checkpoint, abort_present=abort_present)
             self._sync_everything_blocking()
+            self._seal_complete_segments()
             self._write_checkpoint_blocking(self._commit_log.max_offset)
             config.abort_path.touch()
             fsync_directory(config.store_path_root_dir)
@@ -165,15 +167,10 @@ class FileMessageStore:
 
     def _start_services(self) -> None:
         config = self.config
-        self._commit_log_flusher = Service(
-            "store-commit-log-flush",
-            self._flush_commit_log_step,
-            interval_ms=config.flush_interval_commit_log_ms,
-            clock=self._clock,
-            on_crash=self._on_service_crash,
-        )
+        executor = self._executor
+        invariant(executor is not None, "services start after the executor")
+        assert executor is not None  # for mypy; the invariant above says why
         self._services = [
-            self._commit_log_flusher,
             Service(
                 "store-queue-flush",
                 self._flush_queues_step,
@@ -190,6 +187,14 @@ class FileMessageStore:
             ),
         ]
         if self._sync_flush:
+            self._sync_flusher = PipelinedFlusher(
+                capture=self._capture_commit_log_flush,
+                on_flushed=self._commit_log_flushed,
+                on_failed=self._commit_log_flush_failed,
+                has_waiters=lambda: len(self._group_commit) > 0,
+                executor=executor,
+                max_rounds=limits.SYNC_FLUSH_ROUNDS_IN_FLIGHT,
+            )
             self._services.append(
                 Service(
                     "store-sync-flush-timeout",
@@ -199,8 +204,35 @@ class FileMessageStore:
                     on_crash=self._on_service_crash,
                 )
             )
+        else:
+            self._services.append(
+                Service(
+                    "store-commit-log-flush",
+                    self._flush_commit_log_step,
+                    interval_ms=config.flush_interval_commit_log_ms,
+                    clock=self._clock,
+                    on_crash=self._on_service_crash,
+                )
+            )
         for service in self._services:
             service.start()
+
+    def _capture_commit_log_flush(self) -> tuple[int, FlushBatch]:
+        commit_log = self._commit_log
+        return commit_log.max_offset, FlushBatch(commit_log.dirty_segments(), self._file_ops)
+
+    def _commit_log_flushed(self, end_offset: int) -> None:
+        if self._write_failure is not None:
+            # After a failed fsync a later one proves nothing about the pages the kernel
+            # may have dropped: waiters were answered already, nothing more counts as durable.
+            return
+        commit_log = self._commit_log
+        commit_log.flushed_offset = max(commit_log.flushed_offset, end_offset)
+        self._group_commit.flushed_up_to(commit_log.flushed_offset)
+
+    def _commit_log_flush_failed(self, error: StoreError) -> None:
+        self._write_failure = str(error)
+        self._group_commit.fail_all()
 
     def _on_service_crash(self, service: Service, error: BaseException) -> None:
         self._write_failure = f"{service.name} stopped: {error}"
@@ -216,6 +248,8 @@ class FileMessageStore:
         self._running = False
         for service in self._services:
             await service.stop()
+        if self._sync_flusher is not None:
+            await self._sync_flusher.stop()
         executor = self._executor
         invariant(executor is not None, "running store has an executor")
         assert executor is not None  # for mypy; the invariant above says why
@@ -257,6 +291,13 @@ class FileMessageStore:
         self._commit_log.flushed_offset = end
         self._queue_flushed_offset = end
 
+    def _seal_complete_segments(self) -> None:
+        for segment in self._commit_log.segments[:-1]:
+            segment.seal_if_complete()
+        for queue in self._queues.all_queues():
+            for segment in queue.segments[:-1]:
+                segment.seal_if_complete()
+
     def _write_checkpoint_blocking(self, queue_flushed_offset: int) -> None:
         self._checkpoint.write(
             Checkpoint(
@@ -294,18 +335,15 @@ class FileMessageStore:
 
     async def _flush_commit_log_step(self) -> None:
         executor = self._executor
-        commit_log = self._commit_log
-        target = commit_log.max_offset
-        if executor is not None and target > commit_log.flushed_offset:
-            batch = FlushBatch(commit_log.dirty_segments(), self._file_ops)
-            try:
-                await run_batch(batch, executor)
-            except StoreError as error:
-                self._write_failure = str(error)
-                self._group_commit.fail_all()
-                return
-            commit_log.flushed_offset = max(commit_log.flushed_offset, target)
-        self._group_commit.flushed_up_to(commit_log.flushed_offset)
+        if executor is None or self._commit_log.max_offset <= self._commit_log.flushed_offset:
+            return
+        end_offset, batch = self._capture_commit_log_flush()
+        try:
+            await run_batch(batch, executor)
+        except StoreError as error:
+            self._commit_log_flush_failed(error)
+            return
+        self._commit_log_flushed(end_offset)
 
     async def _flush_queues_step(self) -> None:
         executor = self._executor
@@ -400,9 +438,8 @@ class FileMessageStore:
             return
         deadline_ms = self._clock.monotonic_ms() + self.config.sync_flush_timeout_ms
         future = self._group_commit.wait_for(end_offset, deadline_ms)
-        flusher = self._commit_log_flusher
-        if flusher is not None:
-            flusher.wakeup()
+        if self._sync_flusher is not None:
+            self._sync_flusher.request()
         if not await future:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
             result.remark = self._write_failure or (
@@ -425,10 +462,6 @@ class FileMessageStore:
         """Reserve, encode, then write ``records`` contiguously; returns the result and the
         commit-log offset where the last record ends."""
         total_size = sum(record.size for record in records)
-        if total_size + limits.COMMIT_LOG_BLANK_MIN_BYTES > self.config.commit_log_segment_bytes:
-            raise RejectedError(
-                PutStatus.MESSAGE_ILLEGAL, "message larger than a commit-log segment"
-            )
         queue = self._queues.get_or_create(topic, queue_id) if gets_queue_entry(sys_flag) else None
         commit_log = self._commit_log
         try:
@@ -513,7 +546,7 @@ class FileMessageStore:
                 tags_code = tags_code_override
                 if tags_code is None:
                     tags_code = queue_tags_code(
-                        topic, record.properties, store_timestamp_ms, delays
+                        topic, record.properties, store_timestamp_ms, delays, self._tags_codes
                     )
                 queue.append(offset, record.size, tags_code)
                 self._notify(topic, queue_id, queue.max_offset, tags_code)

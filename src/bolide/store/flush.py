@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +46,8 @@ class FlushBatch:
         self._directories: set[Path] = set()
         for segment in segments:
             if segment.closed or segment.flushed_position >= segment.write_position:
+                continue
+            if segment.sealed:
                 continue
             if segment.needs_directory_sync:
                 self._directories.add(segment.path.parent)
@@ -87,6 +89,8 @@ class FlushBatch:
         for task in self._tasks:
             segment = task.segment
             segment.flushed_position = max(segment.flushed_position, task.target_position)
+            if not segment.closed:
+                segment.seal_if_complete()
         for segment in self._directory_segments:
             segment.needs_directory_sync = False
 
@@ -172,3 +176,81 @@ async def run_batch(batch: FlushBatch, executor: Executor) -> None:
         batch.poison(str(error))
         raise
     batch.commit()
+
+
+class PipelinedFlusher:
+    """SYNC_FLUSH rounds: each fsyncs everything written when it starts; up to ``max_rounds``
+    run at once, so puts that arrive during an fsync start the next one instead of waiting
+    for it to end (journaling file systems merge concurrent fsyncs into one commit).
+
+    A round starts on the loop turn after a request, so every put made in the same turn
+    joins it. ``capture`` returns (commit-log end offset, batch) on the loop;
+    ``on_flushed(end)`` runs after a round's fsync; ``on_failed(error)`` when one fails;
+    ``has_waiters`` says whether puts still wait (then another round follows).
+    """
+
+    def __init__(
+        self,
+        *,
+        capture: Callable[[], tuple[int, FlushBatch]],
+        on_flushed: Callable[[int], None],
+        on_failed: Callable[[StoreIOError], None],
+        has_waiters: Callable[[], bool],
+        executor: Executor,
+        max_rounds: int,
+    ) -> None:
+        self._capture = capture
+        self._on_flushed = on_flushed
+        self._on_failed = on_failed
+        self._has_waiters = has_waiters
+        self._executor = executor
+        self._max_rounds = max_rounds
+        self._rounds: set[asyncio.Task[None]] = set()
+        self._scheduled = False
+        self._captured_offset = -1
+        self._stopped = False
+
+    def request(self) -> None:
+        """Ask for a round soon (no-op while the maximum is in flight: the end of one asks
+        again if puts still wait)."""
+        if self._scheduled or self._stopped or len(self._rounds) >= self._max_rounds:
+            return
+        self._scheduled = True
+        asyncio.get_running_loop().call_soon(self._start_round)
+
+    def _start_round(self) -> None:
+        self._scheduled = False
+        if self._stopped or len(self._rounds) >= self._max_rounds:
+            return
+        end_offset, batch = self._capture()
+        if end_offset <= self._captured_offset:
+            batch.discard()
+            return
+        self._captured_offset = end_offset
+        task = asyncio.get_running_loop().create_task(
+            self._round(end_offset, batch), name="store-sync-flush-round"
+        )
+        self._rounds.add(task)
+        task.add_done_callback(self._rounds.discard)
+
+    async def _round(self, end_offset: int, batch: FlushBatch) -> None:
+        try:
+            await run_batch(batch, self._executor)
+        except StoreIOError as error:
+            self._on_failed(error)
+            return
+        finally:
+            # Out of the count before asking for the next round (a done callback runs too
+            # late: two rounds ending in one loop turn would both see the maximum in flight).
+            current = asyncio.current_task()
+            if current is not None:
+                self._rounds.discard(current)
+        self._on_flushed(end_offset)
+        if self._has_waiters():
+            self.request()
+
+    async def stop(self) -> None:
+        """Start no more rounds; wait for the ones in flight."""
+        self._stopped = True
+        if self._rounds:
+            await asyncio.gather(*self._rounds, return_exceptions=True)

@@ -48,11 +48,8 @@ _log = logging.getLogger("bolide.store.index")
 _HEADER: Final = struct.Struct(">iiqqqqii")
 _ENTRY: Final = struct.Struct(">Iqii")
 _SLOT: Final = struct.Struct(">i")
-_TIMES_AND_OFFSETS: Final = struct.Struct(">qqqq")
-_COUNT: Final = struct.Struct(">i")
-_COUNT_POSITION: Final = 44
-_END_TIME_POSITION: Final = 16
-_END_OFFSET_POSITION: Final = 32
+_HEADER_TAIL: Final = struct.Struct(">qqqqii")
+"""Header bytes 8..47: times, offsets, slot count, entry count (one pack per add)."""
 INDEX_MAGIC: Final = 0x424F4C49  # "BOLI"
 INDEX_VERSION: Final = 1
 HEADER_BYTES: Final = _HEADER.size
@@ -143,6 +140,11 @@ class IndexFile:
     def free_entries(self) -> int:
         return self.max_entries - self.entry_count
 
+    def has_room(self, count: int) -> bool:
+        """Whether ``count`` more entries fit and their blocks are already reserved."""
+        end = self._entries_at + ENTRY_BYTES * (self.entry_count + count)
+        return count <= self.free_entries and end <= self.segment.allocated_position
+
     def reserve(self, count: int) -> None:
         """Blocks for ``count`` more entries. Raises DiskFullError / StoreIOError."""
         self.segment.ensure_allocated(self._entries_at + ENTRY_BYTES * (self.entry_count + count))
@@ -166,15 +168,16 @@ class IndexFile:
         _SLOT.pack_into(view, slot_at, number)
         self.end_time_ms = max(self.end_time_ms, store_timestamp_ms)
         self.end_commit_log_offset = commit_log_offset
-        _TIMES_AND_OFFSETS.pack_into(
+        _HEADER_TAIL.pack_into(
             view,
             8,
             self.begin_time_ms,
             self.end_time_ms,
             self.begin_commit_log_offset,
-            self.end_commit_log_offset,
+            commit_log_offset,
+            self.slot_count,
+            number,
         )
-        _COUNT.pack_into(view, _COUNT_POSITION, number)
         self.entry_count = number
         self.segment.write_position = entry_at + ENTRY_BYTES
 
@@ -260,6 +263,10 @@ class KeyIndex:
         if not groups:
             return
         active = max(self._active, 0)
+        if len(groups) == 1 and self.files:
+            current = self.files[active]
+            if current.has_room(groups[0][1]):
+                return  # the usual case: room already reserved in the active file
         if not self.files:
             self._new_file(groups[0][0])
         free = self.files[active].free_entries

@@ -90,6 +90,7 @@ class MemoryMessageStore:
         self._queues: dict[str, dict[int, _Queue]] = {}
         self._index: dict[int, list[int]] = {}
         self._listeners: list[ArrivalListener] = []
+        self._tags_codes: dict[str, int] = {}
         self._running = False
         self._put_count = 0
         self._put_bytes = 0
@@ -216,7 +217,7 @@ class MemoryMessageStore:
                 tags_code = tags_code_override
                 if tags_code is None:
                     tags_code = queue_tags_code(
-                        topic, record.properties, store_timestamp_ms, delays
+                        topic, record.properties, store_timestamp_ms, delays, self._tags_codes
                     )
                 queue.entries.append((offset, record.size, tags_code))
                 self._notify(topic, queue_id, queue.max_offset, tags_code)

@@ -19,6 +19,9 @@ from pathlib import Path
 from bolide.base.errors import CorruptDataError, StoreIOError, invariant
 from bolide.store.file_ops import FileOps, translate_os_error
 
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+"""Linux 5.14+: pre-fault a range writable. Older kernels answer EINVAL, which is ignored."""
+
 
 class MappedSegment:
     """One mapped file of ``size_bytes`` whose byte 0 is at ``start_offset`` of its log.
@@ -60,7 +63,7 @@ class MappedSegment:
         self.path = path
         self.start_offset = start_offset
         self.size_bytes = size_bytes
-        self._fd = fd
+        self._fd: int | None = fd
         self._file_ops = file_ops
         self._allocation_chunk_bytes = allocation_chunk_bytes
         self._mapping = mmap.mmap(fd, size_bytes)
@@ -174,7 +177,8 @@ class MappedSegment:
         return self._closed
 
     def ensure_allocated(self, end_position: int) -> None:
-        """Make sure disk blocks back ``[0, end_position)``, reserving a chunk ahead.
+        """Make sure disk blocks back ``[0, end_position)``, reserving up to the next chunk
+        boundary, and fault the reserved pages in ahead of the writes.
 
         Raises:
             DiskFullError: no space (nothing is written; the segment stays usable).
@@ -183,17 +187,26 @@ class MappedSegment:
         if end_position <= self.allocated_position:
             return
         invariant(end_position <= self.size_bytes, "allocation past the segment end")
-        target = min(self.size_bytes, end_position + self._allocation_chunk_bytes)
+        chunk = self._allocation_chunk_bytes
+        target = min(self.size_bytes, (end_position // chunk + 1) * chunk)
+        start = self.allocated_position
         try:
-            self._file_ops.preallocate(
-                self._fd, self.allocated_position, target - self.allocated_position
-            )
+            self._file_ops.preallocate(self._open_fd(), start, target - start)
         except OSError as error:
             translated = translate_os_error(error, f"reserve blocks in {self.path}")
             if isinstance(translated, StoreIOError):
                 self.poison = str(translated)
             raise translated from error
         self.allocated_position = target
+        self._populate(start, target)
+
+    def _populate(self, start: int, end: int) -> None:
+        """Fault pages in with one madvise instead of one page fault per 4 KiB written: a
+        first write to a freshly reserved page costs ~25 µs through a fault (the kernel
+        converts the block), which would dominate a 1 KiB append."""
+        aligned = start - start % mmap.PAGESIZE
+        with contextlib.suppress(OSError, ValueError):
+            self._mapping.madvise(_MADV_POPULATE_WRITE, aligned, end - aligned)
 
     def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` to ``position`` (which must lie inside reserved blocks)."""
@@ -214,23 +227,27 @@ class MappedSegment:
         mapping[position + 4 : end] = source[4:]
         mapping[position : position + 4] = source[:4]
 
+    def _open_fd(self) -> int:
+        fd = self._fd
+        invariant(fd is not None and not self._closed, f"{self.path} is sealed or closed")
+        assert fd is not None  # for mypy; the invariant above says why
+        return fd
+
+    @property
+    def sealed(self) -> bool:
+        return self._fd is None
+
+    def seal_if_complete(self) -> None:
+        """Close the descriptor of a segment that is full and flushed: it will never be
+        written or synced again, and thousands of consume-queue files must not hold
+        thousands of descriptors. The mapping stays for reads."""
+        if self._fd is not None and self.flushed_position >= self.size_bytes:
+            os.close(self._fd)
+            self._fd = None
+
     def duplicate_fd(self) -> int:
         """A duplicate descriptor for a flush thread; the caller closes it."""
-        invariant(not self._closed, f"{self.path} is closed")
-        return os.dup(self._fd)
-
-    def sync_now(self) -> None:
-        """fsync on the calling thread (recovery and shutdown, never on the loop's hot path).
-
-        Raises:
-            StoreIOError: the fsync failed; the segment is poisoned.
-        """
-        try:
-            self._file_ops.sync(self._fd)
-        except OSError as error:
-            self.poison = f"fsync of {self.path} failed: {error.strerror or error}"
-            raise StoreIOError(self.poison) from error
-        self.flushed_position = self.write_position
+        return os.dup(self._open_fd())
 
     def cut(self, position: int) -> None:
         """Zero everything from ``position`` to the end (recovery cutting a torn tail).
@@ -242,8 +259,9 @@ class MappedSegment:
             StoreIOError: the file could not be resized.
         """
         try:
-            os.ftruncate(self._fd, position)
-            os.ftruncate(self._fd, self.size_bytes)
+            fd = self._open_fd()
+            os.ftruncate(fd, position)
+            os.ftruncate(fd, self.size_bytes)
         except OSError as error:
             raise StoreIOError(f"cut {self.path} at {position}: {error}") from error
         self.write_position = min(self.write_position, position)
@@ -261,7 +279,9 @@ class MappedSegment:
             # Views still held by readers (a pull being written to a socket): the mapping is
             # unmapped when the last of them is released.
             self._mapping.close()
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def delete(self) -> None:
         """Close and remove the file.

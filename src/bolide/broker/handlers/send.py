@@ -43,7 +43,7 @@ from bolide.broker.topics import (
 )
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
 from bolide.protocol.message import (
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
@@ -251,7 +251,7 @@ class SendHandlers:
                 queue_id=store_queue_id,
                 body=request.body,
                 flag=header.flag,
-                properties=encode_properties(properties),
+                properties=properties,  # the store encodes it and reads TAGS/KEYS from it
                 sys_flag=sys_flag,
                 born_timestamp_ms=header.born_timestamp_ms,
                 born_host=born_host_of(connection),
@@ -376,14 +376,13 @@ class SendHandlers:
             stats.record_put_failure()
             return request.make_response(code, result.remark or default_remark, self._error_fields)
         stats.record_put(result.message_count, result.wrote_bytes)
-        config = self._context.config
-        fields = SendMessageResponseHeader(
-            msg_id=",".join(result.message_ids),
-            queue_id=queue_id,
-            queue_offset=result.queue_offset,
-            msg_region=config.region_id,
-            trace_on=config.trace_on,
-        ).to_ext_fields()
+        # The SendMessageResponseHeader fields, built directly: this runs for every send.
+        fields = {
+            "msgId": ",".join(result.message_ids),
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            **self._error_fields,
+        }
         return request.make_response(code, result.remark or None, fields)
 
 

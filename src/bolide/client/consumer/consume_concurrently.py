@@ -383,8 +383,13 @@ class ConcurrentConsumeService:
                     )
                 ):
                     break
-                if process_queue.min_offset == message.queue_offset:
-                    process_queue.remove_messages([message], self._clock.now_ms())
+                if process_queue.min_offset != message.queue_offset:
+                    break  # the listener finished it while it was being sent back
+                offset = process_queue.remove_messages([message], self._clock.now_ms())
+                # Java leaves the committed offset where it was until another batch ends;
+                # the message is safely in %RETRY% now, so progress may pass it at once.
+                if offset >= 0 and not process_queue.dropped:
+                    self._offset_store.update_offset(queue, offset, increase_only=True)
 
 
 _STOP_QUEUE = MessageQueue("", "", -1)

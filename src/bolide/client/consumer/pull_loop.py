@@ -5,7 +5,7 @@ Each pass of a queue's loop (Java ``DefaultMQPushConsumerImpl.pullMessage``):
 1. stop when the process queue is dropped (rebalanced away, offset illegal, shutdown);
 2. record the pull time (pull-expired detection), then apply flow control: while the queue's
    cache holds too many messages or bytes, or spans too many offsets, wait 50 ms and look
-   again; a paused consumer waits 1 s;
+   again; a paused queue waits as long as its owner says (``hold``);
 3. pull ``batch_size`` messages from ``next_offset`` with the SUSPEND flag (the broker parks
    the pull up to ``suspend_timeout_ms`` when nothing is there) and, in clustering mode, the
    committed offset piggy-backed (COMMIT_OFFSET flag when it is > 0);
@@ -13,7 +13,8 @@ Each pass of a queue's loop (Java ``DefaultMQPushConsumerImpl.pullMessage``):
 
    ============== ==========================================================================
    FOUND          next offset = nextBeginOffset; re-filter by tag (brokers compare only tag
-                  hashes); cache the messages and hand them to the sink; pull again at once
+                  hashes); cache the messages and hand them to the sink (none left: as
+                  NO_MATCHED_MSG); pull again at once
    NO_NEW_MSG,    next offset = nextBeginOffset; when nothing is cached, move the committed
    NO_MATCHED_MSG offset there too (``correctTagsOffset``); pull again at once
    OFFSET_ILLEGAL drop the process queue; 10 s later the rebalance stores nextBeginOffset as
@@ -76,6 +77,9 @@ class PullSettings:
     max_span_offsets: int = limits.PROCESS_QUEUE_MAX_SPAN_OFFSETS
     commit_offset_enabled: bool = True
     """Piggy-back the committed offset (clustering only: broadcast progress is local)."""
+    send_subscription: bool = False
+    """Put the subscription in every pull (FLAG_SUBSCRIPTION). A push consumer relies on the
+    one its heartbeat registered, as Java's does; a lite pull consumer sends it."""
 
 
 def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: bool) -> int:
@@ -113,8 +117,10 @@ class PullLoop:
 
     ``subscription(topic)`` gives the current subscription (None: not subscribed, wait 3 s);
     ``sink`` receives found messages; ``fix_offset(queue, process_queue, offset)`` is the
-    rebalance's OFFSET_ILLEGAL fix-up, called 10 s after the status; ``paused()`` says
-    whether pulling is suspended.
+    OFFSET_ILLEGAL fix-up, called 10 s after the status; ``hold(queue)`` returns how long
+    to wait before pulling ``queue`` (ms; 0: pull now), for whole-consumer limits;
+    ``skipped(queue, process_queue, offset)`` hears that everything before ``offset`` is
+    consumed or filtered while nothing is cached (default: commit it, increase-only).
     """
 
     def __init__(
@@ -128,7 +134,8 @@ class PullLoop:
         fix_offset: Callable[[MessageQueue, ProcessQueue, int], Awaitable[None]],
         clock: Clock,
         settings: PullSettings | None = None,
-        paused: Callable[[], bool] = lambda: False,
+        hold: Callable[[MessageQueue], int] = lambda queue: 0,
+        skipped: Callable[[MessageQueue, ProcessQueue, int], None] | None = None,
     ) -> None:
         self.group = group
         self.settings = settings or PullSettings()
@@ -138,8 +145,11 @@ class PullLoop:
         self._sink = sink
         self._fix_offset = fix_offset
         self._clock = clock
-        self._paused = paused
+        self._hold = hold
+        self._skipped = skipped or self._commit_skipped
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self.next_offsets: dict[MessageQueue, int] = {}
+        """Where each queue's next pull starts (kept after its task stops)."""
         self._fixups: set[asyncio.Task[None]] = set()
         self._stopped = False
         self.pull_count = 0
@@ -189,6 +199,7 @@ class PullLoop:
     async def _queue_loop(
         self, queue: MessageQueue, process_queue: ProcessQueue, next_offset: int
     ) -> None:
+        self.next_offsets[queue] = next_offset
         while not _dropped(process_queue):
             process_queue.last_pull_timestamp_ms = self._clock.now_ms()
             delay_ms = self._delay_before_pull(queue, process_queue)
@@ -207,7 +218,7 @@ class PullLoop:
             self.pull_count += 1
             if _dropped(process_queue):
                 return  # rebalanced away while the pull was parked: the result is not ours
-            next_offset = result.next_begin_offset
+            next_offset = self.next_offsets[queue] = result.next_begin_offset
             if result.status is PullStatus.FOUND:
                 self._found(queue, process_queue, subscription, result)
             elif result.status is PullStatus.OFFSET_ILLEGAL:
@@ -215,11 +226,17 @@ class PullLoop:
                 return
             elif not process_queue.message_count:
                 # Nothing cached: what was skipped (filtered, or nothing new) is consumed.
-                self._offset_store.update_offset(queue, next_offset, increase_only=True)
+                self._skipped(queue, process_queue, next_offset)
+
+    def _commit_skipped(
+        self, queue: MessageQueue, process_queue: ProcessQueue, offset: int
+    ) -> None:
+        self._offset_store.update_offset(queue, offset, increase_only=True)
 
     def _delay_before_pull(self, queue: MessageQueue, process_queue: ProcessQueue) -> int:
-        if self._paused():
-            return limits.PULL_DELAY_WHEN_PAUSED_MS
+        held_ms = self._hold(queue)
+        if held_ms > 0:
+            return held_ms
         if is_flow_blocked(process_queue, self.settings):
             return limits.PULL_DELAY_ON_FLOW_CONTROL_MS
         return 0
@@ -239,7 +256,9 @@ class PullLoop:
             queue_offset=next_offset,
             max_messages=self.settings.batch_size,
             sys_flag=build_pull_sys_flag(
-                commit_offset=commit_offset > 0, suspend=True, subscription=False
+                commit_offset=commit_offset > 0,
+                suspend=True,
+                subscription=self.settings.send_subscription,
             ),
             commit_offset=commit_offset,
             suspend_timeout_ms=self.settings.suspend_timeout_ms,
@@ -265,6 +284,10 @@ class PullLoop:
     ) -> None:
         messages = filter_by_tags(result.messages, subscription.tags_set)
         if not messages:
+            # All filtered out here: like NO_MATCHED_MSG (Java waits for the next pull's
+            # answer, which may be a 15 s long poll, to move the offset).
+            if not process_queue.message_count:
+                self._skipped(queue, process_queue, result.next_begin_offset)
             return
         process_queue.put_messages(messages)
         self.found_count += len(messages)

@@ -242,6 +242,7 @@ class Rebalancer:
         self._clock = clock
         self._owner = owner
         self._lock = asyncio.Lock()
+        self._closed = False
         self.rebalance_count = 0
         """Completed :meth:`do_rebalance` calls (tests and running info read it)."""
 
@@ -251,6 +252,8 @@ class Rebalancer:
         A topic that fails (broker unreachable) is logged and left as it was.
         """
         async with self._lock:
+            if self._closed:
+                return False
             changed = False
             for topic in list(self.subscriptions):
                 try:
@@ -360,6 +363,11 @@ class Rebalancer:
                 return
             self._offset_store.update_offset(queue, offset, increase_only=False)
             await self._drop(queue)
+
+    async def close(self) -> None:
+        """No rebalance after this one returns (a running one is waited for): shutdown."""
+        async with self._lock:
+            self._closed = True
 
     async def drop_all(self) -> None:
         """Mark every process queue dropped and forget them (shutdown, reset)."""

@@ -3,9 +3,12 @@
 ::
 
     SubscriptionGroupConfig  {"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":true,
-                              "consumeFromMinEnable":true,"groupName":"G",
-                              "notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,
-                              "retryQueueNums":1,"whichBrokerWhenConsumeSlowly":1}
+                              "consumeFromMinEnable":true,"consumeOrderlyEnable":false,
+                              "groupName":"G","notifyConsumerIdsChangedEnable":true,
+                              "retryMaxTimes":16,"retryQueueNums":1,
+                              "whichBrokerWhenConsumeSlowly":1}
+                             (consumeOrderlyEnable is Bolide's; RocketMQ 5 calls it
+                             consumeMessageOrderly, read as well; 4.x brokers ignore it)
     subscriptionGroup.json   {"dataVersion":{…},"subscriptionGroupTable":{"G":{…},…}}
     consumerOffset.json      {"offsetTable":{"T@G":{0:12,1:7}}}    (Java writes unquoted keys)
     delayOffset.json         {"offsetTable":{1:0,2:0,3:17}}        (delay level -> CQ offset)
@@ -45,7 +48,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionGroupConfig:
-    """A consumer group's settings on a broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body)."""
+    """A consumer group's settings on a broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body).
+
+    ``consume_orderly_enable`` marks a group that consumes orderly (informational for 4.x
+    clients, which decide that themselves)."""
 
     group_name: str
     consume_enable: bool = True
@@ -56,6 +62,7 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_orderly_enable: bool = False
 
     def to_object(self) -> dict[str, Any]:
         """The JSON object."""
@@ -64,6 +71,7 @@ class SubscriptionGroupConfig:
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": self.consume_from_min_enable,
+            "consumeOrderlyEnable": self.consume_orderly_enable,
             "groupName": self.group_name,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
             "retryMaxTimes": self.retry_max_times,
@@ -90,6 +98,7 @@ class SubscriptionGroupConfig:
             get_int(obj, "brokerId", 0),
             get_int(obj, "whichBrokerWhenConsumeSlowly", 1),
             get_bool(obj, "notifyConsumerIdsChangedEnable", True),
+            get_bool(obj, "consumeOrderlyEnable", get_bool(obj, "consumeMessageOrderly", False)),
         )
 
     @classmethod

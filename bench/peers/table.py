@@ -1,0 +1,207 @@
+"""Join result lines (Bolide's and the peers') into one table with the ratios Bolide / peer.
+
+    .venv/bin/python -m bench.peers.table RESULTS.jsonl [--markdown]
+
+RESULTS.jsonl holds result objects (README.md) one per line; lines starting with ``#`` are
+notes (a system that could not run) printed under the table, and so is any other line, as
+unreadable.
+
+Ratios: ``B/peer rate`` is Bolide's msgs/s over the peer's (above 1: Bolide moves more);
+``B/peer p99`` is Bolide's p99 latency over the peer's (below 1: Bolide is faster). The goal
+lines check issue 10's targets: Bolide at least 2x the best peer's msgs/s on produce and
+consume, and p99 at most 2 ms in e2e.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from bench.peers.result import parse_result
+
+BOLIDE = "bolide"
+SYSTEM_ORDER = (BOLIDE, "redis", "nats", "rabbitmq")
+WORKLOAD_ORDER = ("produce", "consume", "e2e")
+FLUSH_ORDER = ("async", "sync")
+THROUGHPUT_GOAL_RATIO = 2.0
+"""Issue 10: Bolide >= 2x the best peer on produce and consume throughput."""
+E2E_P99_GOAL_MS = 2.0
+"""Issue 10: p99 <= 2 ms at 2,000 msg/s."""
+COLUMNS = (
+    "workload",
+    "flush",
+    "system",
+    "version",
+    "msgs/s",
+    "MiB/s",
+    "p50 ms",
+    "p99 ms",
+    "p999 ms",
+    "server CPU s",
+    "server us/msg",
+    "complete",
+    "B/peer rate",
+    "B/peer p99",
+)
+
+Result = dict[str, Any]
+
+
+def read_results(paths: Iterable[Path]) -> tuple[list[Result], list[str]]:
+    """Results and notes from the given files (an unreadable line becomes a note)."""
+    results: list[Result] = []
+    notes: list[str] = []
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            if line.startswith("#"):
+                notes.append(line.lstrip("# ").rstrip())
+                continue
+            try:
+                results.append(parse_result(line))
+            except ValueError as error:
+                notes.append(f"{path.name}: {error}")
+    return results, notes
+
+
+def _p99_ms(result: Result) -> float | None:
+    latency = result.get("latency_us")
+    return None if not latency else float(latency["p99"]) / 1000
+
+
+def _ms(latency: dict[str, float] | None, key: str) -> str:
+    return "-" if not latency else f"{latency[key] / 1000:.2f}"
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    if numerator is None or not denominator:
+        return "-"
+    return f"{numerator / denominator:.2f}x"
+
+
+def _row(result: Result, bolide: Result | None) -> list[str]:
+    messages = int(result.get("messages") or 0)
+    server_cpu_s = result.get("server_cpu_s")
+    is_peer = result["system"] != BOLIDE and bolide is not None
+    per_message = (
+        "-" if server_cpu_s is None or not messages else f"{server_cpu_s / messages * 1e6:.0f}"
+    )
+    return [
+        result["workload"],
+        result["flush"],
+        result["system"],
+        str(result.get("system_version", "?")),
+        f"{result['msgs_per_s']:,.0f}",
+        f"{result['mib_per_s']:.1f}",
+        _ms(result.get("latency_us"), "p50"),
+        _ms(result.get("latency_us"), "p99"),
+        _ms(result.get("latency_us"), "p999"),
+        "-" if server_cpu_s is None else f"{server_cpu_s:.2f}",
+        per_message,
+        "yes" if result.get("complete", True) else "no",
+        _ratio(bolide["msgs_per_s"], result["msgs_per_s"]) if is_peer and bolide else "-",
+        _ratio(_p99_ms(bolide), _p99_ms(result)) if is_peer and bolide else "-",
+    ]
+
+
+def _sort_key(result: Result) -> tuple[int, int, int, str]:
+    def rank(order: tuple[str, ...], value: str) -> int:
+        return order.index(value) if value in order else len(order)
+
+    return (
+        rank(WORKLOAD_ORDER, result["workload"]),
+        rank(FLUSH_ORDER, result["flush"]),
+        rank(SYSTEM_ORDER, result["system"]),
+        result["system"],
+    )
+
+
+def build_rows(results: list[Result]) -> list[list[str]]:
+    """One row per result, grouped by workload and flush mode, Bolide first in each group."""
+    bolide = {
+        (result["workload"], result["flush"]): result
+        for result in results
+        if result["system"] == BOLIDE
+    }
+    return [
+        _row(result, bolide.get((result["workload"], result["flush"])))
+        for result in sorted(results, key=_sort_key)
+    ]
+
+
+def goal_lines(results: list[Result]) -> list[str]:
+    """One line per (workload, flush) with Bolide's result against issue 10's goal."""
+    lines: list[str] = []
+    groups = sorted(
+        {(r["workload"], r["flush"]) for r in results},
+        key=lambda g: (WORKLOAD_ORDER.index(g[0]) if g[0] in WORKLOAD_ORDER else 9, g[1]),
+    )
+    for workload, flush in groups:
+        group = [r for r in results if (r["workload"], r["flush"]) == (workload, flush)]
+        ours = next((r for r in group if r["system"] == BOLIDE), None)
+        peers = [r for r in group if r["system"] != BOLIDE]
+        if ours is None:
+            lines.append(f"{workload} {flush}: no Bolide result")
+            continue
+        if workload == "e2e":
+            p99 = _p99_ms(ours)
+            verdict = "met" if p99 is not None and p99 <= E2E_P99_GOAL_MS else "NOT met"
+            lines.append(
+                f"{workload} {flush}: Bolide p99 {p99 if p99 is not None else float('nan'):.2f} ms"
+                f" at {ours.get('rate_per_s')} msg/s; goal <= {E2E_P99_GOAL_MS:g} ms: {verdict}"
+            )
+            continue
+        if not peers:
+            lines.append(f"{workload} {flush}: no peer result")
+            continue
+        best = max(peers, key=lambda r: float(r["msgs_per_s"]))
+        ratio = float(ours["msgs_per_s"]) / max(float(best["msgs_per_s"]), 1e-9)
+        verdict = "met" if ratio >= THROUGHPUT_GOAL_RATIO else "NOT met"
+        lines.append(
+            f"{workload} {flush}: Bolide {ours['msgs_per_s']:,.0f} msgs/s = {ratio:.2f}x the best"
+            f" peer ({best['system']} {best['msgs_per_s']:,.0f}); goal"
+            f" >= {THROUGHPUT_GOAL_RATIO:g}x: {verdict}"
+        )
+    return lines
+
+
+def render(rows: list[list[str]], markdown: bool) -> str:
+    """The rows under COLUMNS, as aligned text or as a Markdown table."""
+    if markdown:
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(cell) for cell in column) for column in zip(COLUMNS, *rows, strict=False)]
+    text_rows = [list(COLUMNS), *rows]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if index < 4 else cell.rjust(width)
+            for index, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in text_rows
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("results", nargs="+", type=Path)
+    parser.add_argument("--markdown", action="store_true")
+    arguments = parser.parse_args()
+    results, notes = read_results(arguments.results)
+    print(render(build_rows(results), arguments.markdown))
+    prefix = "* " if arguments.markdown else ""
+    if results:
+        print()
+        for line in goal_lines(results):
+            print(f"{prefix}goal {line}")
+    for note in notes:
+        print(f"{prefix}note: {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

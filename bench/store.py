@@ -1,0 +1,344 @@
+"""Storage engine throughput beside the raw disk, measured in the same run.
+
+Figures (1 KiB records, i.e. a 1 KiB stored record with typical producer properties):
+
+* raw buffered write (1 MiB and 1 KiB write() calls) and raw fdatasync/s on the same disk;
+* ASYNC_FLUSH append, one put per message and batches of 32, msgs/s and MiB/s;
+* read (get_message, 32 per call) over the whole log, msgs/s and MiB/s, beside a raw
+  sequential read of the same files;
+* recovery of the whole log with no usable checkpoint (the worst case: every record is
+  checked and re-dispatched), seconds;
+* SYNC_FLUSH append with N concurrent writers (group commit) beside ASYNC_FLUSH with the same
+  writers.
+
+    .venv/bin/python bench/store.py [--volume-mib 1024] [--concurrent-messages 50000]
+                                    [--writers 16] [--dir DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bolide.base.clock import SystemClock
+from bolide.protocol.message_codec import BatchEntry, record_size
+from bolide.store.api import BatchPutRequest, PutRequest
+from bolide.store.config import FlushDiskType, StoreConfig
+from bolide.store.file_store import FileMessageStore
+
+RECORD_BYTES = 1024
+TOPIC = "BenchTopic"
+QUEUES = 8
+BATCH = 32
+STORE_HOST = ("127.0.0.1", 10911)
+BORN_HOST = ("127.0.0.1", 50123)
+MIB = 1024 * 1024
+
+
+def _properties(number: int) -> str:
+    return f"UNIQ_KEY\x01{number:032X}\x02WAIT\x01true\x02TAGS\x01TagA"
+
+
+def _body() -> bytes:
+    overhead = record_size(
+        body_length=0,
+        topic_length=len(TOPIC),
+        properties_length=len(_properties(0).encode()),
+    )
+    return bytes(RECORD_BYTES - overhead)
+
+
+def _request(number: int, body: bytes) -> PutRequest:
+    return PutRequest(
+        TOPIC, number % QUEUES, body, properties=_properties(number), born_host=BORN_HOST
+    )
+
+
+def _timed(run: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+# --- raw disk ---------------------------------------------------------------------------------
+
+
+def raw_write(directory: Path, volume_bytes: int, block_bytes: int) -> float:
+    """Seconds to write ``volume_bytes`` sequentially in ``block_bytes`` write() calls."""
+    path = directory / f"raw-{block_bytes}"
+    block = bytes(block_bytes)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+
+        def write_all() -> None:
+            for _ in range(volume_bytes // block_bytes):
+                os.write(fd, block)
+
+        seconds = _timed(write_all)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return seconds
+
+
+def raw_fdatasync_per_second(directory: Path, count: int) -> float:
+    """1 KiB appended then fdatasync, ``count`` times: fsyncs per second."""
+    path = directory / "raw-fdatasync"
+    block = bytes(RECORD_BYTES)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+
+        def sync_all() -> None:
+            for _ in range(count):
+                os.write(fd, block)
+                os.fdatasync(fd)
+
+        seconds = _timed(sync_all)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return count / seconds
+
+
+def raw_read_seconds(directory: Path, volume_bytes: int) -> float:
+    """Seconds to read ``volume_bytes`` of the files under ``directory``, in name order,
+    sequentially in 1 MiB blocks (the written part of the log, not its sparse tail)."""
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+
+    def read_all() -> None:
+        remaining = volume_bytes
+        for path in files:
+            with path.open("rb", buffering=0) as file:
+                while remaining > 0:
+                    block = file.read(min(MIB, remaining))
+                    if not block:
+                        break
+                    remaining -= len(block)
+
+    return _timed(read_all)
+
+
+# --- store --------------------------------------------------------------------------------------
+
+
+def _config(root: Path, flush: FlushDiskType) -> StoreConfig:
+    return StoreConfig(root, flush_disk_type=flush)
+
+
+async def _open(root: Path, flush: FlushDiskType) -> FileMessageStore:
+    store = FileMessageStore(_config(root, flush), clock=SystemClock(), store_host=STORE_HOST)
+    await store.start()
+    return store
+
+
+async def append_single(root: Path, count: int) -> float:
+    store = await _open(root, FlushDiskType.ASYNC_FLUSH)
+    body = _body()
+    requests = [_request(number, body) for number in range(count)]
+    started = time.perf_counter()
+    for put in requests:
+        result = await store.put_message(put)
+        if not result.ok:
+            raise RuntimeError(result.remark)
+    seconds = time.perf_counter() - started
+    await store.shutdown()
+    return seconds
+
+
+async def append_batches(root: Path, count: int) -> float:
+    store = await _open(root, FlushDiskType.ASYNC_FLUSH)
+    body = _body()
+    batches = []
+    for first in range(0, count, BATCH):
+        entries = [BatchEntry(0, body, _properties(n)) for n in range(first, first + BATCH)]
+        batches.append(
+            BatchPutRequest(TOPIC, (first // BATCH) % QUEUES, entries, born_host=BORN_HOST)
+        )
+    started = time.perf_counter()
+    for batch in batches:
+        result = await store.put_messages(batch)
+        if not result.ok:
+            raise RuntimeError(result.remark)
+    seconds = time.perf_counter() - started
+    await store.shutdown()
+    return seconds
+
+
+async def read_all(root: Path) -> tuple[float, int, int]:
+    """(seconds, messages, bytes) of reading every queue from its start, 32 per call."""
+    store = await _open(root, FlushDiskType.ASYNC_FLUSH)
+    messages = total_bytes = 0
+    started = time.perf_counter()
+    for queue_id in range(QUEUES):
+        offset = store.min_offset(TOPIC, queue_id)
+        end = store.max_offset(TOPIC, queue_id)
+        while offset < end:
+            got = store.get_message(TOPIC, queue_id, offset, 32, 256 * 1024)
+            messages += got.message_count
+            total_bytes += got.total_bytes
+            offset = got.next_begin_offset
+    seconds = time.perf_counter() - started
+    await store.shutdown()
+    return seconds, messages, total_bytes
+
+
+async def recover_without_checkpoint(root: Path) -> tuple[float, int]:
+    """Make the last shutdown look like a crash before any checkpoint, then time start()."""
+    config = _config(root, FlushDiskType.ASYNC_FLUSH)
+    config.checkpoint_path.unlink()
+    config.abort_path.touch()
+    store = FileMessageStore(config, clock=SystemClock(), store_host=STORE_HOST)
+    started = time.perf_counter()
+    report = await store.start()
+    seconds = time.perf_counter() - started
+    await store.shutdown()
+    return seconds, report.records_scanned
+
+
+async def append_concurrent(root: Path, flush: FlushDiskType, count: int, writers: int) -> float:
+    store = await _open(root, flush)
+    body = _body()
+
+    async def writer(first: int) -> None:
+        for number in range(first, count, writers):
+            result = await store.put_message(_request(number, body))
+            if not result.ok:
+                raise RuntimeError(result.remark)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(writer(first) for first in range(writers)))
+    seconds = time.perf_counter() - started
+    await store.shutdown()
+    return seconds
+
+
+# --- driver -------------------------------------------------------------------------------------
+
+
+def _rate(count: float, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def run(arguments: argparse.Namespace) -> dict[str, float]:
+    base = Path(tempfile.mkdtemp(prefix="bolide-bench-store-", dir=arguments.dir))
+    volume = arguments.volume_mib * MIB
+    count = volume // RECORD_BYTES
+    figures: dict[str, float] = {}
+    try:
+        figures["raw_write_1mib_mib_s"] = _rate(volume / MIB, raw_write(base, volume, MIB))
+        figures["raw_write_1kib_mib_s"] = _rate(volume / MIB, raw_write(base, volume, RECORD_BYTES))
+        figures["raw_fdatasync_per_s"] = raw_fdatasync_per_second(base, arguments.fsyncs)
+        single = base / "single"
+        seconds = asyncio.run(append_single(single, count))
+        figures["async_put_msgs_s"] = _rate(count, seconds)
+        figures["async_put_mib_s"] = _rate(volume / MIB, seconds)
+        batched = base / "batched"
+        seconds = asyncio.run(append_batches(batched, count))
+        figures["async_batch_msgs_s"] = _rate(count, seconds)
+        figures["async_batch_mib_s"] = _rate(volume / MIB, seconds)
+        shutil.rmtree(batched)
+        seconds, messages, read_bytes = asyncio.run(read_all(single))
+        figures["read_msgs_s"] = _rate(messages, seconds)
+        figures["read_mib_s"] = _rate(read_bytes / MIB, seconds)
+        figures["raw_read_mib_s"] = _rate(
+            volume / MIB, raw_read_seconds(single / "commitlog", volume)
+        )
+        seconds, scanned = asyncio.run(recover_without_checkpoint(single))
+        figures["recovery_s"] = seconds
+        figures["recovery_records"] = scanned
+        shutil.rmtree(single)
+        concurrent = arguments.concurrent_messages
+        seconds = asyncio.run(
+            append_concurrent(
+                base / "sync", FlushDiskType.SYNC_FLUSH, concurrent, arguments.writers
+            )
+        )
+        figures["sync_put_msgs_s"] = _rate(concurrent, seconds)
+        seconds = asyncio.run(
+            append_concurrent(
+                base / "async", FlushDiskType.ASYNC_FLUSH, concurrent, arguments.writers
+            )
+        )
+        figures["async_concurrent_put_msgs_s"] = _rate(concurrent, seconds)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return figures
+
+
+def report(figures: dict[str, float], arguments: argparse.Namespace) -> str:
+    raw_mib = figures["raw_write_1mib_mib_s"]
+    rows = [
+        ("raw write() 1 MiB blocks", f"{raw_mib:,.0f} MiB/s", ""),
+        ("raw write() 1 KiB blocks", f"{figures['raw_write_1kib_mib_s']:,.0f} MiB/s", ""),
+        ("raw 1 KiB write + fdatasync", f"{figures['raw_fdatasync_per_s']:,.0f} /s", ""),
+        (
+            "ASYNC put, 1 per call",
+            f"{figures['async_put_msgs_s']:,.0f} msgs/s {figures['async_put_mib_s']:,.0f} MiB/s",
+            f"{figures['async_put_mib_s'] / raw_mib:.0%} of raw 1 MiB write",
+        ),
+        (
+            f"ASYNC put, batches of {BATCH}",
+            f"{figures['async_batch_msgs_s']:,.0f} msgs/s "
+            f"{figures['async_batch_mib_s']:,.0f} MiB/s",
+            f"{figures['async_batch_mib_s'] / raw_mib:.0%} of raw 1 MiB write",
+        ),
+        (
+            "read (get_message, 32/call)",
+            f"{figures['read_msgs_s']:,.0f} msgs/s {figures['read_mib_s']:,.0f} MiB/s",
+            f"raw sequential read {figures['raw_read_mib_s']:,.0f} MiB/s",
+        ),
+        (
+            f"recovery of {arguments.volume_mib} MiB, no checkpoint",
+            f"{figures['recovery_s']:.1f} s ({figures['recovery_records']:,.0f} records)",
+            "",
+        ),
+        (
+            f"SYNC put, {arguments.writers} writers",
+            f"{figures['sync_put_msgs_s']:,.0f} msgs/s",
+            f"{figures['sync_put_msgs_s'] / figures['async_concurrent_put_msgs_s']:.0%} of ASYNC"
+            f" with {arguments.writers} writers ({figures['async_concurrent_put_msgs_s']:,.0f})",
+        ),
+    ]
+    width = max(len(row[0]) for row in rows) + 2
+    value_width = max(len(row[1]) for row in rows) + 2
+    lines = [f"{name:<{width}}{value:<{value_width}}{note}".rstrip() for name, value, note in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--volume-mib", type=int, default=1024, help="log size for the runs")
+    parser.add_argument("--concurrent-messages", type=int, default=50_000)
+    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--fsyncs", type=int, default=2_000, help="raw fdatasync samples")
+    parser.add_argument("--dir", default=None, help="where to write (default: temp dir)")
+    parser.add_argument("--json", action="store_true")
+    arguments = parser.parse_args()
+    try:
+        import uvloop  # the broker's loop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    figures = run(arguments)
+    if arguments.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"python {platform.python_version()}, {os.cpu_count()} cpus, load {os.getloadavg()}")
+    print(report(figures, arguments))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,528 @@
+"""The async push consumer (``bolide.aio.PushConsumer``; ``bolide.PushConsumer`` is its
+blocking facade), concurrent mode.
+
+::
+
+    consumer = PushConsumer("billing", namesrv="127.0.0.1:9876",
+                            consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe("orders", "paid || refunded")
+    consumer.register_listener(on_messages)
+    await consumer.start()
+    ...
+    await consumer.shutdown()
+
+Start (seed 001): the offset store is loaded, the consume workers start, the group joins
+the client instance; then the routes of the subscribed topics are fetched, a heartbeat goes
+to every broker (the brokers now list this client in the group and tell the other members to
+rebalance) and a rebalance is asked for at once. From there the instance rebalances every
+20 s and on every NOTIFY_CONSUMER_IDS_CHANGED, persists offsets every 5 s, and the pull loop
+long-polls every owned queue (:mod:`.pull_loop`), handing messages to the listener
+(:mod:`.consume_concurrently`).
+
+In clustering mode the group's retry topic ``%RETRY%<group>`` is subscribed automatically
+(failed messages come back through it, shown with their original topic); progress is kept on
+the broker (:class:`RemoteOffsetStore`). In broadcasting mode every consumer gets every
+message, keeps its progress in a local file (:class:`LocalFileOffsetStore`, under
+``offset_base_directory``) and logs and drops failures.
+
+Shutdown: stop pulling, let listener calls in progress finish, persist the offsets,
+unregister from every broker (the others rebalance at once), release the client instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import BolideError, ConfigError
+from bolide.client.config import ConsumeFrom, build_client_config
+from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
+from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
+from bolide.client.consumer.instance_ports import (
+    InstanceOffsetBroker,
+    InstancePullClient,
+    InstanceRebalanceClient,
+    InstanceSendBack,
+)
+from bolide.client.consumer.listener import AdaptedListener, adapt_listener
+from bolide.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteOffsetStore,
+    local_offsets_path,
+)
+from bolide.client.consumer.process_queue import ProcessQueue
+from bolide.client.consumer.pull_loop import PullLoop, PullSettings
+from bolide.client.consumer.rebalance import Rebalancer, retry_topic
+from bolide.client.instance import ClientInstance
+from bolide.protocol.bodies import (
+    ConsumerData,
+    ConsumerRunningInfo,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from bolide.protocol.bodies.fastjson import BodyError
+
+__all__ = ["PushConsumer", "default_offset_base_directory", "resolve_consume_timestamp_ms"]
+
+_log = logging.getLogger("bolide.client.push_consumer")
+
+
+def default_offset_base_directory() -> Path:
+    """``~/.bolide``: where broadcasting consumers keep their progress unless told otherwise.
+    Resolved by the facades (the one place that looks at the user's home)."""
+    return Path.home() / ".bolide"
+
+
+def resolve_consume_timestamp_ms(
+    consume_timestamp: int | datetime.datetime | None, now_ms: int
+) -> int:
+    """CONSUME_FROM TIMESTAMP's start: ms since the epoch, a datetime (naive = local time),
+    or None for 30 minutes before ``now_ms`` (Java's default)."""
+    if consume_timestamp is None:
+        return now_ms - limits.CONSUME_TIMESTAMP_DEFAULT_AGO_MS
+    if isinstance(consume_timestamp, datetime.datetime):
+        return int(consume_timestamp.timestamp() * 1000)
+    return int(consume_timestamp)
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be within {low}..{high}, not {value}")
+
+
+class PushConsumer:
+    """A push consumer of ``group`` (see the module docstring).
+
+    Pass ``namesrv`` (``"host:port;host:port"``) or a shared ``instance``. Options, with
+    RocketMQ's defaults: ``message_model`` (CLUSTERING), ``consume_from`` (LAST_OFFSET) and
+    ``consume_timestamp`` (for TIMESTAMP; ms, datetime, default 30 min ago),
+    ``allocate_strategy`` (averagely), ``consume_thread_max`` (20 listener calls at once),
+    ``consume_batch_max_size`` (1 message per call), ``pull_batch_size`` (32),
+    ``max_reconsume_times`` (16, then the dead-letter queue), ``consume_timeout_ms`` (15 min),
+    flow control per queue ``pull_threshold_messages`` (1000), ``pull_threshold_bytes``
+    (100 MiB), ``max_span_offsets`` (2000); ``offset_base_directory`` for broadcasting
+    progress (default ``~/.bolide``).
+
+    Raises:
+        ConfigError: no group, neither ``namesrv`` nor ``instance``, or an option out of range.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Iterable[str] | None = None,
+        *,
+        instance_name: str | None = None,
+        instance: ClientInstance | None = None,
+        clock: Clock | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+        consume_timestamp: int | datetime.datetime | None = None,
+        allocate_strategy: AllocateStrategy | None = None,
+        consume_thread_max: int = limits.CONSUME_THREAD_MAX_COUNT,
+        consume_batch_max_size: int = limits.CONSUME_BATCH_MAX_MESSAGES,
+        pull_batch_size: int = limits.PULL_BATCH_SIZE_MESSAGES,
+        max_reconsume_times: int = limits.MAX_RECONSUME_TIMES_DEFAULT,
+        consume_timeout_ms: int = limits.CONSUME_TIMEOUT_MS,
+        pull_threshold_messages: int = limits.PROCESS_QUEUE_MAX_MESSAGES,
+        pull_threshold_bytes: int = limits.PROCESS_QUEUE_MAX_BYTES,
+        max_span_offsets: int = limits.PROCESS_QUEUE_MAX_SPAN_OFFSETS,
+        offset_base_directory: Path | None = None,
+    ) -> None:
+        if not group:
+            raise ConfigError("a consumer needs a group name")
+        _check_range("consume_thread_max", consume_thread_max, 1, limits.CONSUME_THREAD_LIMIT_COUNT)
+        _check_range(
+            "consume_batch_max_size", consume_batch_max_size, 1, limits.CONSUME_BATCH_LIMIT_MESSAGES
+        )
+        _check_range("pull_batch_size", pull_batch_size, 1, limits.CONSUME_BATCH_LIMIT_MESSAGES)
+        _check_range("max_reconsume_times", max_reconsume_times, -1, 1_000)
+        if min(consume_timeout_ms, pull_threshold_messages, pull_threshold_bytes) <= 0:
+            raise ConfigError("timeouts and pull thresholds must be positive")
+        if instance is None:
+            if namesrv is None:
+                raise ConfigError("give the name server address (namesrv) or a client instance")
+            instance = ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
+        self.group = group
+        self.instance = instance
+        self.clock: Clock = instance.clock
+        self.message_model = message_model
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = resolve_consume_timestamp_ms(
+            consume_timestamp, self.clock.now_ms()
+        )
+        self.allocate_strategy: AllocateStrategy = allocate_strategy or AllocateAveragely()
+        self.consume_thread_max = consume_thread_max
+        self.consume_batch_max_size = consume_batch_max_size
+        self.max_reconsume_times = (
+            limits.MAX_RECONSUME_TIMES_DEFAULT if max_reconsume_times == -1 else max_reconsume_times
+        )
+        self.consume_timeout_ms = consume_timeout_ms
+        self.pull_settings = PullSettings(
+            batch_size=pull_batch_size,
+            max_cached_messages=pull_threshold_messages,
+            max_cached_bytes=pull_threshold_bytes,
+            max_span_offsets=max_span_offsets,
+            commit_offset_enabled=message_model is MessageModel.CLUSTERING,
+        )
+        self.offset_base_directory = offset_base_directory or default_offset_base_directory()
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self._listener: AdaptedListener | None = None
+        self._running = False
+        self._shut_down = False
+        self._started_ms = 0
+        # Made at start: they need the running loop, the offset store and the listener.
+        self._offset_store: OffsetStore | None = None
+        self._rebalancer: Rebalancer | None = None
+        self._pull_loop: PullLoop | None = None
+        self._consume: ConcurrentConsumeService | None = None
+        self._send_back: InstanceSendBack | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    # ---- configuration -----------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"``: all;
+        ``"TagA || TagB"``). Subscribing again replaces the expression. Allowed while
+        running: the brokers learn it at the next heartbeat, sent at once.
+
+        Raises:
+            ConfigError: an empty topic, a retry topic, or an expression without a tag.
+        """
+        if not topic or topic.startswith("%RETRY%"):
+            raise ConfigError(f"cannot subscribe to topic {topic!r}")
+        try:
+            subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())
+        except BodyError as error:
+            raise ConfigError(str(error)) from error
+        self._subscriptions[topic] = subscription
+        if self._rebalancer is not None:
+            self._rebalancer.subscriptions[topic] = subscription
+            self._after_subscription_change()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic`` (its queues are dropped at the next rebalance)."""
+        self._subscriptions.pop(topic, None)
+        if self._rebalancer is not None:
+            self._rebalancer.subscriptions.pop(topic, None)
+            self._after_subscription_change()
+
+    def register_listener(self, listener: Callable[..., Any]) -> None:
+        """Set the listener: ``f(messages)`` or ``f(messages, context)``, plain or ``async``,
+        returning a :class:`~bolide.client.consumer.listener.ConsumeResult`.
+
+        Raises:
+            ConfigError: already started, or ``listener`` has the wrong shape.
+        """
+        if self._running:
+            raise ConfigError("register the listener before start()")
+        try:
+            self._listener = adapt_listener(listener)
+        except TypeError as error:
+            raise ConfigError(str(error)) from error
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def subscriptions(self) -> Mapping[str, SubscriptionData]:
+        """The user's subscriptions (the retry topic not included)."""
+        return dict(self._subscriptions)
+
+    @property
+    def process_queues(self) -> Mapping[MessageQueue, ProcessQueue]:
+        """The queues this consumer owns now (empty before start)."""
+        return {} if self._rebalancer is None else dict(self._rebalancer.process_queues)
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        """The offset store (only after start)."""
+        if self._offset_store is None:
+            raise ConfigError(f"consumer {self.group!r} is not started")
+        return self._offset_store
+
+    @property
+    def rebalancer(self) -> Rebalancer:
+        """The rebalance state (only after start)."""
+        if self._rebalancer is None:
+            raise ConfigError(f"consumer {self.group!r} is not started")
+        return self._rebalancer
+
+    @property
+    def consume_service(self) -> ConcurrentConsumeService:
+        """The consumption service (only after start)."""
+        if self._consume is None:
+            raise ConfigError(f"consumer {self.group!r} is not started")
+        return self._consume
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start consuming (module docstring). Idempotent while running.
+
+        Raises:
+            ConfigError: no listener, no subscription, started after shutdown, or the group
+                already runs on the client instance.
+            CorruptDataError: the broadcasting offset file and its backup are unreadable.
+        """
+        if self._running:
+            return
+        if self._shut_down:
+            raise ConfigError(f"consumer {self.group!r} was shut down; make a new one")
+        if self._listener is None:
+            raise ConfigError("register a listener before start()")
+        if not self._subscriptions:
+            raise ConfigError("subscribe to a topic before start()")
+        self._build(self._listener)
+        await self.offset_store.load()
+        await self.instance.acquire()
+        try:
+            self.instance.register_consumer(self)
+        except ConfigError:
+            await self.instance.release()
+            raise
+        self.consume_service.start()
+        self._running = True
+        self._started_ms = self.clock.now_ms()
+        for topic in self.subscribed_topics():
+            try:
+                await self.instance.update_route(topic)
+            except BolideError as error:
+                _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+        await self.instance.send_heartbeat_to_all_brokers()
+        self.instance.rebalance_now()
+        _log.info("push consumer %s started on client %s", self.group, self.instance.client_id)
+
+    def _build(self, listener: AdaptedListener) -> None:
+        instance = self.instance
+        if self.message_model is MessageModel.CLUSTERING:
+            self._offset_store = RemoteOffsetStore(InstanceOffsetBroker(instance, self.group))
+            subscriptions = {
+                **self._subscriptions,
+                retry_topic(self.group): SubscriptionData.from_expression(
+                    retry_topic(self.group), "*", self.clock.now_ms()
+                ),
+            }
+        else:
+            path = local_offsets_path(self.offset_base_directory, instance.client_id, self.group)
+            self._offset_store = LocalFileOffsetStore(path)
+            subscriptions = dict(self._subscriptions)
+        self._rebalancer = Rebalancer(
+            self.group,
+            client=InstanceRebalanceClient(instance),
+            offset_store=self._offset_store,
+            strategy=self.allocate_strategy,
+            message_model=self.message_model,
+            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            consume_from=self.consume_from,
+            consume_timestamp_ms=self.consume_timestamp_ms,
+            clock=self.clock,
+            owner=self,
+        )
+        self._rebalancer.subscriptions.update(subscriptions)
+        self._send_back = InstanceSendBack(instance, self.group)
+        self._consume = ConcurrentConsumeService(
+            self.group,
+            listener,
+            message_model=self.message_model,
+            offset_store=self._offset_store,
+            send_back=self._send_back,
+            clock=self.clock,
+            owned_queues=lambda: self.rebalancer.process_queues,
+            batch_max_size=self.consume_batch_max_size,
+            thread_max=self.consume_thread_max,
+            max_reconsume_times=self.max_reconsume_times,
+            consume_timeout_ms=self.consume_timeout_ms,
+        )
+        self._pull_loop = PullLoop(
+            self.group,
+            client=InstancePullClient(instance),
+            offset_store=self._offset_store,
+            subscription=self._rebalancer.subscriptions.get,
+            sink=self._consume.submit,
+            fix_offset=self._fix_illegal_offset,
+            clock=self.clock,
+            settings=self.pull_settings,
+        )
+
+    async def shutdown(self) -> None:
+        """Stop pulling, finish listener calls in progress, persist offsets, unregister from
+        the brokers, release the client instance. Idempotent."""
+        if not self._running:
+            return
+        self._running = False
+        self._shut_down = True
+        rebalancer, pull_loop, consume = self.rebalancer, self._pull_loop, self.consume_service
+        await rebalancer.close()
+        if pull_loop is not None:
+            await pull_loop.shutdown()
+        await consume.shutdown()
+        await self._persist_owned()
+        await self.instance.unregister_consumer(self.group)
+        await rebalancer.drop_all()
+        for task in list(self._background):
+            task.cancel()
+        if self._send_back is not None:
+            await self._send_back.close()
+        await self.instance.release()
+        _log.info("push consumer %s shut down", self.group)
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    def _after_subscription_change(self) -> None:
+        """Brokers learn a changed subscription from a heartbeat: send one now, then
+        rebalance (Java does the same in subscribe/unsubscribe)."""
+        if not self._running:
+            return
+
+        async def heartbeat_then_rebalance() -> None:
+            for topic in self.subscribed_topics():
+                try:
+                    await self.instance.update_route(topic)
+                except BolideError as error:
+                    _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+            await self.instance.send_heartbeat_to_all_brokers()
+            self.instance.rebalance_now()
+
+        task = asyncio.get_running_loop().create_task(heartbeat_then_rebalance())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _persist_owned(self) -> None:
+        store = self._offset_store
+        if store is not None and self._rebalancer is not None:
+            await store.persist_all(list(self._rebalancer.process_queues))
+
+    async def _fix_illegal_offset(
+        self, queue: MessageQueue, process_queue: ProcessQueue, offset: int
+    ) -> None:
+        await self.rebalancer.fix_illegal_offset(queue, process_queue, offset)
+        self.instance.rebalance_now()
+
+    # ---- InstanceConsumer ----------------------------------------------------------------------
+
+    def consumer_data(self) -> ConsumerData:
+        """The group as heartbeats report it."""
+        subscriptions = (
+            self._rebalancer.subscriptions if self._rebalancer is not None else self._subscriptions
+        )
+        return ConsumerData(
+            group_name=self.group,
+            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=self.message_model,
+            consume_from_where=self.consume_from.to_wire(),
+            subscription_data_set=tuple(subscriptions[topic] for topic in sorted(subscriptions)),
+        )
+
+    def subscribed_topics(self) -> Collection[str]:
+        """The subscribed topics, retry topic included (clustering)."""
+        if self._rebalancer is not None:
+            return tuple(self._rebalancer.subscriptions)
+        return tuple(self._subscriptions)
+
+    async def do_rebalance(self) -> None:
+        if self._running:
+            await self.rebalancer.do_rebalance()
+
+    async def persist_offsets(self) -> None:
+        if self._running:
+            await self._persist_owned()
+
+    async def reset_offsets(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: drop ``topic``'s queues, move their offsets, resume."""
+        if self._running:
+            await self.rebalancer.reset_offsets(topic, offsets)
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """This consumer's state for GET_CONSUMER_RUNNING_INFO."""
+        rebalancer = self._rebalancer
+        store = self._offset_store
+        mq_table: dict[MessageQueue, dict[str, Any]] = {}
+        if rebalancer is not None and store is not None:
+            offsets = {
+                queue: offset
+                for topic in {queue.topic for queue in rebalancer.process_queues}
+                for queue, offset in store.clone_offset_table(topic).items()
+            }
+            mq_table = {
+                queue: process_queue.info(offsets.get(queue, -1))
+                for queue, process_queue in rebalancer.process_queues.items()
+            }
+        stats = self._consume.stats if self._consume is not None else None
+        status_table = {
+            topic: {
+                "consumeOKTPS": 0.0,
+                "consumeFailedTPS": 0.0,
+                "consumeFailedMsgs": stats.consumed_failed if stats else 0,
+                "consumeRT": 0.0,
+                "pullRT": 0.0,
+                "pullTPS": 0.0,
+            }
+            for topic in self._subscriptions
+        }
+        properties = {
+            "PROP_CONSUME_TYPE": ConsumeType.CONSUME_PASSIVELY.name,
+            "PROP_CONSUMEORDERLY": "false",
+            "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_max),
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms),
+            "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from.to_wire().name,
+            "allocateMessageQueueStrategy": self.allocate_strategy.name,
+            "consumeMessageBatchMaxSize": str(self.consume_batch_max_size),
+            "pullBatchSize": str(self.pull_settings.batch_size),
+            "maxReconsumeTimes": str(self.max_reconsume_times),
+        }
+        subscriptions = rebalancer.subscriptions if rebalancer else self._subscriptions
+        return ConsumerRunningInfo(
+            properties=properties,
+            subscription_set=tuple(subscriptions[topic] for topic in sorted(subscriptions)),
+            mq_table=mq_table,
+            status_table=status_table,
+        )
+
+    # ---- QueueOwner ----------------------------------------------------------------------------
+
+    def on_queue_added(
+        self, queue: MessageQueue, process_queue: ProcessQueue, next_offset: int
+    ) -> None:
+        if self._pull_loop is not None and self._running:
+            self._pull_loop.start(queue, process_queue, next_offset)
+
+    def on_queue_removed(self, queue: MessageQueue, process_queue: ProcessQueue) -> None:
+        if self._pull_loop is not None:
+            self._pull_loop.stop(queue)
+
+    def on_assignment_changed(self, topic: str, assigned: frozenset[MessageQueue]) -> None:
+        _log.info("%s: %s assigned %s", self.group, topic, sorted(assigned))
+
+    # ---- helpers for tests and tools -----------------------------------------------------------
+
+    async def committed_offset(self, queue: MessageQueue) -> int:
+        """The in-memory committed offset of ``queue`` (-1 when none)."""
+        return await self.offset_store.read_offset(queue, ReadOffsetType.READ_FROM_MEMORY)
+
+    def consumed_messages(self) -> int:
+        """Messages the listener consumed successfully so far."""
+        return 0 if self._consume is None else self._consume.stats.consumed_ok

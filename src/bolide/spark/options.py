@@ -1,0 +1,308 @@
+"""The data source's options, parsed from the strings Spark hands over.
+
+Spark gives every option value as a string and lower-cases the keys (``startingOffsets``
+arrives as ``startingoffsets``); :func:`parse_read_options` and :func:`parse_write_options`
+accept either spelling and turn the strings into typed, checked settings. Pure: no I/O.
+
+Offsets in JSON name queues as ``{"topic": {"brokerName": {"queueId": offset}}}``; an offset of
+``-2`` means the queue's earliest offset and ``-1`` its latest (the next to be written).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from bolide.base import limits
+from bolide.base.errors import ConfigError
+from bolide.protocol.bodies import BodyError, MessageQueue, SubscriptionData
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "OffsetSpec",
+    "ReadOptions",
+    "WriteOptions",
+    "parse_duration_ms",
+    "parse_offsets_json",
+    "parse_read_options",
+    "parse_write_options",
+    "queue_offsets_from_document",
+]
+
+EARLIEST = -2
+"""In offset JSON: the queue's min offset."""
+LATEST = -1
+"""In offset JSON: the queue's max offset (exclusive: where the next message goes)."""
+
+READER_GROUP_DEFAULT = "bolide-spark-reader"
+"""Consumer group named in pull requests when no ``group`` option is set (brokers want one)."""
+WRITER_GROUP_DEFAULT = "bolide-spark-writer"
+"""Producer group of the sink when no ``group`` option is set."""
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
+_DURATION_UNIT_MS = {None: 1, "ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Where reading starts (or a batch read ends) on each queue.
+
+    ``default`` (EARLIEST or LATEST) applies to queues ``offsets`` does not name; ``offsets``
+    holds offsets >= 0 or the EARLIEST/LATEST markers. ``timestamp_ms`` (starting only), when
+    set, wins over both: each queue starts at its first message stored at or after it.
+    """
+
+    default: int
+    offsets: Mapping[MessageQueue, int] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+
+    def offset_for(self, queue: MessageQueue) -> int:
+        """The offset (or marker) this spec gives ``queue``, timestamps aside."""
+        return self.offsets.get(queue, self.default)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """Settings of a batch or streaming read (see docs/spark.md for each option)."""
+
+    namesrv: str
+    topics: tuple[str, ...]
+    tags: str
+    """The subscription expression sent to brokers (``*`` or ``"A || B"``)."""
+    tag_set: frozenset[str]
+    """Tags a message must carry (empty: all): brokers filter by hash, readers re-check."""
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_messages_per_trigger: int | None
+    min_messages_per_trigger: int | None
+    max_trigger_delay_ms: int
+    pull_batch_size: int
+    fail_on_data_loss: bool
+    group: str | None
+    """Consumer group whose broker offsets record the query's progress (None: none)."""
+
+    @property
+    def pull_group(self) -> str:
+        """The consumer group named in pull requests."""
+        return self.group or READER_GROUP_DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """Settings of a batch or streaming write."""
+
+    namesrv: str
+    topic: str | None
+    """Where rows without a ``topic`` column value go (None: every row must name its topic)."""
+    group: str
+    """Producer group of the sink's producers."""
+    send_timeout_ms: int
+
+
+def _normalized(options: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in options.items()}
+
+
+def _get(options: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = options.get(name.lower())
+        if value is not None and value.strip() != "":
+            return value.strip()
+    return None
+
+
+def _int_option(options: Mapping[str, str], *names: str, minimum: int = 1) -> int | None:
+    text = _get(options, *names)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError as error:
+        raise ConfigError(f"option {names[0]} must be an integer, not {text!r}") from error
+    if value < minimum:
+        raise ConfigError(f"option {names[0]} must be at least {minimum}, not {value}")
+    return value
+
+
+def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    text = _get(options, name)
+    if text is None:
+        return default
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"option {name} must be true or false, not {text!r}")
+
+
+def parse_duration_ms(text: str, name: str) -> int:
+    """``"15m"``, ``"30s"``, ``"2h"``, ``"500ms"`` or a plain number of ms -> milliseconds.
+
+    Raises ConfigError for anything else.
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise ConfigError(f"option {name} must be a duration like 500ms, 30s, 15m or 2h: {text!r}")
+    return int(match.group(1)) * _DURATION_UNIT_MS[match.group(2)]
+
+
+def queue_offsets_from_document(document: Any, what: str) -> dict[MessageQueue, int]:
+    """A decoded ``{"topic": {"brokerName": {"queueId": offset}}}`` -> queue -> offset.
+
+    Raises ConfigError (``what`` names the source of the document) for a bad shape.
+    """
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"{what} must be a JSON object {{topic: {{broker: {{queueId: offset}}}}}}"
+        )
+    offsets: dict[MessageQueue, int] = {}
+    for topic, brokers in document.items():
+        if not isinstance(brokers, dict):
+            raise ConfigError(f"{what}: topic {topic!r} must map broker names to objects")
+        for broker_name, queues in brokers.items():
+            if not isinstance(queues, dict):
+                raise ConfigError(f"{what}: {topic}/{broker_name} must map queue ids to offsets")
+            for queue_text, offset in queues.items():
+                try:
+                    queue_id = int(queue_text)
+                except ValueError as error:
+                    raise ConfigError(f"{what}: queue id {queue_text!r} is not a number") from error
+                if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                    raise ConfigError(
+                        f"{what}: offset of {topic}/{broker_name}/{queue_id} must be an integer"
+                        f" >= 0, or -2 (earliest) or -1 (latest); got {offset!r}"
+                    )
+                if queue_id < 0:
+                    raise ConfigError(f"{what}: queue id {queue_id} is negative")
+                offsets[MessageQueue(topic, broker_name, queue_id)] = offset
+    return offsets
+
+
+def parse_offsets_json(text: str, what: str) -> dict[MessageQueue, int]:
+    """``{"topic": {"brokerName": {"queueId": offset}}}`` -> queue -> offset.
+
+    Raises ConfigError (``what`` names the option) for bad JSON or a bad shape.
+    """
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise ConfigError(f"{what} is neither earliest, latest nor valid JSON: {error}") from error
+    return queue_offsets_from_document(document, what)
+
+
+def _offset_spec(
+    text: str | None, name: str, default: int, topics: tuple[str, ...], *, ending: bool
+) -> OffsetSpec:
+    if text is None:
+        return OffsetSpec(default)
+    lowered = text.lower()
+    if lowered == "earliest":
+        if ending:
+            raise ConfigError(f"{name} cannot be earliest")
+        return OffsetSpec(EARLIEST)
+    if lowered == "latest":
+        return OffsetSpec(LATEST)
+    offsets = parse_offsets_json(text, name)
+    unknown = sorted({queue.topic for queue in offsets} - set(topics))
+    if unknown:
+        raise ConfigError(f"{name} names topics that the topic option does not: {unknown}")
+    if ending and any(offset == EARLIEST for offset in offsets.values()):
+        raise ConfigError(f"{name} cannot use -2 (earliest)")
+    return OffsetSpec(default, offsets)
+
+
+def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
+    text = _get(options, "topic", "topics", "subscribe")
+    if text is None:
+        raise ConfigError("option topic is required (one topic or a comma-separated list)")
+    topics = tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+    if not topics:
+        raise ConfigError("option topic names no topic")
+    return topics
+
+
+def _namesrv(options: Mapping[str, str]) -> str:
+    namesrv = _get(options, "namesrv", "namesrvAddr")
+    if namesrv is None:
+        raise ConfigError("option namesrv is required (host:port of a Bolide name server)")
+    return namesrv
+
+
+def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check and type the options of ``spark.read`` / ``spark.readStream``.
+
+    ``startingOffsets`` defaults to latest for streaming and earliest for batch reads;
+    ``endingOffsets`` (batch only) to latest.
+
+    Raises:
+        ConfigError: a required option is missing or a value is malformed.
+    """
+    options = _normalized(raw)
+    topics = _topics(options)
+    tags = _get(options, "tags") or "*"
+    try:
+        subscription = SubscriptionData.from_expression(topics[0], tags, 0)
+    except BodyError as error:
+        raise ConfigError(f"option tags: {error}") from error
+    start_default = LATEST if streaming else EARLIEST
+    starting = _offset_spec(
+        _get(options, "startingOffsets"), "startingOffsets", start_default, topics, ending=False
+    )
+    timestamp_ms = _int_option(options, "startingTimestamp", minimum=0)
+    if timestamp_ms is not None:
+        starting = OffsetSpec(starting.default, starting.offsets, timestamp_ms)
+    ending = _offset_spec(
+        _get(options, "endingOffsets"), "endingOffsets", LATEST, topics, ending=True
+    )
+    max_messages = _int_option(options, "maxMessagesPerTrigger", "maxOffsetsPerTrigger")
+    min_messages = _int_option(options, "minMessagesPerTrigger", "minOffsetsPerTrigger")
+    if max_messages is not None and min_messages is not None and min_messages > max_messages:
+        raise ConfigError("minMessagesPerTrigger must not exceed maxMessagesPerTrigger")
+    delay_text = _get(options, "maxTriggerDelay")
+    max_trigger_delay_ms = (
+        limits.SPARK_MAX_TRIGGER_DELAY_DEFAULT_MS
+        if delay_text is None
+        else parse_duration_ms(delay_text, "maxTriggerDelay")
+    )
+    pull_batch_size = _int_option(options, "pullBatchSize")
+    pull_batch_size = pull_batch_size or limits.SPARK_PULL_BATCH_DEFAULT_MESSAGES
+    if pull_batch_size > limits.SPARK_PULL_BATCH_MAX_MESSAGES:
+        raise ConfigError(
+            f"option pullBatchSize must be at most {limits.SPARK_PULL_BATCH_MAX_MESSAGES}"
+        )
+    return ReadOptions(
+        namesrv=_namesrv(options),
+        topics=topics,
+        tags=subscription.sub_string,
+        tag_set=frozenset(subscription.tags_set),
+        starting=starting,
+        ending=ending,
+        max_messages_per_trigger=max_messages,
+        min_messages_per_trigger=min_messages,
+        max_trigger_delay_ms=max_trigger_delay_ms,
+        pull_batch_size=pull_batch_size,
+        fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
+        group=_get(options, "group"),
+    )
+
+
+def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
+    """Check and type the options of ``df.write`` / ``df.writeStream``.
+
+    Raises:
+        ConfigError: namesrv is missing or a value is malformed.
+    """
+    options = _normalized(raw)
+    send_timeout_ms = _int_option(options, "sendTimeoutMs") or limits.PRODUCER_SEND_TIMEOUT_MS
+    return WriteOptions(
+        namesrv=_namesrv(options),
+        topic=_get(options, "topic"),
+        group=_get(options, "group") or WRITER_GROUP_DEFAULT,
+        send_timeout_ms=send_timeout_ms,
+    )

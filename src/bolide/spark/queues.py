@@ -1,0 +1,352 @@
+"""What the source asks brokers, through the Python client: queues, their bounds, offsets by
+time, committed group offsets, and the pipelined pull of one offset range.
+
+Reads need no consumer group registration: every pull names its offsets and carries its own
+subscription (the SUBSCRIPTION pull flag), as Java's lite pull consumer does. Pull bodies are
+kept as bytes (:mod:`bolide.spark.records` turns them into Arrow columns), so pulls are made
+with :func:`bolide.client.rpc.call` rather than the decoding ``pull_message``.
+
+Pipelining (:func:`pull_range`): a range ``[start, end)`` is cut into segments of
+``batch_size`` offsets, and up to ``in_flight`` segments are pulled at once; results are used
+in offset order. A pull answers at most ``batch_size`` messages and may stop early (the
+broker's 256 KiB cap); the rest of its segment is pulled again, at the front of the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from bolide.base import limits
+from bolide.base.errors import (
+    BackpressureError,
+    BolideError,
+    ConnectionClosedError,
+    DataLossError,
+    NoRouteError,
+    RemoteError,
+    RequestTimeoutError,
+)
+from bolide.client import rpc
+from bolide.client.instance import ClientInstance
+from bolide.client.route import subscribe_queues
+from bolide.client.rpc import PullStatus
+from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from bolide.protocol.headers.pull import PullSysFlag
+from bolide.spark.offsets import QueueBounds, QueueRange
+
+__all__ = [
+    "PullSettings",
+    "PulledChunk",
+    "commit_group_offsets",
+    "fetch_bounds",
+    "fetch_timestamp_offsets",
+    "list_queues",
+    "pull_range",
+]
+
+_log = logging.getLogger("bolide.spark")
+
+T = TypeVar("T")
+
+_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+_RETRIABLE = (ConnectionClosedError, RequestTimeoutError, BackpressureError, NoRouteError)
+
+
+async def _bounded_gather(
+    items: Iterable[MessageQueue], action: Callable[[MessageQueue], Awaitable[T]]
+) -> dict[MessageQueue, T]:
+    """``action`` for every queue, at most limits.SPARK_PLAN_QUEUE_LOOKUPS_IN_FLIGHT at once."""
+    gate = asyncio.Semaphore(limits.SPARK_PLAN_QUEUE_LOOKUPS_IN_FLIGHT)
+
+    async def one(queue: MessageQueue) -> tuple[MessageQueue, T]:
+        async with gate:
+            return queue, await action(queue)
+
+    results = await asyncio.gather(*(one(queue) for queue in items))
+    return dict(results)
+
+
+async def list_queues(instance: ClientInstance, topics: Iterable[str]) -> list[MessageQueue]:
+    """The readable queues of ``topics`` by fresh routes, sorted; a topic no broker holds has
+    none. Raises NameServerUnavailableError."""
+    queues: list[MessageQueue] = []
+    for topic in topics:
+        route = await instance.update_route(topic)
+        if route is None:
+            _log.info("topic %s has no route (not created yet?): no queues to read", topic)
+            continue
+        queues.extend(subscribe_queues(topic, route.data))
+    return sorted(queues)
+
+
+async def fetch_bounds(
+    instance: ClientInstance, queues: Iterable[MessageQueue]
+) -> dict[MessageQueue, QueueBounds]:
+    """Every queue's min and max offset. Raises NoRouteError, RemoteError, transport errors."""
+
+    async def bounds(queue: MessageQueue) -> QueueBounds:
+        min_offset = await instance.min_offset(queue)
+        max_offset = await instance.max_offset(queue)
+        return QueueBounds(min_offset, max(min_offset, max_offset))
+
+    return await _bounded_gather(queues, bounds)
+
+
+async def fetch_timestamp_offsets(
+    instance: ClientInstance, queues: Iterable[MessageQueue], timestamp_ms: int
+) -> dict[MessageQueue, int]:
+    """Each queue's first offset stored at or after ``timestamp_ms`` (the broker searches).
+    Raises as :func:`fetch_bounds`."""
+
+    async def search(queue: MessageQueue) -> int:
+        return await instance.search_offset(queue, timestamp_ms)
+
+    return await _bounded_gather(queues, search)
+
+
+async def commit_group_offsets(
+    instance: ClientInstance, group: str, offsets: Mapping[MessageQueue, int]
+) -> int:
+    """Store ``offsets`` as ``group``'s consumer offsets (what ``bolide group progress`` shows).
+    Best effort: failures are logged. Returns how many queues were recorded."""
+
+    async def update(queue: MessageQueue) -> bool:
+        try:
+            address = await instance.queue_broker_address(queue)
+            await rpc.update_consumer_offset(
+                instance.pool,
+                address,
+                group,
+                queue.topic,
+                queue.queue_id,
+                offsets[queue],
+                limits.SPARK_GROUP_COMMIT_TIMEOUT_MS,
+            )
+        except BolideError as error:
+            _log.warning("recording %s's offset of %s failed: %s", group, queue, error)
+            return False
+        return True
+
+    results = await _bounded_gather(offsets, update)
+    return sum(results.values())
+
+
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    """How one input partition pulls: ``group`` named in requests, ``tags`` expression,
+    ``batch_size`` offsets per pull, ``in_flight`` pulls at once, ``fail_on_data_loss``."""
+
+    group: str
+    tags: str
+    batch_size: int = limits.SPARK_PULL_BATCH_DEFAULT_MESSAGES
+    in_flight: int = limits.SPARK_PULLS_IN_FLIGHT_PER_QUEUE
+    fail_on_data_loss: bool = True
+    timeout_ms: int = limits.CLIENT_API_TIMEOUT_MS
+
+
+@dataclass(frozen=True, slots=True)
+class PulledChunk:
+    """One pull's records (a run of stored records, maybe empty) and the offset they must stay
+    below (records at or past it belong to a later segment)."""
+
+    body: bytes
+    stop_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class _RawPull:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
+async def _pull_once(
+    instance: ClientInstance, queue: MessageQueue, offset: int, count: int, settings: PullSettings
+) -> _RawPull:
+    header = PullMessageRequestHeader(
+        consumer_group=settings.group,
+        topic=queue.topic,
+        queue_id=queue.queue_id,
+        queue_offset=offset,
+        max_messages=count,
+        sys_flag=int(PullSysFlag.SUBSCRIPTION),
+        commit_offset=0,
+        suspend_timeout_ms=0,
+        sub_version=0,
+        subscription=settings.tags,
+        expression_type=EXPRESSION_TYPE_TAG,
+    )
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    address = await instance.queue_broker_address(queue)
+    response = await rpc.call(
+        instance.pool, address, request, settings.timeout_ms, accept=_STATUS_BY_CODE.keys()
+    )
+    fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    return _RawPull(
+        _STATUS_BY_CODE[ResponseCode(response.code)],
+        fields.next_begin_offset,
+        fields.min_offset,
+        fields.max_offset,
+        response.body,
+    )
+
+
+async def _pull(
+    instance: ClientInstance, queue: MessageQueue, offset: int, count: int, settings: PullSettings
+) -> _RawPull:
+    """One pull, tried up to limits.SPARK_PULL_RETRY_MAX_ATTEMPTS times on transport errors
+    and retriable codes (refreshing the route between attempts)."""
+    last_error: BolideError | None = None
+    for attempt in range(limits.SPARK_PULL_RETRY_MAX_ATTEMPTS):
+        if attempt:
+            await instance.clock.sleep_ms(limits.SPARK_PULL_RETRY_DELAY_MS)
+            try:
+                await instance.update_route(queue.topic)
+            except BolideError as error:
+                _log.warning("route refresh of %s failed: %s", queue.topic, error)
+        try:
+            return await _pull_once(instance, queue, offset, count, settings)
+        except RemoteError as error:
+            if not error.is_retriable:
+                raise
+            last_error = error
+        except _RETRIABLE as error:
+            last_error = error
+        _log.warning(
+            "pull of %s at %d failed (attempt %d): %s", queue, offset, attempt + 1, last_error
+        )
+    if last_error is None:  # pragma: no cover - the loop runs at least once
+        raise NoRouteError(f"no pull of {queue} was attempted")
+    last_error.add_note(
+        f"pulling {queue} at offset {offset} failed {limits.SPARK_PULL_RETRY_MAX_ATTEMPTS} times"
+    )
+    raise last_error
+
+
+class _Pipeline:
+    """The segments of one range, pulled ahead (see the module docstring)."""
+
+    def __init__(
+        self, instance: ClientInstance, queue_range: QueueRange, settings: PullSettings
+    ) -> None:
+        self.instance = instance
+        self.queue = queue_range.queue
+        self.end_offset = queue_range.end_offset
+        self.settings = settings
+        self.next_offset = queue_range.start_offset
+        self.pending: deque[tuple[int, int, asyncio.Task[_RawPull]]] = deque()
+        self.stalls = 0
+
+    def _start(self, offset: int, stop: int) -> asyncio.Task[_RawPull]:
+        count = stop - offset
+        return asyncio.ensure_future(_pull(self.instance, self.queue, offset, count, self.settings))
+
+    def fill(self) -> None:
+        """Start pulls until ``in_flight`` are pending or the range is covered."""
+        while len(self.pending) < self.settings.in_flight and self.next_offset < self.end_offset:
+            stop = min(self.next_offset + self.settings.batch_size, self.end_offset)
+            self.pending.append((self.next_offset, stop, self._start(self.next_offset, stop)))
+            self.next_offset = stop
+
+    def redo_front(self, offset: int, stop: int) -> None:
+        """Pull ``[offset, stop)`` next, before the segments already pending."""
+        self.pending.appendleft((offset, stop, self._start(offset, stop)))
+
+    async def cancel(self) -> None:
+        tasks = [task for _, _, task in self.pending]
+        self.pending.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def pull_range(
+    instance: ClientInstance, queue_range: QueueRange, settings: PullSettings
+) -> AsyncIterator[PulledChunk]:
+    """The records of ``queue_range``, as pull bodies in offset order.
+
+    Raises:
+        DataLossError: with ``fail_on_data_loss``, part of the range is gone (deleted by
+            retention, or the queue ends before the range does); without it a warning is
+            logged and the missing part skipped.
+        RemoteError, ConnectionClosedError, RequestTimeoutError, NoRouteError: a pull failed
+            limits.SPARK_PULL_RETRY_MAX_ATTEMPTS times, or the range made no progress.
+    """
+    pipeline = _Pipeline(instance, queue_range, settings)
+    pipeline.fill()
+    try:
+        while pipeline.pending:
+            offset, stop, task = pipeline.pending.popleft()
+            result = await task
+            chunk = await _next_step(pipeline, offset, stop, result)
+            if chunk is not None and chunk.body:
+                yield chunk
+            pipeline.fill()
+    finally:
+        await pipeline.cancel()
+
+
+async def _next_step(
+    pipeline: _Pipeline, offset: int, stop: int, result: _RawPull
+) -> PulledChunk | None:
+    """Act on the pull of segment ``[offset, stop)``: hand its records on, and queue again
+    what it did not cover."""
+    queue = pipeline.queue
+    status = result.status
+    if status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
+        _lost(
+            pipeline,
+            f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}: messages"
+            f" {offset}..{min(stop, result.min_offset) - 1} were deleted (retention)"
+            " before they were read",
+        )
+        if result.min_offset < stop:
+            pipeline.redo_front(result.min_offset, stop)
+        return None
+    if status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL) and (
+        result.max_offset <= offset
+    ):
+        _lost(
+            pipeline,
+            f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at offset"
+            f" {result.max_offset}; messages {offset}..{stop - 1} are not there any more",
+        )
+        return None
+    progress = result.next_begin_offset
+    if status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG) and progress > offset:
+        pipeline.stalls = 0
+        if progress < stop:
+            pipeline.redo_front(progress, stop)
+        return PulledChunk(result.body if status is PullStatus.FOUND else b"", stop)
+    pipeline.stalls += 1
+    if pipeline.stalls >= limits.SPARK_PULL_RETRY_MAX_ATTEMPTS:
+        raise RequestTimeoutError(
+            f"pulls of {queue} at offset {offset} made no progress"
+            f" ({pipeline.stalls} answers {status.value}, next offset {progress})"
+        )
+    await pipeline.instance.clock.sleep_ms(limits.SPARK_PULL_RETRY_DELAY_MS)
+    pipeline.redo_front(offset, stop)
+    return None
+
+
+def _lost(pipeline: _Pipeline, message: str) -> None:
+    if pipeline.settings.fail_on_data_loss:
+        raise DataLossError(
+            message + ". Set failOnDataLoss=false to skip lost messages with a warning."
+        )
+    _log.warning("%s; skipped (failOnDataLoss=false)", message)

@@ -1,0 +1,97 @@
+"""``BolideDataSource``: the PySpark data source registered under the short name ``bolide``.
+
+::
+
+    spark.dataSource.register(BolideDataSource)
+    stream = (spark.readStream.format("bolide")
+              .option("namesrv", "127.0.0.1:9876").option("topic", "orders").load())
+
+See docs/spark.md for the options, the schema and the delivery guarantees.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from bolide.base.errors import ConfigError
+from bolide.spark.options import parse_read_options, parse_write_options
+from bolide.spark.reader import BolideBatchReader, BolideStreamReader
+from bolide.spark.writer import BolideBatchWriter, BolideStreamWriter
+
+__all__ = ["SOURCE_SCHEMA", "BolideDataSource"]
+
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("broker_name", StringType()),
+        StructField("queue_id", IntegerType()),
+        StructField("queue_offset", LongType()),
+        StructField("msg_id", StringType()),
+        StructField("keys", StringType()),
+        StructField("tags", StringType()),
+        StructField("body", BinaryType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("born_timestamp", TimestampType()),
+        StructField("store_timestamp", TimestampType()),
+        StructField("reconsume_times", IntegerType()),
+    ]
+)
+"""The rows a read produces (bolide.spark.records.SPARK_SCHEMA_DDL, as a StructType so that no
+JVM is needed to parse it)."""
+
+
+def _check_read_schema(schema: StructType) -> None:
+    if schema.simpleString() != SOURCE_SCHEMA.simpleString():
+        raise ConfigError(
+            "the bolide source has a fixed schema; drop .schema(...) or use exactly "
+            + SOURCE_SCHEMA.simpleString()
+        )
+
+
+class BolideDataSource(DataSource):
+    """Read Bolide topics (batch and streaming) and write DataFrames to them.
+
+    Options arrive as strings (keys in any case); they are checked when Spark asks for a
+    reader or writer, which raises ConfigError for a missing or malformed option.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "bolide"
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_read_schema(schema)
+        return BolideBatchReader(parse_read_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        _check_read_schema(schema)
+        return BolideStreamReader(parse_read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        del overwrite  # a topic is appended to; there is nothing to overwrite
+        return BolideBatchWriter(parse_write_options(self.options), schema)
+
+    def streamWriter(  # noqa: N802
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamWriter:
+        del overwrite
+        return BolideStreamWriter(parse_write_options(self.options), schema)

@@ -1,0 +1,190 @@
+"""The real C++ client (rocketmq==0.4.4) with delayed messages, timer messages and retries.
+
+Delay levels are short ("1s 2s 1s": level 2 waits 2 s, and level 3 — where a first send-back
+starts — 1 s, so sixteen retries take seconds, not hours). Timing is checked on the broker's
+own records (delivery time in SCHEDULE_TOPIC_XXXX's consume queue, store time of the delivered
+record), never with a stopwatch; waits are on received messages, bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bolide.broker.broker import Broker
+from bolide.broker.schedule import SCHEDULE_TOPIC
+from bolide.protocol.message import PropertyKey
+from bolide.testing.cluster import Cluster
+from tests.compat.cpp_clients import (
+    destroy_push_consumer,
+    eventually,
+    new_quiet_push_consumer,
+    stored_messages,
+)
+from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer
+
+pytestmark = [pytest.mark.compat, pytest.mark.timeout(240)]
+
+LEVELS = "1s 2s 1s"
+LATENESS_BOUND_MS = 1_000
+"""Generous bound on a delivery's lateness (measured: a few ms; see bench/delay.py)."""
+WAIT_S = 90.0
+
+
+@dataclass(frozen=True)
+class Seen:
+    topic: str
+    body: str
+    reconsume_times: int
+    store_timestamp_ms: int
+    born_timestamp_ms: int
+    retry_topic: str
+    delay: str
+
+
+class Listener:
+    """A C++ listener that records each message and raises for bodies starting "fail"."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._seen: list[Seen] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, message: Any) -> None:
+        body = message.body.decode()
+        seen = Seen(
+            message.topic.decode(),
+            body,
+            int(message.reconsume_times),
+            int(message.store_timestamp),
+            int(message.born_timestamp),
+            (message.get_property(PropertyKey.RETRY_TOPIC) or b"").decode(),
+            (message.get_property(PropertyKey.DELAY) or b"").decode(),
+        )
+        with self._lock:
+            self._seen.append(seen)
+        self._loop.call_soon_threadsafe(self._changed.set)
+        if body.startswith("fail"):
+            raise RuntimeError("the listener fails this message on purpose")
+
+    @property
+    def seen(self) -> list[Seen]:
+        with self._lock:
+            return list(self._seen)
+
+    async def wait_for(self, count: int) -> list[Seen]:
+        async def wait() -> list[Seen]:
+            while len(self.seen) < count:
+                self._changed.clear()
+                if len(self.seen) >= count:
+                    break
+                await self._changed.wait()
+            return self.seen
+
+        return await asyncio.wait_for(wait(), WAIT_S)
+
+
+@pytest.fixture
+async def cluster(cpp_home: Path, tmp_path: Path) -> AsyncIterator[Cluster]:
+    del cpp_home  # a private HOME before the native library logs
+    async with Cluster(tmp_path / "cluster", settings={"messageDelayLevel": LEVELS}) as started:
+        yield started
+
+
+@pytest.fixture
+async def producer(cluster: Cluster) -> AsyncIterator[Any]:
+    client = new_quiet_producer("PG_DELAY_TESTS", cluster.namesrv_address)
+    client.start()
+    try:
+        yield client
+    finally:
+        await asyncio.to_thread(destroy_producer, client)
+
+
+@pytest.fixture
+async def listener() -> Listener:
+    return Listener(asyncio.get_running_loop())
+
+
+async def _consume(cluster: Cluster, group: str, topic: str, listener: Listener) -> Any:
+    consumer = new_quiet_push_consumer(group, cluster.namesrv_address, instance_name=group)
+    consumer.subscribe(topic, listener)
+    await asyncio.to_thread(consumer.start)
+    return consumer
+
+
+def _broker(cluster: Cluster) -> Broker:
+    return cluster.broker("broker-a")
+
+
+async def test_delay_level_2_arrives_after_its_delay_and_promptly(
+    cluster: Cluster, producer: Any, listener: Listener
+) -> None:
+    consumer = await _consume(cluster, "CG_CPP_DELAY", "CppDelayed", listener)
+    try:
+        message = make_message("CppDelayed", "two seconds later", tags="D")
+        message.set_delay_time_level(2)
+        result = await asyncio.to_thread(producer.send_sync, message)
+        assert result.status.name == "OK"
+        (seen,) = await listener.wait_for(1)
+    finally:
+        await asyncio.to_thread(destroy_push_consumer, consumer)
+    store = _broker(cluster).context.store
+    ((_, _, deliver_ms),) = store.consume_queue_entries(SCHEDULE_TOPIC, 1, 0, 1)
+    assert deliver_ms == store.store_time_at(SCHEDULE_TOPIC, 1, 0) + 2_000
+    assert seen.topic == "CppDelayed" and seen.body == "two seconds later" and seen.delay == ""
+    assert seen.store_timestamp_ms >= seen.born_timestamp_ms + 2_000  # no earlier than 2 s
+    assert deliver_ms <= seen.store_timestamp_ms < deliver_ms + LATENESS_BOUND_MS  # promptly
+
+
+async def test_a_timer_property_set_by_the_cpp_producer(
+    cluster: Cluster, producer: Any, listener: Listener
+) -> None:
+    consumer = await _consume(cluster, "CG_CPP_TIMER", "CppTimed", listener)
+    try:
+        message = make_message("CppTimed", "in 1.5 s", properties={"TIMER_DELAY_MS": "1500"})
+        result = await asyncio.to_thread(producer.send_sync, message)
+        assert result.status.name == "OK"
+        (seen,) = await listener.wait_for(1)
+    finally:
+        await asyncio.to_thread(destroy_push_consumer, consumer)
+    assert seen.body == "in 1.5 s"
+    assert seen.store_timestamp_ms >= seen.born_timestamp_ms + 1_500
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_failing_consumer_gets_retries_then_the_message_is_dead(
+    cluster: Cluster, producer: Any, listener: Listener
+) -> None:
+    """The wrapper re-raises the listener's exception inside the ctypes callback (printed as
+    an unraisable exception), which the C++ client takes as RECONSUME_LATER and sends back."""
+    broker = _broker(cluster)
+    consumer = await _consume(cluster, "CG_CPP_RETRY", "CppRetried", listener)
+    try:
+        result = await asyncio.to_thread(
+            producer.send_sync, make_message("CppRetried", "fail forever", tags="R")
+        )
+        assert result.status.name == "OK"
+        # The first delivery and 16 retries (the group's default retryMaxTimes), then the DLQ.
+        seen = await listener.wait_for(17)
+        await eventually(lambda: len(stored_messages(broker, "%DLQ%CG_CPP_RETRY")) == 1, WAIT_S)
+    finally:
+        await asyncio.to_thread(destroy_push_consumer, consumer)
+    assert [s.reconsume_times for s in seen] == list(range(17))
+    assert {s.body for s in seen} == {"fail forever"}
+    assert {s.topic for s in seen} == {"CppRetried"}  # restored from RETRY_TOPIC
+    assert {s.retry_topic for s in seen[1:]} == {"CppRetried"}
+    retries = stored_messages(broker, "%RETRY%CG_CPP_RETRY")
+    assert [m.reconsume_times for m in retries] == list(range(1, 17))
+    (dead,) = stored_messages(broker, "%DLQ%CG_CPP_RETRY")
+    assert dead.reconsume_times == 17 and dead.body == b"fail forever"
+    assert dead.properties[PropertyKey.RETRY_TOPIC] == "CppRetried"
+    dlq = broker.context.topics.find("%DLQ%CG_CPP_RETRY")
+    assert dlq is not None and dlq.perm == 2

@@ -1,0 +1,197 @@
+"""Fixtures for the Spark tests: one local[2] SparkSession for the whole test run, and a fresh
+name server + broker per test, served from a background event-loop thread of this process.
+
+Spark's Python workers are other processes: they reach the servers over 127.0.0.1 like any
+client. Serving from this process lets a test reach into the broker (retention, its clock).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra (pyspark, pyarrow) is not installed")
+pytest.importorskip("pyarrow", reason="the spark extra (pyspark, pyarrow) is not installed")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs Java (make test installs it)", allow_module_level=True)
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+
+from bolide.base.clock import Clock  # noqa: E402
+from bolide.broker.broker import Broker  # noqa: E402
+from bolide.broker.config import BrokerConfig  # noqa: E402
+from bolide.client.message import Message, SendResult  # noqa: E402
+from bolide.client.producer.producer import Producer  # noqa: E402
+from bolide.client.sync import LoopThread  # noqa: E402
+from bolide.namesrv.namesrv import NameServer  # noqa: E402
+from bolide.spark import BolideDataSource  # noqa: E402
+from bolide.protocol.bodies import PERM_READ, PERM_WRITE  # noqa: E402
+from bolide.protocol.codes import RequestCode, ResponseCode  # noqa: E402
+from bolide.protocol.command import RemotingCommand  # noqa: E402
+from bolide.protocol.headers import CreateTopicRequestHeader  # noqa: E402
+from bolide.remoting import ClientPool  # noqa: E402
+from bolide.testing.cluster import TEST_BROKER_SETTINGS  # noqa: E402
+
+T = TypeVar("T")
+
+LOOPBACK = "127.0.0.1"
+BROKER_NAME = "broker-a"
+WAIT_S = 120.0
+"""Bound on a streaming query's wait: a hang fails the test instead of CI."""
+
+
+class BackgroundCluster:
+    """A name server and one broker on a private loop thread.
+
+    ``broker_clock`` (default: the system clock) drives only the broker, so a test can age
+    its messages (retention) while the name server keeps real time.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        broker_clock: Clock | None = None,
+        settings: dict[str, object] | None = None,
+    ) -> None:
+        self.root = root
+        self.broker_clock = broker_clock
+        self.settings = {**TEST_BROKER_SETTINGS, **(settings or {})}
+        self.thread = LoopThread("spark-test-cluster")
+        self.namesrv: NameServer | None = None
+        self.broker: Broker | None = None
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.thread.run(coroutine)
+
+    @property
+    def namesrv_address(self) -> str:
+        assert self.namesrv is not None
+        return self.namesrv.address
+
+    def start(self) -> None:
+        self.run(self._start())
+
+    async def _start(self) -> None:
+        self.namesrv = NameServer(LOOPBACK, 0)
+        await self.namesrv.start()
+        overrides: dict[str, object] = {
+            **self.settings,
+            "broker_name": BROKER_NAME,
+            "broker_ip1": LOOPBACK,
+            "listen_port": 0,
+            "namesrv_addresses": (self.namesrv.address,),
+            "store_path_root_dir": self.root / BROKER_NAME / "store",
+        }
+        self.broker = Broker(
+            BrokerConfig.from_mapping({}, overrides), host=LOOPBACK, clock=self.broker_clock, seed=0
+        )
+        await self.broker.start()
+
+    def stop(self) -> None:
+        try:
+            self.run(self._stop())
+        finally:
+            self.thread.stop()
+
+    async def _stop(self) -> None:
+        if self.broker is not None:
+            await self.broker.stop()
+        if self.namesrv is not None:
+            await self.namesrv.stop()
+
+    def create_topic(self, topic: str, queue_count: int) -> None:
+        """UPDATE_AND_CREATE_TOPIC with ``queue_count`` read and write queues."""
+        assert self.broker is not None
+        header = CreateTopicRequestHeader(
+            topic, "TBW102", queue_count, queue_count, PERM_READ | PERM_WRITE
+        )
+        address = self.broker.address
+
+        async def create() -> None:
+            pool = ClientPool()
+            try:
+                request = RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields()
+                )
+                response = await pool.invoke(address, request, 10_000)
+                assert response.code == ResponseCode.SUCCESS, response
+            finally:
+                await pool.close()
+
+        self.run(create())
+
+    def produce(self, messages: Sequence[Message], *, sharding_keys: bool = False) -> list[SendResult]:
+        """Send ``messages`` one by one (in order; with ``sharding_keys``, each to the queue of
+        its KEYS); returns the results."""
+
+        async def send_all() -> list[SendResult]:
+            async with Producer("spark-test-producer", self.namesrv_address) as producer:
+                results = []
+                for message in messages:
+                    if sharding_keys:
+                        results.append(await producer.send_orderly(message, message.keys or ""))
+                    else:
+                        results.append(await producer.send(message))
+                return results
+
+        return self.run(send_all())
+
+    def retention(self) -> int:
+        """Run the broker's retention once; returns the commit-log segments deleted."""
+        assert self.broker is not None
+        return self.run(self.broker.context.store.run_retention_once())
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] session for every Spark test (starting a JVM costs ~20 s)."""
+    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("bolide-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", LOOPBACK)
+        .config("spark.driver.bindAddress", LOOPBACK)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(BolideDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[BackgroundCluster]:
+    started = BackgroundCluster(tmp_path)
+    started.start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def rows_of(frame: DataFrame) -> list[dict[str, Any]]:
+    """Every row of ``frame`` as a dict, sorted by (topic, broker, queue id, offset)."""
+    rows = [row.asDict(recursive=True) for row in frame.collect()]
+    return sorted(
+        rows, key=lambda r: (r["topic"], r["broker_name"], r["queue_id"], r["queue_offset"])
+    )
