@@ -102,6 +102,7 @@ bounded() {
 note() { echo "# $*" >>"$results"; echo "compare.sh: $*" >&2; }
 
 started_s=$SECONDS
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ "$install" = 1 ]; then
     bash bench/peers/install.sh || { echo "compare.sh: install failed" >&2; exit 1; }
 fi
@@ -143,7 +144,9 @@ for flush in $flushes; do
 done
 
 echo
-echo "Bolide vs peers on $(nproc) CPUs, $(uname -r), loopback only; spec: ${options:-?}"
+echo "Bolide vs peers on $(nproc) CPUs, $(uname -r), loopback only; load average (1/5/15 min)" \
+    "$load_at_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "spec: ${options:-?}"
 "$python" -m bench.peers.table "$results" $markdown
 echo
 echo "whole run: $((SECONDS - started_s)) s"

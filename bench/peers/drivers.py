@@ -118,6 +118,13 @@ class _Stopwatch:
         )
 
 
+def _cancel_requested() -> bool:
+    """True once the current task was asked to cancel, even if a client library swallowed the
+    CancelledError (asyncio.wait_for on Python 3.11 can): loops check it to stop anyway."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 async def _close_all(clients: list[PeerProducer] | list[PeerConsumer]) -> None:
     async with asyncio.timeout(CLOSE_MAX_S):
         await asyncio.gather(*(client.close() for client in clients))
@@ -135,7 +142,7 @@ async def _send_window(
 
     async def window_slot(producer: PeerProducer) -> None:
         nonlocal acked
-        while await next_ticket():
+        while not _cancel_requested() and await next_ticket():
             body = bodies.stamped()
             started_ns = time.perf_counter_ns()
             await producer.publish(body)
@@ -196,7 +203,7 @@ async def run_consume(
 
         async def consume(consumer: PeerConsumer) -> None:
             nonlocal received
-            while received < backlog and time.perf_counter() < deadline:
+            while received < backlog and time.perf_counter() < deadline and not _cancel_requested():
                 bodies = await consumer.fetch(spec.pull_batch, FETCH_WAIT_MS)
                 if bodies:
                     received += len(bodies)
@@ -244,7 +251,9 @@ async def run_e2e(
 
         async def consume(consumer: PeerConsumer) -> None:
             nonlocal received
-            while sending or (received < total and time.perf_counter() < drain_deadline):
+            while not _cancel_requested() and (
+                sending or (received < total and time.perf_counter() < drain_deadline)
+            ):
                 bodies = await consumer.fetch(spec.pull_batch, FETCH_WAIT_MS)
                 now_ns = time.monotonic_ns()
                 for body in bodies:

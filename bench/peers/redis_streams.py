@@ -6,6 +6,8 @@
 * consume: ``XREADGROUP GROUP bench <consumer> COUNT <batch> BLOCK <ms> STREAMS <stream> >``,
   then ``XACK`` of the ids, sent in the same pipeline as the next read (one round trip per
   batch, as AMQP and JetStream acknowledgements that need no reply).
+* ``socket_timeout=None``: redis-py's default (5 s) wraps every write in ``asyncio.wait_for``,
+  which costs a task per command and, on Python 3.11, can swallow a cancellation.
 * the acknowledgement of an XADD is the reply, which Redis sends after the AOF write (and the
   fsync with ``appendfsync always``) of the event-loop turn that ran the command.
 """
@@ -39,6 +41,8 @@ class RedisProducer:
             while True:
                 reply = await self._connection.read_response()
                 waiter = self._waiting.popleft()
+                if waiter.done():  # its caller was cancelled; the reply still comes, in order
+                    continue
                 if isinstance(reply, Exception):
                     waiter.set_exception(reply)
                 else:
@@ -116,7 +120,9 @@ class RedisPeer:
         self.durability = durability
 
     def _client(self) -> Redis:
-        return Redis(host="127.0.0.1", port=self.port, single_connection_client=True)
+        return Redis(
+            host="127.0.0.1", port=self.port, single_connection_client=True, socket_timeout=None
+        )
 
     async def server_version(self) -> str:
         client = self._client()
@@ -142,7 +148,7 @@ class RedisPeer:
             await client.aclose()
 
     async def open_producer(self, destination: str) -> RedisProducer:
-        connection = Connection(host="127.0.0.1", port=self.port)
+        connection = Connection(host="127.0.0.1", port=self.port, socket_timeout=None)
         await connection.connect()  # type: ignore[no-untyped-call, unused-ignore]
         return RedisProducer(connection, destination)
 

@@ -42,6 +42,7 @@ COLUMNS = (
     "p999 ms",
     "server CPU s",
     "server us/msg",
+    "client us/msg",
     "complete",
     "B/peer rate",
     "B/peer p99",
@@ -83,13 +84,14 @@ def _ratio(numerator: float | None, denominator: float | None) -> str:
     return f"{numerator / denominator:.2f}x"
 
 
+def _per_message_us(cpu_s: float | None, messages: int) -> str:
+    return "-" if cpu_s is None or not messages else f"{cpu_s / messages * 1e6:.0f}"
+
+
 def _row(result: Result, bolide: Result | None) -> list[str]:
     messages = int(result.get("messages") or 0)
     server_cpu_s = result.get("server_cpu_s")
     is_peer = result["system"] != BOLIDE and bolide is not None
-    per_message = (
-        "-" if server_cpu_s is None or not messages else f"{server_cpu_s / messages * 1e6:.0f}"
-    )
     return [
         result["workload"],
         result["flush"],
@@ -101,7 +103,8 @@ def _row(result: Result, bolide: Result | None) -> list[str]:
         _ms(result.get("latency_us"), "p99"),
         _ms(result.get("latency_us"), "p999"),
         "-" if server_cpu_s is None else f"{server_cpu_s:.2f}",
-        per_message,
+        _per_message_us(server_cpu_s, messages),
+        _per_message_us(result.get("client_cpu_s"), messages),
         "yes" if result.get("complete", True) else "no",
         _ratio(bolide["msgs_per_s"], result["msgs_per_s"]) if is_peer and bolide else "-",
         _ratio(_p99_ms(bolide), _p99_ms(result)) if is_peer and bolide else "-",

@@ -180,7 +180,25 @@ async def test_local_persist_of_one_queue_keeps_the_others(tmp_path: Path) -> No
     store = LocalFileOffsetStore(path)
     store.update_offset(Q0, 8, increase_only=True)
     store.update_offset(Q1, 9, increase_only=True)
-    await store.persist(Q1)
+    await store.persist_all([Q0, Q1])
+    store.update_offset(Q0, 20, increase_only=True)
+    store.update_offset(Q1, 21, increase_only=True)
+    await store.persist(Q1)  # only Q1 is written; Q0 keeps its persisted offset
     fresh = LocalFileOffsetStore(path)
     await fresh.load()
-    assert fresh.clone_offset_table("T") == {Q0: 8, Q1: 9}
+    assert fresh.clone_offset_table("T") == {Q0: 8, Q1: 21}
+
+
+async def test_local_file_keeps_queues_dropped_from_memory(tmp_path: Path) -> None:
+    path = local_offsets_path(tmp_path, "cid", "G")
+    store = LocalFileOffsetStore(path)
+    store.update_offset(Q0, 8, increase_only=True)
+    store.update_offset(Q1, 9, increase_only=True)
+    await store.persist_all([Q0, Q1])
+    store.remove_offset(Q1)  # e.g. dropped by a reset, to be read back from the file
+    store.update_offset(Q0, 10, increase_only=True)
+    await store.persist_all([Q0])
+    assert await store.read_offset(Q1, ReadOffsetType.READ_FROM_STORE) == 9
+    fresh = LocalFileOffsetStore(path)
+    await fresh.load()
+    assert fresh.clone_offset_table("T") == {Q0: 10, Q1: 9}

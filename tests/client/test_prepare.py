@@ -118,3 +118,11 @@ def test_a_batch_over_the_size_limit_is_refused() -> None:
     messages = [Message("T", b"x" * 400) for _ in range(3)]
     with pytest.raises(MessageTooLargeError, match="split it"):
         prepare_batch(messages, ["K"] * 3, NOW_MS, settings)
+
+
+def test_properties_over_32767_utf8_bytes_are_refused() -> None:
+    near_limit = Message("T", b"x", properties={"note": "é" * 16_000})  # 32 000 bytes: fits
+    prepare_message(near_limit, "ID", NOW_MS, SETTINGS)
+    too_long = Message("T", b"x", properties={"note": "é" * 16_500})  # 33 000 bytes
+    with pytest.raises(MessageTooLargeError, match="32767"):
+        prepare_message(too_long, "ID", NOW_MS, SETTINGS)

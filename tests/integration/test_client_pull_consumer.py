@@ -3,11 +3,13 @@ auto-commit, assign by hand, seek, manual commit, pause and resume."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+import bolide
 from bolide.base.errors import ConfigError
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.pull_consumer import PullConsumer
@@ -110,3 +112,26 @@ async def test_subscribe_and_assign_do_not_mix(cluster: Cluster) -> None:
         await consumer.assign([Q0])
     with pytest.raises(ConfigError):
         await consumer.poll()
+
+
+def read_blocking(namesrv: str, count: int) -> list[str]:
+    consumer = bolide.PullConsumer(
+        "lite-blocking", namesrv=namesrv, consume_from=bolide.ConsumeFrom.FIRST_OFFSET
+    )
+    consumer.assign([Q0])
+    keys: list[str] = []
+    with consumer:
+        for _ in range(100):  # bounded: each poll waits at most 5 s
+            keys += [message.keys or "" for message in consumer.poll(5_000)]
+            if len(keys) >= count:
+                break
+        consumer.commit()
+    return keys
+
+
+async def test_blocking_pull_consumer(cluster: Cluster, producer: Producer) -> None:
+    for index in range(3):
+        await producer.send(Message(TOPIC, b"b", keys=f"b{index}"), queue=Q0)
+    keys = await asyncio.to_thread(read_blocking, cluster.namesrv_address, 3)
+    assert keys == ["b0", "b1", "b2"]
+    assert cluster.brokers[0].context.offsets.query_offset("lite-blocking", TOPIC, 0) == 3

@@ -5,16 +5,20 @@ shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from bolide.client.config import ConsumeFrom
+from bolide.base import limits
+from bolide.base.clock import ManualClock
+from bolide.client.config import ClientConfig, ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.offset_store import local_offsets_path
 from bolide.client.consumer.push_consumer import PushConsumer
+from bolide.client.instance import ClientInstance
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import (
@@ -26,10 +30,11 @@ from bolide.protocol.bodies import (
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
-from bolide.protocol.message import PropertyKey, java_string_hash
+from bolide.protocol.message import MessageExt, PropertyKey, java_string_hash
 from bolide.protocol.message_codec import decode_records
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import (
+    WAIT_S,
     Collector,
     consumer_connection,
     create_topic,
@@ -213,3 +218,65 @@ async def test_start_refuses_a_second_consumer_of_the_group_on_one_instance(
         second.register_listener(Collector())
         with pytest.raises(Exception, match="already runs"):
             await second.start()
+
+
+async def test_illegal_offset_is_corrected_after_10_s_of_client_time(
+    cluster: Cluster, producer: Producer
+) -> None:
+    queue = MessageQueue(TOPIC, "broker-a", 0)
+    for index in range(3):
+        await producer.send(Message(TOPIC, b"old", keys=f"old-{index}"), queue=queue)
+    # Progress beyond the queue's end (e.g. the broker lost data): the pull says OFFSET_MOVED.
+    cluster.brokers[0].context.offsets.commit_offset("test", "g-illegal", TOPIC, 0, 50)
+    clock = ManualClock()
+    config = ClientConfig((cluster.namesrv_address,), "127.0.0.1", 1, "illegal")
+    collector = Collector()
+    push = PushConsumer("g-illegal", instance=ClientInstance(config, clock=clock))
+    push.subscribe(TOPIC)
+    push.register_listener(collector.bind())
+    async with push:
+        await eventually(lambda: queue in push.process_queues)
+        dropped = push.process_queues[queue]
+        await eventually(lambda: dropped.dropped)  # OFFSET_ILLEGAL: the queue is dropped ...
+        assert queue in push.process_queues  # ... but kept for 10 s
+        advanced_ms = 0
+        async with asyncio.timeout(WAIT_S):
+            while push.process_queues.get(queue, dropped) is dropped:
+                clock.advance_ms(100)  # client time only: the broker keeps real time
+                advanced_ms += 100
+                await asyncio.sleep(0)
+        assert advanced_ms >= limits.PULL_OFFSET_ILLEGAL_FIX_DELAY_MS
+        await producer.send(Message(TOPIC, b"new", keys="new"), queue=queue)
+        await collector.wait_for(lambda: "new" in collector.keys)
+    assert "old-0" not in collector.keys  # Java's reaction: continue from the queue's end
+    assert committed(cluster, "g-illegal")[0] == 4
+
+
+async def test_shutdown_finishes_the_listener_call_in_progress(
+    cluster: Cluster, producer: Producer
+) -> None:
+    queue = MessageQueue(TOPIC, "broker-a", 2)
+    await producer.send(Message(TOPIC, b"slow", keys="slow"), queue=queue)
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: list[MessageExt]) -> ConsumeResult:
+        entered.set()
+        await release.wait()
+        return ConsumeResult.SUCCESS
+
+    push = PushConsumer(
+        "g-slow", namesrv=cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET
+    )
+    push.subscribe(TOPIC)
+    push.register_listener(slow)
+    await push.start()
+    await asyncio.wait_for(entered.wait(), WAIT_S)
+    stopping = asyncio.ensure_future(push.shutdown())
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert not stopping.done()  # waiting for the listener
+    release.set()
+    await asyncio.wait_for(stopping, WAIT_S)
+    # Had shutdown not waited, persisting would have come first and left the offset at 0.
+    assert committed(cluster, "g-slow")[2] == 1
+    assert cluster.brokers[0].context.consumers.client_ids("g-slow") == []

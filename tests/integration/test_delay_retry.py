@@ -24,7 +24,7 @@ from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, PullSysFla
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.msgid import offset_message_id
 from bolide.testing.cluster import Cluster
-from tests.integration.wire import BrokerWire, batch_request, connected, records
+from tests.integration.wire import BrokerWire, batch_request, connected, pull_request, records
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,10 +46,9 @@ async def _next_message(
 ) -> MessageExt:
     """Long-poll ``topic``/``queue_id`` from ``offset`` until a message is there."""
     for _ in range(8):  # each poll holds up to 15 s; a few rounds bound the wait
-        response = await wire.pull(
-            topic, queue_id, offset, group=group, sys_flag=LONG_POLL, max_messages=1,
-            suspend_timeout_ms=15_000, timeout_ms=30_000,
-        )  # fmt: skip
+        request = pull_request(topic, queue_id, offset, group=group, sys_flag=LONG_POLL,
+                               max_messages=1, suspend_timeout_ms=15_000)  # fmt: skip
+        response = await wire.invoke(request, timeout_ms=30_000)
         if response.code == ResponseCode.SUCCESS:
             return records(response)[0]
         assert response.code == ResponseCode.PULL_NOT_FOUND, response.remark

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from bolide.protocol.codes import ResponseCode
+from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullSysFlag
 from bolide.protocol.message import PropertyKey
 from bolide.remoting import ClientPool
-from tests.integration.wire import BrokerWire, connected, records
+from tests.integration.wire import BrokerWire, connected, pull_request, records
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,10 +57,9 @@ async def _read_all(wire: BrokerWire, topic: str, expected: int) -> list[str]:
     keys: list[str] = []
     for _ in range(expected + 10):
         suspend_ms = 15_000 if len(keys) < expected else 3_000
-        response = await wire.pull(
-            topic, 0, len(keys), group="CG_RESTART", sys_flag=LONG_POLL,
-            suspend_timeout_ms=suspend_ms, timeout_ms=30_000,
-        )  # fmt: skip
+        request = pull_request(topic, 0, len(keys), group="CG_RESTART", sys_flag=LONG_POLL,
+                               suspend_timeout_ms=suspend_ms)  # fmt: skip
+        response = await wire.invoke(request, timeout_ms=30_000)
         if response.code == ResponseCode.PULL_NOT_FOUND:
             if len(keys) >= expected:
                 return keys
@@ -67,6 +67,12 @@ async def _read_all(wire: BrokerWire, topic: str, expected: int) -> list[str]:
         assert response.code == ResponseCode.SUCCESS, response.remark
         keys += [message.properties[PropertyKey.UNIQ_KEY] for message in records(response)]
     raise AssertionError(f"{topic}: {len(keys)} of {expected} after many polls")
+
+
+async def _first(wire: BrokerWire, topic: str) -> RemotingCommand:
+    """Long-poll ``topic`` queue 0 from offset 0 (one poll: something is due within it)."""
+    request = pull_request(topic, 0, 0, group="CG_RESTART", sys_flag=LONG_POLL)
+    return await wire.invoke(request, timeout_ms=30_000)
 
 
 def _check_exactly_once(keys: list[str], prefix: str) -> None:
@@ -81,9 +87,7 @@ async def test_clean_restart_delivers_each_pending_message_once(tmp_path: Path) 
     settings = {"messageDelayLevel": "1s 2s"}
     async with connected(tmp_path, settings=settings) as (_, wire):
         await _send_pending(wire)
-        first = await wire.pull(
-            TIMER_TOPIC_NAME, 0, 0, group="CG_RESTART", sys_flag=LONG_POLL, timeout_ms=30_000
-        )
+        first = await _first(wire, TIMER_TOPIC_NAME)
         assert first.code == ResponseCode.SUCCESS  # some timers delivered, most pending
     async with connected(tmp_path, settings=settings) as (_, wire):
         _check_exactly_once(await _read_all(wire, LEVEL_TOPIC, COUNT), "L")
@@ -119,9 +123,7 @@ async def test_kill_9_during_delivery_delivers_each_pending_message_once(tmp_pat
         async with _standalone(data_dir, conf) as (process, address):
             wire = BrokerWire(pool, address)
             await _send_pending(wire)
-            first = await wire.pull(
-                LEVEL_TOPIC, 0, 0, group="CG_RESTART", sys_flag=LONG_POLL, timeout_ms=30_000
-            )
+            first = await _first(wire, LEVEL_TOPIC)
             assert first.code == ResponseCode.SUCCESS
             # Mid-delivery: level 1 is being delivered, level 2 and half the timers pending.
             process.send_signal(signal.SIGKILL)

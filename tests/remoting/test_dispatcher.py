@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bolide.base.errors import BolideError, InvariantViolationError
-from bolide.protocol.codes import ResponseCode
+from bolide.protocol.codes import LanguageCode, ResponseCode
 from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from bolide.protocol.frame import SerializeType
 from bolide.remoting import Connection, Dispatcher, RemotingServer, RequestError
@@ -219,17 +219,16 @@ async def test_handler_hit_by_cancellation_is_not_answered(server: RemotingServe
 
 
 async def test_records_language_and_version_of_the_last_request(server: RemotingServer) -> None:
-    opened: list[Connection] = []
     peer = await RawPeer.connect(server.port)
     try:
         command = request(ECHO, 60)
-        command.language = command.language.CPP
+        command.language = LanguageCode.CPP
         command.version = 63
         await peer.send(command)
         await peer.read_command()
-        opened = list(server.connections)
-        assert len(opened) == 1
-        assert (opened[0].language, opened[0].version) == (command.language.CPP, 63)
+        (channel,) = server.connections
+        assert (channel.language, channel.version) == (LanguageCode.CPP, 63)
+        assert channel.remote_address == f"127.0.0.1:{peer.writer.get_extra_info('sockname')[1]}"
     finally:
         await peer.close()
 

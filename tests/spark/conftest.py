@@ -21,22 +21,28 @@ pytest.importorskip("pyarrow", reason="the spark extra (pyspark, pyarrow) is not
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs Java (make test installs it)", allow_module_level=True)
 
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession
 
-from bolide.base.clock import Clock  # noqa: E402
-from bolide.broker.broker import Broker  # noqa: E402
-from bolide.broker.config import BrokerConfig  # noqa: E402
-from bolide.client.message import Message, SendResult  # noqa: E402
-from bolide.client.producer.producer import Producer  # noqa: E402
-from bolide.client.sync import LoopThread  # noqa: E402
-from bolide.namesrv.namesrv import NameServer  # noqa: E402
-from bolide.spark import BolideDataSource  # noqa: E402
-from bolide.protocol.bodies import PERM_READ, PERM_WRITE  # noqa: E402
-from bolide.protocol.codes import RequestCode, ResponseCode  # noqa: E402
-from bolide.protocol.command import RemotingCommand  # noqa: E402
-from bolide.protocol.headers import CreateTopicRequestHeader  # noqa: E402
-from bolide.remoting import ClientPool  # noqa: E402
-from bolide.testing.cluster import TEST_BROKER_SETTINGS  # noqa: E402
+from bolide.base.clock import Clock, ManualClock, SystemClock
+from bolide.broker.broker import Broker
+from bolide.broker.config import BrokerConfig
+from bolide.client.message import Message, SendResult
+from bolide.client.producer.producer import Producer
+from bolide.client.sync import LoopThread
+from bolide.namesrv.namesrv import NameServer
+from bolide.protocol.bodies import (
+    PERM_READ,
+    PERM_WRITE,
+    MessageQueue,
+)
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.remoting import ClientPool
+from bolide.spark import BolideDataSource
+from bolide.spark.client import BlockingClient
+from bolide.spark.queues import fetch_bounds
+from bolide.testing.cluster import TEST_BROKER_SETTINGS
 
 T = TypeVar("T")
 
@@ -127,7 +133,9 @@ class BackgroundCluster:
 
         self.run(create())
 
-    def produce(self, messages: Sequence[Message], *, sharding_keys: bool = False) -> list[SendResult]:
+    def produce(
+        self, messages: Sequence[Message], *, sharding_keys: bool = False
+    ) -> list[SendResult]:
         """Send ``messages`` one by one (in order; with ``sharding_keys``, each to the queue of
         its KEYS); returns the results."""
 
@@ -143,10 +151,67 @@ class BackgroundCluster:
 
         return self.run(send_all())
 
+    def advance_broker_clock(self, duration_ms: int) -> None:
+        """Move the broker's ManualClock on, from its loop (sleepers wake on that thread)."""
+        clock = self.broker_clock
+        assert isinstance(clock, ManualClock)
+
+        async def advance() -> None:
+            clock.advance_ms(duration_ms)
+
+        self.run(advance())
+
+    def broker_clock_now_ms(self) -> int:
+        """The broker's wall-clock time (its store timestamps)."""
+        return (self.broker_clock or SystemClock()).now_ms()
+
     def retention(self) -> int:
         """Run the broker's retention once; returns the commit-log segments deleted."""
         assert self.broker is not None
         return self.run(self.broker.context.store.run_retention_once())
+
+
+AGED_TOPIC = "aging"
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def aged(tmp_path: Path) -> Iterator[tuple[BackgroundCluster, list[SendResult], int]]:
+    """A topic of one queue whose oldest messages retention deleted: (cluster, what was sent,
+    the queue's min offset now)."""
+    clock = ManualClock()
+    cluster = BackgroundCluster(
+        tmp_path,
+        broker_clock=clock,
+        settings={
+            "commit_log_segment_bytes": 8 * 1024,
+            "file_reserved_time_hours": 1,
+            "delete_when_hours": tuple(range(24)),
+        },
+    )
+    cluster.start()
+    try:
+        cluster.create_topic(AGED_TOPIC, 1)
+        sent = cluster.produce(
+            [Message(AGED_TOPIC, bytes([65 + n % 26]) * 1000) for n in range(40)]
+        )
+        cluster.advance_broker_clock(2 * HOUR_MS)
+        sent += cluster.produce([Message(AGED_TOPIC, b"fresh-%d" % n) for n in range(5)])
+        cluster.retention()  # the broker's own retention loop may have run already
+        min_offset = _min_offset(cluster)
+        assert 0 < min_offset < 40
+        yield cluster, sent, min_offset
+    finally:
+        cluster.stop()
+
+
+def _min_offset(cluster: BackgroundCluster) -> int:
+    client = BlockingClient(cluster.namesrv_address, "test")
+    try:
+        queue = MessageQueue(AGED_TOPIC, BROKER_NAME, 0)
+        return client.run(fetch_bounds(client.instance, [queue]))[queue].min_offset
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")
@@ -159,6 +224,7 @@ def spark() -> Iterator[SparkSession]:
         SparkSession.builder.master("local[2]")
         .appName("bolide-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", LOOPBACK)
         .config("spark.driver.bindAddress", LOOPBACK)
         .config("spark.sql.shuffle.partitions", "2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pyspark.errors import PySparkException
@@ -51,7 +52,10 @@ def test_batch_read_of_an_exact_offset_range(
     by_id = {result.msg_id: result for result in sent}
     for row in rows:
         result = by_id[row["msg_id"]]
-        assert (row["queue_id"], row["queue_offset"]) == (result.queue.queue_id, result.queue_offset)
+        assert (row["queue_id"], row["queue_offset"]) == (
+            result.queue.queue_id,
+            result.queue_offset,
+        )
         number = int(row["body"].decode().removeprefix("body-"))
         assert row["properties"]["n"] == str(number)
         assert row["keys"] == f"k{number % 4}"
@@ -81,18 +85,15 @@ def test_a_missing_option_is_a_clear_error(spark: SparkSession) -> None:
 
 
 def test_starting_timestamp_reads_what_was_stored_from_then_on(
-    spark: SparkSession, tmp_path: object
+    spark: SparkSession, tmp_path: Path
 ) -> None:
     clock = ManualClock(start_ms=1_800_000_000_000)
-    from pathlib import Path
-
-    assert isinstance(tmp_path, Path)
     cluster = BackgroundCluster(tmp_path, broker_clock=clock)
     cluster.start()
     try:
         cluster.create_topic("events", 2)
         cluster.produce(_messages("events", 10))
-        clock.advance_ms(60_000)
+        cluster.advance_broker_clock(60_000)
         later = cluster.produce(_messages("events", 10, start=10))
         frame = (
             spark.read.format("bolide")

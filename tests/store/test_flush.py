@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 
@@ -129,9 +130,10 @@ async def test_async_flush_follows_its_interval_and_writes_the_checkpoint(
         assert store.stats().commit_log_flushed_offset == 0
         await until(lambda: clock.sleeper_count >= 3)
         clock.advance_ms(config.flush_interval_commit_log_ms)
-        await _until_async(lambda: store.stats().commit_log_flushed_offset == end)
+        # The fsync runs in a flush thread: yield loop turns until its result lands.
+        await until(lambda: store.stats().commit_log_flushed_offset == end, max_spins=10**6)
         clock.advance_ms(config.flush_interval_consume_queue_ms)
-        await _until_async(lambda: _checkpoint_queue_offset(config) == end)
+        await until(lambda: _checkpoint_queue_offset(config) == end, max_spins=10**6)
     finally:
         await store.shutdown()
     checkpoint = CheckpointFile(config.checkpoint_path, FileOps()).read()
@@ -143,12 +145,38 @@ def _checkpoint_queue_offset(config: StoreConfig) -> int:
     return -1 if checkpoint is None else checkpoint.consume_queue_flushed_offset
 
 
-async def _until_async(predicate: object) -> None:
-    """Wait for flush-thread work: yields to the loop, which lets executor results land."""
-    check = predicate if callable(predicate) else None
-    assert check is not None
-    for _ in range(2_000):
-        if check():
-            return
-        await asyncio.sleep(0.001 if _ % 100 == 99 else 0)
-    raise AssertionError("flush did not happen")
+def _open_files_under(directory: Path) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(str(directory))
+    return count
+
+
+async def test_full_flushed_files_give_back_their_descriptors(tmp_path: Path) -> None:
+    file_ops = ControlledFileOps(sync=False)
+    config = tiny_config(tmp_path, consume_queue_file_entries=4)
+    store = await _open(config, file_ops)
+    try:
+        for _ in range(100):
+            assert (await store.put_message(request(body=bytes(500)))).ok
+        await store.flush()
+        files = len(list((config.consume_queue_dir / "orders" / "0").iterdir()))
+        assert files == 25
+        # Python 3.11's mmap keeps a descriptor of its own per mapping: one per file is the
+        # floor; the store's own descriptors are closed once a file is full and flushed.
+        assert _open_files_under(config.consume_queue_dir) <= files + 1
+        segments = len(list(config.commit_log_dir.iterdir()))
+        assert _open_files_under(config.commit_log_dir) <= segments + 1
+        assert store.get_message("orders", 0, 0, 32, 1 << 20).message_count == 32
+    finally:
+        await store.shutdown()
+    store = await _open(config, file_ops)
+    try:
+        assert _open_files_under(config.consume_queue_dir) <= 25 + 1
+        assert store.max_offset("orders", 0) == 100
+    finally:
+        await store.shutdown()

@@ -318,3 +318,27 @@ async def test_files_that_do_not_fit_together_refuse_to_start(tmp_path: Path) ->
     os.truncate(first, 100)
     with pytest.raises(CorruptDataError):
         await _open(broken)
+
+
+async def test_files_half_created_by_a_crash_are_cleaned_up(tmp_path: Path) -> None:
+    crashed = await _crashed_store(tmp_path, flush_after=None)
+    config = _copy(crashed, tmp_path / "half")
+    segment = config.commit_log_segment_bytes
+    last_start = max(int(p.name) for p in config.commit_log_dir.iterdir())
+    following = config.commit_log_dir / segment_file_name(last_start + segment)
+    following.write_bytes(bytes(segment))  # renamed into place, nothing written yet
+    (config.commit_log_dir / (segment_file_name(last_start + 2 * segment) + ".tmp")).touch()
+    queue_dir = config.consume_queue_dir / "orders" / "0"
+    (queue_dir / (segment_file_name(10**6) + ".tmp")).touch()
+    index_size = next(config.index_dir.iterdir()).stat().st_size
+    unwritten_index = config.index_dir / segment_file_name(10**9)
+    unwritten_index.write_bytes(bytes(index_size))
+    store, report = await _open(config)
+    try:
+        assert report.segments_removed == (following.name,)
+        assert report.cut_reason == "empty segment files after the end of the data"
+        assert not list(config.store_path_root_dir.rglob("*.tmp"))
+        assert not unwritten_index.exists()
+    finally:
+        await store.shutdown()
+    await _check_survivors(config, crashed.records, [])

@@ -98,27 +98,29 @@ INDEX_QUERY_SCAN_MAX_ENTRIES = 100_000
 COMMIT_LOG_BLANK_MIN_BYTES = 8
 """Room always kept at a segment's end for the blank marker (END_FILE_MIN_BLANK_LENGTH)."""
 COMMIT_LOG_ALLOCATION_CHUNK_BYTES = 4 * MIB
-"""Disk blocks reserved ahead of the commit-log write position in one fallocate: mapped writes
-never fault on a hole (SIGBUS on a full disk) and a full disk shows up before a put writes."""
+"""Disk blocks reserved (fallocate) and pages pre-faulted (madvise) ahead of the commit-log
+write position at once: mapped writes never fault on a hole (SIGBUS on a full disk), a full
+disk shows up before a put writes, and the pre-fault (a few ms) is paid once per chunk."""
 CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES = 64 * KIB
 """Disk blocks reserved ahead in a consume-queue or index file: thousands of queues must not
 each pin a whole 5.7 MiB file on disk."""
-STORE_QUEUE_ID_MAX = 65_535
-"""Largest queue id a put may create: each queue id is a directory of files."""
-STORE_FLUSH_THREADS = 3
+STORE_QUEUE_IDS_MAX_COUNT = 65_536
+"""Queue ids a put may use (0..65535): each queue id is a directory of files."""
+STORE_FLUSH_THREAD_COUNT = 3
 """Threads that fsync (commit-log rounds, then queues, index and checkpoint): fsync never runs
 on the event loop, and at most this many run at once."""
-SYNC_FLUSH_ROUNDS_IN_FLIGHT = 2
+SYNC_FLUSH_ROUNDS_MAX_COUNT = 2
 """SYNC_FLUSH fsync rounds running at once: puts arriving during one fsync start the next
 instead of waiting (ext4 merges concurrent fsyncs; measured ~2x fsyncs/s with two)."""
 SYNC_FLUSH_TIMEOUT_CHECK_INTERVAL_MS = 100
 """How often SYNC puts still waiting for their fsync are checked against their timeout."""
 RETENTION_CHECK_INTERVAL_MS = 10_000
 """How often retention looks at segment ages and disk use (cleanResourceInterval)."""
-RETENTION_DELETE_MAX_SEGMENTS = 10
+STORE_NAME_CACHE_MAX_ENTRIES = 100_000
+"""Encoded topic names and tags hash codes a store memoises each: bounds memory when clients
+send endless distinct names."""
+RETENTION_DELETE_SEGMENTS_MAX_COUNT = 10
 """Segments one retention run deletes at most (DELETE_FILES_BATCH_MAX): bounds one step."""
-RETENTION_DELETE_HOUR_DEFAULT = 4
-"""Hour of day (local time) at which expired segments are deleted (deleteWhen "04")."""
 RECOVERY_CUT_SCAN_MAX_BYTES = 64 * MIB
 """How far past a cut recovery looks for non-zero bytes to report how much it discarded."""
 

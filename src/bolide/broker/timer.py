@@ -314,8 +314,8 @@ class TimerMessageService:
         self._log.close()
 
     async def persist(self) -> None:
-        """Write timerProgress.json with the progress the flushed commit log backs, sync the
-        timer log and delete its files that hold only delivered entries.
+        """Write timerProgress.json with the progress the flushed commit log backs and sync the
+        timer log (its files holding only delivered entries go at the next window rescan).
 
         Raises:
             OSError, StoreIOError: a file could not be written.
@@ -324,7 +324,6 @@ class TimerMessageService:
         self._file.update(self._ledger.durable(flushed), flushed)
         await self._writer.flush()
         await asyncio.to_thread(self._log.sync)
-        self._log.delete_before(self._low_durable_index)
 
     async def _persist_logged(self) -> None:
         try:
@@ -486,6 +485,8 @@ class TimerMessageService:
         )
         for item in items:
             heapq.heappush(self._heap, item)
+        # Here, not in a worker thread's way: files whose entries are all durably delivered.
+        self._log.delete_before(self._low_durable_index)
 
     async def _deliver_one(self, item: _HeapItem) -> bool:
         """Re-put one due message. True when done with it (stored, or dropped as

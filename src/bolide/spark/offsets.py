@@ -102,12 +102,13 @@ def split_limit(
 ) -> dict[MessageQueue, int]:
     """How many messages to take from each queue so that the total is at most ``limit``.
 
-    When everything fits, each queue gives its whole backlog. Otherwise each queue with a
-    backlog gets one message, and the rest of ``limit`` is shared in proportion to the rest of
-    the backlogs (largest remainders first, ties in queue order), so the total is exactly
-    ``limit``, no queue gets more than its backlog and none is starved. When ``limit`` is
-    smaller than the number of queues with a backlog, ``limit`` of them get one message each,
-    starting at position ``rotation`` of the sorted queues (the caller moves it on).
+    When everything fits, each queue gives its whole backlog. Otherwise ``limit`` is shared in
+    proportion to the backlogs (largest remainders get the odd units, ties in queue order), so
+    the total is exactly ``limit`` and no queue gets more than its backlog; then every queue
+    with a backlog that got nothing takes one message from the largest share, so none is
+    starved. When ``limit`` is smaller than the number of queues with a backlog, ``limit`` of
+    them get one message each, starting at position ``rotation`` of the sorted queues (the
+    caller moves it on from trigger to trigger).
     """
     active = {queue: count for queue, count in sorted(backlogs.items()) if count > 0}
     total = sum(active.values())
@@ -118,20 +119,21 @@ def split_limit(
     queues = list(active)
     if limit < len(queues):
         start = rotation % len(queues)
-        chosen = (queues[start:] + queues[:start])[:limit]
-        return dict.fromkeys(chosen, 1)
-    rest = limit - len(queues)
-    rest_total = total - len(queues)
+        return dict.fromkeys((queues[start:] + queues[:start])[:limit], 1)
     takes: dict[MessageQueue, int] = {}
     remainders: list[tuple[int, int, MessageQueue]] = []
     for position, queue in enumerate(queues):
-        share, remainder = divmod(rest * (active[queue] - 1), rest_total)
-        takes[queue] = 1 + share
+        share, remainder = divmod(limit * active[queue], total)
+        takes[queue] = share
         remainders.append((-remainder, position, queue))
-    leftover = limit - sum(takes.values())
-    for _, _, queue in sorted(remainders)[:leftover]:
+    for _, _, queue in sorted(remainders)[: limit - sum(takes.values())]:
         takes[queue] += 1
-    return takes
+    for queue in queues:
+        if takes[queue] == 0:
+            richest = max(queues, key=lambda item: (takes[item], -queues.index(item)))
+            takes[richest] -= 1
+            takes[queue] = 1
+    return {queue: count for queue, count in takes.items() if count > 0}
 
 
 def resolve_offsets(

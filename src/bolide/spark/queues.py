@@ -250,6 +250,7 @@ class _Pipeline:
         self.settings = settings
         self.next_offset = queue_range.start_offset
         self.pending: deque[tuple[int, int, asyncio.Task[_RawPull]]] = deque()
+        self.dropped: list[asyncio.Task[_RawPull]] = []
         self.stalls = 0
 
     def _start(self, offset: int, stop: int) -> asyncio.Task[_RawPull]:
@@ -267,9 +268,25 @@ class _Pipeline:
         """Pull ``[offset, stop)`` next, before the segments already pending."""
         self.pending.appendleft((offset, stop, self._start(offset, stop)))
 
+    def skip_to(self, offset: int) -> None:
+        """Forget everything below ``offset`` (lost): pending pulls below it are cancelled,
+        one that straddles it starts again at ``offset``."""
+        kept: deque[tuple[int, int, asyncio.Task[_RawPull]]] = deque()
+        for start, stop, task in self.pending:
+            if start >= offset:
+                kept.append((start, stop, task))
+                continue
+            task.cancel()
+            self.dropped.append(task)
+            if stop > offset:
+                kept.append((offset, stop, self._start(offset, stop)))
+        self.pending = kept
+        self.next_offset = max(self.next_offset, offset)
+
     async def cancel(self) -> None:
-        tasks = [task for _, _, task in self.pending]
+        tasks = [task for _, _, task in self.pending] + self.dropped
         self.pending.clear()
+        self.dropped.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -309,12 +326,13 @@ async def _next_step(
     queue = pipeline.queue
     status = result.status
     if status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
+        lost_end = min(result.min_offset, pipeline.end_offset)
         _lost(
             pipeline,
             f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}: messages"
-            f" {offset}..{min(stop, result.min_offset) - 1} were deleted (retention)"
-            " before they were read",
+            f" {offset}..{lost_end - 1} were deleted (retention) before they were read",
         )
+        pipeline.skip_to(result.min_offset)
         if result.min_offset < stop:
             pipeline.redo_front(result.min_offset, stop)
         return None

@@ -36,7 +36,7 @@ from bolide.protocol.message_codec import (
 )
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment
+from bolide.store.segment import MappedSegment, remove_leftovers
 
 _log = logging.getLogger("bolide.store.commit_log")
 
@@ -72,6 +72,7 @@ class CommitLog:
             StoreIOError: a file cannot be opened.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(self.directory)
         starts: list[tuple[int, Path]] = []
         for path in self.directory.iterdir():
             start = parse_segment_file_name(path.name)
@@ -248,10 +249,6 @@ class CommitLog:
             timestamp_at += IPV6_HOST_EXTRA_BYTES
         (timestamp_ms,) = _INT64.unpack_from(view, timestamp_at)
         return int(timestamp_ms)
-
-    def first_store_timestamp(self, segment: MappedSegment) -> int:
-        """Store time of the first record of ``segment``; -1 when it holds none."""
-        return self.store_timestamp(segment.start_offset)
 
     # --- retention and recovery ---------------------------------------------------------------
 

@@ -36,6 +36,10 @@ DEFAULT_DELAY_LEVELS_MS: tuple[int, ...] = (
 """RocketMQ's messageDelayLevel "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"."""
 
 
+DEFAULT_DELETE_WHEN_HOURS = frozenset({4})
+"""RocketMQ's deleteWhen "04": expired segments go at 04:00 local time."""
+
+
 class FlushDiskType(enum.Enum):
     """When a put counts as stored (RocketMQ's flushDiskType)."""
 
@@ -77,7 +81,7 @@ class StoreConfig:
     flush_interval_consume_queue_ms: int = limits.FLUSH_INTERVAL_CONSUME_QUEUE_MS
     sync_flush_timeout_ms: int = limits.SYNC_FLUSH_TIMEOUT_MS
     file_reserved_time_ms: int = limits.FILE_RESERVED_TIME_MS
-    delete_when_hours: frozenset[int] = frozenset({limits.RETENTION_DELETE_HOUR_DEFAULT})
+    delete_when_hours: frozenset[int] = DEFAULT_DELETE_WHEN_HOURS
     disk_max_used_space_ratio_percent: int = limits.DISK_MAX_USED_SPACE_RATIO_PERCENT
     retention_check_interval_ms: int = limits.RETENTION_CHECK_INTERVAL_MS
     max_message_size_bytes: int = limits.MESSAGE_BODY_MAX_BYTES

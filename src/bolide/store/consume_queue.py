@@ -28,7 +28,7 @@ from bolide.base import limits
 from bolide.base.errors import CorruptDataError, StoreIOError, invariant
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment
+from bolide.store.segment import MappedSegment, remove_leftovers
 
 ENTRY: Final = struct.Struct(">qiq")
 ENTRY_BYTES: Final = limits.CONSUME_QUEUE_ENTRY_BYTES
@@ -72,6 +72,7 @@ class ConsumeQueue:
             CorruptDataError: files are misnamed, not contiguous or of the wrong size.
             StoreIOError: a file cannot be opened.
         """
+        remove_leftovers(self.directory)
         starts: list[int] = []
         for path in self.directory.iterdir():
             start = parse_segment_file_name(path.name)
@@ -151,7 +152,11 @@ class ConsumeQueue:
         end_byte = (self.max_offset + count) * ENTRY_BYTES
         if self.segments:
             last = self.segments[-1]
-            if last.poison is None and end_byte - last.start_offset <= last.allocated_position:
+            if (
+                last.poison is None
+                and last.start_offset <= self.max_offset * ENTRY_BYTES
+                and end_byte - last.start_offset <= last.allocated_position
+            ):
                 return  # the usual case: room already reserved in the tail file
         self.check_writable()
         while not self.segments or self.segments[-1].end_offset < end_byte:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bolide.base import limits
 from bolide.protocol.message import (
     KEY_SEPARATOR,
     TRANSACTION_MASK,
@@ -14,9 +15,6 @@ from bolide.protocol.message import (
 )
 from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.index_file import index_key_hash
-
-TAGS_CODES_CACHE_MAX_ENTRIES = 4_096
-"""Tags hash codes a store remembers (the hash loops in Python over each character)."""
 
 _NO_QUEUE_ENTRY = frozenset(
     {int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK)}
@@ -36,7 +34,7 @@ def queue_tags_code(
     cache: dict[str, int] | None = None,
 ) -> int:
     """The consume-queue tags code of a record (``cache``: the caller's memo of tag hashes,
-    bounded by TAGS_CODES_CACHE_MAX_ENTRIES).
+    bounded by STORE_NAME_CACHE_MAX_ENTRIES: the hash loops in Python per character).
 
     Java's ``String.hashCode`` of TAGS (0 without), except in SCHEDULE_TOPIC_XXXX, where it is
     the delivery time: store time plus the delay of the DELAY level (clamped to the highest
@@ -56,7 +54,7 @@ def queue_tags_code(
     code = cache.get(tags)
     if code is None:
         code = tags_code(tags)
-        if len(cache) < TAGS_CODES_CACHE_MAX_ENTRIES:
+        if len(cache) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
             cache[tags] = code
     return code
 

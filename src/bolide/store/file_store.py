@@ -26,6 +26,7 @@ from bolide.base.fileio import fsync_directory
 from bolide.base.service import Service
 from bolide.protocol.message import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.store import retention
 from bolide.store.api import (
     ArrivalListener,
     BatchPutRequest,
@@ -48,12 +49,7 @@ from bolide.store.index_file import KeyIndex, index_key_hash
 from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
 from bolide.store.records import PreparedRecord, RecordBuilder, RejectedError
 from bolide.store.recovery import Recovery
-from bolide.store.retention import (
-    RetentionPolicy,
-    SegmentAge,
-    local_hour_of_day,
-    plan_retention,
-)
+from bolide.store.segment import MappedSegment
 
 _log = logging.getLogger("bolide.store")
 
@@ -122,7 +118,7 @@ class FileMessageStore:
         self._started = True
         config = self.config
         self._executor = ThreadPoolExecutor(
-            max_workers=limits.STORE_FLUSH_THREADS, thread_name_prefix="bolide-store-flush"
+            max_workers=limits.STORE_FLUSH_THREAD_COUNT, thread_name_prefix="bolide-store-flush"
         )
         loop = asyncio.get_running_loop()
         try:
@@ -193,7 +189,7 @@ class FileMessageStore:
                 on_failed=self._commit_log_flush_failed,
                 has_waiters=lambda: len(self._group_commit) > 0,
                 executor=executor,
-                max_rounds=limits.SYNC_FLUSH_ROUNDS_IN_FLIGHT,
+                max_rounds=limits.SYNC_FLUSH_ROUNDS_MAX_COUNT,
             )
             self._services.append(
                 Service(
@@ -463,25 +459,9 @@ class FileMessageStore:
         commit-log offset where the last record ends."""
         total_size = sum(record.size for record in records)
         queue = self._queues.get_or_create(topic, queue_id) if gets_queue_entry(sys_flag) else None
+        segment, position = self._reserve_room(queue, records, total_size)
+        base_offset = segment.start_offset + position
         commit_log = self._commit_log
-        try:
-            if queue is not None:
-                queue.prepare_append(len(records))
-            segment, position = commit_log.reserve(total_size)
-            base_offset = segment.start_offset + position
-            groups: list[tuple[int, int]] = []
-            offset = base_offset
-            for record in records:
-                if record.hashes:
-                    groups.append((offset, len(record.hashes)))
-                offset += record.size
-            self._index.prepare(groups)
-        except DiskFullError as error:
-            raise RejectedError(PutStatus.DISK_FULL, str(error)) from error
-        except StoreError as error:
-            # Sticky: after an I/O error the state on disk is unknown until recovery reads it.
-            self._write_failure = str(error)
-            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, str(error)) from error
         store_timestamp_ms = self._clock.now_ms()
         first_queue_offset = queue.max_offset if queue is not None else 0
         encoded = self._builder.encode_all(
@@ -523,6 +503,34 @@ class FileMessageStore:
             message_count=len(records),
         )
         return result, base_offset + total_size
+
+    def _reserve_room(
+        self, queue: ConsumeQueue | None, records: list[PreparedRecord], total_size: int
+    ) -> tuple[MappedSegment, int]:
+        """Every fallible step of a put, before any byte is written: consume-queue room,
+        commit-log room (maybe a new segment), index room. Returns where the records go.
+
+        Raises:
+            RejectedError: DISK_FULL, or SERVICE_NOT_AVAILABLE after an I/O error (sticky).
+        """
+        try:
+            if queue is not None:
+                queue.prepare_append(len(records))
+            segment, position = self._commit_log.reserve(total_size)
+            groups: list[tuple[int, int]] = []
+            offset = segment.start_offset + position
+            for record in records:
+                if record.hashes:
+                    groups.append((offset, len(record.hashes)))
+                offset += record.size
+            self._index.prepare(groups)
+        except DiskFullError as error:
+            raise RejectedError(PutStatus.DISK_FULL, str(error)) from error
+        except StoreError as error:
+            # Sticky: after an I/O error the state on disk is unknown until recovery reads it.
+            self._write_failure = str(error)
+            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, str(error)) from error
+        return segment, position
 
     def _dispatch_written(
         self,
@@ -718,31 +726,12 @@ class FileMessageStore:
         if not self._running:
             return 0
         commit_log = self._commit_log
-        segments = commit_log.segments
-        ages = [
-            SegmentAge(
-                start_offset=segment.start_offset,
-                disk_bytes=segment.allocated_position,
-                newest_store_timestamp_ms=(
-                    commit_log.first_store_timestamp(segments[number + 1])
-                    if number + 1 < len(segments)
-                    else -1
-                ),
-            )
-            for number, segment in enumerate(segments)
-        ]
-        now_ms = self._clock.now_ms()
-        decision = plan_retention(
-            ages,
-            now_ms=now_ms,
-            hour_of_day=local_hour_of_day(now_ms),
-            disk=self._disk_usage(),
-            policy=RetentionPolicy(
-                file_reserved_time_ms=self.config.file_reserved_time_ms,
-                delete_when_hours=self.config.delete_when_hours,
-                disk_max_used_space_ratio_percent=self.config.disk_max_used_space_ratio_percent,
-                max_segments_per_run=limits.RETENTION_DELETE_MAX_SEGMENTS,
-            ),
+        decision = retention.decide(
+            self.config,
+            [(segment.start_offset, segment.allocated_position) for segment in commit_log.segments],
+            commit_log.store_timestamp,
+            self._clock.now_ms(),
+            self._disk_usage(),
         )
         if decision.delete_count == 0:
             return 0

@@ -41,7 +41,7 @@ from bolide.base import limits
 from bolide.base.errors import CorruptDataError, invariant
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment
+from bolide.store.segment import MappedSegment, remove_leftovers
 
 _log = logging.getLogger("bolide.store.index")
 
@@ -225,6 +225,7 @@ class KeyIndex:
             CorruptDataError / StoreIOError: a file cannot be used.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(self.directory)
         names = sorted(
             path.name
             for path in self.directory.iterdir()
@@ -232,11 +233,19 @@ class KeyIndex:
         )
         try:
             for name in names:
-                self.files.append(
-                    IndexFile.open_existing(
-                        self.directory / name, self.slot_count, self.max_entries, self._file_ops
+                path = self.directory / name
+                try:
+                    index_file = IndexFile.open_existing(
+                        path, self.slot_count, self.max_entries, self._file_ops
                     )
-                )
+                except CorruptDataError as error:
+                    # Derived data: a file cut short by a crash while it was being made (or
+                    # otherwise damaged) is dropped; its keys are no longer findable, the
+                    # messages are untouched.
+                    _log.warning("dropping index file %s: %s", path, error)
+                    path.unlink()
+                    continue
+                self.files.append(index_file)
         except BaseException:
             self.close()
             raise

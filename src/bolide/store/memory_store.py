@@ -19,6 +19,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import ProtocolError
 from bolide.protocol.message import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.store import retention
 from bolide.store.api import (
     ArrivalListener,
     BatchPutRequest,
@@ -36,7 +37,6 @@ from bolide.store.file_ops import DiskUsage
 from bolide.store.index_file import index_key_hash
 from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
 from bolide.store.records import PreparedRecord, RecordBuilder, RejectedError
-from bolide.store.retention import RetentionPolicy, SegmentAge, local_hour_of_day, plan_retention
 
 _log = logging.getLogger("bolide.store.memory")
 
@@ -381,28 +381,12 @@ class MemoryMessageStore:
         if not self._running or len(self._segment_starts) < 2:
             return 0
         starts = self._segment_starts
-        ages = [
-            SegmentAge(
-                start_offset=start,
-                disk_bytes=self.config.commit_log_segment_bytes,
-                newest_store_timestamp_ms=(
-                    self._store_time(starts[number + 1]) if number + 1 < len(starts) else -1
-                ),
-            )
-            for number, start in enumerate(starts)
-        ]
-        now_ms = self._clock.now_ms()
-        decision = plan_retention(
-            ages,
-            now_ms=now_ms,
-            hour_of_day=local_hour_of_day(now_ms),
-            disk=self._disk_usage() if self._disk_usage is not None else None,
-            policy=RetentionPolicy(
-                file_reserved_time_ms=self.config.file_reserved_time_ms,
-                delete_when_hours=self.config.delete_when_hours,
-                disk_max_used_space_ratio_percent=self.config.disk_max_used_space_ratio_percent,
-                max_segments_per_run=limits.RETENTION_DELETE_MAX_SEGMENTS,
-            ),
+        decision = retention.decide(
+            self.config,
+            [(start, self.config.commit_log_segment_bytes) for start in starts],
+            self._store_time,
+            self._clock.now_ms(),
+            self._disk_usage() if self._disk_usage is not None else None,
         )
         if decision.delete_count == 0:
             return 0

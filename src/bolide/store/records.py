@@ -168,7 +168,7 @@ class RecordBuilder:
         return topic_bytes, records
 
     def _check_queue_id(self, queue_id: int) -> None:
-        if not 0 <= queue_id <= limits.STORE_QUEUE_ID_MAX:
+        if not 0 <= queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
 
     def _check_fits(self, records: list[PreparedRecord]) -> None:
@@ -188,7 +188,7 @@ class RecordBuilder:
         encoded = topic.encode("utf-8", "surrogatepass")
         if len(encoded) > limits.RECORD_TOPIC_MAX_BYTES:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "topic longer than 127 bytes")
-        if len(self._topic_bytes) < limits.TOPIC_CONFIG_MAX_TOPICS:
+        if len(self._topic_bytes) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
             self._topic_bytes[topic] = encoded
         return encoded
 

@@ -107,7 +107,12 @@ class Recovery:
             or segments_end > _segment_end_after(commit_log, end)
         ):
             removed = commit_log.cut(end)
-            cut_reason = cut_reason or "bytes after the last whole record"
+            if cut_reason is None:
+                cut_reason = (
+                    "bytes after the last whole record"
+                    if cut_bytes
+                    else "empty segment files after the end of the data"
+                )
             _log.warning(
                 "commit log cut at %d (%s): %d bytes and %d segment(s) discarded",
                 end,
@@ -272,7 +277,7 @@ def _record_problem(header: RecordHeader, offset: int, view: memoryview) -> str 
     crc = body_crc(view[header.body_offset : header.body_offset + header.body_length])
     if crc != header.body_crc:
         return f"body CRC mismatch in the record at {offset}"
-    if header.queue_id < 0 or header.queue_id > limits.STORE_QUEUE_ID_MAX:
+    if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
         return f"record at {offset} has queue id {header.queue_id}"
     if not topic_is_storable(header.topic):
         return f"record at {offset} has an impossible topic {header.topic!r}"

@@ -15,9 +15,11 @@ appended in time order), which a restart can read back without scanning.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bolide.base import limits
+from bolide.store.config import StoreConfig
 from bolide.store.file_ops import DiskUsage
 
 
@@ -91,3 +93,47 @@ def local_hour_of_day(now_ms: int) -> int:
     """The hour (0..23, local time zone) of ``now_ms``: deleteWhen is local time, as in
     RocketMQ."""
     return time.localtime(now_ms / 1000).tm_hour
+
+
+def policy_of(config: StoreConfig) -> RetentionPolicy:
+    return RetentionPolicy(
+        file_reserved_time_ms=config.file_reserved_time_ms,
+        delete_when_hours=config.delete_when_hours,
+        disk_max_used_space_ratio_percent=config.disk_max_used_space_ratio_percent,
+        max_segments_per_run=limits.RETENTION_DELETE_SEGMENTS_MAX_COUNT,
+    )
+
+
+def segment_ages(
+    segments: Sequence[tuple[int, int]], first_store_timestamp: Callable[[int], int]
+) -> list[SegmentAge]:
+    """Ages of ``segments`` = [(start offset, disk bytes)], oldest first: each one's newest
+    record is dated by the first record of the next (``first_store_timestamp(start)``, -1
+    unknown); the last one has no date (it is being written)."""
+    return [
+        SegmentAge(
+            start_offset=start,
+            disk_bytes=disk_bytes,
+            newest_store_timestamp_ms=(
+                first_store_timestamp(segments[number + 1][0]) if number + 1 < len(segments) else -1
+            ),
+        )
+        for number, (start, disk_bytes) in enumerate(segments)
+    ]
+
+
+def decide(
+    config: StoreConfig,
+    segments: Sequence[tuple[int, int]],
+    first_store_timestamp: Callable[[int], int],
+    now_ms: int,
+    disk: DiskUsage | None,
+) -> RetentionDecision:
+    """:func:`plan_retention` for a store's settings, at local hour of ``now_ms``."""
+    return plan_retention(
+        segment_ages(segments, first_store_timestamp),
+        now_ms=now_ms,
+        hour_of_day=local_hour_of_day(now_ms),
+        disk=disk,
+        policy=policy_of(config),
+    )

@@ -19,6 +19,9 @@ from pathlib import Path
 from bolide.base.errors import CorruptDataError, StoreIOError, invariant
 from bolide.store.file_ops import FileOps, translate_os_error
 
+TEMPORARY_SUFFIX = ".tmp"
+"""A file being created; a leftover one (crash during creation) is deleted at load."""
+
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 """Linux 5.14+: pre-fault a range writable. Older kernels answer EINVAL, which is ignored."""
 
@@ -91,12 +94,18 @@ class MappedSegment:
             DiskFullError: no space for the file or its first chunk of blocks.
             StoreIOError: any other failure; the half-made file is removed.
         """
+        if path.exists():
+            raise StoreIOError(f"create {path}: the file exists already")
+        # Sized under a temporary name, then renamed: a crash never leaves a file of the
+        # final name with the wrong size (recovery would refuse the directory).
+        temporary = path.with_name(path.name + TEMPORARY_SUFFIX)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as error:
-            raise translate_os_error(error, f"create {path}") from error
+            raise translate_os_error(error, f"create {temporary}") from error
         try:
             os.ftruncate(fd, size_bytes)
+            temporary.rename(path)
             segment = cls(
                 path,
                 start_offset,
@@ -107,8 +116,9 @@ class MappedSegment:
             )
         except OSError as error:
             os.close(fd)
-            with contextlib.suppress(OSError):
-                path.unlink()
+            for leftover in (temporary, path):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
             raise translate_os_error(error, f"create {path}") from error
         segment.needs_directory_sync = True
         try:
@@ -294,3 +304,10 @@ class MappedSegment:
             self.path.unlink(missing_ok=True)
         except OSError as error:
             raise StoreIOError(f"delete {self.path}: {error}") from error
+
+
+def remove_leftovers(directory: Path) -> None:
+    """Delete files a crash left half-created in ``directory`` (``*.tmp``)."""
+    for path in directory.glob(f"*{TEMPORARY_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            path.unlink()

@@ -198,11 +198,18 @@ def local_offsets_path(base_directory: Path, client_id: str, group: str) -> Path
 
 class LocalFileOffsetStore(_MemoryTable):
     """Broadcasting progress in a local file (module docstring). File writes and reads run in
-    a worker thread so the fsync never blocks the event loop."""
+    a worker thread so the fsync never blocks the event loop.
+
+    The file keeps every queue it ever held: persisting writes the owned queues' offsets over
+    what the file had, so a queue forgotten in memory (dropped by a rebalance or a reset)
+    keeps its last persisted offset for when it comes back.
+    """
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
+        self._written: dict[MessageQueue, int] = {}
+        """What the file holds (as last read or written)."""
 
     async def load(self) -> None:
         """Fill memory from the file (or its ``.bak`` when the file is damaged).
@@ -210,7 +217,9 @@ class LocalFileOffsetStore(_MemoryTable):
         Raises:
             CorruptDataError: both the file and its backup exist and are unreadable.
         """
-        self.offsets.update(await asyncio.to_thread(self._read_file))
+        stored = await asyncio.to_thread(self._read_file)
+        self._written = dict(stored)
+        self.offsets.update(stored)
 
     async def read_offset(self, queue: MessageQueue, read_type: ReadOffsetType) -> int:
         """See :meth:`OffsetStore.read_offset`; reading from the store re-reads the file
@@ -233,19 +242,23 @@ class LocalFileOffsetStore(_MemoryTable):
         return offset
 
     async def persist_all(self, queues: Iterable[MessageQueue]) -> None:
-        """Write the offsets of ``queues`` (those memory has) to the file, atomically.
+        """Write the offsets of ``queues`` (those memory has) into the file, atomically; other
+        queues keep what the file had.
 
         Raises:
             OSError: the file cannot be written (the previous content stays intact).
         """
         owned = set(queues)
-        snapshot = {queue: offset for queue, offset in self.offsets.items() if queue in owned}
-        if snapshot:
-            await asyncio.to_thread(self._write_file, snapshot)
+        changes = {queue: offset for queue, offset in self.offsets.items() if queue in owned}
+        if not changes or all(self._written.get(q) == o for q, o in changes.items()):
+            return  # nothing new: no fsync
+        snapshot = {**self._written, **changes}
+        await asyncio.to_thread(self._write_file, snapshot)
+        self._written = snapshot
 
     async def persist(self, queue: MessageQueue) -> None:
-        """Broadcasting keeps every queue: persisting one rewrites the whole file."""
-        await self.persist_all(self.offsets)
+        """Write one queue's offset into the file (the file is rewritten whole)."""
+        await self.persist_all([queue])
 
     def _read_file(self) -> dict[MessageQueue, int]:
         def parse(raw: bytes) -> dict[MessageQueue, int]:

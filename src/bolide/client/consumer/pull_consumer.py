@@ -36,7 +36,7 @@ from typing import Any
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ConfigError, NoRouteError
-from bolide.client.config import ConsumeFrom, build_client_config
+from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.instance_ports import (
     InstanceOffsetBroker,
@@ -53,6 +53,7 @@ from bolide.client.consumer.offset_store import (
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import PullLoop, PullSettings
 from bolide.client.consumer.push_consumer import (
+    client_instance_for,
     default_offset_base_directory,
     resolve_consume_timestamp_ms,
 )
@@ -130,12 +131,8 @@ class PullConsumer:
             raise ConfigError(f"pull_batch_size must be within 1..1024, not {pull_batch_size}")
         if min(poll_timeout_ms, auto_commit_interval_ms, cache_max_messages) <= 0:
             raise ConfigError("timeouts, intervals and cache sizes must be positive")
-        if instance is None:
-            if namesrv is None:
-                raise ConfigError("give the name server address (namesrv) or a client instance")
-            instance = ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
         self.group = group
-        self.instance = instance
+        self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from

@@ -73,7 +73,12 @@ from bolide.protocol.bodies import (
 )
 from bolide.protocol.bodies.fastjson import BodyError
 
-__all__ = ["PushConsumer", "default_offset_base_directory", "resolve_consume_timestamp_ms"]
+__all__ = [
+    "PushConsumer",
+    "client_instance_for",
+    "default_offset_base_directory",
+    "resolve_consume_timestamp_ms",
+]
 
 _log = logging.getLogger("bolide.client.push_consumer")
 
@@ -94,6 +99,24 @@ def resolve_consume_timestamp_ms(
     if isinstance(consume_timestamp, datetime.datetime):
         return int(consume_timestamp.timestamp() * 1000)
     return int(consume_timestamp)
+
+
+def client_instance_for(
+    namesrv: str | Iterable[str] | None,
+    instance_name: str | None,
+    instance: ClientInstance | None,
+    clock: Clock | None,
+) -> ClientInstance:
+    """``instance`` when given (shared), else a new one for ``namesrv``.
+
+    Raises:
+        ConfigError: neither is given, or a bad name server list.
+    """
+    if instance is not None:
+        return instance
+    if namesrv is None:
+        raise ConfigError("give the name server address (namesrv) or a client instance")
+    return ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -143,19 +166,15 @@ class PushConsumer:
         if not group:
             raise ConfigError("a consumer needs a group name")
         _check_range("consume_thread_max", consume_thread_max, 1, limits.CONSUME_THREAD_LIMIT_COUNT)
-        _check_range(
-            "consume_batch_max_size", consume_batch_max_size, 1, limits.CONSUME_BATCH_LIMIT_MESSAGES
-        )
-        _check_range("pull_batch_size", pull_batch_size, 1, limits.CONSUME_BATCH_LIMIT_MESSAGES)
-        _check_range("max_reconsume_times", max_reconsume_times, -1, 1_000)
+        batch_limit = limits.CONSUME_BATCH_LIMIT_MESSAGES
+        _check_range("consume_batch_max_size", consume_batch_max_size, 1, batch_limit)
+        _check_range("pull_batch_size", pull_batch_size, 1, batch_limit)
+        if max_reconsume_times < -1:
+            raise ConfigError(f"max_reconsume_times must be -1 or more, not {max_reconsume_times}")
         if min(consume_timeout_ms, pull_threshold_messages, pull_threshold_bytes) <= 0:
             raise ConfigError("timeouts and pull thresholds must be positive")
-        if instance is None:
-            if namesrv is None:
-                raise ConfigError("give the name server address (namesrv) or a client instance")
-            instance = ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
         self.group = group
-        self.instance = instance
+        self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from

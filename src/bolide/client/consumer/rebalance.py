@@ -378,17 +378,16 @@ class Rebalancer:
                 self._owner.on_queue_removed(queue, process_queue)
 
     async def reset_offsets(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET: drop ``topic``'s queues, store the new offsets, persist
-        them, and rebalance so that pulls resume from them at once."""
+        """RESET_CONSUMER_CLIENT_OFFSET: store the new offsets, drop every queue of ``topic``
+        (each persisted, the reset ones with their new offset), and rebalance so that pulls
+        resume at once from what the store now says."""
         async with self._lock:
-            for queue in [queue for queue in self.process_queues if queue.topic == topic]:
-                process_queue = self.process_queues.pop(queue)
-                process_queue.dropped = True
-                self._owner.on_queue_removed(queue, process_queue)
             for queue, offset in offsets.items():
                 self._offset_store.update_offset(queue, offset, increase_only=False)
-            for queue in offsets:
-                await self._offset_store.persist(queue)
-            for queue in offsets:
-                self._offset_store.remove_offset(queue)
+            for queue in [queue for queue in self.process_queues if queue.topic == topic]:
+                await self._drop(queue)
+            for queue in offsets:  # reset queues this consumer did not hold
+                if queue.topic == topic and queue not in self.process_queues:
+                    await self._offset_store.persist(queue)
+                    self._offset_store.remove_offset(queue)
         await self.do_rebalance()

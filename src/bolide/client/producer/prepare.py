@@ -123,7 +123,12 @@ def _properties_text(properties: dict[str, str]) -> str:
         text = encode_properties(properties)
     except ProtocolError as error:
         raise InvalidMessageError(f"bad message properties: {error}") from error
-    if len(text.encode("utf-8", "surrogatepass")) > limits.MESSAGE_PROPERTIES_MAX_BYTES:
+    # A character takes at most 3 UTF-8 bytes here (surrogates pass as 3): short strings
+    # cannot exceed the limit, so only long ones pay for encoding.
+    too_long_possible = len(text) * 3 > limits.MESSAGE_PROPERTIES_MAX_BYTES
+    if too_long_possible and len(text.encode("utf-8", "surrogatepass")) > (
+        limits.MESSAGE_PROPERTIES_MAX_BYTES
+    ):
         raise MessageTooLargeError(
             f"the message properties take more than {limits.MESSAGE_PROPERTIES_MAX_BYTES} bytes"
         )

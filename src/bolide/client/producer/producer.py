@@ -298,10 +298,8 @@ class Producer:
                 timeout_ms,
             )
         except BolideError:
-            self.selector.record(
-                queue.broker_name, clock.monotonic_ms() - started_ms, clock.monotonic_ms(),
-                failed=True,
-            )  # fmt: skip
+            failed_ms = clock.monotonic_ms()
+            self.selector.record(queue.broker_name, failed_ms - started_ms, failed_ms, failed=True)
             raise
         finished_ms = clock.monotonic_ms()
         self.selector.record(queue.broker_name, finished_ms - started_ms, finished_ms, failed=False)
@@ -318,10 +316,11 @@ class Producer:
         last_broker: str | None = None
         last_error: BolideError | None = None
         for _ in range(1 + self.retry_count):
-            remaining_ms = timeout_ms - (clock.monotonic_ms() - started_ms)
+            now_ms = clock.monotonic_ms()
+            remaining_ms = timeout_ms - (now_ms - started_ms)
             if remaining_ms <= 0:
                 break
-            queue = self.selector.select(route.publish_queues, clock.monotonic_ms(), last_broker)
+            queue = self.selector.select(route.publish_queues, now_ms, last_broker)
             last_broker = queue.broker_name
             try:
                 address = await self._master_address(queue)

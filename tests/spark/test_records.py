@@ -1,0 +1,115 @@
+"""Pull bodies to Arrow rows (bolide.spark.records), checked against the message codec."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from bolide.base.errors import ProtocolError
+from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.message import MessageSysFlag, encode_properties
+from bolide.protocol.message_codec import body_crc, compress_body, encode_record
+from bolide.protocol.msgid import offset_message_id
+from bolide.spark.records import ARROW_SCHEMA, RowColumns
+from bolide.spark.source import SOURCE_SCHEMA
+
+QUEUE = MessageQueue("orders", "broker-a", 3)
+STORE_HOST = ("10.0.0.7", 10911)
+
+
+def _record(
+    offset: int,
+    body: bytes,
+    properties: dict[str, str],
+    *,
+    sys_flag: int = 0,
+    store_host: tuple[str, int] = STORE_HOST,
+) -> bytes:
+    stored = compress_body(body) if sys_flag & MessageSysFlag.COMPRESSED else body
+    return encode_record(
+        topic=b"orders",
+        body=stored,
+        flag=0,
+        properties=encode_properties(properties).encode(),
+        queue_id=3,
+        queue_offset=offset,
+        commit_log_offset=1_000 + offset * 100,
+        sys_flag=sys_flag,
+        born_timestamp_ms=1_700_000_000_000 + offset,
+        born_host=("127.0.0.1", 5555),
+        store_timestamp_ms=1_700_000_000_500 + offset,
+        store_host=store_host,
+        reconsume_times=offset % 3,
+        prepared_transaction_offset=0,
+        body_crc=body_crc(stored),
+    )
+
+
+def test_the_arrow_schema_is_what_spark_derives_from_the_source_schema() -> None:
+    assert to_arrow_schema(SOURCE_SCHEMA, timezone="UTC").equals(ARROW_SCHEMA)
+
+
+def test_rows_carry_every_field() -> None:
+    body = b"".join(
+        [
+            _record(
+                7, b"plain", {"UNIQ_KEY": "AB" * 16, "KEYS": "k1 k2", "TAGS": "paid", "x": "1"}
+            ),
+            _record(
+                8,
+                b"z" * 5000,
+                {"TAGS": "paid"},
+                sys_flag=MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB,
+                store_host=("::1", 10911),
+            ),
+        ]
+    )
+    columns = RowColumns(QUEUE)
+    assert columns.add(body, stop_offset=100) == 2
+    assert columns.body_bytes == 5 + 5000
+    rows = columns.take_batch().to_pylist()
+    assert len(columns) == 0
+    first, second = rows
+    assert first["topic"] == "orders" and first["broker_name"] == "broker-a"
+    assert first["queue_id"] == 3 and first["queue_offset"] == 7
+    assert first["msg_id"] == "AB" * 16
+    assert (first["keys"], first["tags"], first["body"]) == ("k1 k2", "paid", b"plain")
+    assert dict(first["properties"]) == {
+        "UNIQ_KEY": "AB" * 16,
+        "KEYS": "k1 k2",
+        "TAGS": "paid",
+        "x": "1",
+    }
+    assert first["born_timestamp"].timestamp() * 1000 == pytest.approx(1_700_000_000_007)
+    assert first["store_timestamp"].timestamp() * 1000 == pytest.approx(1_700_000_000_507)
+    assert first["reconsume_times"] == 1
+    assert second["body"] == b"z" * 5000, "a compressed body is inflated"
+    assert second["msg_id"] == offset_message_id(("::1", 10911), 1_800)
+    assert second["keys"] is None
+
+
+def test_stop_offset_and_tags_filter() -> None:
+    body = b"".join(_record(n, b"m%d" % n, {"TAGS": "A" if n % 2 else "B"}) for n in range(10))
+    columns = RowColumns(QUEUE, frozenset({"A"}))
+    assert columns.add(body, stop_offset=6) == 3
+    assert [row["queue_offset"] for row in columns.take_batch().to_pylist()] == [1, 3, 5]
+    everything = RowColumns(QUEUE)
+    everything.add(body, stop_offset=10)
+    assert everything.take_batch().num_rows == 10
+    assert RowColumns(QUEUE).take_batch().num_rows == 0
+
+
+def test_malformed_bodies_raise_protocol_errors() -> None:
+    good = _record(1, b"body", {"TAGS": "A"})
+    with pytest.raises(ProtocolError, match="cut short"):
+        RowColumns(QUEUE).add(good[:50], 10)
+    with pytest.raises(ProtocolError, match="impossible size"):
+        RowColumns(QUEUE).add(good[:-1], 10)
+    bad_magic = good[:4] + b"\x00\x00\x00\x01" + good[8:]
+    with pytest.raises(ProtocolError, match="magic"):
+        RowColumns(QUEUE).add(bad_magic, 10)
+    lz4 = _record(
+        1, b"body", {}, sys_flag=MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_LZ4
+    )
+    with pytest.raises(ProtocolError):
+        RowColumns(QUEUE).add(lz4, 10)
