@@ -116,8 +116,8 @@ fi
 
 for flush in $flushes; do
     # shellcheck disable=SC2086
-    options=$("$python" -m bench.peers.run --bolide-args --flush "$flush" $quick_flag $spec_options) \
-        || { echo "compare.sh: bad --spec" >&2; exit 2; }
+    options=$("$python" -m bench.peers.run --bolide-args --flush "$flush" \
+        $quick_flag $spec_options) || { echo "compare.sh: bad --spec" >&2; exit 2; }
     if [ "$bolide_ok" = 1 ]; then
         for workload in produce consume e2e; do
             output="$work/bolide-$workload-$flush.out"

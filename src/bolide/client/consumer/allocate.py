@@ -13,12 +13,19 @@ exactly one client id of the list.
   few queues move when consumers come and go, but shares are uneven.
 * :class:`AllocateByConfig` — a fixed list of queues, configured per consumer.
 * :class:`AllocateSticky` — balanced rendezvous hashing: shares as even as averagely's, while
-  a join or leave moves far fewer queues. Each (queue, consumer) pair has a fixed score; pairs
-  are taken best first while the consumer is under its quota. A member that leaves frees its
-  queues, which mostly go to their next-best members; others keep what they held unless
-  their quota shrinks. It needs no memory of earlier assignments: a history-based "move the
-  fewest" strategy would let members that joined at different times disagree about who owns
-  what, and no coordinator exists to settle it (protocol.md §2.5: clients allocate locally).
+  a join or leave moves fewer queues. Each (queue, consumer) pair has a fixed score; pairs
+  are taken best first while the consumer is under its quota, so a member that leaves frees
+  its queues, which mostly go to their next-best members, and the others mostly keep theirs.
+  On random joins and leaves (tests/client/test_allocate.py) it moves about 1.3x the fewest
+  queues any balanced assignment could move, against 1.8x for averagely.
+
+  It has no memory of earlier assignments, on purpose. Moving exactly the fewest queues needs
+  the previous assignment of the whole group, and members that joined at different times
+  would remember different ones, with no coordinator to settle it (clients allocate locally,
+  protocol.md §2.5). A memoryless rule cannot be exactly minimal either: when n members share
+  n queues (one each), minimal moves would pin every member to one fixed queue across all the
+  groups it can be in, and n + 1 candidate members cannot all have a queue of their own.
+  Agreement comes first.
 """
 
 from __future__ import annotations

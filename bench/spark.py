@@ -1,0 +1,213 @@
+"""The Spark data source: sink rows/s, batch-read rows/s, streaming micro-batch rows/s.
+
+``bolide standalone`` runs as a child process (port 0, a temporary data directory, ASYNC
+flush); Spark runs ``local[2]`` in this process, its Python workers on the same 2 cores. Steps:
+
+1. **sink**: ``spark.range(N)`` with 1 KiB bodies written with ``df.write.format("bolide")``
+   into a topic of ``--queues`` queues (this also loads the data for the reads);
+2. **batch read**: ``spark.read.format("bolide")`` of the whole topic, every body touched
+   (``sum(length(body))``);
+3. **streaming**: ``spark.readStream.format("bolide")`` from earliest with
+   ``maxMessagesPerTrigger`` into the ``noop`` sink, Trigger.AvailableNow.
+
+Each rate is rows over the wall time of the Spark action (planning included; the JVM is warmed
+by a small read first). Broker CPU seconds are reported beside it.
+
+    .venv/bin/python bench/spark.py [--messages 1000000] [--body-bytes 1024] [--queues 4]
+        [--per-trigger 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bolide.protocol.bodies import PERM_READ, PERM_WRITE
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.remoting import ClientPool
+from bolide.remoting.loop import run as run_loop
+
+TOPIC = "spark-bench"
+READY_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Options:
+    messages: int
+    body_bytes: int
+    queues: int
+    per_trigger: int
+
+
+class Standalone:
+    """``bolide standalone`` in a child process."""
+
+    def __init__(self, data_dir: Path) -> None:
+        bolide = str(Path(sys.executable).parent / "bolide")
+        self.process = subprocess.Popen(
+            [bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+             "--data-dir", str(data_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("bolide ready"):
+            self.stop()
+            raise RuntimeError(f"bolide standalone did not start: {line!r}")
+        fields = dict(part.split("=", 1) for part in line.split()[2:])
+        self.namesrv, self.broker = fields["namesrv"], fields["broker"]
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(READY_TIMEOUT_S)
+
+
+async def _create_topic(broker: str, queues: int) -> None:
+    pool = ClientPool()
+    try:
+        header = CreateTopicRequestHeader(TOPIC, "TBW102", queues, queues, PERM_READ | PERM_WRITE)
+        request = RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields()
+        )
+        response = await pool.invoke(broker, request, 10_000)
+        if response.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"cannot create {TOPIC}: {response.remark}")
+    finally:
+        await pool.close()
+
+
+def _session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession
+
+    from bolide.spark import BolideDataSource
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bolide-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(BolideDataSource)
+    return spark
+
+
+def _timed(server: Standalone, action: Any) -> tuple[float, float, Any]:
+    cpu = server.cpu_seconds()
+    started = time.perf_counter()
+    result = action()
+    return time.perf_counter() - started, server.cpu_seconds() - cpu, result
+
+
+def _line(name: str, rows: int, seconds: float, broker_cpu: float) -> str:
+    return (
+        f"{name:<34} {rows:>10,} rows {seconds:>7.1f} s {rows / seconds:>10,.0f} rows/s"
+        f"   broker CPU {broker_cpu:5.1f} s"
+    )
+
+
+def run(options: Options) -> None:
+    with tempfile.TemporaryDirectory(prefix="bolide-spark-bench-") as data_dir:
+        server = Standalone(Path(data_dir))
+        try:
+            run_loop(_create_topic(server.broker, options.queues))
+            spark = _session()
+            try:
+                _measure(spark, server, options)
+            finally:
+                spark.stop()
+        finally:
+            server.stop()
+
+
+def _measure(spark: Any, server: Standalone, options: Options) -> None:
+    from pyspark.sql import functions as sf
+
+    def source() -> Any:
+        return spark.read.format("bolide").option("namesrv", server.namesrv).option("topic", TOPIC)
+
+    # Warm up the JVM and the Python workers on a small write and read.
+    warm = spark.range(2_000).select(
+        sf.expr(f"unhex(repeat('AB', {options.body_bytes}))").alias("body")
+    )
+    warm.write.format("bolide").option("namesrv", server.namesrv).option("topic", "warm-up").mode(
+        "append"
+    ).save()
+    spark.read.format("bolide").option("namesrv", server.namesrv).option(
+        "topic", "warm-up"
+    ).load().count()
+
+    rows = spark.range(options.messages).select(
+        sf.expr(f"unhex(repeat('AB', {options.body_bytes}))").alias("body"),
+        sf.concat(sf.lit("k"), sf.col("id").cast("string")).alias("keys"),
+    )
+    seconds, cpu, _ = _timed(
+        server,
+        lambda: (
+            rows.write.format("bolide")
+            .option("namesrv", server.namesrv)
+            .option("topic", TOPIC)
+            .mode("append")
+            .save()
+        ),
+    )
+    print(_line(f"sink (df.write, {options.body_bytes} B bodies)", options.messages, seconds, cpu))
+
+    seconds, cpu, read = _timed(
+        server, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
+    )
+    count = read // options.body_bytes
+    print(_line("batch read (sum(length(body)))", count, seconds, cpu))
+
+    def stream() -> int:
+        query = (
+            spark.readStream.format("bolide")
+            .option("namesrv", server.namesrv)
+            .option("topic", TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("maxMessagesPerTrigger", str(options.per_trigger))
+            .load()
+            .select(sf.length("body").alias("size"))
+            .writeStream.format("noop")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
+
+    seconds, cpu, streamed = _timed(server, stream)
+    print(_line(f"streaming ({options.per_trigger:,} per trigger)", streamed, seconds, cpu))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--per-trigger", type=int, default=200_000)
+    arguments = parser.parse_args()
+    run(Options(arguments.messages, arguments.body_bytes, arguments.queues, arguments.per_trigger))
+
+
+if __name__ == "__main__":
+    main()
