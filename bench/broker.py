@@ -86,13 +86,13 @@ class Result:
             cuts = statistics.quantiles(self.latencies_ms, n=100, method="inclusive")
             p50, p99 = f"{cuts[49]:.3f}", f"{cuts[98]:.3f}"
         return (
-            f"{self.scenario:<28}{self.messages:>9,}{rate:>12,.0f}{p50:>10}{p99:>10}{cpu_us:>12.1f}"
+            f"{self.scenario:<28}{self.messages:>9,}{rate:>12,.0f}{p50:>10}{p99:>10}{cpu_us:>15.1f}"
         )
 
 
 HEADER = (
     f"{'scenario':<28}{'messages':>9}{'msgs/s':>12}{'p50 ms':>10}{'p99 ms':>10}"
-    f"{'broker µs/msg':>12}"
+    f"{'broker µs/msg':>15}"
 )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from bolide import aio as aio
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
@@ -54,6 +55,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "aio":  # the async API, a submodule: ``import bolide; bolide.aio.Producer``
+        return importlib.import_module("bolide.aio")
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'bolide' has no attribute {name!r}")

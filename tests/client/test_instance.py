@@ -248,3 +248,18 @@ async def test_name_server_fail_over(cluster: Cluster, refusing_address: str) ->
             await only_down.fetch_route("TBW102")
     finally:
         await only_down.release()
+
+
+async def test_shared_instance_runs_while_any_user_holds_it(cluster: Cluster) -> None:
+    client = make_instance(cluster, "shared", ManualClock())
+    await client.acquire()
+    await client.acquire()
+    await client.release()
+    assert client.running
+    await client.release()
+    assert not client.running
+    await client.acquire()  # may start again after a full release
+    assert client.running
+    await client.release()
+    with pytest.raises(InvariantViolationError):
+        await client.release()

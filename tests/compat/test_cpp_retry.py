@@ -19,6 +19,7 @@ import pytest
 
 from bolide.broker.broker import Broker
 from bolide.broker.schedule import SCHEDULE_TOPIC
+from bolide.protocol.bodies import TopicConfig
 from bolide.protocol.message import PropertyKey
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import (
@@ -58,15 +59,15 @@ class Listener:
         self._changed = asyncio.Event()
 
     def __call__(self, message: Any) -> None:
-        body = message.body.decode()
+        body = _text(message.body)
         seen = Seen(
-            message.topic.decode(),
+            _text(message.topic),
             body,
             int(message.reconsume_times),
             int(message.store_timestamp),
             int(message.born_timestamp),
-            (message.get_property(PropertyKey.RETRY_TOPIC) or b"").decode(),
-            (message.get_property(PropertyKey.DELAY) or b"").decode(),
+            _text(message.get_property(PropertyKey.RETRY_TOPIC)),
+            _text(message.get_property(PropertyKey.DELAY)),
         )
         with self._lock:
             self._seen.append(seen)
@@ -89,6 +90,13 @@ class Listener:
             return self.seen
 
         return await asyncio.wait_for(wait(), WAIT_S)
+
+
+def _text(value: Any) -> str:
+    """The wrapper hands back str or bytes depending on the getter; None when absent."""
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @pytest.fixture
@@ -114,6 +122,10 @@ async def listener() -> Listener:
 
 
 async def _consume(cluster: Cluster, group: str, topic: str, listener: Listener) -> Any:
+    """A started C++ push consumer of ``topic`` (created first, so its route exists at once)."""
+    broker = _broker(cluster)
+    await broker.context.topics.update_topic_config(TopicConfig(topic, 1, 1))
+    await broker.registration.register_once()
     consumer = new_quiet_push_consumer(group, cluster.namesrv_address, instance_name=group)
     consumer.subscribe(topic, listener)
     await asyncio.to_thread(consumer.start)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
+from bolide.base.errors import CorruptDataError
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader, PullSysFlag
@@ -108,3 +110,16 @@ async def test_a_restarted_broker_keeps_topics_offsets_and_messages(tmp_path: Pa
             assert response.ext_fields["maxOffset"] == "5"
         finally:
             await pool.close()
+
+
+async def test_a_broker_that_cannot_start_leaves_its_store_closed(tmp_path: Path) -> None:
+    store_root = tmp_path / "broker-a" / "store"
+    (store_root / "config").mkdir(parents=True)
+    for name in ("topics.json", "topics.json.bak"):
+        (store_root / "config" / name).write_text("{damaged")
+    async with Cluster(tmp_path, broker_names=()) as cluster:
+        with pytest.raises(CorruptDataError):
+            await cluster.add_broker("broker-a")
+        assert cluster.brokers == []
+    assert (store_root / "checkpoint").exists()
+    assert not (store_root / "abort").exists()  # shut down cleanly, not left running

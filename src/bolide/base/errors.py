@@ -105,6 +105,20 @@ class DataLossError(BolideError):
     or their queue no longer exists (the Spark source's failOnDataLoss)."""
 
 
+class NotFoundError(BolideError):
+    """An admin operation names something no broker knows: a consumer group, a message, a
+    broker (a missing topic is :class:`TopicNotFoundError`)."""
+
+
+class GroupNotFoundError(NotFoundError):
+    """No broker has the consumer group: no subscription group, no online consumer, no
+    committed offset."""
+
+
+class MessageNotFoundError(NotFoundError):
+    """No broker holds a message with the given id or key."""
+
+
 class ServiceCrashedError(BolideError):
     """A background service stopped because its step raised."""
 

@@ -212,6 +212,13 @@ SERVER_LOG_FILE_MAX_BYTES = 100 * MIB
 """A server's log file (<data-dir>/logs/bolide.log) is rotated at this size."""
 SERVER_LOG_FILE_BACKUP_COUNT = 5
 """Rotated server log files kept: with SERVER_LOG_FILE_MAX_BYTES, logs use at most 600 MiB."""
+# broker admin requests (issue 9)
+BROKER_CALL_CONSUMER_TIMEOUT_MS = 10_000
+"""GET_CONSUMER_RUNNING_INFO forwarded to a client waits this long for its answer, then the
+admin gets CONSUME_MSG_TIMEOUT (the Java broker's callConsumer timeout)."""
+RESET_OFFSET_NOTIFY_TIMEOUT_MS = 3_000
+"""RESET_CONSUMER_CLIENT_OFFSET (oneway) to one consumer waits this long at most for buffer
+space; a consumer too slow to take it picks the new offsets up from the broker on restart."""
 
 # --- client ----------------------------------------------------------------------------------
 CLIENT_LOCK_MAX_LIVE_MS = 30_000
@@ -306,6 +313,23 @@ LITE_PULL_POLL_TIMEOUT_MS = 5_000
 """poll() waits this long for messages by default (pollTimeoutMillis)."""
 LITE_PULL_AUTO_COMMIT_INTERVAL_MS = 5_000
 """Auto-commit of polled offsets into the offset store (autoCommitIntervalMillis)."""
+# admin client and command line (issue 9)
+ADMIN_REQUEST_TIMEOUT_MS = 5_000
+"""One admin request to a name server or broker (DefaultMQAdminExt's timeoutMillis)."""
+ADMIN_RUNNING_INFO_TIMEOUT_MS = BROKER_CALL_CONSUMER_TIMEOUT_MS + 2_000
+"""GET_CONSUMER_RUNNING_INFO through a broker: the broker's wait for the client plus margin,
+so the admin sees the broker's CONSUME_MSG_TIMEOUT rather than its own timeout."""
+ADMIN_REQUESTS_IN_FLIGHT_MAX = 16
+"""Requests one admin operation keeps in flight when it fans out over brokers, groups or
+clients: a cluster of hundreds of brokers is asked in waves, not all at once."""
+ADMIN_QUERY_BY_TIME_MAX_MESSAGES = 2_000
+"""Messages a query by time range returns at most (the RocketMQ dashboard's limit)."""
+ADMIN_QUERY_BY_KEY_MAX_MESSAGES = INDEX_QUERY_MAX_MESSAGES
+"""Messages a query by key returns at most, over all brokers."""
+ADMIN_RESEND_MAX_MESSAGES = ADMIN_QUERY_BY_TIME_MAX_MESSAGES
+"""Dead letters one resend moves at most: bounds the work of one command."""
+ADMIN_TAIL_BUFFER_MAX_MESSAGES = 1_024
+"""Messages a tail has pulled but not yet handed out; pulls wait when it is full."""
 
 
 # --- spark (bolide.spark: the PySpark data source) --------------------------------------------

@@ -17,6 +17,7 @@ groups, then shut the store down (checkpoint written, ``abort`` removed).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Awaitable
@@ -47,6 +48,7 @@ from bolide.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
 from bolide.store.config import FlushDiskType as StoreFlushDiskType
 from bolide.store.config import StoreConfig
+from bolide.store.config_files import MetadataFile, metadata_path
 from bolide.store.file_store import FileMessageStore
 
 __all__ = ["Broker", "store_config_of"]
@@ -107,6 +109,7 @@ class Broker:
         )
         self._pool = ClientPool(clock=self._clock)
         self._context: BrokerContext | None = None
+        self._store: FileMessageStore | None = None
         self._registration: NameServerRegistration | None = None
         self._offset_flush: ConsumerOffsetFlushService | None = None
         self._client_scan: Service | None = None
@@ -178,11 +181,13 @@ class Broker:
             store_config_of(config), clock=clock, store_host=(config.broker_ip1, config.listen_port)
         )
         await store.start()
-        topics = TopicConfigManager(config, config.config_dir / "topics.json", clock)
+        self._store = store
+        root = config.store_path_root_dir
+        topics = TopicConfigManager(config, metadata_path(root, MetadataFile.TOPICS), clock)
         groups = SubscriptionGroupManager(
-            config, config.config_dir / "subscriptionGroup.json", clock
+            config, metadata_path(root, MetadataFile.SUBSCRIPTION_GROUPS), clock
         )
-        offsets = ConsumerOffsetManager(config.config_dir / "consumerOffset.json")
+        offsets = ConsumerOffsetManager(metadata_path(root, MetadataFile.CONSUMER_OFFSETS))
         for table in (topics, groups):
             table.load()
             await table.persist()
@@ -190,11 +195,7 @@ class Broker:
         long_polling = LongPollingService(
             clock, max_offset_lookup=store.max_offset, on_crash=self._service_crashed
         )
-        store.add_arrival_listener(
-            lambda topic, queue_id, max_offset, tags_code: _wake(
-                long_polling, topic, queue_id, max_offset, tags_code
-            )
-        )
+        store.add_arrival_listener(functools.partial(_wake, long_polling))
         self._context = context = BrokerContext(
             config=config,
             clock=clock,
@@ -271,7 +272,10 @@ class Broker:
         for task in list(self._notifications):
             task.cancel()
         context, self._context = self._context, None
+        store, self._store = self._store, None
         if context is None:
+            if store is not None:  # the start failed after the store opened
+                await store.shutdown()
             return
         await context.long_polling.stop(timeout_ms)
         offset_flush, self._offset_flush = self._offset_flush, None

@@ -25,6 +25,11 @@ def _local_day(now_ms: int) -> datetime.date:
     return datetime.datetime.fromtimestamp(now_ms / 1000).date()
 
 
+def _next_local_midnight_ms(day: datetime.date) -> int:
+    midnight = datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time())
+    return int(midnight.timestamp() * 1000)
+
+
 class BrokerStats:
     """Counters of messages stored (put) and served to consumers (get).
 
@@ -38,6 +43,7 @@ class BrokerStats:
         self._clock = clock
         self.boot_timestamp_ms = clock.now_ms()
         self._day = _local_day(self.boot_timestamp_ms)
+        self._next_day_ms = _next_local_midnight_ms(self._day)
         self.put_total_messages = 0
         self.put_total_bytes = 0
         self.put_failure_count = 0
@@ -85,7 +91,11 @@ class BrokerStats:
         }
 
     def _roll_day(self) -> None:
-        day = _local_day(self._clock.now_ms())
+        now_ms = self._clock.now_ms()
+        if now_ms < self._next_day_ms:  # the common case: one comparison per message
+            return
+        day = _local_day(now_ms)
+        self._next_day_ms = _next_local_midnight_ms(day)
         if day == self._day:
             return
         # Two or more days without traffic: yesterday's morning total is today's.

@@ -143,6 +143,7 @@ class ClientInstance:
         self._pool: ClientPool | None = None
         self._services: dict[str, Service] = {}
         self._users = 0
+        self._lifecycle = asyncio.Lock()
         self._namesrv_index = 0
         self.broker_versions: dict[str, int] = {}
         """Broker address -> wire version from its last heartbeat answer."""
@@ -169,16 +170,18 @@ class ClientInstance:
 
     async def acquire(self) -> None:
         """Count one more user; the first one starts the instance."""
-        if self._users == 0 and not self.running:
-            await self.start()
-        self._users += 1
+        async with self._lifecycle:  # a release shutting down finishes before we start again
+            if self._users == 0 and not self.running:
+                await self.start()
+            self._users += 1
 
     async def release(self) -> None:
         """Count one user less; the last one shuts the instance down."""
-        invariant(self._users > 0, "client instance released more often than acquired")
-        self._users -= 1
-        if self._users == 0:
-            await self.shutdown()
+        async with self._lifecycle:
+            invariant(self._users > 0, "client instance released more often than acquired")
+            self._users -= 1
+            if self._users == 0:
+                await self.shutdown()
 
     async def start(self) -> None:
         """Open the connection pool and start the four loops. Idempotent."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -294,7 +294,7 @@ class _Pipeline:
 
 async def pull_range(
     instance: ClientInstance, queue_range: QueueRange, settings: PullSettings
-) -> AsyncIterator[PulledChunk]:
+) -> AsyncGenerator[PulledChunk, None]:
     """The records of ``queue_range``, as pull bodies in offset order.
 
     Raises:

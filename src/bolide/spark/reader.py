@@ -10,7 +10,7 @@ input partition covers one queue's offset range.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +40,7 @@ from bolide.spark.offsets import (
 )
 from bolide.spark.options import ReadOptions
 from bolide.spark.queues import (
+    PulledChunk,
     PullSettings,
     commit_group_offsets,
     fetch_bounds,
@@ -78,24 +79,38 @@ def read_partition(partition: BolidePartition) -> Iterator[pa.RecordBatch]:
     """The rows of ``partition`` as Arrow record batches of at most
     limits.SPARK_ARROW_BATCH_MAX_ROWS rows / limits.SPARK_ARROW_BATCH_MAX_BYTES body bytes.
 
+    Records are decoded on the client's loop, between pulls, so pulls in flight progress
+    while a batch fills; the loop stops only to hand a full batch to Spark.
+
     Raises DataLossError (failOnDataLoss and part of the range is gone), ProtocolError (a
     malformed record), and the client's errors when pulls keep failing.
     """
     client = BlockingClient(partition.namesrv, "reader")
     columns = RowColumns(partition.queue_range.queue, partition.tag_set)
+    chunks = pull_range(client.instance, partition.queue_range, partition.settings)
     try:
-        chunks = pull_range(client.instance, partition.queue_range, partition.settings)
-        for chunk in client.iterate(chunks):
-            columns.add(chunk.body, chunk.stop_offset)
-            if (
-                len(columns) >= limits.SPARK_ARROW_BATCH_MAX_ROWS
-                or columns.body_bytes >= limits.SPARK_ARROW_BATCH_MAX_BYTES
-            ):
-                yield columns.take_batch()
+        while client.run(_fill(columns, chunks)):
+            yield columns.take_batch()
         if len(columns):
             yield columns.take_batch()
     finally:
-        client.close()
+        try:
+            client.run(chunks.aclose())
+        finally:
+            client.close()
+
+
+async def _fill(columns: RowColumns, chunks: AsyncIterator[PulledChunk]) -> bool:
+    """Decode chunks into ``columns`` until a record batch is full (True) or the range is
+    done (False)."""
+    async for chunk in chunks:
+        columns.add(chunk.body, chunk.stop_offset)
+        if (
+            len(columns) >= limits.SPARK_ARROW_BATCH_MAX_ROWS
+            or columns.body_bytes >= limits.SPARK_ARROW_BATCH_MAX_BYTES
+        ):
+            return True
+    return False
 
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -370,9 +370,14 @@ class SendHandlers:
     def _answer(
         self, request: RemotingCommand, result: PutResult, queue_id: int
     ) -> RemotingCommand:
-        code, default_remark = _STATUS_CODES[result.status]
+        status = result.status
+        # Identity first: hashing an Enum member runs Python code, and PUT_OK is the rule.
+        if status is PutStatus.PUT_OK:
+            code, default_remark = ResponseCode.SUCCESS, ""
+        else:
+            code, default_remark = _STATUS_CODES[status]
         stats = self._context.stats
-        if code not in _STORED_CODES:
+        if code is not ResponseCode.SUCCESS and code not in _STORED_CODES:
             stats.record_put_failure()
             return request.make_response(code, result.remark or default_remark, self._error_fields)
         stats.record_put(result.message_count, result.wrote_bytes)

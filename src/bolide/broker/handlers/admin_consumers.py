@@ -1,0 +1,224 @@
+"""Admin requests that reach the consumers of a group (protocol.md §2.10, §2.11, §5.2; seed 002):
+
+* INVOKE_BROKER_TO_RESET_OFFSET (222): header ``topic``, ``group``, ``timestamp`` (ms; -1 =
+  the max offset, "latest"), ``isForce``. For every queue of the topic on this broker the new
+  offset is the first one stored at or after ``timestamp`` (the min offset when the timestamp
+  precedes everything, the max offset when it follows everything). Without ``isForce`` a
+  queue only moves backwards; a queue with no committed offset takes the new one either way.
+
+  Unlike the Java broker, the new offsets are **written to the broker's offset table** (and
+  consumerOffset.json) before anything else, so a group that is offline resumes from them
+  when it starts, and a consumer that misses the notice still finds them. Then every online
+  consumer of the group gets RESET_CONSUMER_CLIENT_OFFSET (220, oneway) in the body its
+  language reads — upstream bug #1159 is the Java broker sending the Java form to everyone:
+
+  ========  =====================================================================
+  language  body
+  ========  =====================================================================
+  CPP       ``{"offsetTable":[{"brokerName":…,"offset":…,"queueId":…,"topic":…}]}``
+            (ResetOffsetBodyForC), header ``isForce`` "1"/"0" (read with atoi)
+  PYTHON    the same list form: it is standard JSON that any parser reads, and the
+            Bolide client reads both forms
+  others    ``{"offsetTable":{{"brokerName":…,"queueId":…,"topic":…}:offset}}``
+            (the Java form, fastjson object keys), header ``isForce`` "true"/"false"
+  ========  =====================================================================
+
+  Clients older than V3_0_7_SNAPSHOT (28) are skipped, as the Java broker does. The answer
+  is SUCCESS with the Java-form ResetOffsetBody of the new offsets, online group or not (the
+  Java broker answers CONSUMER_NOT_ONLINE for an offline group and changes nothing).
+  Unknown topic: TOPIC_NOT_EXIST; unknown group: SUBSCRIPTION_GROUP_NOT_EXIST.
+* GET_CONSUMER_RUNNING_INFO (307): header ``consumerGroup``, ``clientId``, ``jstackEnable``;
+  forwarded to that client over its own connection and its answer returned as is. Client
+  not online: SYSTEM_ERROR; no answer within BROKER_CALL_CONSUMER_TIMEOUT_MS:
+  CONSUME_MSG_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bolide.base import limits
+from bolide.base.errors import BackpressureError, BolideError, RequestTimeoutError
+from bolide.broker.channels import ClientChannelInfo
+from bolide.broker.handlers.admin_groups import flush_offsets, is_group_known
+from bolide.broker.handlers.context import BrokerContext
+from bolide.protocol.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
+from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
+from bolide.remoting import Connection, Dispatcher
+
+__all__ = [
+    "LIST_FORM_LANGUAGES",
+    "RESET_MIN_CLIENT_VERSION",
+    "AdminConsumerHandlers",
+    "reset_offset_request",
+]
+
+_log = logging.getLogger("bolide.broker.admin")
+
+RESET_TO_MAX_OFFSET = -1
+"""The ``timestamp`` that means "to the max offset" (latest)."""
+RESET_MIN_CLIENT_VERSION = 28
+"""V3_0_7_SNAPSHOT: older clients do not know RESET_CONSUMER_CLIENT_OFFSET."""
+LIST_FORM_LANGUAGES = frozenset({LanguageCode.CPP, LanguageCode.PYTHON})
+"""Consumer languages sent the list form of the reset body (see the module docstring)."""
+
+
+def reset_offset_request(
+    header: ResetOffsetRequestHeader, offsets: dict[MessageQueue, int], language: LanguageCode
+) -> RemotingCommand:
+    """The RESET_CONSUMER_CLIENT_OFFSET request (oneway) for a consumer written in
+    ``language``: the list form and atoi-readable ``isForce`` for C++ (and Python), the Java
+    form otherwise."""
+    if language in LIST_FORM_LANGUAGES:
+        fields = header.to_cpp_ext_fields()
+        body = ResetOffsetBodyForC(offsets).to_json()
+    else:
+        fields = header.to_ext_fields()
+        body = ResetOffsetBody(offsets).to_json()
+    return RemotingCommand.request(
+        RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, body, oneway=True
+    )
+
+
+class AdminConsumerHandlers:
+    """Reset a group's offsets (and tell its consumers), ask a consumer for its state."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self._context = context
+        self._sends: set[asyncio.Task[None]] = set()
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        """Register codes 222 and 307 in the ``admin`` family."""
+        dispatcher.register(
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset, family="admin"
+        )
+        dispatcher.register(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, self.consumer_running_info, family="admin"
+        )
+
+    async def reset_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Compute, store and push the new offsets of (group, topic)."""
+        header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        context = self._context
+        if context.topics.find(header.topic) is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic {header.topic} does not exist on this broker"
+            )
+        if not is_group_known(context, header.group):
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"the consumer group {header.group} does not exist on this broker",
+            )
+        offsets = self._new_offsets(header)
+        try:
+            context.offsets.set_queue_offsets(
+                header.group, header.topic, {queue.queue_id: o for queue, o in offsets.items()}
+            )
+        except BackpressureError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        await flush_offsets(context)
+        notified = self._notify_consumers(header, offsets)
+        _log.info(
+            "offsets of %s on %s reset to %s (timestamp %d, force %s) by %s; %d consumer(s) told",
+            header.group,
+            header.topic,
+            {queue.queue_id: offset for queue, offset in offsets.items()},
+            header.timestamp_ms,
+            header.is_force,
+            connection.remote_address,
+            notified,
+        )
+        return request.make_response(ResponseCode.SUCCESS, body=ResetOffsetBody(offsets).to_json())
+
+    def _new_offsets(self, header: ResetOffsetRequestHeader) -> dict[MessageQueue, int]:
+        context = self._context
+        config = context.topics.find(header.topic)
+        if config is None:
+            return {}
+        store, topic = context.store, header.topic
+        offsets: dict[MessageQueue, int] = {}
+        for queue_id in range(max(config.read_queue_count, config.write_queue_count)):
+            if header.timestamp_ms == RESET_TO_MAX_OFFSET:
+                target = store.max_offset(topic, queue_id)
+            else:
+                target = store.offset_for_timestamp(topic, queue_id, header.timestamp_ms)
+            target = max(0, target)
+            current = context.offsets.query_offset(header.group, topic, queue_id)
+            moves = header.is_force or current < 0 or target < current
+            offsets[MessageQueue(topic, context.config.broker_name, queue_id)] = (
+                target if moves else current
+            )
+        return offsets
+
+    def _notify_consumers(
+        self, header: ResetOffsetRequestHeader, offsets: dict[MessageQueue, int]
+    ) -> int:
+        info = self._context.consumers.get_consumer_group_info(header.group)
+        if info is None:
+            return 0
+        told = 0
+        for channel_info in list(info.channels.values()):
+            if channel_info.version < RESET_MIN_CLIENT_VERSION:
+                _log.warning(
+                    "consumer %s (version %d) too old for a reset offset notice",
+                    channel_info.client_id,
+                    channel_info.version,
+                )
+                continue
+            request = reset_offset_request(header, offsets, channel_info.language)
+            task = asyncio.ensure_future(_send_reset(channel_info, request))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+            told += 1
+        return told
+
+    async def consumer_running_info(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Ask the named consumer for its running info; return its answer as is."""
+        del connection
+        header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        found = self._context.consumers.find_channel(header.consumer_group, header.client_id)
+        if found is None or found.channel.is_closed:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer {header.client_id} of group {header.consumer_group} is not online",
+            )
+        forward = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields()
+        )
+        try:
+            answer = await found.channel.invoke(forward, limits.BROKER_CALL_CONSUMER_TIMEOUT_MS)
+        except RequestTimeoutError:
+            return request.make_response(
+                ResponseCode.CONSUME_MSG_TIMEOUT,
+                f"the consumer {header.client_id} did not answer within "
+                f"{limits.BROKER_CALL_CONSUMER_TIMEOUT_MS} ms",
+            )
+        except BolideError as error:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"cannot reach the consumer {header.client_id}: {error}"
+            )
+        return request.make_response(
+            answer.code, answer.remark, answer.ext_fields, bytes(answer.body)
+        )
+
+
+async def _send_reset(
+    channel_info: ClientChannelInfo[Connection], request: RemotingCommand
+) -> None:
+    try:
+        await channel_info.channel.invoke_oneway(request, limits.RESET_OFFSET_NOTIFY_TIMEOUT_MS)
+    except BolideError as error:
+        # The offsets are on the broker already: the consumer finds them when it restarts.
+        _log.warning(
+            "reset offset notice to %s (%s) not sent: %s",
+            channel_info.client_id,
+            channel_info.remote_address,
+            error,
+        )
