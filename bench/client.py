@@ -8,11 +8,21 @@ a temporary directory, ASYNC flush); the client runs in this process. Every mess
 * ``async-N``: ``bolide.aio.Producer.send`` with N sends in flight;
 * ``batch-B``: ``send_batch`` of B messages, one batch at a time (messages counted).
 
+Push-consumer scenarios read a backlog stored beforehand (not timed; ``--seconds`` × 100,000
+messages, more than a round can take), each round with a new group from the first offset:
+
+* ``consume-async``: ``bolide.aio.PushConsumer`` with a coroutine listener, 1 message per call;
+* ``consume-sync``: a plain-function listener (on the consumer's thread pool), 1 per call;
+* ``consume-sync-B``: the same with ``consume_batch_max_size`` B.
+
+A consume round counts the messages delivered in the ``--seconds`` after the first delivery.
+
 Each scenario runs ``--seconds`` per round; the best of ``--rounds`` is reported, with the CPU
-time the client and the server processes spent per message.
+time the client and the server processes spent per message (for consume rounds, the consumer's
+start and shutdown are included in the CPU time).
 
     .venv/bin/python bench/client.py [--seconds 3] [--rounds 3] [--body-bytes 1024]
-        [--in-flight 32,256] [--batch 32]
+        [--in-flight 32,256] [--batch 32] [--only produce|consume]
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import functools
 import multiprocessing
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +56,8 @@ class Options:
     body_bytes: int
     in_flight: tuple[int, ...]
     batch: int
+    produce: bool = True
+    consume: bool = True
 
 
 @dataclass(frozen=True)
@@ -181,6 +194,111 @@ def _scenarios(options: Options) -> list[tuple[str, Callable[[str, Pipe], Measur
     return scenarios
 
 
+def _consume_scenarios(
+    options: Options, backlog: int
+) -> list[tuple[str, Callable[[str, Pipe], Measure]]]:
+    kinds = (("consume-async", "async", 1), ("consume-sync", "sync", 1),
+             (f"consume-sync-{options.batch}", "sync", options.batch))  # fmt: skip
+    return [
+        (
+            name,
+            functools.partial(
+                _consume_scenario, options=options, kind=kind, batch=batch, backlog=backlog
+            ),
+        )
+        for name, kind, batch in kinds
+    ]
+
+
+def _consume_scenario(
+    namesrv: str, server: Pipe, *, options: Options, kind: str, batch: int, backlog: int
+) -> Measure:
+    return push_consumes(namesrv, options, server, listener_kind=kind, batch=batch, backlog=backlog)
+
+
+# ---- consume scenarios (push consumer) -------------------------------------------------------
+
+CONSUME_TOPIC = "bench-consume"
+CONSUME_BACKLOG_PER_SECOND = 100_000
+"""Messages stored before the consume scenarios, per second of ``--seconds``: more than the
+consumer can take in that time, so it never runs dry inside the window."""
+
+
+def fill_backlog(namesrv: str, options: Options) -> int:
+    """Store the consume scenarios' messages (not timed); returns how many."""
+    body = b"x" * options.body_bytes
+    batch_size = 64
+    batches = -(-int(options.seconds * CONSUME_BACKLOG_PER_SECOND) // batch_size)
+
+    async def run() -> int:
+        async with bolide.aio.Producer("bench-backlog", namesrv=namesrv) as producer:
+            for _ in range(batches):
+                batch = [bolide.aio.Message(CONSUME_TOPIC, body) for _ in range(batch_size)]
+                await producer.send_batch(batch)
+        return batches * batch_size
+
+    return remoting_loop.run(run())
+
+
+class _Window:
+    """Counts messages from the first delivery until ``seconds`` later (thread-safe)."""
+
+    def __init__(self, seconds: float, limit: int) -> None:
+        self.seconds = seconds
+        self.limit = limit
+        self.count = 0
+        self.started = 0.0
+        self.ended = 0.0
+        self._lock = threading.Lock()
+        self.done = threading.Event()
+
+    def add(self, messages: int) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            if self.count == 0:
+                self.started = now
+            if self.done.is_set():
+                return
+            self.count += messages
+            if now - self.started >= self.seconds or self.count >= self.limit:
+                self.ended = now
+                self.done.set()
+
+
+def push_consumes(
+    namesrv: str, options: Options, server: Pipe, *, listener_kind: str, batch: int, backlog: int
+) -> Measure:
+    """A new group reads the backlog from the first offset; rate over the first ``seconds``
+    after the first delivery. ``listener_kind``: "async" (on the loop) or "sync" (pool)."""
+    window = _Window(options.seconds, backlog)
+    group = f"bench-consume-{listener_kind}-{batch}-{time.monotonic_ns()}"
+
+    def on_sync(messages: list[bolide.MessageExt]) -> bolide.ConsumeResult:
+        window.add(len(messages))
+        return bolide.ConsumeResult.SUCCESS
+
+    async def on_async(messages: list[bolide.MessageExt]) -> bolide.ConsumeResult:
+        window.add(len(messages))
+        return bolide.ConsumeResult.SUCCESS
+
+    async def run() -> Measure:
+        consumer = bolide.aio.PushConsumer(
+            group,
+            namesrv=namesrv,
+            consume_from=bolide.aio.ConsumeFrom.FIRST_OFFSET,
+            consume_batch_max_size=batch,
+        )
+        consumer.subscribe(CONSUME_TOPIC)
+        consumer.register_listener(on_async if listener_kind == "async" else on_sync)
+        cpu_before = (time.process_time(), _server_cpu(server))
+        async with consumer:
+            await asyncio.get_running_loop().run_in_executor(None, window.done.wait)
+        elapsed_s = window.ended - window.started
+        return _measure(server, window.count, elapsed_s, cpu_before)
+
+    return remoting_loop.run(run())
+
+
 # ---- main ------------------------------------------------------------------------------------
 
 
@@ -191,9 +309,18 @@ def _parse_options() -> Options:
     parser.add_argument("--body-bytes", type=int, default=1024)
     parser.add_argument("--in-flight", default="32,256", help="comma-separated N for async-N")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--only", choices=("produce", "consume"), default=None)
     args = parser.parse_args()
     in_flight = tuple(int(item) for item in args.in_flight.split(",") if item)
-    return Options(args.seconds, args.rounds, args.body_bytes, in_flight, args.batch)
+    return Options(
+        args.seconds,
+        args.rounds,
+        args.body_bytes,
+        in_flight,
+        args.batch,
+        produce=args.only != "consume",
+        consume=args.only != "produce",
+    )
 
 
 def main() -> None:
@@ -206,7 +333,10 @@ def main() -> None:
         namesrv: str = ours.recv()
         print(f"cluster at {namesrv}; {options.body_bytes} B bodies; pid {os.getpid()}")
         print(f"{'scenario':<12} {'msgs/s':>10} {'client µs/msg':>14} {'server µs/msg':>14}")
-        for name, scenario in _scenarios(options):
+        scenarios = _scenarios(options) if options.produce else []
+        if options.consume:
+            scenarios += _consume_scenarios(options, fill_backlog(namesrv, options))
+        for name, scenario in scenarios:
             best: Measure | None = None
             for _ in range(options.rounds):
                 measure = scenario(namesrv, ours)

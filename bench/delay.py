@@ -11,10 +11,10 @@ messageDelayLevel); this process sends over a socket and long-polls the real top
 
 Lateness of a delivered message, in ms:
 
-* broker: STORETIMESTAMP of the delivered record - its delivery time. For a timer message the
-  delivery time is its TIMER_OUT_MS; for a level message it is BORNTIMESTAMP (stamped by this
-  process right before sending) + the level's delay, so that figure also holds the send's
-  one-way latency (an upper bound on the broker's lateness);
+* broker: STORETIMESTAMP of the delivered record - its delivery time: TIMER_OUT_MS for a timer
+  message; for a level message the delivery time its SCHEDULE_TOPIC_XXXX entry held (read from
+  the broker's store at the end). "born + delay -> stored" is the same from the client's view:
+  BORNTIMESTAMP (stamped right before sending) + the level's delay, so it adds the send;
 * consumer: the time this process received it (a long-polling pull) - its delivery time.
 
     .venv/bin/python bench/delay.py [--timers 10000] [--spread-s 30] [--lead-s 3]
@@ -39,6 +39,7 @@ from pathlib import Path
 
 from bolide.broker.config import parse_delay_levels
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
+from bolide.broker.schedule import SCHEDULE_TOPIC
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -50,6 +51,7 @@ from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
 from bolide.protocol.message_codec import decode_records
 from bolide.remoting import ClientPool
 from bolide.remoting import loop as remoting_loop
+from bolide.store.api import MessageStore
 
 TIMER_TOPIC = "bench-timers"
 LEVEL_TOPIC = "bench-levels"
@@ -77,7 +79,26 @@ async def _serve(pipe: Pipe, data_dir: str, levels: str, flush: str) -> None:
     async with Cluster(Path(data_dir), settings=settings) as cluster:
         pipe.send(cluster.brokers[0].address)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, pipe.recv)  # any message: stop
+        while await loop.run_in_executor(None, pipe.recv) == "levels":
+            pipe.send(_level_lateness_in_store(cluster.brokers[0].context.store))
+
+
+def _level_lateness_in_store(store: MessageStore) -> list[float]:
+    """Exact broker lateness of every delivered level message: its store time minus the
+    delivery time its SCHEDULE_TOPIC_XXXX entry held (found through the delivery marker)."""
+    lateness: list[float] = []
+    offset = 0
+    while offset < store.max_offset(LEVEL_TOPIC, 0):
+        result = store.get_message(LEVEL_TOPIC, 0, offset, 256, 1 << 22)
+        for message in decode_records(b"".join(bytes(view) for view in result.buffers)):
+            marker = message.properties[DELIVERED_FROM]  # "L<level>:<queue offset>"
+            level, queue_offset = (int(part) for part in marker[1:].split(":"))
+            ((_, _, deliver_ms),) = store.consume_queue_entries(
+                SCHEDULE_TOPIC, level - 1, queue_offset, 1
+            )
+            lateness.append(float(message.store_timestamp_ms - deliver_ms))
+        offset = result.next_begin_offset
+    return lateness
 
 
 def _broker_process(pipe: Pipe, data_dir: str, levels: str, flush: str) -> None:
@@ -214,7 +235,7 @@ def _row(name: str, values: list[float]) -> str:
     )
 
 
-async def _run(address: str, options: argparse.Namespace) -> list[str]:
+async def _run(address: str, options: argparse.Namespace, broker: Pipe) -> list[str]:
     pool = ClientPool()
     try:
         await pool.connect(address)
@@ -222,10 +243,13 @@ async def _run(address: str, options: argparse.Namespace) -> list[str]:
         levels = await _level_phase(pool, address, options)
     finally:
         await pool.close()
+    broker.send("levels")
+    level_in_store: list[float] = broker.recv()
     return [
         _row("timer: broker lateness", timers.broker_ms),
         _row("timer: consumer lateness", timers.consumer_ms),
-        _row("level: broker lateness (+send)", levels.broker_ms),
+        _row("level: broker lateness", level_in_store),
+        _row("level: born + delay -> stored", levels.broker_ms),
         _row("level: consumer lateness", levels.consumer_ms),
     ]
 
@@ -251,7 +275,7 @@ def main() -> None:
         try:
             address = parent.recv()
             with asyncio.Runner(loop_factory=remoting_loop.new_event_loop) as runner:
-                rows = runner.run(_run(address, options))
+                rows = runner.run(_run(address, options, parent))
         finally:
             parent.send("stop")
             process.join(60)

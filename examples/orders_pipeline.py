@@ -10,8 +10,7 @@ Run it against ``bolide standalone`` (see docs/spark.md, "Example pipeline")::
     bolide standalone --data-dir ./data            # bolide ready namesrv=127.0.0.1:9876 ...
     python examples/orders_pipeline.py produce --namesrv 127.0.0.1:9876 --orders 5000
     python examples/orders_pipeline.py run --namesrv 127.0.0.1:9876 --work-dir ./pipeline \\
-        --available-now
-    bolide message tail revenue-per-minute          # or read ./pipeline/revenue with Spark
+        --available-now                             # then read ./pipeline/revenue with Spark
 
 Without ``--available-now`` the job runs until interrupted, a micro-batch every 10 s.
 """

@@ -21,12 +21,14 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from bolide import aio as aio
     from bolide.client.config import ConsumeFrom
-    from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
+    from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
+    from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
 
 _EXPORTS = {
+    "ConsumeContext": "bolide.client.consumer.listener",
     "ConsumeFrom": "bolide.client.config",
     "ConsumeResult": "bolide.client.consumer.listener",
     "Message": "bolide.client.message",
@@ -35,11 +37,14 @@ _EXPORTS = {
     "MessageQueue": "bolide.protocol.bodies",
     "OrderlyResult": "bolide.client.consumer.listener",
     "Producer": "bolide.client.sync",
+    "PullConsumer": "bolide.client.consumer.sync_consumers",
+    "PushConsumer": "bolide.client.consumer.sync_consumers",
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
 }
 
 __all__ = [
+    "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
     "Message",
@@ -48,6 +53,8 @@ __all__ = [
     "MessageQueue",
     "OrderlyResult",
     "Producer",
+    "PullConsumer",
+    "PushConsumer",
     "SendResult",
     "SendStatus",
     "__version__",

@@ -7,7 +7,9 @@ async with bolide.aio.Producer("order-producers", namesrv="127.0.0.1:9876") as p
 from __future__ import annotations
 
 from bolide.client.config import ConsumeFrom
-from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
+from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
+from bolide.client.consumer.pull_consumer import PullConsumer
+from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.instance import ClientInstance
 from bolide.client.message import Message, MessageExt, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
@@ -15,6 +17,7 @@ from bolide.protocol.bodies import MessageModel, MessageQueue
 
 __all__ = [
     "ClientInstance",
+    "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
     "Message",
@@ -23,6 +26,8 @@ __all__ = [
     "MessageQueue",
     "OrderlyResult",
     "Producer",
+    "PullConsumer",
+    "PushConsumer",
     "SendResult",
     "SendStatus",
 ]

@@ -32,6 +32,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey, java_string_hash
 from bolide.protocol.message_codec import decode_records
+from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import (
     WAIT_S,
@@ -280,3 +281,42 @@ async def test_shutdown_finishes_the_listener_call_in_progress(
     # Had shutdown not waited, persisting would have come first and left the offset at 0.
     assert committed(cluster, "g-slow")[2] == 1
     assert cluster.brokers[0].context.consumers.client_ids("g-slow") == []
+
+
+async def skip_unless_delays_are_delivered(cluster: Cluster) -> None:
+    """Send-back and delayed delivery come with the broker's issue 5; until the broker
+    answers CONSUMER_SEND_MSG_BACK, redelivery cannot be observed end to end."""
+    pool = ClientPool()
+    try:
+        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK)
+        response = await pool.invoke(cluster.brokers[0].address, request, 10_000)
+    finally:
+        await pool.close()
+    if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        pytest.skip("the broker does not deliver send-backs and delayed messages yet")
+
+
+async def test_reconsume_later_comes_back_with_its_original_topic(tmp_path: Path) -> None:
+    # Delay levels of 1 s (level 3, the first send-back's, is clamped to the last one).
+    settings = {"messageDelayLevel": "1s 1s"}
+    async with Cluster(tmp_path / "delays", settings=settings) as delays:
+        await skip_unless_delays_are_delivered(delays)
+        await create_topic(delays, TOPIC, 4)
+        async with Producer("retry-producers", namesrv=delays.namesrv_address) as producer:
+            await producer.send(Message(TOPIC, b"again", tags="paid", keys="again"))
+        attempts: list[tuple[str, int, str | None]] = []
+
+        def fail_once(messages: list[MessageExt]) -> ConsumeResult:
+            attempts.extend((m.topic, m.reconsume_times, m.tags) for m in messages)
+            return ConsumeResult.RECONSUME_LATER if len(attempts) == 1 else ConsumeResult.SUCCESS
+
+        collector = Collector(fail_once)
+        push = consumer(delays, "g-again", collector, consume_from=ConsumeFrom.FIRST_OFFSET)
+        push.subscribe(TOPIC, "paid")
+        async with push:
+            await collector.wait_count(2)
+        assert attempts == [(TOPIC, 0, "paid"), (TOPIC, 1, "paid")]
+        retried = collector.messages[1]
+        assert retried.properties[PropertyKey.RETRY_TOPIC] == TOPIC
+        assert retried.keys == "again" and retried.body == b"again"
+        assert retried.queue_id == 0  # the retry topic's only queue

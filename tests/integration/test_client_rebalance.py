@@ -40,7 +40,7 @@ IN_FLIGHT_MAX = 64
 flowing through every change without piling up."""
 REPOSITORY = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.timeout(120)
 
 
 class Group:

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from bolide.base.clock import Clock, ManualClock, SystemClock
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig
+from bolide.client import rpc
 from bolide.client.message import Message, SendResult
 from bolide.client.producer.producer import Producer
 from bolide.client.sync import LoopThread
@@ -41,7 +42,9 @@ from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.spark import BolideDataSource
 from bolide.spark.client import BlockingClient
-from bolide.spark.queues import fetch_bounds
+from bolide.spark.offsets import QueueRange
+from bolide.spark.queues import PullSettings, fetch_bounds, list_queues, pull_range
+from bolide.spark.records import RowColumns
 from bolide.testing.cluster import TEST_BROKER_SETTINGS
 
 T = TypeVar("T")
@@ -161,6 +164,23 @@ class BackgroundCluster:
 
         self.run(advance())
 
+    def committed_offsets(self, topic: str, group: str, queue_count: int) -> dict[int, int | None]:
+        """``group``'s committed offset of each queue of ``topic`` (None: none), as a client
+        asks the broker (QUERY_CONSUMER_OFFSET)."""
+        client = BlockingClient(self.namesrv_address, "test")
+        try:
+            instance = client.instance
+            offsets: dict[int, int | None] = {}
+            for queue_id in range(queue_count):
+                queue = MessageQueue(topic, BROKER_NAME, queue_id)
+                address = client.run(instance.queue_broker_address(queue))
+                offsets[queue_id] = client.run(
+                    rpc.query_consumer_offset(instance.pool, address, group, topic, queue_id, 3_000)
+                )
+            return offsets
+        finally:
+            client.close()
+
     def broker_clock_now_ms(self) -> int:
         """The broker's wall-clock time (its store timestamps)."""
         return (self.broker_clock or SystemClock()).now_ms()
@@ -261,3 +281,24 @@ def rows_of(frame: DataFrame) -> list[dict[str, Any]]:
     return sorted(
         rows, key=lambda r: (r["topic"], r["broker_name"], r["queue_id"], r["queue_offset"])
     )
+
+
+def rows_of_topic(cluster: BackgroundCluster, topic: str) -> list[dict[str, Any]]:
+    """Every message of ``topic`` read without Spark (the source's pull path), as rows of the
+    source's schema, sorted by (queue id, offset)."""
+    client = BlockingClient(cluster.namesrv_address, "test")
+    rows: list[dict[str, Any]] = []
+    try:
+        queues = client.run(list_queues(client.instance, [topic]))
+        bounds = client.run(fetch_bounds(client.instance, queues))
+        for queue, queue_bounds in sorted(bounds.items()):
+            columns = RowColumns(queue)
+            queue_range = QueueRange(queue, queue_bounds.min_offset, queue_bounds.max_offset)
+            for chunk in client.iterate(
+                pull_range(client.instance, queue_range, PullSettings("t", "*"))
+            ):
+                columns.add(chunk.body, chunk.stop_offset)
+            rows.extend(columns.take_batch().to_pylist())
+    finally:
+        client.close()
+    return rows

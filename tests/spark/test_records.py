@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from bolide.base.errors import ProtocolError
 from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.message import MessageSysFlag, encode_properties
+from bolide.protocol.message import MessageSysFlag, decode_properties, encode_properties
 from bolide.protocol.message_codec import body_crc, compress_body, encode_record
 from bolide.protocol.msgid import offset_message_id
-from bolide.spark.records import ARROW_SCHEMA, RowColumns
+from bolide.spark.records import ARROW_SCHEMA, RowColumns, _properties_map
 from bolide.spark.source import SOURCE_SCHEMA
 
 QUEUE = MessageQueue("orders", "broker-a", 3)
@@ -91,7 +94,7 @@ def test_rows_carry_every_field() -> None:
 def test_stop_offset_and_tags_filter() -> None:
     body = b"".join(_record(n, b"m%d" % n, {"TAGS": "A" if n % 2 else "B"}) for n in range(10))
     columns = RowColumns(QUEUE, frozenset({"A"}))
-    assert columns.add(body, stop_offset=6) == 3
+    assert columns.add(body, stop_offset=6) == 6, "offsets 0..5 are taken, tags checked later"
     assert [row["queue_offset"] for row in columns.take_batch().to_pylist()] == [1, 3, 5]
     everything = RowColumns(QUEUE)
     everything.add(body, stop_offset=10)
@@ -113,3 +116,45 @@ def test_malformed_bodies_raise_protocol_errors() -> None:
     )
     with pytest.raises(ProtocolError):
         RowColumns(QUEUE).add(lz4, 10)
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.text(
+                    alphabet=st.characters(
+                        exclude_characters="\x01\x02", exclude_categories=("Cs",)
+                    ),
+                    max_size=8,
+                ),
+                st.text(
+                    alphabet=st.characters(exclude_characters="\x02", exclude_categories=("Cs",)),
+                    max_size=8,
+                ),
+            ),
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_properties_are_parsed_as_the_codec_parses_them(
+    rows: list[list[tuple[str, str]]], trailing_separator: bool
+) -> None:
+    texts = []
+    for pairs in rows:
+        text = "\x02".join(f"{name}\x01{value}" for name, value in pairs)
+        texts.append(text + "\x02" if trailing_separator and text else text)
+    parsed = _properties_map(pa.array(texts, pa.string())).to_pylist()
+    assert [dict(entries) for entries in parsed] == [decode_properties(t) for t in texts]
+
+
+def test_properties_that_are_not_utf8_are_a_protocol_error() -> None:
+    columns = RowColumns(QUEUE)
+    record = bytearray(_record(1, b"body", {"TAGS": "A"}))
+    record[-1] = 0xFF
+    columns.add(bytes(record), 10)
+    with pytest.raises(ProtocolError, match="UTF-8"):
+        columns.take_batch()

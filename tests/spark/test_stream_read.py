@@ -10,11 +10,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from bolide.client import rpc
 from bolide.client.message import Message
-from bolide.protocol.bodies import MessageQueue
-from bolide.spark.client import BlockingClient
-from tests.spark.conftest import BROKER_NAME, WAIT_S, BackgroundCluster
+from tests.spark.conftest import WAIT_S, BackgroundCluster
 
 
 def _messages(topic: str, start: int, count: int) -> list[Message]:
@@ -104,26 +101,8 @@ def test_new_queues_are_read_from_their_start_and_the_group_records_progress(
     assert sorted(row["msg_id"] for row in rows) == sorted(r.msg_id for r in before + after)
 
     # The source's commit runs one batch late: the first run's batches are committed by now.
-    committed = _group_offsets(cluster, "grow", "grow-pipeline", 4)
+    committed = cluster.committed_offsets("grow", "grow-pipeline", 4)
     first_ends = Counter(result.queue.queue_id for result in before)
     for queue_id, count in first_ends.items():
         offset = committed[queue_id]
         assert offset is not None and offset >= count
-
-
-def _group_offsets(
-    cluster: BackgroundCluster, topic: str, group: str, queue_count: int
-) -> dict[int, int | None]:
-    client = BlockingClient(cluster.namesrv_address, "test")
-    try:
-        instance = client.instance
-        offsets: dict[int, int | None] = {}
-        for queue_id in range(queue_count):
-            queue = MessageQueue(topic, BROKER_NAME, queue_id)
-            address = client.run(instance.queue_broker_address(queue))
-            offsets[queue_id] = client.run(
-                rpc.query_consumer_offset(instance.pool, address, group, topic, queue_id, 3_000)
-            )
-        return offsets
-    finally:
-        client.close()

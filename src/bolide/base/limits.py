@@ -195,6 +195,9 @@ for delivered messages (exactly-once delivery); a longer tail is not scanned (at
 so a broker whose progress file is very old still starts in bounded time."""
 REBALANCE_LOCK_MAX_LIVE_MS = 60_000
 """Broker-side queue lock lifetime without renewal."""
+REBALANCE_LOCK_TABLE_MAX_ENTRIES = 1_000_000
+"""Queue locks (group, queue) one broker keeps: one per queue of every orderly group, ~250 B
+each; past it expired entries are purged and a lock on a new queue is refused (not granted)."""
 BROKER_REGISTER_TIMEOUT_MS = 6_000
 """One REGISTER_BROKER or UNREGISTER_BROKER exchange with a name server (Java: 6000 ms)."""
 CLIENT_HOUSEKEEPING_INTERVAL_MS = 10_000
@@ -225,6 +228,36 @@ CLIENT_LOCK_MAX_LIVE_MS = 30_000
 """The client treats its queue lock as lost after this long without renewal."""
 CLIENT_LOCK_RENEW_INTERVAL_MS = 20_000
 """lockAll period of an orderly consumer."""
+CLIENT_LOCK_RENEW_INITIAL_DELAY_MS = 1_000
+"""First lockAll after an orderly consumer starts (Java: 1 s)."""
+CLIENT_LOCK_REQUEST_TIMEOUT_MS = 1_000
+"""One LOCK_BATCH_MQ / UNLOCK_BATCH_MQ exchange (Java and C++: 1 s): a lock that cannot be
+had quickly is tried again later rather than holding up a rebalance."""
+ORDERLY_CONSUME_CONTINUOUSLY_MAX_MS = 60_000
+"""An orderly consume task gives its queue back to the scheduler after this long
+(MAX_TIME_CONSUME_CONTINUOUSLY), so one busy queue cannot starve the others."""
+ORDERLY_SUSPEND_DEFAULT_MS = 1_000
+"""SUSPEND_CURRENT_QUEUE_A_MOMENT waits this long before consuming the queue again
+(suspendCurrentQueueTimeMillis)."""
+ORDERLY_SUSPEND_MIN_MS = 10
+"""Shortest suspension a listener may ask for (Java clamps to 10 ms .. 30 s)."""
+ORDERLY_SUSPEND_MAX_MS = 30_000
+"""Longest suspension a listener may ask for."""
+ORDERLY_RESUBMIT_DELAY_MS = 10
+"""A consume task that yielded (time slice used up, lock just regained) runs again this soon."""
+ORDERLY_RELOCK_FIRST_DELAY_MS = 100
+"""A consume task that finds its queue unlocked asks the broker for the lock after this."""
+ORDERLY_RELOCK_RETRY_DELAY_MS = 3_000
+"""...and, when the broker refused, looks again this much later (Java: 3 s)."""
+ORDERLY_PULL_DELAY_NOT_LOCKED_MS = 3_000
+"""Pulls of a queue whose lock is not held wait this long before looking again (Java: 3 s):
+messages cached without the lock could not be consumed anyway."""
+ORDERLY_DROP_WAIT_MS = 1_000
+"""A rebalance that takes a queue away waits this long for the batch being consumed before it
+unlocks the queue; past it, the queue is kept (dropped) and the next rebalance tries again."""
+ORDERLY_LOCK_RETRY_REBALANCE_DELAY_MS = 1_000
+"""An assigned queue whose lock the broker refused (its previous owner still holds it) is
+tried again by a rebalance this soon, not only at the next 20 s rebalance."""
 REBALANCE_INTERVAL_MS = 20_000
 """Rebalance period when no change notification arrives."""
 HEARTBEAT_INTERVAL_MS = 30_000
@@ -313,6 +346,13 @@ LITE_PULL_POLL_TIMEOUT_MS = 5_000
 """poll() waits this long for messages by default (pollTimeoutMillis)."""
 LITE_PULL_AUTO_COMMIT_INTERVAL_MS = 5_000
 """Auto-commit of polled offsets into the offset store (autoCommitIntervalMillis)."""
+RETRY_ROUTE_WAIT_INITIAL_MS = 100
+"""A new group's %RETRY% topic appears in the routes only after the broker, told by the first
+heartbeat, re-registers: the consumer looks again after this, doubling..."""
+RETRY_ROUTE_WAIT_MAX_MS = 3_000
+"""...up to this gap..."""
+RETRY_ROUTE_WAIT_ATTEMPTS = 10
+"""...this many times (≈ 20 s in all), then leaves it to the periodic route refresh."""
 # admin client and command line (issue 9)
 ADMIN_REQUEST_TIMEOUT_MS = 5_000
 """One admin request to a name server or broker (DefaultMQAdminExt's timeoutMillis)."""
@@ -380,6 +420,7 @@ def _check_relations() -> None:
     invariant(PULL_SUSPEND_TIMEOUT_MS <= PULL_SUSPEND_MAX_MS, "the broker holds what clients ask")
     invariant(CLIENT_LOCK_RENEW_INTERVAL_MS < CLIENT_LOCK_MAX_LIVE_MS, "renew before expiry")
     invariant(CLIENT_LOCK_MAX_LIVE_MS < REBALANCE_LOCK_MAX_LIVE_MS, "client lease inside broker's")
+    invariant(ORDERLY_SUSPEND_MIN_MS <= ORDERLY_SUSPEND_DEFAULT_MS <= ORDERLY_SUSPEND_MAX_MS, "order")
     invariant(HEARTBEAT_INTERVAL_MS < CLIENT_CHANNEL_EXPIRY_MS, "heartbeat before expiry")
     invariant(BROKER_REGISTER_INTERVAL_MS < BROKER_EXPIRY_MS, "register before expiry")
     invariant(0 < DISK_MAX_USED_SPACE_RATIO_PERCENT < 100, "a ratio in percent")

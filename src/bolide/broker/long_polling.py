@@ -343,6 +343,18 @@ class LongPollingService:
             return 0
         return self._wake_all(list(owned.values()), WakeReason.CANCELLED)
 
+    def release(self, owner: Hashable, topic: str | None = None) -> int:
+        """Wake, as EXPIRED, every pull parked by ``owner`` (only those of ``topic`` when
+        given): each is answered at once with what its queue holds. An admin offset reset
+        uses it, because a consumer resumes from its new offsets only after its outstanding
+        pulls ended (the C++ client waits for them, up to its 15 s hold). Returns how many
+        were woken; 0 for an unknown owner."""
+        owned = self._by_owner.get(owner)
+        if not owned:
+            return 0
+        records = [record for record in owned.values() if topic is None or record.topic == topic]
+        return self._wake_all(records, WakeReason.EXPIRED)
+
     # --- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import array
 import struct
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bolide.base.errors import ProtocolError
 from bolide.protocol.bodies import MessageQueue
@@ -77,28 +79,41 @@ ARROW_SCHEMA: Final = pa.schema(
 
 
 def _fixed_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    born_ip = "16s" if born_v6 else "4s"
+    """The fixed part, skipping (``x``) what rows do not use: BODYCRC, QUEUEID, FLAG,
+    BORNHOST, PREPARED TRANSACTION OFFSET. Fields, in order: TOTALSIZE, MAGICCODE, QUEUEOFFSET,
+    PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP, STORETIMESTAMP, STOREHOST ip, STOREHOST port,
+    RECONSUMETIMES, BODY length."""
+    born_host = "20x" if born_v6 else "8x"
     store_ip = "16s" if store_v6 else "4s"
-    return struct.Struct(f">iiiiiqqiq{born_ip}iq{store_ip}iiqi")
+    return struct.Struct(f">ii12xqqiq{born_host}q{store_ip}ii8xi")
 
 
 # Indexed by (sysFlag >> 4) & 3, as in the codec: bit 0 BORNHOST_V6, bit 1 STOREHOST_V6.
 _FIXED: Final = tuple(
     _fixed_struct(born, store) for store in (False, True) for born in (False, True)
 )
-_SYS_FLAG: Final = struct.Struct(">i")
-_SYS_FLAG_POSITION: Final = 36
-_MINIMUM_RECORD_BYTES: Final = _FIXED[0].size + 3
+_IPV4_FIXED: Final = _FIXED[0]
+_HOSTS_V6: Final = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+_MINIMUM_RECORD_BYTES: Final = _IPV4_FIXED.size + 3
+# Positions in the unpacked fixed part.
+_QUEUE_OFFSET, _COMMIT_LOG_OFFSET, _BORN_MS, _STORE_MS = 2, 3, 5, 6
+_STORE_IP, _STORE_PORT, _RECONSUME_TIMES = 7, 8, 9
 _COMPRESSED: Final = int(MessageSysFlag.COMPRESSED)
 _ZLIB_TYPES: Final = (0, int(MessageSysFlag.COMPRESSION_ZLIB))
 _MICROS_PER_MS: Final = 1_000
-_TAGS: Final = PropertyKey.TAGS
-_KEYS: Final = PropertyKey.KEYS
-_UNIQ_KEY: Final = PropertyKey.UNIQ_KEY
+_TAGS: Final = pa.scalar(PropertyKey.TAGS, pa.string())
+_KEYS: Final = pa.scalar(PropertyKey.KEYS, pa.string())
+_UNIQ_KEY: Final = pa.scalar(PropertyKey.UNIQ_KEY, pa.string())
 
 
 class RowColumns:
     """The rows of one queue, gathered column by column until :meth:`take_batch`.
+
+    Per record only the fixed part is unpacked in Python; bodies and properties strings are
+    kept as views of the pull body and joined once per batch. The properties map, KEYS, TAGS
+    and UNIQ_KEY are then cut out of the properties strings by Arrow compute kernels (same
+    tolerance as :func:`bolide.protocol.message.decode_properties`: empty chunks and chunks
+    without a name are skipped; a repeated name's last value wins for the columns).
 
     ``tag_set`` (empty: every tag) keeps only messages whose TAGS is one of them: brokers
     filter by tag hash, which can collide.
@@ -106,26 +121,19 @@ class RowColumns:
 
     def __init__(self, queue: MessageQueue, tag_set: frozenset[str] = frozenset()) -> None:
         self.queue = queue
-        self._tag_set = tag_set
+        self._tag_set = pa.array(sorted(tag_set), pa.string()) if tag_set else None
         self._ip_cache: dict[bytes, str] = {}
         self._reset()
 
     def _reset(self) -> None:
-        self.queue_offsets: list[int] = []
-        self._msg_ids: list[str] = []
-        self._keys: list[str | None] = []
-        self._tags: list[str | None] = []
+        self._fixed: list[tuple[Any, ...]] = []
         self._bodies: list[bytes | memoryview] = []
         self._body_ends: array.array[int] = array.array("i", [0])
+        self._properties: list[memoryview] = []
         self._property_ends: array.array[int] = array.array("i", [0])
-        self._property_names: list[str] = []
-        self._property_values: list[str] = []
-        self._born_us: list[int] = []
-        self._store_us: list[int] = []
-        self._reconsume_times: list[int] = []
 
     def __len__(self) -> int:
-        return len(self.queue_offsets)
+        return len(self._fixed)
 
     @property
     def body_bytes(self) -> int:
@@ -135,128 +143,148 @@ class RowColumns:
     def add(self, body: bytes, stop_offset: int) -> int:
         """Append the records of a pull ``body`` whose queue offset is below ``stop_offset``
         (a pull may run past the range it was asked for when tags filter). Returns how many
-        rows were appended. The rows keep views of ``body`` until :meth:`take_batch`.
+        rows were appended (before the tag check of :meth:`take_batch`). The rows keep views
+        of ``body`` until :meth:`take_batch`.
 
         Raises:
             ProtocolError: a record is malformed or cut short, its magic code unknown, or its
                 body compressed with LZ4/ZSTD or not inflatable.
         """
-        added = 0
-        position = 0
-        end = len(body)
+        # The hot loop of a read (~1 µs a record): locals only, one unpack per record.
         view = memoryview(body)
+        end = len(body)
+        fixed_rows, bodies, body_ends = self._fixed, self._bodies, self._body_ends
+        properties, property_ends = self._properties, self._property_ends
+        added = position = 0
         while position < end:
-            position, kept = self._add_one(body, view, position, end, stop_offset)
-            added += kept
+            if position + _MINIMUM_RECORD_BYTES > end:
+                raise ProtocolError(f"record at {position} of a pull body is cut short")
+            fields = _IPV4_FIXED.unpack_from(body, position)
+            fixed_size = _IPV4_FIXED.size
+            if fields[4] & _HOSTS_V6:
+                layout = _FIXED[(fields[4] >> 4) & 3]
+                fields, fixed_size = layout.unpack_from(body, position), layout.size
+            total_size, magic = fields[0], fields[1]
+            record_end = position + total_size
+            if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
+                raise ProtocolError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {position}")
+            if total_size < fixed_size + 3 or record_end > end or fields[10] < 0:
+                raise ProtocolError(f"record at {position} has an impossible size {total_size}")
+            if fields[_QUEUE_OFFSET] >= stop_offset:
+                position = record_end
+                continue
+            body_at = position + fixed_size
+            topic_at = body_at + fields[10]
+            if magic == MESSAGE_MAGIC_CODE:
+                properties_at = topic_at + 3 + body[topic_at]
+            else:
+                properties_at = topic_at + 4 + int.from_bytes(body[topic_at : topic_at + 2])
+            if properties_at > record_end or (
+                properties_at + ((body[properties_at - 2] << 8) | body[properties_at - 1])
+                != record_end
+            ):
+                raise ProtocolError(f"record at {position}: field lengths do not add up")
+            payload: bytes | memoryview = view[body_at:topic_at]
+            if fields[4] & _COMPRESSED:
+                payload = _inflate(bytes(payload), fields[4])
+            fixed_rows.append(fields)
+            bodies.append(payload)
+            body_ends.append(body_ends[-1] + len(payload))
+            properties.append(view[properties_at:record_end])
+            property_ends.append(property_ends[-1] + record_end - properties_at)
+            added += 1
+            position = record_end
         return added
 
-    def _add_one(
-        self, body: bytes, view: memoryview, position: int, end: int, stop_offset: int
-    ) -> tuple[int, int]:
-        if position + _MINIMUM_RECORD_BYTES > end:
-            raise ProtocolError(f"record at {position} of a pull body is cut short")
-        (sys_flag,) = _SYS_FLAG.unpack_from(body, position + _SYS_FLAG_POSITION)
-        fixed = _FIXED[(sys_flag >> 4) & 3]
-        (total_size, magic, _, _, _, queue_offset, commit_log_offset, _, born_ms, _, _,
-         store_ms, store_ip, store_port, reconsume_times, _, body_length) = fixed.unpack_from(
-            body, position
-        )  # fmt: skip
-        record_end = position + total_size
-        if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
-            raise ProtocolError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {position}")
-        if total_size < fixed.size + 3 or record_end > end or body_length < 0:
-            raise ProtocolError(f"record at {position} has an impossible size {total_size}")
-        if queue_offset >= stop_offset:
-            return record_end, 0
-        body_at = position + fixed.size
-        topic_at = body_at + body_length
-        topic_length_bytes = 1 if magic == MESSAGE_MAGIC_CODE else 2
-        topic_length = int.from_bytes(body[topic_at : topic_at + topic_length_bytes], "big")
-        properties_at = topic_at + topic_length_bytes + topic_length
-        properties_length = int.from_bytes(body[properties_at : properties_at + 2], "big")
-        if properties_at + 2 + properties_length != record_end:
-            raise ProtocolError(f"record at {position}: field lengths do not add up")
-        try:
-            text = str(body[properties_at + 2 : record_end], "utf-8")
-        except UnicodeDecodeError as error:
-            raise ProtocolError(f"record at {position}: properties are not UTF-8") from error
-        # decode_properties inlined (same tolerance: a chunk without \\x01 or name is skipped);
-        # a dict per row would cost a third of the row's time.
-        names: list[str] = []
-        values: list[str] = []
-        tags = keys = unique_key = None
-        for chunk in text.split(PROPERTY_SEPARATOR):
-            name, separator, value = chunk.partition(NAME_VALUE_SEPARATOR)
-            if separator and name:
-                names.append(name)
-                values.append(value)
-                if name == _TAGS:
-                    tags = value
-                elif name == _KEYS:
-                    keys = value
-                elif name == _UNIQ_KEY:
-                    unique_key = value
-        if self._tag_set and tags not in self._tag_set:
-            return record_end, 0
-        payload: bytes | memoryview = view[body_at:topic_at]
-        if sys_flag & _COMPRESSED:
-            payload = _inflate(bytes(payload), sys_flag)
-        msg_id = unique_key or self._offset_msg_id(store_ip, store_port, commit_log_offset)
-        self.queue_offsets.append(queue_offset)
-        self._msg_ids.append(msg_id)
-        self._keys.append(keys)
-        self._tags.append(tags)
-        self._bodies.append(payload)
-        self._body_ends.append(self._body_ends[-1] + len(payload))
-        self._property_names.extend(names)
-        self._property_values.extend(values)
-        self._property_ends.append(len(self._property_names))
-        self._born_us.append(born_ms * _MICROS_PER_MS)
-        self._store_us.append(store_ms * _MICROS_PER_MS)
-        self._reconsume_times.append(reconsume_times)
-        return record_end, 1
-
-    def _offset_msg_id(self, store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
+    def _offset_msg_id(self, fields: tuple[Any, ...]) -> str:
+        store_ip = fields[_STORE_IP]
         host = self._ip_cache.get(store_ip)
         if host is None:
             host = self._ip_cache[store_ip] = unpack_ip(store_ip)
-        return offset_message_id((host, store_port), commit_log_offset)
+        return offset_message_id((host, fields[_STORE_PORT]), fields[_COMMIT_LOG_OFFSET])
 
     def take_batch(self) -> pa.RecordBatch:
-        """The rows gathered so far as one record batch of :data:`ARROW_SCHEMA`; starts over.
+        """The rows gathered so far as one record batch of :data:`ARROW_SCHEMA` (rows whose
+        TAGS is outside the tag set left out); starts over.
 
-        Raises ProtocolError when the bodies exceed the 2 GiB a binary column can hold (the
-        caller takes a batch long before: see limits.SPARK_ARROW_BATCH_MAX_BYTES).
+        Raises ProtocolError when a properties string is not UTF-8.
         """
-        count = len(self.queue_offsets)
+        count = len(self._fixed)
         queue = self.queue
+        by_field = list(zip(*self._fixed, strict=True)) if count else [()] * 11
         # One copy of every body into the column's data buffer; offsets are int32.
         bodies = pa.Array.from_buffers(
             pa.binary(),
             count,
             [None, pa.py_buffer(self._body_ends), pa.py_buffer(b"".join(self._bodies))],
         )
-        properties = pa.MapArray.from_arrays(
-            pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(self._property_ends)]),
-            pa.array(self._property_names, pa.string()),
-            pa.array(self._property_values, pa.string()),
+        properties = _properties_map(
+            pa.Array.from_buffers(
+                pa.string(),
+                count,
+                [None, pa.py_buffer(self._property_ends), pa.py_buffer(b"".join(self._properties))],
+            )
         )
+        tags = pc.map_lookup(properties, _TAGS, "last")
+        msg_ids = pc.map_lookup(properties, _UNIQ_KEY, "last")
+        if msg_ids.null_count:
+            msg_ids = pa.array(
+                [
+                    value if value is not None else self._offset_msg_id(self._fixed[row])
+                    for row, value in enumerate(msg_ids.to_pylist())
+                ],
+                pa.string(),
+            )
         columns = [
             pa.repeat(pa.scalar(queue.topic, pa.string()), count),
             pa.repeat(pa.scalar(queue.broker_name, pa.string()), count),
             pa.repeat(pa.scalar(queue.queue_id, pa.int32()), count),
-            pa.array(self.queue_offsets, pa.int64()),
-            pa.array(self._msg_ids, pa.string()),
-            pa.array(self._keys, pa.string()),
-            pa.array(self._tags, pa.string()),
+            pa.array(by_field[_QUEUE_OFFSET], pa.int64()),
+            msg_ids,
+            pc.map_lookup(properties, _KEYS, "last"),
+            tags,
             bodies,
             properties,
-            pa.array(self._born_us, _TIMESTAMP),
-            pa.array(self._store_us, _TIMESTAMP),
-            pa.array(self._reconsume_times, pa.int32()),
+            _timestamps(by_field[_BORN_MS]),
+            _timestamps(by_field[_STORE_MS]),
+            pa.array(by_field[_RECONSUME_TIMES], pa.int32()),
         ]
         self._reset()
-        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        if self._tag_set is not None:
+            batch = batch.filter(pc.fill_null(pc.is_in(tags, value_set=self._tag_set), False))
+        return batch
+
+
+def _timestamps(milliseconds: Sequence[int]) -> pa.Array:
+    """Epoch milliseconds -> a timestamp column in microseconds (Spark's unit)."""
+    return pc.multiply(pa.array(milliseconds, pa.int64()), _MICROS_PER_MS).cast(_TIMESTAMP)
+
+
+def _properties_map(texts: pa.Array) -> pa.Array:
+    """Properties strings (``name\\x01value`` pairs joined by ``\\x02``) -> a map column.
+
+    Raises ProtocolError when a string is not UTF-8.
+    """
+    try:
+        texts.validate(full=True)
+    except pa.ArrowInvalid as error:
+        raise ProtocolError(f"message properties are not UTF-8: {error}") from error
+    chunks = pc.split_pattern(texts, PROPERTY_SEPARATOR)
+    pairs = pc.split_pattern(pc.list_flatten(chunks), NAME_VALUE_SEPARATOR, max_splits=1)
+    offsets = chunks.offsets
+    # A chunk is a property when it has a separator and a name (Java producers write only
+    # such chunks; C++ ones end with a separator, which leaves an empty chunk).
+    valid = pc.and_(
+        pc.equal(pc.list_value_length(pairs), 2),
+        pc.not_equal(pc.utf8_length(pc.list_element(pairs, 0)), 0),
+    )
+    if not pc.all(valid).as_py():
+        kept_before = pc.cumulative_sum(pc.cast(valid, pa.int32()))
+        kept_before = pa.concat_arrays([pa.array([0], pa.int32()), kept_before])
+        offsets = pc.take(kept_before, offsets)
+        pairs = pairs.filter(valid)
+    return pa.MapArray.from_arrays(offsets, pc.list_element(pairs, 0), pc.list_element(pairs, 1))
 
 
 def _inflate(payload: bytes, sys_flag: int) -> bytes:

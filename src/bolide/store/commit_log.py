@@ -43,6 +43,7 @@ _log = logging.getLogger("bolide.store.commit_log")
 _PREFIX: Final = struct.Struct(">ii")
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
+_BLANK_MIN_BYTES: Final = limits.COMMIT_LOG_BLANK_MIN_BYTES
 _STORE_TIMESTAMP_POSITION: Final = 56
 """STORETIMESTAMP with an IPv4 born host (12 bytes later with BORNHOST_V6)."""
 
@@ -149,20 +150,26 @@ class CommitLog:
         """Room for ``size`` bytes (one record or a whole batch) in one segment.
 
         Rolls to a new segment when the current one cannot take ``size`` plus the blank
-        marker. Returns the segment and the position in it; the caller writes, then calls
-        :meth:`commit_append`. Nothing is written when this raises.
+        marker. Returns the segment and the position in it; the caller writes, then moves the
+        segment's ``write_position`` past what it wrote. Nothing is written when this raises.
 
         Raises:
             DiskFullError: no space for the blocks or a new segment.
             StoreIOError: the current segment is poisoned or a new one cannot be made.
         """
+        if self.segments:
+            segment = self.segments[-1]
+            position = segment.write_position
+            if segment.poison is None and position + size + _BLANK_MIN_BYTES <= (
+                segment.allocated_position
+            ):
+                return segment, position  # the usual case: blocks reserved ahead in chunks
+        else:
+            segment = self._new_segment(0)
         invariant(
-            size + limits.COMMIT_LOG_BLANK_MIN_BYTES <= self.segment_bytes,
+            size + _BLANK_MIN_BYTES <= self.segment_bytes,
             "caller checks that a record fits in a segment",
         )
-        segment = self.segments[-1] if self.segments else None
-        if segment is None:
-            segment = self._new_segment(0)
         if segment.poison is not None:
             raise StoreIOError(f"commit log refuses appends until recovery: {segment.poison}")
         position = segment.write_position
@@ -171,9 +178,6 @@ class CommitLog:
             position = 0
         segment.ensure_allocated(position + size)
         return segment, position
-
-    def commit_append(self, segment: MappedSegment, size: int) -> None:
-        segment.write_position += size
 
     def _roll(self, full: MappedSegment) -> MappedSegment:
         position = full.write_position

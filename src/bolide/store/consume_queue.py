@@ -12,8 +12,11 @@ Files are ``consumequeue/<topic>/<queue id>/<20-digit start byte offset>``, each
 ```
 
 The tags code is Java's ``String.hashCode`` of the TAGS property (0 without tags) or, in
-SCHEDULE_TOPIC_XXXX, the delivery time in ms. The size is written last, so an entry torn by a
-crash has size 0 and reads as the end of the queue.
+SCHEDULE_TOPIC_XXXX, the delivery time in ms. An entry is written with one pack (offset, size,
+tags, in that order) after its record; a file holds no entry past the first of size 0. A crash
+can tear only the entry of the put in progress, whose record lies past the checkpoint, and
+recovery re-checks every entry past the checkpoint against its record and rebuilds it from the
+commit log (recovery.py, steps 3 and 4).
 """
 
 from __future__ import annotations
@@ -32,9 +35,7 @@ from bolide.store.segment import MappedSegment, remove_leftovers
 
 ENTRY: Final = struct.Struct(">qiq")
 ENTRY_BYTES: Final = limits.CONSUME_QUEUE_ENTRY_BYTES
-_OFFSET: Final = struct.Struct(">q")
 _SIZE: Final = struct.Struct(">i")
-_TAGS_POSITION: Final = 12
 _SIZE_POSITION: Final = 8
 
 ConsumeQueueEntry = tuple[int, int, int]
@@ -62,6 +63,11 @@ class ConsumeQueue:
         self.segments: list[MappedSegment] = []
         self.min_offset = 0
         self.max_offset = 0
+        self.room_end_offset = 0
+        """Entries below this queue offset have their blocks reserved: a put appending up to it
+        skips :meth:`prepare_append`. Only :meth:`prepare_append` raises it; anything that
+        removes or cuts files lowers it to 0. A failed write poisons a file without lowering
+        it: the store then refuses every put until recovery (FileMessageStore._write_failure)."""
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -157,7 +163,8 @@ class ConsumeQueue:
                 and last.start_offset <= self.max_offset * ENTRY_BYTES
                 and end_byte - last.start_offset <= last.allocated_position
             ):
-                return  # the usual case: room already reserved in the tail file
+                self._note_room()
+                return  # room already reserved in the tail file
         self.check_writable()
         while not self.segments or self.segments[-1].end_offset < end_byte:
             if self.segments:
@@ -171,6 +178,15 @@ class ConsumeQueue:
             if needed <= 0:
                 break
             segment.ensure_allocated(needed)
+        self._note_room(end_byte)
+
+    def _note_room(self, end_byte: int = 0) -> None:
+        """Raise room_end_offset after the room up to ``end_byte`` was made: files before the
+        tail one are whole (allocated to their end), the tail one up to its reservation."""
+        last = self.segments[-1]
+        if last.start_offset < end_byte or last.start_offset <= self.max_offset * ENTRY_BYTES:
+            end_byte = last.start_offset + last.allocated_position
+        self.room_end_offset = max(self.room_end_offset, end_byte // ENTRY_BYTES)
 
     def _new_file(self, start: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -187,13 +203,16 @@ class ConsumeQueue:
         """Write the next entry (room made by :meth:`prepare_append`); returns its offset."""
         queue_offset = self.max_offset
         byte_offset = queue_offset * ENTRY_BYTES
-        segment = self.segments[(byte_offset - self.segments[0].start_offset) // self.file_bytes]
+        segment = self.segments[-1]
         position = byte_offset - segment.start_offset
-        invariant(position + ENTRY_BYTES <= segment.allocated_position, "append without room")
-        view = segment.view
-        _OFFSET.pack_into(view, position, commit_log_offset)
-        _OFFSET.pack_into(view, position + _TAGS_POSITION, tags_code)
-        _SIZE.pack_into(view, position + _SIZE_POSITION, size)  # last: see module docstring
+        if position < 0:  # a file made ahead by a put that then failed: not the tail yet
+            segment = self.segments[
+                (byte_offset - self.segments[0].start_offset) // self.file_bytes
+            ]
+            position = byte_offset - segment.start_offset
+        if position + ENTRY_BYTES > segment.allocated_position:
+            invariant(False, f"append without room in {segment.path}")
+        ENTRY.pack_into(segment.view, position, commit_log_offset, size, tags_code)
         segment.write_position = position + ENTRY_BYTES
         self.max_offset = queue_offset + 1
         return queue_offset
@@ -272,6 +291,7 @@ class ConsumeQueue:
         byte_offset = queue_offset * ENTRY_BYTES
         while len(self.segments) > 1 and self.segments[-1].start_offset >= byte_offset:
             self.segments.pop().delete()
+        self.room_end_offset = 0
         last = self.segments[-1]
         last.cut(max(0, byte_offset - last.start_offset))
         self.max_offset = queue_offset
@@ -285,6 +305,7 @@ class ConsumeQueue:
             StoreIOError: old files could not be removed.
         """
         invariant(self.max_offset == self.min_offset, "only an empty queue restarts")
+        self.room_end_offset = 0
         while self.segments:
             self.segments.pop().delete()
         self.min_offset = self.max_offset = queue_offset
@@ -308,6 +329,7 @@ class ConsumeQueue:
         return [s for s in self.segments if s.flushed_position < s.write_position]
 
     def close(self) -> None:
+        self.room_end_offset = 0
         for segment in self.segments:
             segment.close()
         self.segments.clear()

@@ -3,6 +3,7 @@ message is put and when recovery re-reads it from the commit log. Shared by both
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 
 from bolide.base import limits
@@ -14,7 +15,6 @@ from bolide.protocol.message import (
     tags_code,
 )
 from bolide.store.config import SCHEDULE_TOPIC
-from bolide.store.index_file import index_key_hash
 
 _NO_QUEUE_ENTRY = frozenset(
     {int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK)}
@@ -28,25 +28,25 @@ def gets_queue_entry(sys_flag: int) -> bool:
 
 def queue_tags_code(
     topic: str,
-    properties: Mapping[str, str],
+    tags: str | None,
+    delay: str | None,
     store_timestamp_ms: int,
     delay_levels_ms: tuple[int, ...],
     cache: dict[str, int] | None = None,
 ) -> int:
-    """The consume-queue tags code of a record (``cache``: the caller's memo of tag hashes,
-    bounded by STORE_NAME_CACHE_MAX_ENTRIES: the hash loops in Python per character).
+    """The consume-queue tags code of a record from its TAGS and DELAY properties (None when
+    absent); ``cache`` is the caller's memo of tag hashes, bounded by
+    STORE_NAME_CACHE_MAX_ENTRIES (the hash loops in Python per character).
 
     Java's ``String.hashCode`` of TAGS (0 without), except in SCHEDULE_TOPIC_XXXX, where it is
     the delivery time: store time plus the delay of the DELAY level (clamped to the highest
     level; a missing or bad level delivers at once).
     """
     if topic == SCHEDULE_TOPIC:
-        level_text = properties.get(PropertyKey.DELAY, "")
-        level = int(level_text) if level_text.isdigit() else 0
+        level = int(delay) if delay is not None and delay.isdigit() else 0
         if level <= 0:
             return store_timestamp_ms
         return store_timestamp_ms + delay_levels_ms[min(level, len(delay_levels_ms)) - 1]
-    tags = properties.get(PropertyKey.TAGS)
     if not tags:
         return 0
     if cache is None:
@@ -59,19 +59,25 @@ def queue_tags_code(
     return code
 
 
-def index_hashes(topic: str, properties: Mapping[str, str], max_entries: int) -> list[int]:
-    """Index hashes of a record: one per distinct KEYS entry and one for UNIQ_KEY, at most
-    ``max_entries`` (an index file's capacity)."""
-    keys = properties.get(PropertyKey.KEYS)
-    unique_key = properties.get(PropertyKey.UNIQ_KEY)
+def index_hashes(
+    key_seed: int, keys: str | None, unique_key: str | None, max_entries: int
+) -> list[int]:
+    """Index hashes of a record of the topic whose
+    :func:`~bolide.store.index_file.index_key_seed` is ``key_seed``: one per distinct KEYS
+    entry and one for UNIQ_KEY, at most ``max_entries`` (an index file's capacity). Each
+    equals :func:`~bolide.store.index_file.index_key_hash` of the topic and the key."""
     if not keys:
         # The common case (every producer sets UNIQ_KEY, few set KEYS), without the dicts.
-        return [index_key_hash(topic, unique_key)] if unique_key and max_entries else []
-    names = dict.fromkeys(key for key in keys.split(KEY_SEPARATOR) if key) if keys else {}
+        if unique_key and max_entries:
+            return [zlib.crc32(unique_key.encode("utf-8", "surrogatepass"), key_seed)]
+        return []
+    names = dict.fromkeys(key for key in keys.split(KEY_SEPARATOR) if key)
     if unique_key:
         names[unique_key] = None
-    hashes = list(dict.fromkeys(index_key_hash(topic, name) for name in names))
-    return hashes[:max_entries]
+    hashes = dict.fromkeys(
+        zlib.crc32(name.encode("utf-8", "surrogatepass"), key_seed) for name in names
+    )
+    return list(hashes)[:max_entries]
 
 
 def matches_key(properties: Mapping[str, str], key: str, *, unique: bool) -> bool:

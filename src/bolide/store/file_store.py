@@ -38,18 +38,18 @@ from bolide.store.api import (
     RecoveryReport,
     StoreStats,
 )
+from bolide.store.appender import Appender
 from bolide.store.checkpoint import Checkpoint, CheckpointFile
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.consume_queue import ENTRY, ConsumeQueue, ConsumeQueueTable
-from bolide.store.dispatch import gets_queue_entry, matches_key, queue_tags_code
+from bolide.store.dispatch import matches_key
 from bolide.store.file_ops import DiskUsage, FileOps
 from bolide.store.flush import FlushBatch, GroupCommit, PipelinedFlusher, run_batch
 from bolide.store.index_file import KeyIndex, index_key_hash
 from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
-from bolide.store.records import PreparedRecord, RecordBuilder, RejectedError
+from bolide.store.records import RecordBuilder, RejectedError
 from bolide.store.recovery import Recovery
-from bolide.store.segment import MappedSegment
 
 _log = logging.getLogger("bolide.store")
 
@@ -95,15 +95,18 @@ class FileMessageStore:
         self._executor: ThreadPoolExecutor | None = None
         self._services: list[Service] = []
         self._sync_flusher: PipelinedFlusher | None = None
-        self._listeners: list[ArrivalListener] = []
-        self._tags_codes: dict[str, int] = {}
-        self._dirty_queues: set[ConsumeQueue] = set()
+        self._appender = Appender(
+            commit_log=self._commit_log,
+            queues=self._queues,
+            index=self._index,
+            builder=self._builder,
+            clock=clock,
+            delay_levels_ms=config.message_delay_levels_ms,
+        )
         self._running = False
         self._started = False
         self._queue_flushed_offset = 0
         self._write_failure: str | None = None
-        self._put_count = 0
-        self._put_bytes = 0
         self._put_failures = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -311,7 +314,7 @@ class FileMessageStore:
         self._commit_log.close()
         self._queues.close()
         self._index.close()
-        self._dirty_queues.clear()
+        self._appender.dirty_queues.clear()
 
     async def flush(self) -> None:
         """Flush the commit log, then the queues and index, and write the checkpoint, now
@@ -346,9 +349,9 @@ class FileMessageStore:
         if executor is None:
             return
         target = self._commit_log.max_offset
-        if target == self._queue_flushed_offset and not self._dirty_queues:
+        if target == self._queue_flushed_offset and not self._appender.dirty_queues:
             return
-        dirty, self._dirty_queues = self._dirty_queues, set()
+        dirty = self._appender.take_dirty_queues()
         segments = [s for queue in dirty for s in queue.dirty_segments()]
         batch = FlushBatch([*segments, *self._index.dirty_segments()], self._file_ops)
         try:
@@ -375,16 +378,17 @@ class FileMessageStore:
     async def put_message(self, request: PutRequest) -> PutResult:
         """Store one message (see MessageStore.put_message)."""
         try:
-            self._check_writable()
-            topic_bytes, records = self._builder.single(request)
-            result, end_offset = self._append_records(
-                request.topic,
-                topic_bytes,
+            if not self._running or self._write_failure is not None:
+                self._refuse()
+            topic, record, born_ip = self._builder.single(request)
+            result = self._appender.append(
+                topic,
                 request.queue_id,
-                records,
+                [record],
                 request.sys_flag,
                 request.born_timestamp_ms,
-                request.born_host,
+                born_ip,
+                request.born_host[1],
                 request.reconsume_times,
                 request.prepared_transaction_offset,
                 request.tags_code,
@@ -392,23 +396,26 @@ class FileMessageStore:
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)
+        except StoreError as error:
+            return self._failed_put(error)
         if self._sync_flush:
-            await self._wait_flushed(result, end_offset)
+            await self._wait_flushed(result)
         return result
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         """Store a batch (see MessageStore.put_messages)."""
         try:
-            self._check_writable()
-            topic_bytes, records = self._builder.batch(request)
-            result, end_offset = self._append_records(
-                request.topic,
-                topic_bytes,
+            if not self._running or self._write_failure is not None:
+                self._refuse()
+            topic, records, born_ip = self._builder.batch(request)
+            result = self._appender.append(
+                topic,
                 request.queue_id,
                 records,
                 request.sys_flag,
                 request.born_timestamp_ms,
-                request.born_host,
+                born_ip,
+                request.born_host[1],
                 request.reconsume_times,
                 0,
                 None,
@@ -416,20 +423,31 @@ class FileMessageStore:
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)
+        except StoreError as error:
+            return self._failed_put(error)
         if self._sync_flush:
-            await self._wait_flushed(result, end_offset)
+            await self._wait_flushed(result)
         return result
 
-    def _check_writable(self) -> None:
+    def _refuse(self) -> None:
         if not self._running:
             raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "store is not running")
-        if self._write_failure is not None:
-            raise RejectedError(
-                PutStatus.SERVICE_NOT_AVAILABLE,
-                f"store refuses writes until recovery: {self._write_failure}",
-            )
+        raise RejectedError(
+            PutStatus.SERVICE_NOT_AVAILABLE,
+            f"store refuses writes until recovery: {self._write_failure}",
+        )
 
-    async def _wait_flushed(self, result: PutResult, end_offset: int) -> None:
+    def _failed_put(self, error: StoreError) -> PutResult:
+        """The answer to a put whose room could not be made (nothing was written)."""
+        self._put_failures += 1
+        if isinstance(error, DiskFullError):
+            return PutResult(PutStatus.DISK_FULL, remark=str(error))
+        # Sticky: after an I/O error the state on disk is unknown until recovery reads it.
+        self._write_failure = str(error)
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
+
+    async def _wait_flushed(self, result: PutResult) -> None:
+        end_offset = result.commit_log_offset + result.wrote_bytes
         if self._commit_log.flushed_offset >= end_offset:
             return
         deadline_ms = self._clock.monotonic_ms() + self.config.sync_flush_timeout_ms
@@ -442,136 +460,8 @@ class FileMessageStore:
                 f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
             )
 
-    def _append_records(
-        self,
-        topic: str,
-        topic_bytes: bytes,
-        queue_id: int,
-        records: list[PreparedRecord],
-        sys_flag: int,
-        born_timestamp_ms: int,
-        born_host: SocketAddress,
-        reconsume_times: int,
-        prepared_transaction_offset: int,
-        tags_code_override: int | None,
-    ) -> tuple[PutResult, int]:
-        """Reserve, encode, then write ``records`` contiguously; returns the result and the
-        commit-log offset where the last record ends."""
-        total_size = sum(record.size for record in records)
-        queue = self._queues.get_or_create(topic, queue_id) if gets_queue_entry(sys_flag) else None
-        segment, position = self._reserve_room(queue, records, total_size)
-        base_offset = segment.start_offset + position
-        commit_log = self._commit_log
-        store_timestamp_ms = self._clock.now_ms()
-        first_queue_offset = queue.max_offset if queue is not None else 0
-        encoded = self._builder.encode_all(
-            records,
-            topic_bytes=topic_bytes,
-            queue_id=queue_id,
-            first_queue_offset=first_queue_offset if queue is not None else None,
-            base_offset=base_offset,
-            sys_flag=sys_flag,
-            born_timestamp_ms=born_timestamp_ms,
-            born_host=born_host,
-            store_timestamp_ms=store_timestamp_ms,
-            reconsume_times=reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset,
-        )
-        cursor = position
-        for data in encoded:
-            segment.write_length_last(cursor, data)
-            cursor += len(data)
-        commit_log.commit_append(segment, total_size)
-        message_ids = self._dispatch_written(
-            topic,
-            queue_id,
-            queue,
-            records,
-            base_offset,
-            store_timestamp_ms,
-            tags_code_override,
-        )
-        self._put_count += len(records)
-        self._put_bytes += total_size
-        result = PutResult(
-            PutStatus.PUT_OK,
-            commit_log_offset=base_offset,
-            queue_offset=first_queue_offset,
-            store_timestamp_ms=store_timestamp_ms,
-            wrote_bytes=total_size,
-            message_ids=message_ids,
-            message_count=len(records),
-        )
-        return result, base_offset + total_size
-
-    def _reserve_room(
-        self, queue: ConsumeQueue | None, records: list[PreparedRecord], total_size: int
-    ) -> tuple[MappedSegment, int]:
-        """Every fallible step of a put, before any byte is written: consume-queue room,
-        commit-log room (maybe a new segment), index room. Returns where the records go.
-
-        Raises:
-            RejectedError: DISK_FULL, or SERVICE_NOT_AVAILABLE after an I/O error (sticky).
-        """
-        try:
-            if queue is not None:
-                queue.prepare_append(len(records))
-            segment, position = self._commit_log.reserve(total_size)
-            groups: list[tuple[int, int]] = []
-            offset = segment.start_offset + position
-            for record in records:
-                if record.hashes:
-                    groups.append((offset, len(record.hashes)))
-                offset += record.size
-            self._index.prepare(groups)
-        except DiskFullError as error:
-            raise RejectedError(PutStatus.DISK_FULL, str(error)) from error
-        except StoreError as error:
-            # Sticky: after an I/O error the state on disk is unknown until recovery reads it.
-            self._write_failure = str(error)
-            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, str(error)) from error
-        return segment, position
-
-    def _dispatch_written(
-        self,
-        topic: str,
-        queue_id: int,
-        queue: ConsumeQueue | None,
-        records: list[PreparedRecord],
-        base_offset: int,
-        store_timestamp_ms: int,
-        tags_code_override: int | None,
-    ) -> list[str]:
-        """Consume-queue and index entries of records just written; returns message ids."""
-        message_ids: list[str] = []
-        offset = base_offset
-        delays = self.config.message_delay_levels_ms
-        for record in records:
-            message_ids.append(self._builder.message_id(offset))
-            if record.hashes:
-                self._index.add_record(offset, store_timestamp_ms, record.hashes)
-            if queue is not None:
-                tags_code = tags_code_override
-                if tags_code is None:
-                    tags_code = queue_tags_code(
-                        topic, record.properties, store_timestamp_ms, delays, self._tags_codes
-                    )
-                queue.append(offset, record.size, tags_code)
-                self._notify(topic, queue_id, queue.max_offset, tags_code)
-            offset += record.size
-        if queue is not None:
-            self._dirty_queues.add(queue)
-        return message_ids
-
-    def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-        for listener in self._listeners:
-            try:
-                listener(topic, queue_id, max_offset, tags_code)
-            except Exception:
-                _log.exception("arrival listener failed")
-
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        self._listeners.append(listener)
+        self._appender.listeners.append(listener)
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -713,7 +603,7 @@ class FileMessageStore:
             StoreIOError: the queue files could not be removed.
         """
         for queue in self._queues.delete_topic(topic):
-            self._dirty_queues.discard(queue)
+            self._appender.dirty_queues.discard(queue)
         self._builder.forget_topic(topic)
 
     def topics_and_queues(self) -> dict[str, list[int]]:
@@ -758,8 +648,8 @@ class FileMessageStore:
     def stats(self) -> StoreStats:
         disk = self._disk_usage() if self._running else None
         return StoreStats(
-            put_message_count=self._put_count,
-            put_message_bytes=self._put_bytes,
+            put_message_count=self._appender.put_count,
+            put_message_bytes=self._appender.put_bytes,
             put_failure_count=self._put_failures,
             commit_log_min_offset=self._commit_log.min_offset,
             commit_log_max_offset=self._commit_log.max_offset,

@@ -22,9 +22,10 @@ entries: entry n (n >= 1) at 48 + 4 * slot_count + 20 * (n - 1)
 +----------+--------------------+------------------+----------------+
 ```
 
-An add writes the entry, then the slot, then the header, so a crash leaves at worst an
-unreferenced entry. Chains only point backwards (previous < current); a reader stops at
-anything else, so damage can lose results but never loop. Every hit is checked against the
+An add writes each entry of a record, then its slot, and the header once after the record's
+last entry, so a crash leaves at worst unreferenced entries. Chains only point backwards
+(previous < current); a reader stops at anything else, so damage can lose results but never
+loop. Every hit is checked against the
 record itself before it is returned, so hash collisions and stale entries never leak out.
 """
 
@@ -59,6 +60,12 @@ ENTRY_BYTES: Final = _ENTRY.size
 def index_key_hash(topic: str, key: str) -> int:
     """The bucket hash of ``topic#key`` (CRC-32 of its UTF-8 bytes)."""
     return zlib.crc32(f"{topic}#{key}".encode("utf-8", "surrogatepass"))
+
+
+def index_key_seed(topic: str) -> int:
+    """CRC-32 of ``topic#``: ``zlib.crc32(key_bytes, index_key_seed(topic))`` equals
+    :func:`index_key_hash` without building the ``topic#key`` string (the put path)."""
+    return zlib.crc32(f"{topic}#".encode("utf-8", "surrogatepass"))
 
 
 class IndexFile:
@@ -149,24 +156,37 @@ class IndexFile:
         """Blocks for ``count`` more entries. Raises DiskFullError / StoreIOError."""
         self.segment.ensure_allocated(self._entries_at + ENTRY_BYTES * (self.entry_count + count))
 
-    def add(self, key_hash: int, commit_log_offset: int, store_timestamp_ms: int) -> None:
-        """Add one entry (room made by :meth:`reserve`)."""
-        invariant(self.entry_count < self.max_entries, "index file is full")
-        number = self.entry_count + 1
+    def add(self, records: list[tuple[int, list[int]]], store_timestamp_ms: int) -> None:
+        """Index ``records`` = [(commit-log offset, key hashes)] of one put, stored at
+        ``store_timestamp_ms`` (room made by :meth:`reserve`): each entry, then its slot; the
+        header once at the end."""
+        count = self.entry_count
+        adding = sum([len(key_hashes) for _, key_hashes in records])
+        entry_at = self._entries_at + ENTRY_BYTES * count
+        if count + adding > self.max_entries or (
+            entry_at + ENTRY_BYTES * adding > self.segment.allocated_position
+        ):
+            invariant(False, f"{adding} index entries added without room")
         view = self.segment.view
-        if self.entry_count == 0:
+        if count == 0:
             self.begin_time_ms = store_timestamp_ms
-            self.begin_commit_log_offset = commit_log_offset
-        slot_at = HEADER_BYTES + 4 * (key_hash % self.slot_count)
-        (previous,) = _SLOT.unpack_from(view, slot_at)
-        if not 0 <= previous < number:
-            previous = 0  # a slot written just before a crash, past the entry count
+            self.begin_commit_log_offset = records[0][0]
         delta_s = max(0, (store_timestamp_ms - self.begin_time_ms) // 1000)
-        entry_at = self._entries_at + ENTRY_BYTES * (number - 1)
-        invariant(entry_at + ENTRY_BYTES <= self.segment.allocated_position, "index add unreserved")
-        _ENTRY.pack_into(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
-        _SLOT.pack_into(view, slot_at, number)
-        self.end_time_ms = max(self.end_time_ms, store_timestamp_ms)
+        slot_count = self.slot_count
+        read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        commit_log_offset = self.end_commit_log_offset
+        for commit_log_offset, key_hashes in records:
+            for key_hash in key_hashes:
+                count += 1
+                slot_at = HEADER_BYTES + 4 * (key_hash % slot_count)
+                previous = read_slot(view, slot_at)[0]
+                if not 0 <= previous < count:
+                    previous = 0  # a slot written just before a crash, past the entry count
+                write_entry(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
+                write_slot(view, slot_at, count)
+                entry_at += ENTRY_BYTES
+        if store_timestamp_ms > self.end_time_ms:
+            self.end_time_ms = store_timestamp_ms
         self.end_commit_log_offset = commit_log_offset
         _HEADER_TAIL.pack_into(
             view,
@@ -175,11 +195,11 @@ class IndexFile:
             self.end_time_ms,
             self.begin_commit_log_offset,
             commit_log_offset,
-            self.slot_count,
-            number,
+            slot_count,
+            count,
         )
-        self.entry_count = number
-        self.segment.write_position = entry_at + ENTRY_BYTES
+        self.entry_count = count
+        self.segment.write_position = entry_at
 
     def candidates(
         self, key_hash: int, begin_ms: int, end_ms: int, budget: list[int]
@@ -293,6 +313,16 @@ class KeyIndex:
             pending += count
         self.files[active].reserve(pending)
 
+    def prepare_one(self, commit_log_offset: int, count: int) -> None:
+        """:meth:`prepare` of one record's ``count`` entries, the usual case without lists.
+
+        Raises:
+            DiskFullError: no space. StoreIOError: a file cannot be made.
+        """
+        if self.files and self.files[max(self._active, 0)].has_room(count):
+            return
+        self.prepare([(commit_log_offset, count)])
+
     def _new_file(self, commit_log_offset: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / segment_file_name(commit_log_offset)
@@ -302,15 +332,30 @@ class KeyIndex:
         self, commit_log_offset: int, store_timestamp_ms: int, key_hashes: list[int]
     ) -> None:
         """Index one record under each hash (room made by :meth:`prepare`)."""
+        self.add_records([(commit_log_offset, key_hashes)], store_timestamp_ms)
+
+    def add_records(self, records: list[tuple[int, list[int]]], store_timestamp_ms: int) -> None:
+        """Index ``records`` = [(commit-log offset, key hashes)] of one put, in order (room
+        made by :meth:`prepare`, whose file choice this follows: a record that does not fit
+        the active file starts the next one)."""
         if self._active < 0:
             self._active = 0
         current = self.files[self._active]
-        if current.free_entries < len(key_hashes):
-            # prepare() made the next file for exactly this record.
-            self._active += 1
-            current = self.files[self._active]
-        for key_hash in key_hashes:
-            current.add(key_hash, commit_log_offset, store_timestamp_ms)
+        free = current.max_entries - current.entry_count
+        if len(records) == 1 and len(records[0][1]) <= free:
+            current.add(records, store_timestamp_ms)  # the usual case
+            return
+        start = 0
+        for number, (_, key_hashes) in enumerate(records):
+            if len(key_hashes) > free:
+                if number > start:
+                    current.add(records[start:number], store_timestamp_ms)
+                self._active += 1
+                current = self.files[self._active]
+                free, start = current.max_entries - current.entry_count, number
+            free -= len(key_hashes)
+        if len(records) > start:
+            current.add(records[start:], store_timestamp_ms)
 
     def lookup(
         self,

@@ -108,12 +108,12 @@ class MemoryMessageStore:
     async def put_message(self, request: PutRequest) -> PutResult:
         try:
             self._check_running()
-            topic_bytes, records = self._builder.single(request)
+            topic, record, _ = self._builder.single(request)
             return self._append(
                 request.topic,
-                topic_bytes,
+                topic.encoded,
                 request.queue_id,
-                records,
+                [record],
                 request.sys_flag,
                 request.born_timestamp_ms,
                 request.born_host,
@@ -128,10 +128,10 @@ class MemoryMessageStore:
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         try:
             self._check_running()
-            topic_bytes, records = self._builder.batch(request)
+            topic, records, _ = self._builder.batch(request)
             return self._append(
                 request.topic,
-                topic_bytes,
+                topic.encoded,
                 request.queue_id,
                 records,
                 request.sys_flag,
@@ -217,7 +217,12 @@ class MemoryMessageStore:
                 tags_code = tags_code_override
                 if tags_code is None:
                     tags_code = queue_tags_code(
-                        topic, record.properties, store_timestamp_ms, delays, self._tags_codes
+                        topic,
+                        record.tags,
+                        record.delay,
+                        store_timestamp_ms,
+                        delays,
+                        self._tags_codes,
                     )
                 queue.entries.append((offset, record.size, tags_code))
                 self._notify(topic, queue_id, queue.max_offset, tags_code)

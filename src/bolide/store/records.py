@@ -1,61 +1,70 @@
-"""Turning a put request into encoded records: the validation and encoding both stores share.
+"""Turning a put request into validated records: the checks and facts both stores share.
 
 Everything here happens before a store writes a byte, so a refusal (:class:`RejectedError`)
-leaves no trace. The checks, in order: queue id range, topic (storable as a directory name,
-at most 127 UTF-8 bytes), body size (max_message_size_bytes), properties (parseable, at most
-32767 bytes, not ending in NUL), then the record must fit a commit-log segment.
+leaves no trace. The checks, in order: queue id range, the numeric fields and the born host
+(int32 / int64 / port / IP literal), topic (storable as a directory name, at most 127 UTF-8
+bytes), body size (max_message_size_bytes), properties (at most 32767 bytes, not ending in
+NUL), then the records must fit a commit-log segment.
+
+This is the send path (DESIGN.md §9): the properties string is not parsed into a dict; the
+four properties the store reads (TAGS, KEYS, UNIQ_KEY, DELAY) are picked out of it with
+string searches that give what :func:`~bolide.protocol.message.decode_properties` would.
+Per-topic facts (encoded name, index hash seed) and validated born hosts are cached.
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Mapping
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    PropertyKey,
     SocketAddress,
-    decode_properties,
     encode_properties,
-    is_ipv6_host,
     join_properties,
     pack_ip,
 )
 from bolide.protocol.message_codec import (
     IPV6_HOST_EXTRA_BYTES,
     RECORD_OVERHEAD_BYTES,
-    body_crc,
     encode_record,
 )
 from bolide.protocol.msgid import offset_message_id
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
+from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes
+from bolide.store.index_file import index_key_seed
 
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_FIELDS: struct.Struct = struct.Struct(">iiqqH")
+"""sys flag, reconsume times, born timestamp, prepared transaction offset, born port: packing
+them checks every range at once (struct.error when one does not fit its record field)."""
+
+_TAGS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.TAGS}{NAME_VALUE_SEPARATOR}"
+_KEYS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.KEYS}{NAME_VALUE_SEPARATOR}"
+_UNIQ_KEY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+_DELAY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.DELAY}{NAME_VALUE_SEPARATOR}"
 
 
-def _check_fields(
-    sys_flag: int,
-    born_timestamp_ms: int,
-    born_host: SocketAddress,
-    reconsume_times: int,
-    prepared_transaction_offset: int,
-) -> None:
-    """The numeric fields fit their record fields and the born host is an IP literal, so
-    encoding cannot fail after a store has reserved room."""
-    if not (
-        _INT32_MIN <= sys_flag <= _INT32_MAX
-        and _INT32_MIN <= reconsume_times <= _INT32_MAX
-        and _INT64_MIN <= born_timestamp_ms <= _INT64_MAX
-        and _INT64_MIN <= prepared_transaction_offset <= _INT64_MAX
-        and 0 <= born_host[1] <= 0xFFFF
-    ):
-        raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "a message field is out of range")
-    try:
-        pack_ip(born_host[0])
-    except ProtocolError as error:
-        raise RejectedError(PutStatus.MESSAGE_ILLEGAL, str(error)) from error
+def property_value(padded: str, mark: str) -> str | None:
+    """The value of the last ``name=value`` pair whose name is in ``mark`` (``"\\x02NAME\\x01"``)
+    in ``padded`` (a properties string with ``"\\x02"`` put in front), or None.
+
+    Same answer as ``decode_properties(text).get(NAME)``: a pair starts after a separator, its
+    name ends at the first ``\\x01``, its value runs to the next separator, the last pair of a
+    repeated name wins.
+    """
+    at = padded.rfind(mark)
+    if at < 0:
+        return None
+    start = at + len(mark)
+    end = padded.find(PROPERTY_SEPARATOR, start)
+    return padded[start:] if end < 0 else padded[start:end]
 
 
 class RejectedError(Exception):
@@ -67,30 +76,48 @@ class RejectedError(Exception):
         self.remark = remark
 
 
-class PreparedRecord:
-    """One record of a put, validated: its stored fields, size and index hashes."""
+class TopicFacts:
+    """What the store derives once per topic: its UTF-8 name, the record bytes that follow a
+    body up to the properties length (``len(topic)`` + topic), and the index hash seed."""
 
-    __slots__ = ("body", "flag", "hashes", "properties", "properties_bytes", "size")
+    __slots__ = ("encoded", "is_schedule", "key_seed", "name", "tail_prefix")
+
+    def __init__(self, name: str, encoded: bytes) -> None:
+        self.name = name
+        self.encoded = encoded
+        self.tail_prefix = bytes((len(encoded),)) + encoded
+        self.key_seed = index_key_seed(name)
+        self.is_schedule = name == SCHEDULE_TOPIC
+
+
+class PreparedRecord:
+    """One record of a put, validated: its stored fields, size, body CRC, the properties the
+    store reads (``tags``, ``delay``: raw text or None) and its index hashes."""
+
+    __slots__ = ("body", "body_crc", "delay", "flag", "hashes", "properties_bytes", "size", "tags")
 
     def __init__(
         self,
         body: bytes | bytearray | memoryview,
         flag: int,
-        properties: Mapping[str, str],
         properties_bytes: bytes,
         size: int,
+        tags: str | None,
+        delay: str | None,
         hashes: list[int],
     ) -> None:
         self.body = body
         self.flag = flag
-        self.properties = properties
         self.properties_bytes = properties_bytes
         self.size = size
+        self.tags = tags
+        self.delay = delay
         self.hashes = hashes
+        self.body_crc = zlib.crc32(body) & 0x7FFFFFFF
 
 
 class RecordBuilder:
-    """Validates and encodes the records of put requests for one store."""
+    """Validates the records of put requests for one store."""
 
     def __init__(
         self,
@@ -101,124 +128,161 @@ class RecordBuilder:
         index_max_entries: int,
     ) -> None:
         self.store_host = store_host
-        self._store_v6 = is_ipv6_host(store_host[0])
-        self._message_id_prefix = offset_message_id(store_host, 0)[:-16]
+        self.store_ip = pack_ip(store_host[0])
+        self._store_extra_bytes = IPV6_HOST_EXTRA_BYTES if len(self.store_ip) == 16 else 0
+        self.message_id_prefix = offset_message_id(store_host, 0)[:-16]
         self._max_message_size_bytes = max_message_size_bytes
         self._segment_bytes = segment_bytes
         self._index_max_entries = index_max_entries
-        self._topic_bytes: dict[str, bytes] = {}
+        self._topics: dict[str, TopicFacts] = {}
+        self._born_ips: dict[str, bytes] = {}
 
-    def single(self, request: PutRequest) -> tuple[bytes, list[PreparedRecord]]:
-        """(encoded topic, [record]) of a single put.
+    def single(self, request: PutRequest) -> tuple[TopicFacts, PreparedRecord, bytes]:
+        """(topic facts, record, packed born ip) of a single put.
 
         Raises:
             RejectedError: the request breaks a rule (module docstring).
         """
-        self._check_queue_id(request.queue_id)
-        _check_fields(
+        if not 0 <= request.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
+            raise _bad_queue_id(request.queue_id)
+        born_ip = self.check_fields(
             request.sys_flag,
             request.born_timestamp_ms,
             request.born_host,
             request.reconsume_times,
             request.prepared_transaction_offset,
         )
-        topic_bytes = self._encoded_topic(request.topic)
+        topic = self.topic(request.topic)
         record = self._record(
-            request.topic,
-            topic_bytes,
-            request.body,
-            request.flag,
-            request.properties,
-            request.born_host,
+            topic, request.body, request.flag, request.properties, request.born_host
         )
-        self._check_fits([record])
-        return topic_bytes, [record]
+        if record.size + limits.COMMIT_LOG_BLANK_MIN_BYTES > self._segment_bytes:
+            raise _too_big(record.size)
+        return topic, record, born_ip
 
-    def batch(self, request: BatchPutRequest) -> tuple[bytes, list[PreparedRecord]]:
-        """(encoded topic, records) of a batch, one record per entry.
+    def batch(self, request: BatchPutRequest) -> tuple[TopicFacts, list[PreparedRecord], bytes]:
+        """(topic facts, records, packed born ip) of a batch, one record per entry.
 
         Raises:
             RejectedError: empty or too many entries, or any entry breaks a rule.
         """
-        self._check_queue_id(request.queue_id)
+        if not 0 <= request.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
+            raise _bad_queue_id(request.queue_id)
         if not request.entries:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "empty batch")
         if len(request.entries) > limits.BATCH_MESSAGES_MAX_COUNT:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "batch holds too many messages")
-        _check_fields(
+        born_ip = self.check_fields(
             request.sys_flag,
             request.born_timestamp_ms,
             request.born_host,
             request.reconsume_times,
             0,
         )
-        topic_bytes = self._encoded_topic(request.topic)
+        topic = self.topic(request.topic)
+        extra = request.extra_properties
+        born_host = request.born_host
         records = [
             self._record(
-                request.topic,
-                topic_bytes,
-                entry.body,
-                entry.flag,
-                join_properties(entry.properties, request.extra_properties),
-                request.born_host,
+                topic, entry.body, entry.flag, join_properties(entry.properties, extra), born_host
             )
             for entry in request.entries
         ]
-        self._check_fits(records)
-        return topic_bytes, records
-
-    def _check_queue_id(self, queue_id: int) -> None:
-        if not 0 <= queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
-            raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
-
-    def _check_fits(self, records: list[PreparedRecord]) -> None:
-        total_size = sum(record.size for record in records)
+        total_size = sum([record.size for record in records])
         if total_size + limits.COMMIT_LOG_BLANK_MIN_BYTES > self._segment_bytes:
-            raise RejectedError(
-                PutStatus.MESSAGE_ILLEGAL,
-                f"{total_size} bytes of records do not fit a commit-log segment",
-            )
+            raise _too_big(total_size)
+        return topic, records, born_ip
 
-    def _encoded_topic(self, topic: str) -> bytes:
-        encoded = self._topic_bytes.get(topic)
-        if encoded is not None:
-            return encoded
+    def check_fields(
+        self,
+        sys_flag: int,
+        born_timestamp_ms: int,
+        born_host: SocketAddress,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+    ) -> bytes:
+        """The packed born ip, after checking that the numeric fields fit their record fields
+        and the born host is an IP literal, so writing cannot fail after room is reserved.
+
+        Raises:
+            RejectedError: MESSAGE_ILLEGAL.
+        """
+        try:
+            _FIELDS.pack(
+                sys_flag,
+                reconsume_times,
+                born_timestamp_ms,
+                prepared_transaction_offset,
+                born_host[1],
+            )
+        except (struct.error, TypeError) as error:
+            raise RejectedError(
+                PutStatus.MESSAGE_ILLEGAL, "a message field is out of range"
+            ) from error
+        host = born_host[0]
+        packed = self._born_ips.get(host)
+        if packed is None:
+            try:
+                packed = pack_ip(host)
+            except ProtocolError as error:
+                raise RejectedError(PutStatus.MESSAGE_ILLEGAL, str(error)) from error
+            if len(self._born_ips) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                self._born_ips[host] = packed
+        return packed
+
+    def topic(self, topic: str) -> TopicFacts:
+        """The cached facts of ``topic``.
+
+        Raises:
+            RejectedError: MESSAGE_ILLEGAL when the topic cannot be stored.
+        """
+        facts = self._topics.get(topic)
+        if facts is not None:
+            return facts
         if not topic_is_storable(topic):
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"topic {topic!r} cannot be stored")
         encoded = topic.encode("utf-8", "surrogatepass")
         if len(encoded) > limits.RECORD_TOPIC_MAX_BYTES:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "topic longer than 127 bytes")
-        if len(self._topic_bytes) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-            self._topic_bytes[topic] = encoded
-        return encoded
+        facts = TopicFacts(topic, encoded)
+        if len(self._topics) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+            self._topics[topic] = facts
+        return facts
 
     def forget_topic(self, topic: str) -> None:
-        self._topic_bytes.pop(topic, None)
+        self._topics.pop(topic, None)
 
     def _record(
         self,
-        topic: str,
-        topic_bytes: bytes,
+        topic: TopicFacts,
         body: bytes | bytearray | memoryview,
         flag: int,
         properties: Mapping[str, str] | str,
         born_host: SocketAddress,
     ) -> PreparedRecord:
-        if not _INT32_MIN <= flag <= _INT32_MAX:
+        if not -0x80000000 <= flag <= 0x7FFFFFFF:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"flag {flag} is not an int32")
         if len(body) > self._max_message_size_bytes:
             raise RejectedError(
                 PutStatus.MESSAGE_ILLEGAL,
                 f"body of {len(body)} bytes exceeds {self._max_message_size_bytes}",
             )
-        parsed: Mapping[str, str]
-        try:
-            if isinstance(properties, str):
-                text, parsed = properties, decode_properties(properties)
-            else:
-                text, parsed = encode_properties(properties), properties
-        except ProtocolError as error:
-            raise RejectedError(PutStatus.MESSAGE_ILLEGAL, str(error)) from error
+        if isinstance(properties, str):
+            text = properties
+            padded = PROPERTY_SEPARATOR + text
+            tags = property_value(padded, _TAGS_MARK)
+            keys = property_value(padded, _KEYS_MARK) if _KEYS_MARK in padded else None
+            unique_key = property_value(padded, _UNIQ_KEY_MARK)
+            delay = property_value(padded, _DELAY_MARK) if topic.is_schedule else None
+        else:
+            try:
+                text = encode_properties(properties)
+            except ProtocolError as error:
+                raise RejectedError(PutStatus.MESSAGE_ILLEGAL, str(error)) from error
+            tags = properties.get(PropertyKey.TAGS)
+            keys = properties.get(PropertyKey.KEYS)
+            unique_key = properties.get(PropertyKey.UNIQ_KEY)
+            delay = properties.get(PropertyKey.DELAY) if topic.is_schedule else None
         properties_bytes = text.encode("utf-8", "surrogatepass")
         if properties_bytes.endswith(b"\0"):
             # Recovery reads a record ending in a zero byte as a torn tail (see recovery.py).
@@ -232,12 +296,14 @@ class RecordBuilder:
         size = (
             RECORD_OVERHEAD_BYTES
             + len(body)
-            + len(topic_bytes)
+            + len(topic.encoded)
             + len(properties_bytes)
-            + IPV6_HOST_EXTRA_BYTES * (self._store_v6 + is_ipv6_host(born_host[0]))
+            + self._store_extra_bytes
         )
-        hashes = index_hashes(topic, parsed, self._index_max_entries)
-        return PreparedRecord(body, flag, parsed, properties_bytes, size, hashes)
+        if ":" in born_host[0]:
+            size += IPV6_HOST_EXTRA_BYTES
+        hashes = index_hashes(topic.key_seed, keys, unique_key, self._index_max_entries)
+        return PreparedRecord(body, flag, properties_bytes, size, tags, delay, hashes)
 
     def encode_all(
         self,
@@ -254,8 +320,10 @@ class RecordBuilder:
         reconsume_times: int,
         prepared_transaction_offset: int,
     ) -> list[bytes]:
-        """The records laid end to end from ``base_offset``; queue offsets count up from
-        ``first_queue_offset`` (None: no consume-queue entry, queue offset 0).
+        """The records laid end to end from ``base_offset`` through the codec's reference
+        encoder (the memory store; the file store writes in place, see record_writer.py);
+        queue offsets count up from ``first_queue_offset`` (None: no consume-queue entry,
+        queue offset 0).
 
         Raises:
             RejectedError: a field is out of range or a host is not an IP literal.
@@ -279,7 +347,7 @@ class RecordBuilder:
                     store_host=self.store_host,
                     reconsume_times=reconsume_times,
                     prepared_transaction_offset=prepared_transaction_offset,
-                    body_crc=body_crc(record.body),
+                    body_crc=record.body_crc,
                 )
                 invariant(len(data) == record.size, "record size computed as encoded")
                 encoded.append(data)
@@ -290,4 +358,14 @@ class RecordBuilder:
 
     def message_id(self, commit_log_offset: int) -> str:
         """The offset message id of the record at ``commit_log_offset`` on this store host."""
-        return f"{self._message_id_prefix}{commit_log_offset:016X}"
+        return f"{self.message_id_prefix}{commit_log_offset:016X}"
+
+
+def _bad_queue_id(queue_id: int) -> RejectedError:
+    return RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
+
+
+def _too_big(total_size: int) -> RejectedError:
+    return RejectedError(
+        PutStatus.MESSAGE_ILLEGAL, f"{total_size} bytes of records do not fit a commit-log segment"
+    )

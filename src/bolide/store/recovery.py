@@ -26,7 +26,7 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import BLANK_MAGIC_CODE
+from bolide.protocol.message import BLANK_MAGIC_CODE, PropertyKey
 from bolide.protocol.message_codec import (
     PHYSICAL_OFFSET_POSITION,
     QUEUE_OFFSET_POSITION,
@@ -45,7 +45,7 @@ from bolide.store.consume_queue import (
     topic_is_storable,
 )
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
-from bolide.store.index_file import KeyIndex
+from bolide.store.index_file import KeyIndex, index_key_seed
 
 _log = logging.getLogger("bolide.store.recovery")
 
@@ -232,12 +232,21 @@ class Recovery:
                             queue.max_offset,
                         )
                 tags_code = queue_tags_code(
-                    topic, properties, header.store_timestamp_ms, self._delay_levels_ms
+                    topic,
+                    properties.get(PropertyKey.TAGS),
+                    properties.get(PropertyKey.DELAY),
+                    header.store_timestamp_ms,
+                    self._delay_levels_ms,
                 )
                 queue.prepare_append(1)
                 queue.append(offset, header.total_size, tags_code)
                 counters.queue_entries += 1
-        hashes = index_hashes(topic, properties, self._index.max_entries)
+        hashes = index_hashes(
+            index_key_seed(topic),
+            properties.get(PropertyKey.KEYS),
+            properties.get(PropertyKey.UNIQ_KEY),
+            self._index.max_entries,
+        )
         if hashes:
             self._index.prepare([(offset, len(hashes))])
             self._index.add_record(offset, header.store_timestamp_ms, hashes)

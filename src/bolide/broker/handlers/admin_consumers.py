@@ -171,11 +171,29 @@ class AdminConsumerHandlers:
                 )
                 continue
             request = reset_offset_request(header, offsets, channel_info.language)
-            task = asyncio.ensure_future(_send_reset(channel_info, request))
+            task = asyncio.ensure_future(self._send_reset(channel_info, request, header.topic))
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
             told += 1
         return told
+
+    async def _send_reset(
+        self, channel_info: ClientChannelInfo[Connection], request: RemotingCommand, topic: str
+    ) -> None:
+        try:
+            await channel_info.channel.invoke_oneway(request, limits.RESET_OFFSET_NOTIFY_TIMEOUT_MS)
+        except BolideError as error:
+            # The offsets are on the broker already: the consumer finds them when it restarts.
+            _log.warning(
+                "reset offset notice to %s (%s) not sent: %s",
+                channel_info.client_id,
+                channel_info.remote_address,
+                error,
+            )
+            return
+        # The notice is written first, then the consumer's parked pulls of the topic end, so
+        # it drops them and pulls from the new offsets at once instead of after its hold.
+        self._context.long_polling.release(channel_info.channel, topic)
 
     async def consumer_running_info(
         self, connection: Connection, request: RemotingCommand
@@ -206,19 +224,4 @@ class AdminConsumerHandlers:
             )
         return request.make_response(
             answer.code, answer.remark, answer.ext_fields, bytes(answer.body)
-        )
-
-
-async def _send_reset(
-    channel_info: ClientChannelInfo[Connection], request: RemotingCommand
-) -> None:
-    try:
-        await channel_info.channel.invoke_oneway(request, limits.RESET_OFFSET_NOTIFY_TIMEOUT_MS)
-    except BolideError as error:
-        # The offsets are on the broker already: the consumer finds them when it restarts.
-        _log.warning(
-            "reset offset notice to %s (%s) not sent: %s",
-            channel_info.client_id,
-            channel_info.remote_address,
-            error,
         )

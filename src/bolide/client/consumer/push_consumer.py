@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -322,6 +322,8 @@ class PushConsumer:
                 _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
         await self.instance.send_heartbeat_to_all_brokers()
         self.instance.rebalance_now()
+        if self.message_model is MessageModel.CLUSTERING:
+            self._spawn(self._wait_for_retry_route())
         _log.info("push consumer %s started on client %s", self.group, self.instance.client_id)
 
     def _build(self, listener: AdaptedListener) -> None:
@@ -384,6 +386,10 @@ class PushConsumer:
         self._running = False
         self._shut_down = True
         rebalancer, pull_loop, consume = self.rebalancer, self._pull_loop, self.consume_service
+        background = list(self._background)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await rebalancer.close()
         if pull_loop is not None:
             await pull_loop.shutdown()
@@ -391,8 +397,6 @@ class PushConsumer:
         await self._persist_owned()
         await self.instance.unregister_consumer(self.group)
         await rebalancer.drop_all()
-        for task in list(self._background):
-            task.cancel()
         if self._send_back is not None:
             await self._send_back.close()
         await self.instance.release()
@@ -425,9 +429,30 @@ class PushConsumer:
             await self.instance.send_heartbeat_to_all_brokers()
             self.instance.rebalance_now()
 
-        task = asyncio.get_running_loop().create_task(heartbeat_then_rebalance())
+        self._spawn(heartbeat_then_rebalance())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work, name=f"push-consumer-{self.group}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _wait_for_retry_route(self) -> None:
+        """A new group's retry topic is created by the first heartbeat and reaches the name
+        servers a moment later: look for its route a few times, rebalancing once it is there,
+        so that failed messages come back without waiting for the 30 s route refresh."""
+        topic = retry_topic(self.group)
+        wait_ms = limits.RETRY_ROUTE_WAIT_INITIAL_MS
+        for _ in range(limits.RETRY_ROUTE_WAIT_ATTEMPTS):
+            if self.instance.subscribe_queues(topic) is not None:
+                break
+            await self.clock.sleep_ms(wait_ms)
+            wait_ms = min(2 * wait_ms, limits.RETRY_ROUTE_WAIT_MAX_MS)
+            try:
+                if await self.instance.update_route(topic) is not None:
+                    self.instance.rebalance_now()
+                    return
+            except BolideError as error:
+                _log.debug("%s: route of %s: %s", self.group, topic, error)
 
     async def _persist_owned(self) -> None:
         store = self._offset_store

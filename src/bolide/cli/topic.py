@@ -1,0 +1,322 @@
+"""``bolide topic create|update|delete|list|route|status|consumers``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from bolide.cli.common import (
+    DEFAULT_NAMESRV,
+    DEFAULT_TIMEOUT_MS,
+    JsonOption,
+    NamesrvOption,
+    Output,
+    TimeoutOption,
+    admin_session,
+    format_time_ms,
+)
+from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
+from bolide.client.admin_views import QueueStatus
+from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicRouteData
+
+__all__ = ["register"]
+
+app = typer.Typer(help="Create, change, delete and inspect topics.", no_args_is_help=True)
+
+_PERM_LETTERS = {"r": PERM_READ, "w": PERM_WRITE, "x": PERM_INHERIT}
+_SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "OFFSET_MOVED_EVENT",
+        "SELF_TEST_TOPIC",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "rmq_sys_wheel_timer",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+    }
+)
+
+TopicArgument = Annotated[str, typer.Argument(help="Topic name.")]
+ClusterOption = Annotated[
+    str | None, typer.Option("--cluster", "-c", help="Only the brokers of this cluster.")
+]
+BrokerOption = Annotated[
+    list[str] | None,
+    typer.Option("--broker", "-b", help="Only this broker (name or host:port); repeatable."),
+]
+PermOption = Annotated[
+    str | None,
+    typer.Option("--perm", help="Permission: 6 (read+write), 4 (read), 2 (write), or letters rw."),
+]
+
+
+def register(root: typer.Typer) -> None:
+    """Add the ``topic`` group to ``root``."""
+    root.add_typer(app, name="topic")
+
+
+def parse_perm(text: str | None) -> int | None:
+    """``"6"`` or ``"rw"`` -> 6; raises typer.BadParameter."""
+    if text is None:
+        return None
+    value = text.strip().lower()
+    if value.isdigit() and 0 <= int(value) <= 15:
+        return int(value)
+    if value and all(letter in _PERM_LETTERS for letter in value):
+        return sum({_PERM_LETTERS[letter] for letter in value})
+    raise typer.BadParameter(f"--perm {text!r}: give 0..15 or letters from r, w, x")
+
+
+def perm_text(perm: int) -> str:
+    """6 -> ``RW-`` (read, write, inherit)."""
+    return "".join(letter.upper() if perm & bit else "-" for letter, bit in _PERM_LETTERS.items())
+
+
+def topic_kind(topic: str, internal_names: set[str]) -> str:
+    """normal, retry, dlq or system (a cluster or broker name is a system topic too)."""
+    if topic.startswith("%RETRY%"):
+        return "retry"
+    if topic.startswith("%DLQ%"):
+        return "dlq"
+    if topic in _SYSTEM_TOPICS or topic in internal_names or topic.startswith("rmq_sys_"):
+        return "system"
+    return "normal"
+
+
+@app.command("create")
+def create(
+    topic: TopicArgument,
+    queues: Annotated[int, typer.Option("--queues", "-q", min=1, help="Read and write queues.")] = (
+        DEFAULT_QUEUE_COUNT
+    ),
+    read_queues: Annotated[int | None, typer.Option("--read-queues", min=1)] = None,
+    write_queues: Annotated[int | None, typer.Option("--write-queues", min=1)] = None,
+    perm: PermOption = None,
+    order: Annotated[bool, typer.Option("--order", help="An ordered topic.")] = False,
+    cluster: ClusterOption = None,
+    broker: BrokerOption = None,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Create a topic (or replace its settings) on every broker, or on those chosen."""
+    output = Output(json_output)
+    permission = parse_perm(perm)
+
+    async def action(admin: AdminClient) -> list[str]:
+        return await admin.create_topic(
+            topic,
+            queue_count=queues,
+            read_queue_count=read_queues,
+            write_queue_count=write_queues,
+            perm=permission if permission is not None else PERM_READ | PERM_WRITE,
+            order=order,
+            cluster=cluster,
+            brokers=broker or (),
+        )
+
+    brokers = admin_session(output, namesrv, timeout_ms, action)
+    if json_output:
+        output.json({"topic": topic, "brokers": brokers})
+    else:
+        output.line(f"topic {topic} created on {', '.join(brokers)}")
+
+
+@app.command("update")
+def update(
+    topic: TopicArgument,
+    queues: Annotated[int | None, typer.Option("--queues", "-q", min=1)] = None,
+    read_queues: Annotated[int | None, typer.Option("--read-queues", min=1)] = None,
+    write_queues: Annotated[int | None, typer.Option("--write-queues", min=1)] = None,
+    perm: PermOption = None,
+    order: Annotated[bool | None, typer.Option("--order/--no-order")] = None,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Change queue counts, permission or order of an existing topic (others stay)."""
+    output = Output(json_output)
+    permission = parse_perm(perm)
+
+    async def action(admin: AdminClient) -> list[str]:
+        return await admin.update_topic(
+            topic,
+            read_queue_count=read_queues if read_queues is not None else queues,
+            write_queue_count=write_queues if write_queues is not None else queues,
+            perm=permission,
+            order=order,
+        )
+
+    brokers = admin_session(output, namesrv, timeout_ms, action)
+    if json_output:
+        output.json({"topic": topic, "brokers": brokers})
+    else:
+        output.line(f"topic {topic} updated on {', '.join(brokers)}")
+
+
+@app.command("delete")
+def delete(
+    topic: TopicArgument,
+    cluster: ClusterOption = None,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Delete a topic (its queues and every group's offsets on it) from brokers and name
+    servers."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> list[str]:
+        return await admin.delete_topic(topic, cluster=cluster)
+
+    brokers = admin_session(output, namesrv, timeout_ms, action)
+    if json_output:
+        output.json({"topic": topic, "brokers": brokers})
+    else:
+        output.line(f"topic {topic} deleted from {', '.join(brokers) or 'no broker'}")
+
+
+@app.command("list")
+def list_topics(
+    show_all: Annotated[
+        bool, typer.Option("--all", "-a", help="Include retry, dead-letter and system topics.")
+    ] = False,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Topics the name servers route, with their kind."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> tuple[list[str], set[str]]:
+        info = await admin.cluster_info()
+        internal = set(info.cluster_addr_table) | set(info.broker_addr_table)
+        internal |= {f"{cluster}_REPLY_TOPIC" for cluster in info.cluster_addr_table}
+        return await admin.topic_list(), internal
+
+    topics, internal = admin_session(output, namesrv, timeout_ms, action)
+    rows = [(topic, topic_kind(topic, internal)) for topic in topics]
+    if not show_all:
+        rows = [row for row in rows if row[1] == "normal"]
+    if json_output:
+        output.json([{"topic": topic, "kind": kind} for topic, kind in rows])
+    else:
+        output.table(None, ("topic", "kind"), rows)
+
+
+@app.command("route")
+def route(
+    topic: TopicArgument,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Which brokers hold the topic, with how many queues and which permission."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> TopicRouteData:
+        return await admin.topic_route(topic)
+
+    data = admin_session(output, namesrv, timeout_ms, action)
+    brokers = {broker.broker_name: broker for broker in data.broker_datas}
+    entries = []
+    for queue_data in sorted(data.queue_datas, key=lambda item: item.broker_name):
+        broker = brokers.get(queue_data.broker_name)
+        addresses = (
+            {str(key): value for key, value in sorted(broker.broker_addrs.items())}
+            if broker
+            else {}
+        )
+        entries.append((queue_data, broker.cluster if broker else "", addresses))
+    if json_output:
+        output.json(
+            {
+                "topic": topic,
+                "orderTopicConf": data.order_topic_conf,
+                "brokers": [
+                    {
+                        "broker": queue_data.broker_name,
+                        "cluster": cluster,
+                        "addresses": addresses,
+                        "readQueues": queue_data.read_queue_count,
+                        "writeQueues": queue_data.write_queue_count,
+                        "perm": queue_data.perm,
+                    }
+                    for queue_data, cluster, addresses in entries
+                ],
+            }
+        )
+        return
+    output.table(
+        f"route of {topic}",
+        ("broker", "cluster", "addresses (id=host:port)", "read queues", "write queues", "perm"),
+        [
+            (
+                queue_data.broker_name,
+                cluster,
+                " ".join(f"{key}={value}" for key, value in addresses.items()),
+                queue_data.read_queue_count,
+                queue_data.write_queue_count,
+                perm_text(queue_data.perm),
+            )
+            for queue_data, cluster, addresses in entries
+        ],
+    )
+
+
+@app.command("status")
+def status(
+    topic: TopicArgument,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Per queue: min and max offset, messages held, time of the last message."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> list[QueueStatus]:
+        return await admin.topic_status(topic)
+
+    statuses = admin_session(output, namesrv, timeout_ms, action)
+    if json_output:
+        output.json({"topic": topic, "queues": [row.to_dict() for row in statuses]})
+        return
+    output.table(
+        f"status of {topic}",
+        ("broker", "queue", "min offset", "max offset", "messages", "last update"),
+        [
+            (
+                row.queue.broker_name,
+                row.queue.queue_id,
+                row.min_offset,
+                row.max_offset,
+                row.message_count,
+                format_time_ms(row.last_update_timestamp_ms),
+            )
+            for row in statuses
+        ],
+    )
+
+
+@app.command("consumers")
+def consumers(
+    topic: TopicArgument,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """The consumer groups of a topic (subscribed now or holding offsets on it)."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> list[str]:
+        return await admin.topic_consumer_groups(topic)
+
+    groups = admin_session(output, namesrv, timeout_ms, action)
+    if json_output:
+        output.json({"topic": topic, "groups": groups})
+    else:
+        output.table(f"consumers of {topic}", ("group",), [(group,) for group in groups])
