@@ -10,7 +10,7 @@ keys and a UNIQ_KEY, as a Java producer sends them. Scenarios:
   connections (requests pipelined, answers matched by opaque): throughput and loaded latency;
 * ``raw pull``: PULL_MESSAGE (32 per pull) over every queue until the topic is drained, one
   pull in flight per queue: messages per second served (records counted, not decoded);
-* ``cpp send_sync``: the real C++ producer (rocketmq==0.4.4) from ``--cpp-threads`` threads;
+* ``cpp send_sync``: real C++ producers (rocketmq==0.4.4), one per thread (``--cpp-threads``);
 * ``cpp push consume``: a C++ push consumer of a new group drains what the C++ producer sent
   (its Python listener is called once per message).
 
@@ -56,6 +56,7 @@ QUEUES = 8
 SEQUENTIAL_MAX_MESSAGES = 5_000
 PULL_BATCH = 32
 START_TIMEOUT_S = 60.0
+CONSUME_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -233,21 +234,38 @@ def _quiet_cpp_home() -> None:
     os.environ["HOME"] = tempfile.mkdtemp(prefix="bench-cpp-home-")
 
 
-async def _cpp_send(server: BrokerProcess, options: Options) -> Result:
+def _cpp_producer(server: BrokerProcess, instance: int) -> Any:
+    """A started C++ producer with its own instance name, hence its own client and connections:
+    threads sharing one librocketmq 1.2.3 client contend on its transport table lock, which it
+    only tries briefly, and sends then fail at once with "No route info of this topic"."""
     from rocketmq import ffi
     from rocketmq.client import Message, Producer
 
     producer = Producer("bench-cpp-producers", timeout=10_000)
     ffi.dll.SetProducerLogLevel(producer._handle, ffi._CLogLevel.FATAL)
+    ffi.dll.SetProducerInstanceName(producer._handle, f"bench-{instance}".encode())
     producer.set_namesrv_addr(server.namesrv)
     producer.start()
+    warm_up = Message(CPP_TOPIC)  # the first send fetches the route: keep it out of the figures
+    warm_up.set_body("warm-up")
+    producer.send_sync(warm_up)
+    return producer
+
+
+async def _cpp_send(server: BrokerProcess, options: Options) -> Result:
+    from rocketmq.client import Message
+
+    producers = [
+        await asyncio.to_thread(_cpp_producer, server, instance)
+        for instance in range(options.cpp_threads)
+    ]
     body = "x" * options.body_bytes
     latencies: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
     indexes: Iterator[int] = iter(range(options.cpp_messages))
 
-    def send_all() -> None:
+    def send_all(producer: Any) -> None:
         while True:
             with lock:
                 index = next(indexes, None)
@@ -262,36 +280,30 @@ async def _cpp_send(server: BrokerProcess, options: Options) -> Result:
                 producer.send_sync(message)
             except Exception as error:  # the wrapper raises bare per-status exception classes
                 with lock:
-                    failures.append(
-                        f"{type(error).__name__} after {time.perf_counter() - started:.1f} s"
-                    )
+                    failures.append(f"{type(error).__name__}: {error}"[:120])
                 continue
             elapsed = (time.perf_counter() - started) * 1000
             with lock:
                 latencies.append(elapsed)
 
     try:
-        # The first send fetches the route; threads racing for it fail in the C++ client.
-        warm_up = Message(CPP_TOPIC)
-        warm_up.set_body("warm-up")
-        await asyncio.to_thread(producer.send_sync, warm_up)
         cpu_before, started = server.cpu_seconds(), time.perf_counter()
         with ThreadPoolExecutor(options.cpp_threads) as threads:
-            runs = [
-                asyncio.wrap_future(threads.submit(send_all)) for _ in range(options.cpp_threads)
-            ]
-            await asyncio.gather(*runs)
+            await asyncio.gather(
+                *(asyncio.wrap_future(threads.submit(send_all, p)) for p in producers)
+            )
         seconds = time.perf_counter() - started
         cpu = server.cpu_seconds() - cpu_before
     finally:
-        await asyncio.to_thread(producer.shutdown)
+        for producer in producers:
+            await asyncio.to_thread(producer.shutdown)
     if failures:
         print(f"cpp send_sync: {len(failures)} sends failed, e.g. {failures[:3]}", file=sys.stderr)
-    scenario = f"cpp send_sync, {options.cpp_threads} threads"
+    scenario = f"cpp send_sync, {options.cpp_threads} producers"
     return Result(scenario, len(latencies), seconds, cpu, tuple(latencies))
 
 
-async def _cpp_consume(server: BrokerProcess, options: Options) -> Result:
+async def _cpp_consume(server: BrokerProcess, expected: int) -> Result:
     from rocketmq import ffi
     from rocketmq.client import PushConsumer
 
@@ -308,14 +320,15 @@ async def _cpp_consume(server: BrokerProcess, options: Options) -> Result:
         del message
         with lock:
             received += 1
-            if received >= options.cpp_messages + 1:  # + the warm-up message
+            if received >= expected:
                 done.set()
 
     consumer.subscribe(CPP_TOPIC, on_message)
     cpu_before, started = server.cpu_seconds(), time.perf_counter()
     try:
         await asyncio.to_thread(consumer.start)
-        await asyncio.to_thread(done.wait, 600)
+        if not await asyncio.to_thread(done.wait, CONSUME_TIMEOUT_S):
+            print(f"cpp push consume: only {received} of {expected}", file=sys.stderr)
         seconds = time.perf_counter() - started
         cpu = server.cpu_seconds() - cpu_before
     finally:
@@ -352,8 +365,10 @@ async def run(options: Options) -> list[Result]:
             results.append(await _raw_pull(server))
             if not options.skip_cpp:
                 _quiet_cpp_home()
-                results.append(await _cpp_send(server, options))
-                results.append(await _cpp_consume(server, options))
+                sent = await _cpp_send(server, options)
+                results.append(sent)
+                warm_ups = options.cpp_threads
+                results.append(await _cpp_consume(server, sent.messages + warm_ups))
         finally:
             await server.stop()
     return results

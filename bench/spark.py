@@ -10,8 +10,10 @@ flush); Spark runs ``local[2]`` in this process, its Python workers on the same 
 3. **streaming**: ``spark.readStream.format("bolide")`` from earliest with
    ``maxMessagesPerTrigger`` into the ``noop`` sink, Trigger.AvailableNow.
 
-Each rate is rows over the wall time of the Spark action (planning included; the JVM is warmed
-by a small read first). Broker CPU seconds are reported beside it.
+Each rate is rows over the wall time of the Spark action (planning included; the JVM and the
+Python workers are warmed by a small write and read first). Beside it, the CPU time per row of
+the Spark side (this process, the JVM, Spark's Python daemon and workers) and of the broker:
+on a shared machine they move far less than the rates do.
 
     .venv/bin/python bench/spark.py [--messages 1000000] [--body-bytes 1024] [--queues 4]
         [--per-trigger 200000]
@@ -112,17 +114,58 @@ def _session() -> Any:
     return spark
 
 
-def _timed(server: Standalone, action: Any) -> tuple[float, float, Any]:
-    cpu = server.cpu_seconds()
+def _process_cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _spark_cpu_seconds() -> float:
+    """CPU used so far by this process and its descendants (the JVM and Spark's Python
+    daemon and workers, which Spark keeps alive between tasks)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    family = {os.getpid()}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in family and pid not in family:
+                family.add(pid)
+                grew = True
+    return sum(_process_cpu_seconds(pid) for pid in family)
+
+
+@dataclass(frozen=True)
+class Timing:
+    seconds: float
+    broker_cpu_s: float
+    spark_cpu_s: float
+
+
+def _timed(server: Standalone, action: Any) -> tuple[Timing, Any]:
+    broker, spark = server.cpu_seconds(), _spark_cpu_seconds()
     started = time.perf_counter()
     result = action()
-    return time.perf_counter() - started, server.cpu_seconds() - cpu, result
+    seconds = time.perf_counter() - started
+    return Timing(seconds, server.cpu_seconds() - broker, _spark_cpu_seconds() - spark), result
 
 
-def _line(name: str, rows: int, seconds: float, broker_cpu: float) -> str:
+def _line(name: str, rows: int, timing: Timing) -> str:
+    spark_us = timing.spark_cpu_s / rows * 1e6
+    broker_us = timing.broker_cpu_s / rows * 1e6
     return (
-        f"{name:<34} {rows:>10,} rows {seconds:>7.1f} s {rows / seconds:>10,.0f} rows/s"
-        f"   broker CPU {broker_cpu:5.1f} s"
+        f"{name:<34} {rows:>9,} rows {timing.seconds:>6.1f} s {rows / timing.seconds:>9,.0f} rows/s"
+        f"  CPU/row: Spark+workers {spark_us:5.1f} µs, broker {broker_us:5.1f} µs"
     )
 
 
@@ -161,7 +204,7 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
         sf.expr(f"unhex(repeat('AB', {options.body_bytes}))").alias("body"),
         sf.concat(sf.lit("k"), sf.col("id").cast("string")).alias("keys"),
     )
-    seconds, cpu, _ = _timed(
+    timing, _ = _timed(
         server,
         lambda: (
             rows.write.format("bolide")
@@ -171,13 +214,13 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
             .save()
         ),
     )
-    print(_line(f"sink (df.write, {options.body_bytes} B bodies)", options.messages, seconds, cpu))
+    print(_line(f"sink (df.write, {options.body_bytes} B bodies)", options.messages, timing))
 
-    seconds, cpu, read = _timed(
+    timing, read = _timed(
         server, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
     )
     count = read // options.body_bytes
-    print(_line("batch read (sum(length(body)))", count, seconds, cpu))
+    print(_line("batch read (sum(length(body)))", count, timing))
 
     def stream() -> int:
         query = (
@@ -195,8 +238,8 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
         query.awaitTermination()
         return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
-    seconds, cpu, streamed = _timed(server, stream)
-    print(_line(f"streaming ({options.per_trigger:,} per trigger)", streamed, seconds, cpu))
+    timing, streamed = _timed(server, stream)
+    print(_line(f"streaming ({options.per_trigger:,} per trigger)", streamed, timing))
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bolide import aio as aio
+    from bolide.client.admin_sync import AdminClient
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from bolide.protocol.bodies import MessageModel, MessageQueue
 
 _EXPORTS = {
+    "AdminClient": "bolide.client.admin_sync",
     "ConsumeContext": "bolide.client.consumer.listener",
     "ConsumeFrom": "bolide.client.config",
     "ConsumeResult": "bolide.client.consumer.listener",
@@ -44,6 +46,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AdminClient",
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",

@@ -6,6 +6,7 @@ async with bolide.aio.Producer("order-producers", namesrv="127.0.0.1:9876") as p
 
 from __future__ import annotations
 
+from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
 from bolide.client.consumer.pull_consumer import PullConsumer
@@ -16,6 +17,7 @@ from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageModel, MessageQueue
 
 __all__ = [
+    "AdminClient",
     "ClientInstance",
     "ConsumeContext",
     "ConsumeFrom",

@@ -244,3 +244,26 @@ async def test_the_commit_offset_rides_on_the_pull(connection: Connected) -> Non
     flags = PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET
     await wire.invoke(pull_request("Committed", 0, 1, group="CG", sys_flag=flags, commit_offset=1))
     assert offsets.query_offset("CG", "Committed", 0) == 1
+
+
+async def test_an_offset_below_the_retained_start_moves_to_it(tmp_path: Path) -> None:
+    clock = ManualClock()
+    settings = {
+        "mapedFileSizeCommitLog": "4096",
+        "fileReservedTime": "1",
+        "deleteWhen": ";".join(str(hour) for hour in range(24)),
+    }
+    async with connected(tmp_path, clock=clock, settings=settings) as (cluster, wire):
+        store = cluster.brokers[0].context.store
+        for index in range(80):
+            await wire.send("Retained", f"message {index:03d}".encode() * 4)
+        clock.advance_ms(2 * 3_600_000 + 1)
+        assert await store.run_retention_once() > 0
+        first = store.min_offset("Retained", 0)
+        assert first > 0
+        response = await wire.pull("Retained", 0, 0)
+        assert response.code == ResponseCode.PULL_OFFSET_MOVED
+        assert _offsets(response.ext_fields) == ("0", str(first), str(first), "80")
+        resumed = await wire.pull("Retained", 0, first)
+        assert resumed.code == ResponseCode.SUCCESS
+        assert records(resumed)[0].queue_offset == first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -257,3 +258,12 @@ async def test_a_request_without_ext_fields_is_answered(connection: Connected) -
     response = await wire.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}, b"x"))
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert response.ext_fields["MSG_REGION"] == "DefaultRegion"
+
+
+async def test_concurrent_sends_under_sync_flush_all_succeed(tmp_path: Path) -> None:
+    # SYNC puts share one group-commit future; every send must still be answered SUCCESS.
+    async with connected(tmp_path, settings={"flushDiskType": "SYNC_FLUSH"}) as (cluster, wire):
+        requests = [send_request("Synced", f"m{index}".encode()) for index in range(50)]
+        responses = await asyncio.gather(*(wire.invoke(request) for request in requests))
+        assert {(r.code, r.remark) for r in responses} == {(ResponseCode.SUCCESS, None)}
+        assert len(stored_messages(cluster.brokers[0], "Synced")) == 50

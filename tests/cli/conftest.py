@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-BOLIDE = "/tmp/adm/bin/bolide"
+BOLIDE = str(Path(sys.executable).parent / "bolide")
 PROCESS_GUARD_S = 60.0
 """Guard on a process start, stop or command: fails a hung test instead of blocking it."""
 

@@ -103,6 +103,13 @@ async def _send(producer: Any, topic: str, body: str, tags: str | None = None) -
     assert result.status.name == "OK"
 
 
+def _consumers_pulling(broker: Broker, group: str) -> int:
+    """How many registered consumers of ``group`` have a pull parked on the broker."""
+    consumers, polling = broker.context.consumers, broker.context.long_polling
+    channels = [consumers.find_channel(group, client) for client in consumers.client_ids(group)]
+    return sum(1 for c in channels if c is not None and polling.count_for_owner(c.channel) > 0)
+
+
 def _parked_on_every_queue(broker: Broker, topic: str, count: int) -> bool:
     polling = broker.context.long_polling
     return all(polling.count_for_queue(topic, queue_id) >= count for queue_id in range(QUEUES))
@@ -115,6 +122,9 @@ async def test_clustering_consumers_share_the_queues_and_filter_tags(
     await _create_topic(broker, "CppCluster")
     first, _ = await consumers.start("CG_CLUSTER", "CppCluster", "A || B")
     second, _ = await consumers.start("CG_CLUSTER", "CppCluster", "A || B")
+    # Both hold queues once each has a pull parked on the broker: NOTIFY_CONSUMER_IDS_CHANGED
+    # makes the first give queues up at once (at the latest, its 10 s rebalance does).
+    await eventually(lambda: _consumers_pulling(broker, "CG_CLUSTER") == 2)
     wanted: set[str] = set()
     rounds = itertools.count()
     # Until the second consumer's rebalance lands, the first may hold every queue: keep

@@ -355,3 +355,53 @@ async def test_dead_letters_go_back_to_their_group(cluster: Cluster, admin: Admi
     finally:
         await pool.close()
         await push.shutdown()
+
+
+async def test_blocking_facade(cluster: Cluster) -> None:
+    """``bolide.AdminClient`` runs the same core on its own loop thread (called from a worker
+    thread here: this test's loop serves the broker)."""
+    from bolide.client.admin_sync import AdminClient as BlockingAdminClient
+
+    def session() -> tuple[list[str], list[str], list[bytes]]:
+        with BlockingAdminClient(cluster.namesrv_address) as admin:
+            brokers = admin.create_topic(TOPIC, queue_count=QUEUES)
+            admin.send_message(Message(TOPIC, b"blocking"))
+            tailed = admin.tail(TOPIC, start_ms=RESET_TO_EARLIEST)
+            first = next(tailed)
+            tailed.close()
+            return brokers, admin.topic_list(), [first.body]
+
+    brokers, topics, bodies = await asyncio.to_thread(session)
+    assert brokers == ["broker-a"] and TOPIC in topics and bodies == [b"blocking"]
+
+
+async def test_two_brokers(tmp_path: Path) -> None:
+    """Creation, status, progress and reset span every broker of the cluster."""
+    async with (
+        admin_cluster(tmp_path / "two", broker_names=("broker-a", "broker-b")) as two,
+        AdminClient(two.namesrv_address) as admin,
+    ):
+        assert await admin.create_topic(TOPIC, queue_count=2) == ["broker-a", "broker-b"]
+        async with Producer("PG_TWO", two.namesrv_address) as producer:
+            for broker in ("broker-a", "broker-b"):
+                for queue_id in range(2):
+                    queue = MessageQueue(TOPIC, broker, queue_id)
+                    await producer.send(Message(TOPIC, b"x"), queue=queue)
+        status = await admin.topic_status(TOPIC)
+        assert {(s.queue.broker_name, s.max_offset) for s in status} == {
+            ("broker-a", 1),
+            ("broker-b", 1),
+        }
+        await admin.create_group(SubscriptionGroupConfig("G_TWO"))
+        result = await admin.reset_offset("G_TWO", TOPIC, RESET_TO_EARLIEST)
+        assert sorted((q.broker_name, q.queue_id) for q in result.offsets) == [
+            ("broker-a", 0),
+            ("broker-a", 1),
+            ("broker-b", 0),
+            ("broker-b", 1),
+        ]
+        progress = await admin.group_progress("G_TWO")
+        assert progress.total_lag == 4
+        assert {row.queue.broker_name for row in progress.queues} == {"broker-a", "broker-b"}
+        [summary] = [g for g in await admin.list_groups() if g.group == "G_TWO"]
+        assert summary.brokers == ("broker-a", "broker-b")

@@ -4,6 +4,7 @@ planned partitions, recorded group progress."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -100,3 +101,28 @@ def test_rows_of_an_empty_plan_and_the_placeholder_partition(cluster: Background
         assert list(reader.read(InputPartition(None))) == []
     finally:
         reader.stop()
+
+
+def test_starting_timestamp_resolves_per_queue(tmp_path: Path) -> None:
+    clock = ManualClock(start_ms=1_900_000_000_000)
+    cluster = BackgroundCluster(tmp_path, broker_clock=clock)
+    cluster.start()
+    try:
+        cluster.create_topic(TOPIC, 2)
+        _send(cluster, 0, 10)
+        cluster.advance_broker_clock(5_000)
+        later = cluster.produce([Message(TOPIC, b"late", keys="k3")], sharding_keys=True)
+        reader = _reader(cluster, ManualClock(), startingTimestamp=str(1_900_000_002_000))
+        try:
+            start = reader.initialOffset()
+            # Each queue starts at its first message stored at or after the timestamp: the
+            # late message's offset in its queue, the queue's end in the other.
+            (result,) = later
+            queues = start[TOPIC][BROKER_NAME]
+            assert queues[str(result.queue.queue_id)] == result.queue_offset
+            end = reader.latestOffset(start, ReadAllAvailable())
+            assert _total(start, end) == 1
+        finally:
+            reader.stop()
+    finally:
+        cluster.stop()

@@ -19,6 +19,7 @@ from pyspark.sql.types import (
 
 from bolide.base.errors import ConfigError, InvalidMessageError
 from bolide.spark.options import parse_write_options
+from bolide.spark.source import BolideDataSource
 from bolide.spark.writer import (
     BolideBatchWriter,
     BolideStreamWriter,
@@ -146,3 +147,11 @@ def test_rows_without_a_topic_are_refused(cluster: BackgroundCluster) -> None:
     writer = _writer(cluster, topic=None)
     with pytest.raises(InvalidMessageError, match="no topic"):
         writer.write(iter([_batch([{"body": "x"}])]))
+
+
+def test_overwrite_is_refused_and_streams_append() -> None:
+    source = BolideDataSource({"namesrv": "h:1", "topic": "t"})
+    with pytest.raises(ConfigError, match="appended"):
+        source.writer(SCHEMA, True)
+    assert isinstance(source.writer(SCHEMA, False), BolideBatchWriter)
+    assert isinstance(source.streamWriter(SCHEMA, True), BolideStreamWriter)

@@ -48,7 +48,9 @@ from bolide.base.errors import (
     TopicNotFoundError,
 )
 from bolide.client import admin_messages, admin_progress
+from bolide.client import admin_operations as operations
 from bolide.client import admin_requests as requests
+from bolide.client.admin_operations import ADMIN_PRODUCER_GROUP
 from bolide.client.admin_views import (
     BrokerSummary,
     GroupProgress,
@@ -70,13 +72,12 @@ from bolide.protocol.bodies import (
     ConsumerConnection,
     ConsumerRunningInfo,
     ConsumeStats,
-    MessageQueue,
     SubscriptionGroupConfig,
     TopicConfig,
     TopicRouteData,
 )
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.headers import CloneGroupOffsetRequestHeader, ResetOffsetRequestHeader
+from bolide.protocol.headers import CloneGroupOffsetRequestHeader
 from bolide.protocol.message import Message, MessageExt
 from bolide.remoting import ClientPool
 
@@ -94,8 +95,6 @@ RESET_TO_LATEST = -1
 """Reset timestamp meaning "to the max offset": skip everything not consumed yet."""
 RESET_TO_EARLIEST = 0
 """Reset timestamp before every message: back to the min offset (everything still stored)."""
-ADMIN_PRODUCER_GROUP = "BOLIDE_ADMIN_PRODUCER"
-"""Producer group of the messages the admin client sends (``message send``, resends)."""
 DEFAULT_QUEUE_COUNT = 8
 """Queues of a topic created without a count (mqadmin updateTopic's default)."""
 
@@ -175,7 +174,7 @@ class AdminClient:
             try:
                 result = await action(addresses[index])
             except (ConnectionClosedError, RequestTimeoutError) as error:
-                failures.append(f"{addresses[index]}: {_reason(error)}")
+                failures.append(f"{addresses[index]}: {operations.reason(error)}")
                 last = error
                 continue
             self._namesrv_index = index
@@ -247,37 +246,9 @@ class AdminClient:
         return resolved
 
     async def list_brokers(self) -> list[BrokerSummary]:
-        """Every broker address of every cluster, with version and today's put/get counts."""
-        info = await self.cluster_info()
-        cluster_of = {
-            name: cluster for cluster, names in info.cluster_addr_table.items() for name in names
-        }
-        places = [
-            (cluster_of.get(name, data.cluster), name, broker_id, address)
-            for name, data in sorted(info.broker_addr_table.items())
-            for broker_id, address in sorted(data.broker_addrs.items())
-        ]
-        runtimes = await self.fan_out([self.broker_runtime_info(address) for *_, address in places])
-        summaries = []
-        for (cluster, name, broker_id, address), runtime in zip(places, runtimes, strict=True):
-            if isinstance(runtime, BolideError):
-                summaries.append(
-                    BrokerSummary(cluster, name, broker_id, address, error=_reason(runtime))
-                )
-                continue
-            summaries.append(
-                BrokerSummary(
-                    cluster,
-                    name,
-                    broker_id,
-                    address,
-                    version=runtime.get("brokerVersionDesc", ""),
-                    put_today=_int(runtime.get("msgPutTotalTodayNow")),
-                    get_today=_int(runtime.get("msgGetTotalTodayNow")),
-                    runtime=runtime.get("runtime", ""),
-                )
-            )
-        return summaries
+        """Every broker address of every cluster, with version and today's put/get counts
+        (a broker that does not answer has ``error`` set)."""
+        return await operations.list_brokers(self)
 
     async def broker_runtime_info(self, address: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO of the broker at ``address``: counters as strings."""
@@ -409,41 +380,7 @@ class AdminClient:
         """Delete ``topic`` from the brokers holding it (of ``cluster`` when given) and from
         every name server; returns the broker names. Raises TopicNotFoundError when no broker
         holds it, RemoteError (a system topic)."""
-        try:
-            targets = await self.topic_masters(topic)
-        except TopicNotFoundError:
-            if cluster is None:
-                raise
-            targets = {}
-        if cluster is not None:
-            members = await self.master_addresses(cluster=cluster)
-            targets = {name: members[name] for name in members if name in targets or not targets}
-        await self._on_each(
-            targets,
-            lambda _name, address: requests.delete_topic_in_broker(
-                self.pool, address, topic, self.timeout_ms
-            ),
-            f"deleting topic {topic!r}",
-        )
-        results = await self.fan_out(
-            [
-                requests.delete_topic_in_namesrv(
-                    self.pool, address, topic, self.timeout_ms, cluster=cluster
-                )
-                for address in self.namesrv_addresses
-            ]
-        )
-        failed = [
-            f"{address}: {_reason(result)}"
-            for address, result in zip(self.namesrv_addresses, results, strict=True)
-            if isinstance(result, BolideError)
-        ]
-        if len(failed) == len(self.namesrv_addresses):
-            raise NameServerUnavailableError(
-                f"topic {topic!r} deleted on the brokers but not on the name servers "
-                f"({'; '.join(failed)})"
-            )
-        return sorted(targets)
+        return await operations.delete_topic(self, topic, cluster)
 
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Every queue of ``topic``: min/max offset and last store time. Raises
@@ -493,24 +430,8 @@ class AdminClient:
 
     async def list_groups(self, *, include_system: bool = False) -> list[GroupSummary]:
         """Every subscription group with the brokers holding it and its online clients;
-        the broker's built-in groups only with ``include_system``."""
-        configs = await self.group_configs()
-        names = sorted(name for name in configs if include_system or not _is_system_group(name))
-        connections = await self.fan_out([self.consumer_connections(name) for name in names])
-        summaries = []
-        for name, connection in zip(names, connections, strict=True):
-            by_broker = configs[name]
-            online = connection if isinstance(connection, ConsumerConnection) else None
-            summaries.append(
-                GroupSummary(
-                    name,
-                    next(iter(by_broker.values())),
-                    tuple(sorted(by_broker)),
-                    len(online.connection_set) if online else 0,
-                    online.message_model.name if online else None,
-                )
-            )
-        return summaries
+        the brokers' built-in groups only with ``include_system``."""
+        return await operations.list_groups(self, include_system)
 
     async def create_group(
         self,
@@ -587,7 +508,7 @@ class AdminClient:
                 result
                 for result in results
                 if isinstance(result, BolideError)
-                and not _is_code(result, ResponseCode.CONSUMER_NOT_ONLINE)
+                and not operations.is_code(result, ResponseCode.CONSUMER_NOT_ONLINE)
             ]
             if failures and len(failures) == len(results):
                 raise failures[0]  # no broker could say whether the group is online
@@ -686,30 +607,7 @@ class AdminClient:
 
         Raises TopicNotFoundError, GroupNotFoundError (no broker knows the group).
         """
-        masters = await self.topic_masters(topic)
-        header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
-        results = await self.fan_out(
-            [
-                requests.reset_offset(self.pool, address, header, self.timeout_ms)
-                for address in masters.values()
-            ]
-        )
-        offsets: dict[MessageQueue, int] = {}
-        notes: list[str] = []
-        unknown = 0
-        for name, result in zip(masters, results, strict=True):
-            if _is_code(result, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST):
-                unknown += 1
-                notes.append(f"broker {name} does not know group {group}")
-            elif isinstance(result, BolideError):
-                raise _with_broker(result, name)
-            else:
-                offsets.update(result)
-        if unknown == len(masters):
-            raise GroupNotFoundError(f"no broker holding {topic!r} knows the group {group!r}")
-        connection = await self.consumer_connections(group)
-        clients = connection.connection_set if connection is not None else ()
-        return ResetResult(group, topic, timestamp_ms, offsets, clients, tuple(notes))
+        return await operations.reset_offset(self, group, topic, timestamp_ms, force)
 
     async def clone_offsets(
         self, source_group: str, destination_group: str, *, topic: str | None = None
@@ -829,39 +727,5 @@ class AdminClient:
         if failed:
             name, error = failed[0]
             succeeded = f" (done on {', '.join(sorted(done))})" if done else ""
-            raise _with_broker(error, name, f"{what}{succeeded}")
+            raise operations.with_broker(error, name, f"{what}{succeeded}")
         return done
-
-
-def _is_code(result: object, code: ResponseCode) -> bool:
-    return isinstance(result, RemoteError) and result.code == code
-
-
-def _with_broker(error: BolideError, broker: str, what: str | None = None) -> BolideError:
-    """``error`` with a message naming the broker (same type, so callers still match it)."""
-    prefix = f"{what}: " if what else ""
-    error.args = (f"{prefix}broker {broker}: {_reason(error)}",)
-    return error
-
-
-def _reason(error: BaseException) -> str:
-    text = str(error) or type(error).__name__
-    cause = error.__cause__
-    if isinstance(error, ConnectionClosedError) and cause is not None and str(cause):
-        text = f"{text} ({cause})"
-    return text
-
-
-def _int(text: str | None) -> int:
-    try:
-        return int(text or 0)
-    except ValueError:
-        return 0
-
-
-_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "CID_ONS", "TOOLS_CONSUMER", "FILTERSRV_CONSUMER")
-_SYSTEM_GROUPS = frozenset({"SELF_TEST_C_GROUP", "CID_ONSAPI_PULL", ADMIN_PRODUCER_GROUP})
-
-
-def _is_system_group(group: str) -> bool:
-    return group in _SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIXES)

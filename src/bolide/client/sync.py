@@ -177,10 +177,19 @@ class Producer:
             self._runner.stop()
 
     def send(
-        self, message: Message, *, queue: MessageQueue | None = None, timeout_ms: int | None = None
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+        timeout_ms: int | None = None,
     ) -> SendResult:
-        """Send and wait for the broker (see the async ``send``)."""
-        return self._runner.run(self._core.send(message, queue=queue, timeout_ms=timeout_ms))
+        """Send and wait for the broker (see the async ``send``; ``sharding_key`` sends in
+        order to the key's queue)."""
+        coroutine = self._core.send(
+            message, queue=queue, sharding_key=sharding_key, timeout_ms=timeout_ms
+        )
+        return self._runner.run(coroutine)
 
     def send_async(
         self,
@@ -188,10 +197,13 @@ class Producer:
         callback: SendCallback | None = None,
         *,
         queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
         timeout_ms: int | None = None,
     ) -> concurrent.futures.Future[SendResult]:
         """Start a send and return at once; the future holds the result or the error."""
-        future = self._runner.submit(self._core.send(message, queue=queue, timeout_ms=timeout_ms))
+        future = self._runner.submit(
+            self._core.send(message, queue=queue, sharding_key=sharding_key, timeout_ms=timeout_ms)
+        )
         if callback is not None:
             future.add_done_callback(callback)
         return future

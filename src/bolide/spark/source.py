@@ -87,11 +87,13 @@ class BolideDataSource(DataSource):
         return BolideStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        del overwrite  # a topic is appended to; there is nothing to overwrite
+        """Raises ConfigError for mode("overwrite"): messages are only ever appended."""
+        if overwrite:
+            raise ConfigError('a Bolide topic can only be appended to: use mode("append")')
         return BolideBatchWriter(parse_write_options(self.options), schema)
 
     def streamWriter(  # noqa: N802
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamWriter:
-        del overwrite
+        del overwrite  # complete output mode sends the whole result again, as Kafka's sink does
         return BolideStreamWriter(parse_write_options(self.options), schema)

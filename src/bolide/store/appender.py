@@ -13,13 +13,14 @@ mapping, and allocates nothing but its result. A batch goes through the same sin
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Final
 
-from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.protocol.message import TRANSACTION_MASK, tags_code
+from bolide.protocol.message import TRANSACTION_MASK
 from bolide.store.api import ArrivalListener, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
+from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, queue_tags_code
 from bolide.store.index_file import KeyIndex
@@ -55,7 +56,6 @@ class Appender:
         self._delay_levels_ms = delay_levels_ms
         self._writer = RecordWriter(builder.store_ip, builder.store_host[1])
         self._message_id_prefix = builder.message_id_prefix
-        self._tags_codes: dict[str, int] = {}
         self.listeners: list[ArrivalListener] = []
         self.dirty_queues: set[ConsumeQueue] = set()
         self.put_count = 0
@@ -92,7 +92,10 @@ class Appender:
                 queue.prepare_append(count)
         segment, position = self._commit_log.reserve(total_size)
         base_offset = segment.start_offset + position
-        self._reserve_index(records, base_offset)
+        if count > 1:
+            self._reserve_index(records, base_offset)
+        elif records[0].hashes:  # most records have one hash: their UNIQ_KEY
+            self._index.prepare_one(base_offset, len(records[0].hashes))
         store_timestamp_ms = self._clock.now_ms()
         first_queue_offset = None if queue is None else queue.max_offset
         segment.write_position = self._writer.write(
@@ -127,12 +130,7 @@ class Appender:
         )
 
     def _reserve_index(self, records: list[PreparedRecord], base_offset: int) -> None:
-        """Index room for the records' hashes (most records have one: UNIQ_KEY)."""
-        if len(records) == 1:
-            hashes = records[0].hashes
-            if hashes:
-                self._index.prepare_one(base_offset, len(hashes))
-            return
+        """Index room for the hashes of a batch's records."""
         groups: list[tuple[int, int]] = []
         offset = base_offset
         for record in records:
@@ -154,44 +152,55 @@ class Appender:
         """Consume-queue and index entries of records just written, then the arrival
         listeners (once per distinct tags code, after the last entry); returns message ids."""
         prefix = self._message_id_prefix
+        if len(records) == 1:
+            record = records[0]
+            if record.hashes:
+                self._index.add_records([(base_offset, record.hashes)], store_timestamp_ms)
+            if queue is not None:
+                code = tags_code_override
+                if code is None:
+                    code = record.tags_code
+                    if topic.is_schedule:
+                        code = self._delivery_ms(record, store_timestamp_ms)
+                queue.append(base_offset, record.size, code)
+                self._queue_written(topic, queue_id, queue, (code,))
+            return [f"{prefix}{base_offset:016X}"]
         message_ids: list[str] = []
         indexed: list[tuple[int, list[int]]] = []
-        codes: list[int] = []
+        entries: list[tuple[int, int, int]] = []
         offset = base_offset
         for record in records:
             message_ids.append(f"{prefix}{offset:016X}")
             if record.hashes:
                 indexed.append((offset, record.hashes))
-            if queue is not None:
-                code = tags_code_override
-                if code is None:
-                    code = self._tags_code(topic, record, store_timestamp_ms)
-                queue.append(offset, record.size, code)
-                codes.append(code)
+            code = tags_code_override
+            if code is None:
+                code = record.tags_code
+                if topic.is_schedule:
+                    code = self._delivery_ms(record, store_timestamp_ms)
+            entries.append((offset, record.size, code))
             offset += record.size
         if indexed:
             self._index.add_records(indexed, store_timestamp_ms)
         if queue is not None:
-            self.dirty_queues.add(queue)
-            if self.listeners:
-                self._notify(topic.name, queue_id, queue.max_offset, codes)
+            queue.append_many(entries)
+            self._queue_written(topic, queue_id, queue, [entry[2] for entry in entries])
         return message_ids
 
-    def _tags_code(self, topic: TopicFacts, record: PreparedRecord, store_timestamp_ms: int) -> int:
-        tags = record.tags
-        if topic.is_schedule or not tags:
-            return queue_tags_code(
-                topic.name, tags, record.delay, store_timestamp_ms, self._delay_levels_ms
-            )
-        cache = self._tags_codes
-        code = cache.get(tags)
-        if code is None:
-            code = tags_code(tags)  # loops in Python per character: memoized, bounded
-            if len(cache) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-                cache[tags] = code
-        return code
+    def _delivery_ms(self, record: PreparedRecord, store_timestamp_ms: int) -> int:
+        """The tags code of a SCHEDULE_TOPIC_XXXX record: when it is due."""
+        return queue_tags_code(
+            SCHEDULE_TOPIC, None, record.delay, store_timestamp_ms, self._delay_levels_ms
+        )
 
-    def _notify(self, topic: str, queue_id: int, max_offset: int, codes: list[int]) -> None:
+    def _queue_written(
+        self, topic: TopicFacts, queue_id: int, queue: ConsumeQueue, codes: Sequence[int]
+    ) -> None:
+        self.dirty_queues.add(queue)
+        if self.listeners:
+            self._notify(topic.name, queue_id, queue.max_offset, codes)
+
+    def _notify(self, topic: str, queue_id: int, max_offset: int, codes: Sequence[int]) -> None:
         for code in codes if len(codes) == 1 else dict.fromkeys(codes):
             for listener in self.listeners:
                 try:

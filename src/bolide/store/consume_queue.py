@@ -24,6 +24,7 @@ from __future__ import annotations
 import shutil
 import struct
 from collections.abc import Callable
+from itertools import starmap
 from pathlib import Path
 from typing import Final
 
@@ -216,6 +217,26 @@ class ConsumeQueue:
         segment.write_position = position + ENTRY_BYTES
         self.max_offset = queue_offset + 1
         return queue_offset
+
+    def append_many(self, entries: list[ConsumeQueueEntry]) -> None:
+        """Write the next entries (room made by :meth:`prepare_append`), one slice per file."""
+        done = 0
+        while done < len(entries):
+            byte_offset = self.max_offset * ENTRY_BYTES
+            segment = self.segments[-1]
+            position = byte_offset - segment.start_offset
+            if position < 0:  # see append()
+                index = (byte_offset - self.segments[0].start_offset) // self.file_bytes
+                segment = self.segments[index]
+                position = byte_offset - segment.start_offset
+            count = min(len(entries) - done, (self.file_bytes - position) // ENTRY_BYTES)
+            end = position + count * ENTRY_BYTES
+            if count <= 0 or end > segment.allocated_position:
+                invariant(False, f"append without room in {segment.path}")
+            segment.view[position:end] = b"".join(starmap(ENTRY.pack, entries[done : done + count]))
+            segment.write_position = end
+            self.max_offset += count
+            done += count
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -191,9 +191,9 @@ class FileMessageStore:
                 on_flushed=self._commit_log_flushed,
                 on_failed=self._commit_log_flush_failed,
                 has_waiters=lambda: len(self._group_commit) > 0,
-                executor=executor,
                 max_rounds=limits.SYNC_FLUSH_ROUNDS_MAX_COUNT,
             )
+            self._sync_flusher.start()
             self._services.append(
                 Service(
                     "store-sync-flush-timeout",
@@ -218,7 +218,9 @@ class FileMessageStore:
 
     def _capture_commit_log_flush(self) -> tuple[int, FlushBatch]:
         commit_log = self._commit_log
-        return commit_log.max_offset, FlushBatch(commit_log.dirty_segments(), self._file_ops)
+        end_offset = commit_log.max_offset
+        self._group_commit.capture(end_offset)
+        return end_offset, FlushBatch(commit_log.dirty_segments(), self._file_ops)
 
     def _commit_log_flushed(self, end_offset: int) -> None:
         if self._write_failure is not None:
@@ -285,6 +287,9 @@ class FileMessageStore:
             batch.run()
         except StoreError as error:
             batch.poison(str(error))
+            raise
+        except BaseException:
+            batch.discard()
             raise
         batch.commit()
         self._commit_log.flushed_offset = end
@@ -451,7 +456,7 @@ class FileMessageStore:
         if self._commit_log.flushed_offset >= end_offset:
             return
         deadline_ms = self._clock.monotonic_ms() + self.config.sync_flush_timeout_ms
-        future = self._group_commit.wait_for(end_offset, deadline_ms)
+        future = self._group_commit.wait(deadline_ms)
         if self._sync_flusher is not None:
             self._sync_flusher.request()
         if not await future:

@@ -5,24 +5,28 @@ were written, duplicate descriptors), run in a flush thread (the fsyncs), then c
 the loop (the flushed positions advance). The thread never touches segment state, so the
 loop may keep appending, rolling or even closing segments while a batch runs.
 
-:class:`GroupCommit` is SYNC_FLUSH: a put registers the commit-log offset its record ends at
-and awaits a future; one flush round fsyncs everything written so far and resolves every
-waiter it covers at once, so concurrent puts share one fsync.
+:class:`GroupCommit` is SYNC_FLUSH: a put joins the open flush round and awaits its future
+(one per round, shared by its puts); the round captures the commit-log end, fsyncs everything
+below it on a flush thread (:class:`FlushThreads`) and resolves every put it covers at once,
+so concurrent puts share one fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
-from bolide.base.errors import StoreIOError
+from bolide.base.errors import StoreIOError, invariant
 from bolide.base.fileio import fsync_directory
 from bolide.store.file_ops import FileOps
 from bolide.store.segment import MappedSegment
@@ -63,7 +67,9 @@ class FlushBatch:
     def run(self) -> None:
         """fsync the new files' directories, then every captured file (flush thread).
 
-        Every duplicate descriptor is closed, whatever happens.
+        The duplicate descriptors stay open until :meth:`commit`, :meth:`poison` or
+        :meth:`discard` (on the loop): every call that releases the GIL costs the flush
+        thread another wait for it while the loop is busy.
 
         Raises:
             StoreIOError: an fsync failed (the rest are still attempted).
@@ -74,18 +80,19 @@ class FlushBatch:
                 fsync_directory(directory)
             except OSError as error:
                 failures.append(f"fsync of directory {directory} failed: {error}")
+        sync = self._file_ops.sync
         for task in self._tasks:
             try:
-                self._file_ops.sync(task.fd)
+                sync(task.fd)
             except OSError as error:
                 failures.append(f"fsync of {task.segment.path} failed: {error.strerror or error}")
-            finally:
-                os.close(task.fd)
         if failures:
             raise StoreIOError("; ".join(failures))
 
     def commit(self) -> None:
-        """Advance the flushed positions (event loop, after :meth:`run` succeeded)."""
+        """Advance the flushed positions and close the descriptors (after :meth:`run`
+        succeeded)."""
+        self._close_descriptors()
         for task in self._tasks:
             segment = task.segment
             segment.flushed_position = max(segment.flushed_position, task.target_position)
@@ -100,65 +107,97 @@ class FlushBatch:
         After a failed fsync the kernel may have dropped the dirty pages: the segment's state
         on disk is unknown until recovery re-reads it.
         """
+        self._close_descriptors()
         for task in self._tasks:
             task.segment.poison = reason
 
     def discard(self) -> None:
-        """Close the duplicate descriptors of a batch that will never run."""
-        for task in self._tasks:
-            with contextlib.suppress(OSError):
-                os.close(task.fd)
+        """Close the duplicate descriptors of a batch that will not run (or whose run ended
+        in something other than StoreIOError)."""
+        self._close_descriptors()
         self._tasks.clear()
+
+    def _close_descriptors(self) -> None:
+        for task in self._tasks:
+            if task.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(task.fd)
+                task.fd = -1
+
+
+class _Round:
+    """The puts that one SYNC flush round covers: they share one future."""
+
+    __slots__ = ("deadline_ms", "end_offset", "future")
+
+    def __init__(self, future: asyncio.Future[bool], deadline_ms: int) -> None:
+        self.future = future
+        self.deadline_ms = deadline_ms
+        self.end_offset = -1  # known when the round captures what it flushes
+
+    def resolve(self, durable: bool) -> None:
+        if not self.future.done():
+            self.future.set_result(durable)
 
 
 class GroupCommit:
-    """Puts waiting for the fsync that covers them, in commit-log order.
+    """SYNC_FLUSH puts waiting for the fsync that covers them, one future per flush round.
 
-    The number of waiters is bounded by the puts in flight, which the broker's dispatcher
-    bounds (HANDLER_CONCURRENCY_MAX_REQUESTS).
+    Every put made before a round captures the commit-log end joins the *open* round and
+    awaits its future; the capture closes it (its end offset covers all of them) and the next
+    put opens a new one. The round's deadline is that of its first put, so no put waits
+    longer than its timeout. Rounds are bounded by the puts in flight, which the broker's
+    dispatcher bounds (HANDLER_CONCURRENCY_MAX_REQUESTS).
     """
 
     def __init__(self) -> None:
-        self._waiters: deque[tuple[int, int, asyncio.Future[bool]]] = deque()
+        self._open: _Round | None = None
+        self._captured: deque[_Round] = deque()
 
     def __len__(self) -> int:
-        return len(self._waiters)
+        """Rounds still waiting (open or captured)."""
+        return len(self._captured) + (self._open is not None)
 
-    def wait_for(self, end_offset: int, deadline_ms: int) -> asyncio.Future[bool]:
-        """A future that becomes True once ``end_offset`` is flushed, False on timeout or
-        fsync failure. ``deadline_ms`` is on the store clock's monotonic scale."""
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.append((end_offset, deadline_ms, future))
-        return future
+    def wait(self, deadline_ms: int) -> asyncio.Future[bool]:
+        """The future of the open round: True once an fsync covering everything written so
+        far has completed, False on timeout or fsync failure. ``deadline_ms`` is on the store
+        clock's monotonic scale."""
+        current = self._open
+        if current is None:
+            current = self._open = _Round(asyncio.get_running_loop().create_future(), deadline_ms)
+        return current.future
+
+    def capture(self, end_offset: int) -> None:
+        """Close the open round: a flush of everything below ``end_offset`` starts now."""
+        current = self._open
+        if current is not None:
+            self._open = None
+            current.end_offset = end_offset
+            self._captured.append(current)
 
     def flushed_up_to(self, flushed_offset: int) -> None:
-        """Resolve (True) every waiter whose record ends at or below ``flushed_offset``."""
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= flushed_offset:
-            _, _, future = waiters.popleft()
-            if not future.done():
-                future.set_result(True)
+        """Resolve (True) every captured round whose end is at or below ``flushed_offset``."""
+        captured = self._captured
+        while captured and captured[0].end_offset <= flushed_offset:
+            captured.popleft().resolve(True)
 
     def expire(self, now_ms: int) -> int:
-        """Resolve (False) every waiter whose deadline has passed; returns how many."""
-        expired = 0
-        remaining: deque[tuple[int, int, asyncio.Future[bool]]] = deque()
-        for waiter in self._waiters:
-            if waiter[1] <= now_ms:
-                if not waiter[2].done():
-                    waiter[2].set_result(False)
-                expired += 1
-            else:
-                remaining.append(waiter)
-        self._waiters = remaining
-        return expired
+        """Resolve (False) every round whose deadline has passed; returns how many."""
+        expired = [waiting for waiting in self._captured if waiting.deadline_ms <= now_ms]
+        if expired:
+            self._captured = deque(w for w in self._captured if w.deadline_ms > now_ms)
+        if self._open is not None and self._open.deadline_ms <= now_ms:
+            expired.append(self._open)
+            self._open = None
+        for waiting in expired:
+            waiting.resolve(False)
+        return len(expired)
 
     def fail_all(self) -> None:
-        """Resolve every waiter with False (fsync failed or the store is stopping)."""
-        while self._waiters:
-            _, _, future = self._waiters.popleft()
-            if not future.done():
-                future.set_result(False)
+        """Resolve every round with False (fsync failed or the store is stopping)."""
+        self.capture(-1)
+        while self._captured:
+            self._captured.popleft().resolve(False)
 
 
 async def run_batch(batch: FlushBatch, executor: Executor) -> None:
@@ -175,7 +214,66 @@ async def run_batch(batch: FlushBatch, executor: Executor) -> None:
         _log.error("flush failed: %s", error)
         batch.poison(str(error))
         raise
+    except BaseException:
+        batch.discard()
+        raise
     batch.commit()
+
+
+class FlushThreads:
+    """``count`` threads that run the flush batches of SYNC rounds.
+
+    One hop each way — a SimpleQueue put wakes a thread, ``call_soon_threadsafe`` brings the
+    outcome back — where a thread-pool executor adds, per round, a concurrent future with its
+    lock and condition and an asyncio future wrapping it. Batches wait in an unbounded queue,
+    but PipelinedFlusher keeps at most ``count`` of them submitted.
+    """
+
+    def __init__(self, count: int, name: str) -> None:
+        self._count = count
+        self._name = name
+        self._queue: queue.SimpleQueue[
+            tuple[FlushBatch, Callable[[StoreIOError | None], None]] | None
+        ]
+        self._queue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        """Start the threads; outcomes come back to the running loop."""
+        self._loop = asyncio.get_running_loop()
+        for number in range(self._count):
+            thread = threading.Thread(target=self._run, name=f"{self._name}-{number}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def submit(self, batch: FlushBatch, done: Callable[[StoreIOError | None], None]) -> None:
+        """Run ``batch`` on a thread, then call ``done(error or None)`` on the loop."""
+        self._queue.put((batch, done))
+
+    def _run(self) -> None:
+        loop = self._loop
+        invariant(loop is not None, "flush threads run after start()")
+        assert loop is not None  # for mypy; the invariant above says why
+        while (item := self._queue.get()) is not None:
+            batch, done = item
+            error: StoreIOError | None = None
+            try:
+                batch.run()
+            except StoreIOError as failure:
+                error = failure
+            except Exception as failure:  # a bug must still answer the waiting puts
+                error = StoreIOError(f"flush thread failed: {failure!r}")
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+                loop.call_soon_threadsafe(done, error)
+
+    def stop(self) -> None:
+        """Let the threads finish what was submitted, then end them (blocks until then)."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
 
 
 class PipelinedFlusher:
@@ -196,61 +294,66 @@ class PipelinedFlusher:
         on_flushed: Callable[[int], None],
         on_failed: Callable[[StoreIOError], None],
         has_waiters: Callable[[], bool],
-        executor: Executor,
         max_rounds: int,
     ) -> None:
         self._capture = capture
         self._on_flushed = on_flushed
         self._on_failed = on_failed
         self._has_waiters = has_waiters
-        self._executor = executor
         self._max_rounds = max_rounds
-        self._rounds: set[asyncio.Task[None]] = set()
+        self._threads = FlushThreads(max_rounds, "bolide-store-sync-flush")
+        self._in_flight = 0
+        self._idle: asyncio.Event | None = None
         self._scheduled = False
         self._captured_offset = -1
         self._stopped = False
 
+    def start(self) -> None:
+        """Start the flush threads (on the loop that will request rounds)."""
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._threads.start()
+
     def request(self) -> None:
         """Ask for a round soon (no-op while the maximum is in flight: the end of one asks
         again if puts still wait)."""
-        if self._scheduled or self._stopped or len(self._rounds) >= self._max_rounds:
+        if self._scheduled or self._stopped or self._in_flight >= self._max_rounds:
             return
         self._scheduled = True
         asyncio.get_running_loop().call_soon(self._start_round)
 
     def _start_round(self) -> None:
         self._scheduled = False
-        if self._stopped or len(self._rounds) >= self._max_rounds:
+        if self._stopped or self._in_flight >= self._max_rounds:
             return
         end_offset, batch = self._capture()
         if end_offset <= self._captured_offset:
             batch.discard()
             return
         self._captured_offset = end_offset
-        task = asyncio.get_running_loop().create_task(
-            self._round(end_offset, batch), name="store-sync-flush-round"
-        )
-        self._rounds.add(task)
-        task.add_done_callback(self._rounds.discard)
+        self._in_flight += 1
+        if self._idle is not None:
+            self._idle.clear()
+        self._threads.submit(batch, functools.partial(self._round_done, end_offset, batch))
 
-    async def _round(self, end_offset: int, batch: FlushBatch) -> None:
-        try:
-            await run_batch(batch, self._executor)
-        except StoreIOError as error:
+    def _round_done(self, end_offset: int, batch: FlushBatch, error: StoreIOError | None) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._idle is not None:
+            self._idle.set()
+        if error is not None:
+            _log.error("flush failed: %s", error)
+            batch.poison(str(error))
             self._on_failed(error)
             return
-        finally:
-            # Out of the count before asking for the next round (a done callback runs too
-            # late: two rounds ending in one loop turn would both see the maximum in flight).
-            current = asyncio.current_task()
-            if current is not None:
-                self._rounds.discard(current)
+        batch.commit()
         self._on_flushed(end_offset)
         if self._has_waiters():
             self.request()
 
     async def stop(self) -> None:
-        """Start no more rounds; wait for the ones in flight."""
+        """Start no more rounds; wait for the ones in flight, then end the threads."""
         self._stopped = True
-        if self._rounds:
-            await asyncio.gather(*self._rounds, return_exceptions=True)
+        if self._idle is None:
+            return
+        await self._idle.wait()
+        self._threads.stop()

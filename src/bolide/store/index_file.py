@@ -149,8 +149,10 @@ class IndexFile:
 
     def has_room(self, count: int) -> bool:
         """Whether ``count`` more entries fit and their blocks are already reserved."""
-        end = self._entries_at + ENTRY_BYTES * (self.entry_count + count)
-        return count <= self.free_entries and end <= self.segment.allocated_position
+        total = self.entry_count + count
+        return total <= self.max_entries and (
+            self._entries_at + ENTRY_BYTES * total <= self.segment.allocated_position
+        )
 
     def reserve(self, count: int) -> None:
         """Blocks for ``count`` more entries. Raises DiskFullError / StoreIOError."""
@@ -161,7 +163,10 @@ class IndexFile:
         ``store_timestamp_ms`` (room made by :meth:`reserve`): each entry, then its slot; the
         header once at the end."""
         count = self.entry_count
-        adding = sum([len(key_hashes) for _, key_hashes in records])
+        if len(records) == 1:
+            adding = len(records[0][1])
+        else:
+            adding = sum([len(key_hashes) for _, key_hashes in records])
         entry_at = self._entries_at + ENTRY_BYTES * count
         if count + adding > self.max_entries or (
             entry_at + ENTRY_BYTES * adding > self.segment.allocated_position
@@ -171,7 +176,9 @@ class IndexFile:
         if count == 0:
             self.begin_time_ms = store_timestamp_ms
             self.begin_commit_log_offset = records[0][0]
-        delta_s = max(0, (store_timestamp_ms - self.begin_time_ms) // 1000)
+        delta_s = (store_timestamp_ms - self.begin_time_ms) // 1000
+        if delta_s < 0:
+            delta_s = 0
         slot_count = self.slot_count
         read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
         commit_log_offset = self.end_commit_log_offset

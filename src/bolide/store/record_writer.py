@@ -2,10 +2,11 @@
 
 The stored record is RocketMQ's layout (protocol.md §3.1, drawn in full beside the reference
 encoder in protocol/message_codec.py; the memory store uses that encoder and the differential
-tests hold the two to the same bytes). Written here, per record, in this order:
+tests hold the two to the same bytes). A put's records are joined in one buffer and copied
+into the mapping with one slice assignment; each record is:
 
 ```
-   1. one precompiled struct.pack_into of the fixed part, TOTALSIZE = 0 for the first record
+   1. one precompiled struct.pack of the fixed part, TOTALSIZE = 0 for the first record
    +-----------+-------+-------+---------+------+-------------+----------------+---------+
    | TOTALSIZE | MAGIC | BODY  | QUEUEID | FLAG | QUEUEOFFSET | PHYSICALOFFSET | SYSFLAG |
    | int32     | int32 | CRC   | int32   | int32| int64       | int64          | int32   |
@@ -18,10 +19,10 @@ tests hold the two to the same bytes). Written here, per record, in this order:
    +----------------+-----------------------------+---------------+
    2. BODY (n bytes)          3. topic length (1 byte) + TOPIC   (one cached bytes object)
    4. PROPERTIES length (uint16) + PROPERTIES
-   5. after the last record: TOTALSIZE of the first record
+   then, after the copy: TOTALSIZE of the first record, packed into the mapping
 ```
 
-The first record's TOTALSIZE goes last, so a process killed in the middle of the copies
+The first record's TOTALSIZE goes last, so a process killed in the middle of the copy
 leaves a length of zero where the put began (the area was zero before), which recovery reads
 as the end of the data: a torn put — single or batch — is never mistaken for a whole one.
 """
@@ -98,36 +99,35 @@ class RecordWriter:
         sys_flag = (sys_flag & ~_HOST_BITS) | self._store_bits
         if len(born_ip) == 16:
             sys_flag |= _BORNHOST_V6
-        fixed = _FIXED_BY_HOSTS[(sys_flag >> 4) & 3]
-        fixed_bytes = fixed.size
-        pack_into = fixed.pack_into
-        pack_length = _UINT16.pack_into
+        pack = _FIXED_BY_HOSTS[(sys_flag >> 4) & 3].pack
+        pack_length = _UINT16.pack
         store_ip, store_port = self._store_ip, self._store_port
         queue_offset = 0 if first_queue_offset is None else first_queue_offset
         queue_step = 0 if first_queue_offset is None else 1
-        tail_bytes = len(topic_tail)
-        cursor = position
+        pieces: list[bytes | bytearray | memoryview] = []
+        total_size = 0
         for record in records:
             body = record.body
-            size = record.size
-            body_at = cursor + fixed_bytes
-            tail_at = body_at + len(body)
             properties = record.properties_bytes
-            properties_at = tail_at + tail_bytes + 2
-            if properties_at + len(properties) != cursor + size:
-                invariant(False, f"record of {size} bytes laid out as {properties_at - cursor}+")
-            pack_into(
-                view, cursor, size if cursor != position else 0, MESSAGE_MAGIC_CODE,
-                record.body_crc, queue_id, record.flag, queue_offset, commit_log_offset,
-                sys_flag, born_timestamp_ms, born_ip, born_port, store_timestamp_ms, store_ip,
-                store_port, reconsume_times, prepared_transaction_offset, len(body),
+            pieces += (
+                pack(
+                    record.size if total_size else 0, MESSAGE_MAGIC_CODE, record.body_crc,
+                    queue_id, record.flag, queue_offset, commit_log_offset, sys_flag,
+                    born_timestamp_ms, born_ip, born_port, store_timestamp_ms, store_ip,
+                    store_port, reconsume_times, prepared_transaction_offset, len(body),
+                ),
+                body,
+                topic_tail,
+                pack_length(len(properties)),
+                properties,
             )  # fmt: skip
-            view[body_at:tail_at] = body
-            view[tail_at : tail_at + tail_bytes] = topic_tail
-            pack_length(view, properties_at - 2, len(properties))
-            cursor += size
-            view[properties_at:cursor] = properties
-            commit_log_offset += size
+            total_size += record.size
+            commit_log_offset += record.size
             queue_offset += queue_step
+        data = b"".join(pieces)
+        end = position + total_size
+        if len(data) != total_size:
+            invariant(False, f"records of {total_size} bytes encoded as {len(data)}")
+        view[position:end] = data  # one copy into the mapping per put
         _INT32.pack_into(view, position, records[0].size)
-        return cursor
+        return end

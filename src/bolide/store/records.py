@@ -28,6 +28,7 @@ from bolide.protocol.message import (
     encode_properties,
     join_properties,
     pack_ip,
+    tags_code,
 )
 from bolide.protocol.message_codec import (
     IPV6_HOST_EXTRA_BYTES,
@@ -94,7 +95,17 @@ class PreparedRecord:
     """One record of a put, validated: its stored fields, size, body CRC, the properties the
     store reads (``tags``, ``delay``: raw text or None) and its index hashes."""
 
-    __slots__ = ("body", "body_crc", "delay", "flag", "hashes", "properties_bytes", "size", "tags")
+    __slots__ = (
+        "body",
+        "body_crc",
+        "delay",
+        "flag",
+        "hashes",
+        "properties_bytes",
+        "size",
+        "tags",
+        "tags_code",
+    )
 
     def __init__(
         self,
@@ -103,6 +114,7 @@ class PreparedRecord:
         properties_bytes: bytes,
         size: int,
         tags: str | None,
+        tags_code: int,
         delay: str | None,
         hashes: list[int],
     ) -> None:
@@ -111,6 +123,9 @@ class PreparedRecord:
         self.properties_bytes = properties_bytes
         self.size = size
         self.tags = tags
+        self.tags_code = tags_code
+        """Java's hash of TAGS (0 without); SCHEDULE_TOPIC_XXXX records use the delivery
+        time instead, which needs the store time (dispatch.queue_tags_code)."""
         self.delay = delay
         self.hashes = hashes
         self.body_crc = zlib.crc32(body) & 0x7FFFFFFF
@@ -136,6 +151,7 @@ class RecordBuilder:
         self._index_max_entries = index_max_entries
         self._topics: dict[str, TopicFacts] = {}
         self._born_ips: dict[str, bytes] = {}
+        self._tags_codes: dict[str, int] = {}
 
     def single(self, request: PutRequest) -> tuple[TopicFacts, PreparedRecord, bytes]:
         """(topic facts, record, packed born ip) of a single put.
@@ -303,7 +319,17 @@ class RecordBuilder:
         if ":" in born_host[0]:
             size += IPV6_HOST_EXTRA_BYTES
         hashes = index_hashes(topic.key_seed, keys, unique_key, self._index_max_entries)
-        return PreparedRecord(body, flag, properties_bytes, size, tags, delay, hashes)
+        code = 0
+        if tags:
+            cached = self._tags_codes.get(tags)
+            code = self._tags_code(tags) if cached is None else cached
+        return PreparedRecord(body, flag, properties_bytes, size, tags, code, delay, hashes)
+
+    def _tags_code(self, tags: str) -> int:
+        code = tags_code(tags)  # loops in Python per character: memoized, bounded
+        if len(self._tags_codes) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+            self._tags_codes[tags] = code
+        return code
 
     def encode_all(
         self,

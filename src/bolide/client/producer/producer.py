@@ -170,17 +170,24 @@ class Producer:
         message: Message,
         *,
         queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
         timeout_ms: int | None = None,
     ) -> SendResult:
-        """Send ``message`` and wait for the broker; with ``queue``, to that queue only.
+        """Send ``message`` and wait for the broker; with ``queue``, to that queue only; with
+        ``sharding_key``, to the queue of that key, in order (see :meth:`send_orderly`).
 
         Raises:
+            ConfigError: both ``queue`` and ``sharding_key`` are given.
             InvalidMessageError / MessageTooLargeError: the message is refused before sending.
             TopicNotFoundError: the topic does not exist and cannot be auto-created.
             NoRouteError: no writable queue; NameServerUnavailableError: no name server.
             RemoteError / ConnectionClosedError / RequestTimeoutError: the last attempt's
                 failure (its notes list every attempt).
         """
+        if sharding_key is not None:
+            if queue is not None:
+                raise ConfigError("send to a queue or by a sharding key, not both")
+            return await self.send_orderly(message, sharding_key, timeout_ms=timeout_ms)
         prepared = self._prepare(message)
         if queue is not None:
             return await self._send_to_queue(prepared, queue, timeout_ms)
