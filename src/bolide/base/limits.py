@@ -95,6 +95,9 @@ INDEX_FILE_MAX_ENTRIES = 20_000_000
 """Entries per index file (maxIndexNum)."""
 INDEX_QUERY_SCAN_MAX_ENTRIES = 100_000
 """Index entries one query walks at most (hash collisions included): bounds query CPU."""
+INDEX_PENDING_MAX_RECORDS = 1_024
+"""Records whose index entries wait to be written in one batch (every index read writes
+them first): bounds the memory they hold and the work of one batch (~1 ms)."""
 COMMIT_LOG_BLANK_MIN_BYTES = 8
 """Room always kept at a segment's end for the blank marker (END_FILE_MIN_BLANK_LENGTH)."""
 COMMIT_LOG_ALLOCATION_CHUNK_BYTES = 4 * MIB
@@ -377,22 +380,22 @@ SPARK_PULL_BATCH_DEFAULT_MESSAGES = 32
 """Messages one pull of the Spark source asks for (pullBatchSize): brokers send at most 32."""
 SPARK_PULL_BATCH_MAX_MESSAGES = 1_024
 """Largest pullBatchSize accepted (Java refuses pullBatchSize above 1024)."""
-SPARK_PULLS_IN_FLIGHT_PER_QUEUE = 8
+SPARK_PULL_WINDOW_REQUESTS = 8
 """Pulls of consecutive offset ranges one input partition keeps in flight: the broker prepares
 the next answers while the task decodes (4 already reach the single-connection rate here),
 while buffering at most 8 x 256 KiB per task."""
-SPARK_PULL_RETRY_MAX_ATTEMPTS = 5
+SPARK_PULL_ATTEMPTS_MAX_COUNT = 5
 """Pulls of one offset range that may fail (transport error, or no progress below the planned
 end) before the task fails; Spark then retries or fails the query."""
 SPARK_PULL_RETRY_DELAY_MS = 200
 """Wait between those attempts: long enough for a reconnect, short against a task's life."""
-SPARK_ARROW_BATCH_MAX_ROWS = 8_192
+SPARK_ARROW_BATCH_MAX_MESSAGES = 8_192
 """Rows per Arrow record batch a read yields: amortises the per-batch cost of Spark's Arrow
 path, while 8192 x 1 KiB keeps one batch near 8 MiB."""
 SPARK_ARROW_BATCH_MAX_BYTES = 64 * MIB
 """Body bytes per record batch a read yields: large bodies close a batch early (a binary column
 holds at most 2 GiB, and Spark's Arrow path copies each batch)."""
-SPARK_PLAN_QUEUE_LOOKUPS_IN_FLIGHT = 64
+SPARK_PLAN_WINDOW_REQUESTS = 64
 """Min/max offset or timestamp look-ups the driver keeps in flight while planning a batch."""
 SPARK_WRITE_WINDOW_REQUESTS = 32
 """Send requests one sink partition keeps in flight (the bounded window of async sends)."""

@@ -48,12 +48,16 @@ traceOn                         trace_on                               true
 enablePropertyFilter            enable_property_filter                 false
 rejectTransactionMessage        reject_transaction_message             false
 aclEnable                       acl_enable                             false
+rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
+lockMaxLiveTime (3)
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
 sample configurations use, so a default broker has the same name on every machine.
 (2) Java picks a local interface address; Bolide defaults to loopback, so a broker reachable
 from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
+(3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
+broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
 
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
@@ -363,6 +367,10 @@ class BrokerConfig:
         default=False, metadata=_key("rejectTransactionMessage", _parse_bool)
     )
     acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
+    rebalance_lock_max_live_ms: int = field(
+        default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
+        metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
+    )
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
 
@@ -497,6 +505,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     # A broker must re-register before the name server forgets it.
     ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
     ("short_polling_time_ms", 0, _JAVA_INT_MAX),
+    ("rebalance_lock_max_live_ms", 1, _JAVA_INT_MAX),
 )
 
 

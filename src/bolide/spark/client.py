@@ -59,8 +59,8 @@ class BlockingClient:
     def run_idempotent(self, action: Callable[[], Coroutine[Any, Any, T]], what: str) -> T:
         """Run ``action()``, again after a dropped connection or a timeout (idle connections
         may have been closed by the server between two calls), up to
-        limits.SPARK_PULL_RETRY_MAX_ATTEMPTS times in all. Raises the last error."""
-        attempts = limits.SPARK_PULL_RETRY_MAX_ATTEMPTS
+        limits.SPARK_PULL_ATTEMPTS_MAX_COUNT times in all. Raises the last error."""
+        attempts = limits.SPARK_PULL_ATTEMPTS_MAX_COUNT
         for attempt in range(1, attempts + 1):
             try:
                 return self.run(action())

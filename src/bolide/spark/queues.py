@@ -68,8 +68,8 @@ _RETRIABLE = (ConnectionClosedError, RequestTimeoutError, BackpressureError, NoR
 async def _bounded_gather(
     items: Iterable[MessageQueue], action: Callable[[MessageQueue], Awaitable[T]]
 ) -> dict[MessageQueue, T]:
-    """``action`` for every queue, at most limits.SPARK_PLAN_QUEUE_LOOKUPS_IN_FLIGHT at once."""
-    gate = asyncio.Semaphore(limits.SPARK_PLAN_QUEUE_LOOKUPS_IN_FLIGHT)
+    """``action`` for every queue, at most limits.SPARK_PLAN_WINDOW_REQUESTS at once."""
+    gate = asyncio.Semaphore(limits.SPARK_PLAN_WINDOW_REQUESTS)
 
     async def one(queue: MessageQueue) -> tuple[MessageQueue, T]:
         async with gate:
@@ -152,7 +152,7 @@ class PullSettings:
     group: str
     tags: str
     batch_size: int = limits.SPARK_PULL_BATCH_DEFAULT_MESSAGES
-    in_flight: int = limits.SPARK_PULLS_IN_FLIGHT_PER_QUEUE
+    in_flight: int = limits.SPARK_PULL_WINDOW_REQUESTS
     fail_on_data_loss: bool = True
     timeout_ms: int = limits.CLIENT_API_TIMEOUT_MS
 
@@ -209,10 +209,10 @@ async def _pull_once(
 async def _pull(
     instance: ClientInstance, queue: MessageQueue, offset: int, count: int, settings: PullSettings
 ) -> _RawPull:
-    """One pull, tried up to limits.SPARK_PULL_RETRY_MAX_ATTEMPTS times on transport errors
+    """One pull, tried up to limits.SPARK_PULL_ATTEMPTS_MAX_COUNT times on transport errors
     and retriable codes (refreshing the route between attempts)."""
     last_error: BolideError | None = None
-    for attempt in range(limits.SPARK_PULL_RETRY_MAX_ATTEMPTS):
+    for attempt in range(limits.SPARK_PULL_ATTEMPTS_MAX_COUNT):
         if attempt:
             await instance.clock.sleep_ms(limits.SPARK_PULL_RETRY_DELAY_MS)
             try:
@@ -233,7 +233,7 @@ async def _pull(
     if last_error is None:  # pragma: no cover - the loop runs at least once
         raise NoRouteError(f"no pull of {queue} was attempted")
     last_error.add_note(
-        f"pulling {queue} at offset {offset} failed {limits.SPARK_PULL_RETRY_MAX_ATTEMPTS} times"
+        f"pulling {queue} at offset {offset} failed {limits.SPARK_PULL_ATTEMPTS_MAX_COUNT} times"
     )
     raise last_error
 
@@ -302,7 +302,7 @@ async def pull_range(
             retention, or the queue ends before the range does); without it a warning is
             logged and the missing part skipped.
         RemoteError, ConnectionClosedError, RequestTimeoutError, NoRouteError: a pull failed
-            limits.SPARK_PULL_RETRY_MAX_ATTEMPTS times, or the range made no progress.
+            limits.SPARK_PULL_ATTEMPTS_MAX_COUNT times, or the range made no progress.
     """
     pipeline = _Pipeline(instance, queue_range, settings)
     pipeline.fill()
@@ -352,7 +352,7 @@ async def _next_step(
             pipeline.redo_front(progress, stop)
         return PulledChunk(result.body if status is PullStatus.FOUND else b"", stop)
     pipeline.stalls += 1
-    if pipeline.stalls >= limits.SPARK_PULL_RETRY_MAX_ATTEMPTS:
+    if pipeline.stalls >= limits.SPARK_PULL_ATTEMPTS_MAX_COUNT:
         raise RequestTimeoutError(
             f"pulls of {queue} at offset {offset} made no progress"
             f" ({pipeline.stalls} answers {status.value}, next offset {progress})"

@@ -77,7 +77,7 @@ class BolidePartition(InputPartition):
 
 def read_partition(partition: BolidePartition) -> Iterator[pa.RecordBatch]:
     """The rows of ``partition`` as Arrow record batches of at most
-    limits.SPARK_ARROW_BATCH_MAX_ROWS rows / limits.SPARK_ARROW_BATCH_MAX_BYTES body bytes.
+    limits.SPARK_ARROW_BATCH_MAX_MESSAGES rows / limits.SPARK_ARROW_BATCH_MAX_BYTES body bytes.
 
     Records are decoded on the client's loop, between pulls, so pulls in flight progress
     while a batch fills; the loop stops only to hand a full batch to Spark.
@@ -106,7 +106,7 @@ async def _fill(columns: RowColumns, chunks: AsyncIterator[PulledChunk]) -> bool
     async for chunk in chunks:
         columns.add(chunk.body, chunk.stop_offset)
         if (
-            len(columns) >= limits.SPARK_ARROW_BATCH_MAX_ROWS
+            len(columns) >= limits.SPARK_ARROW_BATCH_MAX_MESSAGES
             or columns.body_bytes >= limits.SPARK_ARROW_BATCH_MAX_BYTES
         ):
             return True

@@ -155,7 +155,7 @@ class Appender:
         if len(records) == 1:
             record = records[0]
             if record.hashes:
-                self._index.add_records([(base_offset, record.hashes)], store_timestamp_ms)
+                self._index.add_record(base_offset, store_timestamp_ms, record.hashes)
             if queue is not None:
                 code = tags_code_override
                 if code is None:
@@ -166,13 +166,13 @@ class Appender:
                 self._queue_written(topic, queue_id, queue, (code,))
             return [f"{prefix}{base_offset:016X}"]
         message_ids: list[str] = []
-        indexed: list[tuple[int, list[int]]] = []
         entries: list[tuple[int, int, int]] = []
+        index = self._index
         offset = base_offset
         for record in records:
             message_ids.append(f"{prefix}{offset:016X}")
             if record.hashes:
-                indexed.append((offset, record.hashes))
+                index.add_record(offset, store_timestamp_ms, record.hashes)
             code = tags_code_override
             if code is None:
                 code = record.tags_code
@@ -180,8 +180,6 @@ class Appender:
                     code = self._delivery_ms(record, store_timestamp_ms)
             entries.append((offset, record.size, code))
             offset += record.size
-        if indexed:
-            self._index.add_records(indexed, store_timestamp_ms)
         if queue is not None:
             queue.append_many(entries)
             self._queue_written(topic, queue_id, queue, [entry[2] for entry in entries])

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -55,6 +55,9 @@ INDEX_MAGIC: Final = 0x424F4C49  # "BOLI"
 INDEX_VERSION: Final = 1
 HEADER_BYTES: Final = _HEADER.size
 ENTRY_BYTES: Final = _ENTRY.size
+
+PendingRecord = tuple[int, int, list[int]]
+"""(commit-log offset, store time ms, key hashes) of a record to index."""
 
 
 def index_key_hash(topic: str, key: str) -> int:
@@ -147,26 +150,15 @@ class IndexFile:
     def free_entries(self) -> int:
         return self.max_entries - self.entry_count
 
-    def has_room(self, count: int) -> bool:
-        """Whether ``count`` more entries fit and their blocks are already reserved."""
-        total = self.entry_count + count
-        return total <= self.max_entries and (
-            self._entries_at + ENTRY_BYTES * total <= self.segment.allocated_position
-        )
-
     def reserve(self, count: int) -> None:
         """Blocks for ``count`` more entries. Raises DiskFullError / StoreIOError."""
         self.segment.ensure_allocated(self._entries_at + ENTRY_BYTES * (self.entry_count + count))
 
-    def add(self, records: list[tuple[int, list[int]]], store_timestamp_ms: int) -> None:
-        """Index ``records`` = [(commit-log offset, key hashes)] of one put, stored at
-        ``store_timestamp_ms`` (room made by :meth:`reserve`): each entry, then its slot; the
-        header once at the end."""
+    def add(self, records: Sequence[PendingRecord]) -> None:
+        """Index ``records`` = [(commit-log offset, store time ms, key hashes)] in order (room
+        made by :meth:`reserve`): each entry, then its slot; the header once at the end."""
         count = self.entry_count
-        if len(records) == 1:
-            adding = len(records[0][1])
-        else:
-            adding = sum([len(key_hashes) for _, key_hashes in records])
+        adding = sum([len(record[2]) for record in records])
         entry_at = self._entries_at + ENTRY_BYTES * count
         if count + adding > self.max_entries or (
             entry_at + ENTRY_BYTES * adding > self.segment.allocated_position
@@ -174,15 +166,17 @@ class IndexFile:
             invariant(False, f"{adding} index entries added without room")
         view = self.segment.view
         if count == 0:
-            self.begin_time_ms = store_timestamp_ms
+            self.begin_time_ms = records[0][1]
             self.begin_commit_log_offset = records[0][0]
-        delta_s = (store_timestamp_ms - self.begin_time_ms) // 1000
-        if delta_s < 0:
-            delta_s = 0
+        begin_time_ms, end_time_ms = self.begin_time_ms, self.end_time_ms
         slot_count = self.slot_count
         read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
-        commit_log_offset = self.end_commit_log_offset
-        for commit_log_offset, key_hashes in records:
+        for commit_log_offset, store_timestamp_ms, key_hashes in records:
+            delta_s = (store_timestamp_ms - begin_time_ms) // 1000
+            if delta_s < 0:
+                delta_s = 0
+            if store_timestamp_ms > end_time_ms:
+                end_time_ms = store_timestamp_ms
             for key_hash in key_hashes:
                 count += 1
                 slot_at = HEADER_BYTES + 4 * (key_hash % slot_count)
@@ -192,21 +186,27 @@ class IndexFile:
                 write_entry(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
                 write_slot(view, slot_at, count)
                 entry_at += ENTRY_BYTES
-        if store_timestamp_ms > self.end_time_ms:
-            self.end_time_ms = store_timestamp_ms
-        self.end_commit_log_offset = commit_log_offset
+        last_offset = records[-1][0]
+        self.end_time_ms = end_time_ms
+        self.end_commit_log_offset = last_offset
         _HEADER_TAIL.pack_into(
             view,
             8,
-            self.begin_time_ms,
-            self.end_time_ms,
+            begin_time_ms,
+            end_time_ms,
             self.begin_commit_log_offset,
-            commit_log_offset,
+            last_offset,
             slot_count,
             count,
         )
         self.entry_count = count
         self.segment.write_position = entry_at
+
+    @property
+    def room_entries(self) -> int:
+        """Entries that can still be added without reserving blocks."""
+        reserved = (self.segment.allocated_position - self._entries_at) // ENTRY_BYTES
+        return min(self.max_entries, reserved) - self.entry_count
 
     def candidates(
         self, key_hash: int, begin_ms: int, end_ms: int, budget: list[int]
@@ -244,6 +244,11 @@ class KeyIndex:
         self.files: list[IndexFile] = []
         self._active = -1
         """Position in ``files`` of the file taking entries (later ones are prepared, empty)."""
+        self._pending: list[PendingRecord] = []
+        """Records indexed but not yet written to the files (see :meth:`add_record`)."""
+        self._room = 0
+        """Entries that can still be queued for the active file without :meth:`prepare`
+        doing any work: its reserved room less the pending entries (0 or below: unknown)."""
 
     def load(self) -> None:
         """Map every index file.
@@ -283,6 +288,7 @@ class KeyIndex:
     @property
     def end_commit_log_offset(self) -> int:
         """Commit-log offset of the last record indexed; -1 when none."""
+        self.drain()
         for index_file in reversed(self.files):
             if index_file.entry_count:
                 return index_file.end_commit_log_offset
@@ -298,11 +304,10 @@ class KeyIndex:
         """
         if not groups:
             return
+        if sum([count for _, count in groups]) <= self._room:
+            return  # the usual case: room already reserved in the active file
+        self.drain()
         active = max(self._active, 0)
-        if len(groups) == 1 and self.files:
-            current = self.files[active]
-            if current.has_room(groups[0][1]):
-                return  # the usual case: room already reserved in the active file
         if not self.files:
             self._new_file(groups[0][0])
         free = self.files[active].free_entries
@@ -319,6 +324,9 @@ class KeyIndex:
             free -= count
             pending += count
         self.files[active].reserve(pending)
+        # Queued next, these groups count against the room of the active file if they all
+        # go there; if some open the next file, the next put drains them first.
+        self._room = self.files[active].room_entries if active == max(self._active, 0) else 0
 
     def prepare_one(self, commit_log_offset: int, count: int) -> None:
         """:meth:`prepare` of one record's ``count`` entries, the usual case without lists.
@@ -326,9 +334,8 @@ class KeyIndex:
         Raises:
             DiskFullError: no space. StoreIOError: a file cannot be made.
         """
-        if self.files and self.files[max(self._active, 0)].has_room(count):
-            return
-        self.prepare([(commit_log_offset, count)])
+        if count > self._room:
+            self.prepare([(commit_log_offset, count)])
 
     def _new_file(self, commit_log_offset: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -338,31 +345,40 @@ class KeyIndex:
     def add_record(
         self, commit_log_offset: int, store_timestamp_ms: int, key_hashes: list[int]
     ) -> None:
-        """Index one record under each hash (room made by :meth:`prepare`)."""
-        self.add_records([(commit_log_offset, key_hashes)], store_timestamp_ms)
+        """Index one record under each hash (room made by :meth:`prepare`).
 
-    def add_records(self, records: list[tuple[int, list[int]]], store_timestamp_ms: int) -> None:
-        """Index ``records`` = [(commit-log offset, key hashes)] of one put, in order (room
-        made by :meth:`prepare`, whose file choice this follows: a record that does not fit
-        the active file starts the next one)."""
+        The entries are written in batches, by :meth:`drain` (DESIGN.md §9: no per-message
+        work that can be batched): every read of the index (lookup, flush, retention) drains
+        first, so a query finds every record put before it, and the queue flush writes them
+        before the checkpoint says so; a crash loses only what recovery rebuilds anyway.
+        """
+        self._pending.append((commit_log_offset, store_timestamp_ms, key_hashes))
+        self._room -= len(key_hashes)
+        if len(self._pending) >= limits.INDEX_PENDING_MAX_RECORDS:
+            self.drain()
+
+    def drain(self) -> None:
+        """Write the pending entries, in order, following the file choice of :meth:`prepare`
+        (a record that does not fit the active file starts the next one)."""
+        records = self._pending
+        if not records:
+            return
+        self._pending = []
         if self._active < 0:
             self._active = 0
         current = self.files[self._active]
         free = current.max_entries - current.entry_count
-        if len(records) == 1 and len(records[0][1]) <= free:
-            current.add(records, store_timestamp_ms)  # the usual case
-            return
         start = 0
-        for number, (_, key_hashes) in enumerate(records):
-            if len(key_hashes) > free:
+        for number, record in enumerate(records):
+            count = len(record[2])
+            if count > free:
                 if number > start:
-                    current.add(records[start:number], store_timestamp_ms)
+                    current.add(records[start:number])
                 self._active += 1
                 current = self.files[self._active]
                 free, start = current.max_entries - current.entry_count, number
-            free -= len(key_hashes)
-        if len(records) > start:
-            current.add(records[start:], store_timestamp_ms)
+            free -= count
+        current.add(records[start:] if start else records)
 
     def lookup(
         self,
@@ -374,6 +390,7 @@ class KeyIndex:
     ) -> list[int]:
         """Commit-log offsets ``accept`` agrees to, newest first, at most ``max_count``;
         walks at most INDEX_QUERY_SCAN_MAX_ENTRIES entries."""
+        self.drain()
         found: list[int] = []
         seen: set[int] = set()
         budget = [limits.INDEX_QUERY_SCAN_MAX_ENTRIES]
@@ -396,6 +413,7 @@ class KeyIndex:
         Raises:
             StoreIOError: a file could not be removed.
         """
+        self.drain()
         deleted = 0
         while (
             self._active > 0
@@ -408,11 +426,16 @@ class KeyIndex:
         return deleted
 
     def dirty_segments(self) -> list[MappedSegment]:
+        """Files written past their flushed position, after writing the pending entries."""
+        self.drain()
         return [
             f.segment for f in self.files if f.segment.flushed_position < f.segment.write_position
         ]
 
     def close(self) -> None:
+        """Close the files; pending entries are dropped (recovery rebuilds them)."""
+        self._pending.clear()
+        self._room = 0
         for index_file in self.files:
             index_file.segment.close()
         self.files.clear()

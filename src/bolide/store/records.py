@@ -318,7 +318,10 @@ class RecordBuilder:
         )
         if ":" in born_host[0]:
             size += IPV6_HOST_EXTRA_BYTES
-        hashes = index_hashes(topic.key_seed, keys, unique_key, self._index_max_entries)
+        if keys or not unique_key:
+            hashes = index_hashes(topic.key_seed, keys, unique_key, self._index_max_entries)
+        else:  # index_hashes' common case, inline: one UNIQ_KEY (max entries >= 2 by config)
+            hashes = [zlib.crc32(unique_key.encode("utf-8", "surrogatepass"), topic.key_seed)]
         code = 0
         if tags:
             cached = self._tags_codes.get(tags)
