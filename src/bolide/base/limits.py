@@ -373,6 +373,29 @@ ADMIN_RESEND_MAX_MESSAGES = ADMIN_QUERY_BY_TIME_MAX_MESSAGES
 """Dead letters one resend moves at most: bounds the work of one command."""
 ADMIN_TAIL_BUFFER_MAX_MESSAGES = 1_024
 """Messages a tail has pulled but not yet handed out; pulls wait when it is full."""
+# bolide bench (issue 10; the warm-up and drain bounds are bench/peers/README.md's contract)
+BENCH_BROKER_START_TIMEOUT_MS = 60_000
+"""Longest wait for the bench's own ``bolide standalone`` to print its ready line: imports
+and store creation take seconds on a loaded 2-core machine."""
+BENCH_BROKER_STOP_TIMEOUT_MS = 15_000
+"""SIGTERM, then this long for the bench's broker to stop cleanly, then SIGKILL."""
+BENCH_WARM_UP_MESSAGES = 5_000
+"""Messages sent and read back, untimed, before the measured phase."""
+BENCH_WARM_UP_MAX_MS = 1_000
+"""Bound of each half (send, read back) of the warm-up."""
+BENCH_E2E_DRAIN_MAX_MS = 5_000
+"""After the last e2e send, how long the consumers may take to receive the rest."""
+BENCH_LATENCY_SAMPLES_MAX_COUNT = 5_000_000
+"""Latency samples one run keeps (40 MB of int64): more than a bounded run makes; later ones
+are counted as dropped and left out of the percentiles."""
+BENCH_PROGRESS_INTERVAL_MS = 200
+"""How often the progress display is redrawn."""
+BENCH_CLOSE_TIMEOUT_MS = 10_000
+"""Bound on shutting one bench producer or consumer down."""
+BENCH_RAW_PULL_SUSPEND_MS = 1_000
+"""Long-poll hold of the raw mode's pulls: short, so that a stopping run is not held up."""
+BENCH_BACKLOG_BATCH_MESSAGES = 32
+"""Messages per send of the untimed consume backlog (batched: loading is not measured)."""
 
 
 # --- spark (bolide.spark: the PySpark data source) --------------------------------------------
