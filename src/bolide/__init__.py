@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bolide import aio as aio
     from bolide.client.admin_sync import AdminClient
     from bolide.client.config import ConsumeFrom
+    from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
@@ -37,6 +38,7 @@ _EXPORTS = {
     "MessageExt": "bolide.client.message",
     "MessageModel": "bolide.protocol.bodies",
     "MessageQueue": "bolide.protocol.bodies",
+    "OrderlyContext": "bolide.client.consumer.consume_orderly",
     "OrderlyResult": "bolide.client.consumer.listener",
     "Producer": "bolide.client.sync",
     "PullConsumer": "bolide.client.consumer.sync_consumers",
@@ -54,6 +56,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "OrderlyContext",
     "OrderlyResult",
     "Producer",
     "PullConsumer",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.consume_orderly import OrderlyContext
 from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
@@ -26,6 +27,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "OrderlyContext",
     "OrderlyResult",
     "Producer",
     "PullConsumer",

@@ -19,7 +19,7 @@ import pytest
 
 from bolide.base import limits
 from bolide.base.clock import ManualClock
-from bolide.base.errors import ConnectionClosedError
+from bolide.base.errors import ConfigError, ConnectionClosedError
 from bolide.broker.locks import RebalanceLockManager
 from bolide.client.consumer.consume_orderly import (
     DLQ_DELAY_LEVEL,
@@ -36,6 +36,7 @@ from bolide.client.consumer.listener import ConsumeResult, OrderlyResult, adapt_
 from bolide.client.consumer.offset_store import ReadOffsetType, RemoteOffsetStore
 from bolide.client.consumer.orderly_locks import QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
+from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.testing.waiting import until
@@ -600,3 +601,25 @@ async def test_broadcasting_takes_no_locks(model: MessageModel) -> None:
     await harness.service.unlock_all()
     assert harness.lock_client.requests == []
     await harness.service.shutdown()
+
+
+# ---- the push consumer's orderly options --------------------------------------------------------
+
+
+def test_push_consumer_orderly_options_are_checked_and_retries_unbounded_by_default() -> None:
+    namesrv = "127.0.0.1:9876"
+    orderly = PushConsumer("G", namesrv, orderly=True)
+    assert orderly.orderly_max_reconsume_times is None, "unlimited, as RocketMQ"
+    assert orderly.max_reconsume_times == limits.MAX_RECONSUME_TIMES_DEFAULT  # concurrent: 16
+    assert (
+        PushConsumer("G", namesrv, orderly=True, max_reconsume_times=3).orderly_max_reconsume_times
+        == 3
+    )
+    assert orderly.running_info().properties["PROP_CONSUMEORDERLY"] == "true"
+    assert orderly.running_info().properties["maxReconsumeTimes"] == "-1"
+    with pytest.raises(ConfigError):
+        PushConsumer("G", namesrv, orderly=True, suspend_time_ms=5)
+    with pytest.raises(ConfigError):
+        PushConsumer("G", namesrv, orderly=True, lock_renew_interval_ms=30_000)
+    with pytest.raises(ConfigError):
+        orderly.orderly_service  # noqa: B018  (only after start)

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bolide.cli import servers
+from bolide.cli import bench, servers
 
 app = typer.Typer(
     name="bolide",
@@ -16,6 +16,7 @@ app = typer.Typer(
 )
 
 servers.register(app)
+app.add_typer(bench.app, name="bench")
 
 
 @app.command()

@@ -396,7 +396,8 @@ async def run_consume(
 async def _wait_owned(receivers: list[Receiver], queues: int) -> None:
     """Until the receivers own every queue of the topic (bounded; setup, not measured)."""
     async with asyncio.timeout(limits.BENCH_BROKER_START_TIMEOUT_MS / 1000):
-        while sum(receiver.owned_queue_count() for receiver in receivers) < queues:
+        # The consumers expose no "assignment changed" event: look every few ms.
+        while sum(receiver.owned_queue_count() for receiver in receivers) < queues:  # noqa: ASYNC110
             await asyncio.sleep(_READY_POLL_S)
 
 
@@ -478,7 +479,9 @@ async def warm_up(
     senders = await _open_senders(clients, topic, settings.producers)
     try:
         counters.phase, counters.done, counters.expected = "warm-up", 0, warm.messages
-        tickets = _counted_tickets(warm.messages, settings.batch_size, time.perf_counter() + bound_s)
+        tickets = _counted_tickets(
+            warm.messages, settings.batch_size, time.perf_counter() + bound_s
+        )
         sent = (await _send_window(senders, warm, tickets, counters, None)).acked
     finally:
         await _close_all(senders)

@@ -1,5 +1,5 @@
 """The async push consumer (``bolide.aio.PushConsumer``; ``bolide.PushConsumer`` is its
-blocking facade), concurrent mode.
+blocking facade), concurrent or orderly.
 
 ::
 
@@ -25,8 +25,15 @@ the broker (:class:`RemoteOffsetStore`). In broadcasting mode every consumer get
 message, keeps its progress in a local file (:class:`LocalFileOffsetStore`, under
 ``offset_base_directory``) and logs and drops failures.
 
-Shutdown: stop pulling, let listener calls in progress finish, persist the offsets,
-unregister from every broker (the others rebalance at once), release the client instance.
+With ``orderly=True`` (seed 004, :mod:`.consume_orderly`) each queue is consumed by one member
+of the group at a time, one batch at a time, in queue order: the rebalance takes a queue only
+once its broker lock is held, the lock is renewed every 20 s, a failure suspends the queue and
+retries in memory (after ``max_reconsume_times``, unlimited by default, it goes to the DLQ),
+and the listener returns an :class:`~bolide.client.consumer.listener.OrderlyResult`.
+
+Shutdown: stop pulling, let listener calls in progress finish, persist the offsets, unlock
+the queues (orderly), unregister from every broker (the others rebalance at once), release
+the client instance.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from bolide.base.errors import BolideError, ConfigError
 from bolide.client.config import ConsumeFrom, build_client_config
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
+from bolide.client.consumer.consume_orderly import OrderlyConsumeService
 from bolide.client.consumer.instance_ports import (
     InstanceOffsetBroker,
     InstancePullClient,
@@ -59,8 +67,9 @@ from bolide.client.consumer.offset_store import (
     RemoteOffsetStore,
     local_offsets_path,
 )
+from bolide.client.consumer.orderly_locks import InstanceLockClient, QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
-from bolide.client.consumer.pull_loop import PullLoop, PullSettings
+from bolide.client.consumer.pull_loop import MessageSink, PullLoop, PullSettings
 from bolide.client.consumer.rebalance import Rebalancer, retry_topic
 from bolide.client.instance import ClientInstance
 from bolide.protocol.bodies import (
@@ -132,10 +141,13 @@ class PushConsumer:
     ``consume_timestamp`` (for TIMESTAMP; ms, datetime, default 30 min ago),
     ``allocate_strategy`` (averagely), ``consume_thread_max`` (20 listener calls at once),
     ``consume_batch_max_size`` (1 message per call), ``pull_batch_size`` (32),
-    ``max_reconsume_times`` (16, then the dead-letter queue), ``consume_timeout_ms`` (15 min),
-    flow control per queue ``pull_threshold_messages`` (1000), ``pull_threshold_bytes``
-    (100 MiB), ``max_span_offsets`` (2000); ``offset_base_directory`` for broadcasting
-    progress (default ``~/.bolide``).
+    ``max_reconsume_times`` (-1: 16 in concurrent mode, unlimited in orderly mode; then the
+    dead-letter queue), ``consume_timeout_ms`` (15 min), flow control per queue
+    ``pull_threshold_messages`` (1000), ``pull_threshold_bytes`` (100 MiB),
+    ``max_span_offsets`` (2000); ``offset_base_directory`` for broadcasting progress (default
+    ``~/.bolide``). Orderly mode: ``orderly`` (False), ``suspend_time_ms`` (1 s before a
+    suspended queue is consumed again), ``lock_renew_interval_ms`` (20 s) and
+    ``client_lock_max_live_ms`` (30 s; keep it under the broker's 60 s).
 
     Raises:
         ConfigError: no group, neither ``namesrv`` nor ``instance``, or an option out of range.
@@ -156,12 +168,16 @@ class PushConsumer:
         consume_thread_max: int = limits.CONSUME_THREAD_MAX_COUNT,
         consume_batch_max_size: int = limits.CONSUME_BATCH_MAX_MESSAGES,
         pull_batch_size: int = limits.PULL_BATCH_SIZE_MESSAGES,
-        max_reconsume_times: int = limits.MAX_RECONSUME_TIMES_DEFAULT,
+        max_reconsume_times: int = -1,
         consume_timeout_ms: int = limits.CONSUME_TIMEOUT_MS,
         pull_threshold_messages: int = limits.PROCESS_QUEUE_MAX_MESSAGES,
         pull_threshold_bytes: int = limits.PROCESS_QUEUE_MAX_BYTES,
         max_span_offsets: int = limits.PROCESS_QUEUE_MAX_SPAN_OFFSETS,
         offset_base_directory: Path | None = None,
+        orderly: bool = False,
+        suspend_time_ms: int = limits.ORDERLY_SUSPEND_DEFAULT_MS,
+        lock_renew_interval_ms: int = limits.CLIENT_LOCK_RENEW_INTERVAL_MS,
+        client_lock_max_live_ms: int = limits.CLIENT_LOCK_MAX_LIVE_MS,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
@@ -173,6 +189,12 @@ class PushConsumer:
             raise ConfigError(f"max_reconsume_times must be -1 or more, not {max_reconsume_times}")
         if min(consume_timeout_ms, pull_threshold_messages, pull_threshold_bytes) <= 0:
             raise ConfigError("timeouts and pull thresholds must be positive")
+        _check_range(
+            "suspend_time_ms", suspend_time_ms, limits.ORDERLY_SUSPEND_MIN_MS,
+            limits.ORDERLY_SUSPEND_MAX_MS,
+        )  # fmt: skip
+        if not 0 < lock_renew_interval_ms < client_lock_max_live_ms:
+            raise ConfigError("lock_renew_interval_ms must be positive and under the lock's life")
         self.group = group
         self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
         self.clock: Clock = instance.clock
@@ -184,9 +206,17 @@ class PushConsumer:
         self.allocate_strategy: AllocateStrategy = allocate_strategy or AllocateAveragely()
         self.consume_thread_max = consume_thread_max
         self.consume_batch_max_size = consume_batch_max_size
+        self.orderly = orderly
         self.max_reconsume_times = (
             limits.MAX_RECONSUME_TIMES_DEFAULT if max_reconsume_times == -1 else max_reconsume_times
         )
+        # Orderly retries stay in memory; RocketMQ bounds them only when asked (-1: never).
+        self.orderly_max_reconsume_times = (
+            None if max_reconsume_times == -1 else max_reconsume_times
+        )
+        self.suspend_time_ms = suspend_time_ms
+        self.lock_renew_interval_ms = lock_renew_interval_ms
+        self.client_lock_max_live_ms = client_lock_max_live_ms
         self.consume_timeout_ms = consume_timeout_ms
         self.pull_settings = PullSettings(
             batch_size=pull_batch_size,
@@ -206,6 +236,7 @@ class PushConsumer:
         self._rebalancer: Rebalancer | None = None
         self._pull_loop: PullLoop | None = None
         self._consume: ConcurrentConsumeService | None = None
+        self._orderly: OrderlyConsumeService | None = None
         self._send_back: InstanceSendBack | None = None
         self._background: set[asyncio.Task[None]] = set()
 
@@ -239,7 +270,9 @@ class PushConsumer:
 
     def register_listener(self, listener: Callable[..., Any]) -> None:
         """Set the listener: ``f(messages)`` or ``f(messages, context)``, plain or ``async``,
-        returning a :class:`~bolide.client.consumer.listener.ConsumeResult`.
+        returning a :class:`~bolide.client.consumer.listener.ConsumeResult` (orderly: an
+        :class:`~bolide.client.consumer.listener.OrderlyResult`, the context an
+        :class:`~bolide.client.consumer.consume_orderly.OrderlyContext`).
 
         Raises:
             ConfigError: already started, or ``listener`` has the wrong shape.
@@ -280,6 +313,13 @@ class PushConsumer:
         return self._rebalancer
 
     @property
+    def orderly_service(self) -> OrderlyConsumeService:
+        """The orderly consumption service (only after start, with ``orderly=True``)."""
+        if self._orderly is None:
+            raise ConfigError(f"consumer {self.group!r} is not an orderly consumer, or not started")
+        return self._orderly
+
+    @property
     def consume_service(self) -> ConcurrentConsumeService:
         """The consumption service (only after start)."""
         if self._consume is None:
@@ -312,7 +352,10 @@ class PushConsumer:
         except ConfigError:
             await self.instance.release()
             raise
-        self.consume_service.start()
+        if self._orderly is not None:
+            self._orderly.start()
+        else:
+            self.consume_service.start()
         self._running = True
         self._started_ms = self.clock.now_ms()
         for topic in self.subscribed_topics():
@@ -340,6 +383,9 @@ class PushConsumer:
             path = local_offsets_path(self.offset_base_directory, instance.client_id, self.group)
             self._offset_store = LocalFileOffsetStore(path)
             subscriptions = dict(self._subscriptions)
+        self._send_back = InstanceSendBack(instance, self.group)
+        if self.orderly:
+            self._orderly = self._build_orderly(listener, self._offset_store, self._send_back)
         self._rebalancer = Rebalancer(
             self.group,
             client=InstanceRebalanceClient(instance),
@@ -351,9 +397,14 @@ class PushConsumer:
             consume_timestamp_ms=self.consume_timestamp_ms,
             clock=self.clock,
             owner=self,
+            gate=self._orderly,
         )
         self._rebalancer.subscriptions.update(subscriptions)
-        self._send_back = InstanceSendBack(instance, self.group)
+        if self._orderly is not None:
+            self._pull_loop = self._build_pull_loop(
+                self._orderly.submit, hold=self._orderly.pull_hold_ms
+            )
+            return
         self._consume = ConcurrentConsumeService(
             self.group,
             listener,
@@ -367,15 +418,49 @@ class PushConsumer:
             max_reconsume_times=self.max_reconsume_times,
             consume_timeout_ms=self.consume_timeout_ms,
         )
-        self._pull_loop = PullLoop(
+        self._pull_loop = self._build_pull_loop(self._consume.submit)
+
+    def _build_pull_loop(
+        self, sink: MessageSink, *, hold: Callable[[MessageQueue], int] = lambda queue: 0
+    ) -> PullLoop:
+        return PullLoop(
             self.group,
-            client=InstancePullClient(instance),
-            offset_store=self._offset_store,
-            subscription=self._rebalancer.subscriptions.get,
-            sink=self._consume.submit,
+            client=InstancePullClient(self.instance),
+            offset_store=self.offset_store,
+            subscription=self.rebalancer.subscriptions.get,
+            sink=sink,
             fix_offset=self._fix_illegal_offset,
             clock=self.clock,
             settings=self.pull_settings,
+            hold=hold,
+        )
+
+    def _build_orderly(
+        self, listener: AdaptedListener, offset_store: OffsetStore, send_back: InstanceSendBack
+    ) -> OrderlyConsumeService:
+        clustering = self.message_model is MessageModel.CLUSTERING
+        locker = QueueLocker(
+            self.group,
+            InstanceLockClient(self.instance),
+            self.clock,
+            process_queues=lambda: self.rebalancer.process_queues,
+        )
+        return OrderlyConsumeService(
+            self.group,
+            listener,
+            message_model=self.message_model,
+            offset_store=offset_store,
+            send_back=send_back,
+            locker=locker if clustering else None,
+            clock=self.clock,
+            owned_queues=lambda: self.rebalancer.process_queues,
+            request_rebalance=self.instance.rebalance_now,
+            batch_max_size=self.consume_batch_max_size,
+            thread_max=self.consume_thread_max,
+            max_reconsume_times=self.orderly_max_reconsume_times,
+            suspend_time_ms=self.suspend_time_ms,
+            client_lock_max_live_ms=self.client_lock_max_live_ms,
+            lock_renew_interval_ms=self.lock_renew_interval_ms,
         )
 
     async def shutdown(self) -> None:
@@ -385,7 +470,7 @@ class PushConsumer:
             return
         self._running = False
         self._shut_down = True
-        rebalancer, pull_loop, consume = self.rebalancer, self._pull_loop, self.consume_service
+        rebalancer, pull_loop = self.rebalancer, self._pull_loop
         background = list(self._background)
         for task in background:
             task.cancel()
@@ -393,8 +478,13 @@ class PushConsumer:
         await rebalancer.close()
         if pull_loop is not None:
             await pull_loop.shutdown()
-        await consume.shutdown()
+        if self._consume is not None:
+            await self._consume.shutdown()
+        if self._orderly is not None:
+            await self._orderly.shutdown()
         await self._persist_owned()
+        if self._orderly is not None:  # after the offsets: the next owner starts from them
+            await self._orderly.unlock_all()
         await self.instance.unregister_consumer(self.group)
         await rebalancer.drop_all()
         if self._send_back is not None:
@@ -514,12 +604,19 @@ class PushConsumer:
                 queue: process_queue.info(offsets.get(queue, -1))
                 for queue, process_queue in rebalancer.process_queues.items()
             }
-        stats = self._consume.stats if self._consume is not None else None
+            if self._orderly is not None:  # each queue's retry count and blocked time
+                for queue, process_queue in rebalancer.process_queues.items():
+                    mq_table[queue].update(self._orderly.queue_info(process_queue))
+        failed = 0
+        if self._consume is not None:
+            failed = self._consume.stats.consumed_failed
+        elif self._orderly is not None:
+            failed = self._orderly.stats.suspended
         status_table = {
             topic: {
                 "consumeOKTPS": 0.0,
                 "consumeFailedTPS": 0.0,
-                "consumeFailedMsgs": stats.consumed_failed if stats else 0,
+                "consumeFailedMsgs": failed,
                 "consumeRT": 0.0,
                 "pullRT": 0.0,
                 "pullTPS": 0.0,
@@ -528,7 +625,7 @@ class PushConsumer:
         }
         properties = {
             "PROP_CONSUME_TYPE": ConsumeType.CONSUME_PASSIVELY.name,
-            "PROP_CONSUMEORDERLY": "false",
+            "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
             "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_max),
             "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms),
             "messageModel": self.message_model.name,
@@ -536,7 +633,7 @@ class PushConsumer:
             "allocateMessageQueueStrategy": self.allocate_strategy.name,
             "consumeMessageBatchMaxSize": str(self.consume_batch_max_size),
             "pullBatchSize": str(self.pull_settings.batch_size),
-            "maxReconsumeTimes": str(self.max_reconsume_times),
+            "maxReconsumeTimes": str(self._max_reconsume_times_shown()),
         }
         subscriptions = rebalancer.subscriptions if rebalancer else self._subscriptions
         return ConsumerRunningInfo(
@@ -545,6 +642,12 @@ class PushConsumer:
             mq_table=mq_table,
             status_table=status_table,
         )
+
+    def _max_reconsume_times_shown(self) -> int:
+        if not self.orderly:
+            return self.max_reconsume_times
+        limit = self.orderly_max_reconsume_times
+        return -1 if limit is None else limit
 
     # ---- QueueOwner ----------------------------------------------------------------------------
 
@@ -569,4 +672,6 @@ class PushConsumer:
 
     def consumed_messages(self) -> int:
         """Messages the listener consumed successfully so far."""
+        if self._orderly is not None:
+            return self._orderly.stats.consumed_ok
         return 0 if self._consume is None else self._consume.stats.consumed_ok

@@ -20,6 +20,12 @@ NOTIFY_CONSUMER_IDS_CHANGED. For each subscribed topic (``rebalanceByTopic``):
 
 Finally queues of topics no longer subscribed are dropped (``truncateMessageQueueNotMyTopic``).
 
+An orderly consumer gives the rebalance a :class:`QueueGate` (seed 004): a new queue is taken
+only once its broker lock is held (a refused queue waits for a later rebalance), and a queue
+given up is first quiesced — the batch being consumed ends — then its offset is persisted and
+its lock released. A queue that cannot be quiesced in time stays in the table, dropped, and
+each later rebalance tries again (re-creating it when it is ours again).
+
 Start offsets (seed 000, ``computePullFromWhereWithException``), decided by the pure
 :func:`decide_start_offset`: a committed offset (>= 0) always wins. Without one (-1):
 LAST_OFFSET starts at the queue's max offset (retry topics at 0), FIRST_OFFSET at 0,
@@ -46,6 +52,7 @@ from bolide.protocol.bodies import ConsumeType, MessageModel, MessageQueue, Subs
 
 __all__ = [
     "RETRY_GROUP_TOPIC_PREFIX",
+    "QueueGate",
     "QueueOwner",
     "RebalanceClient",
     "Rebalancer",
@@ -207,10 +214,28 @@ class QueueOwner(Protocol):
         ...
 
 
+class QueueGate(Protocol):
+    """Orderly consumption's say in taking and giving up queues (module docstring)."""
+
+    async def admit(self, queue: MessageQueue, process_queue: ProcessQueue) -> bool:
+        """Before ``queue`` is taken with the new ``process_queue``: lock it; whether it may."""
+        ...
+
+    async def quiesce(self, queue: MessageQueue, process_queue: ProcessQueue) -> bool:
+        """``process_queue`` (dropped) is being given up: wait, bounded, until no listener
+        call runs for it; False when it is still busy."""
+        ...
+
+    async def release(self, queue: MessageQueue, process_queue: ProcessQueue) -> None:
+        """``queue`` was given up (offset persisted), or taken in vain: unlock it."""
+        ...
+
+
 class Rebalancer:
     """One consumer group's rebalance state: subscriptions and the process-queue table.
 
-    ``consume_timestamp_ms`` is the wall-clock time CONSUME_FROM TIMESTAMP starts at.
+    ``consume_timestamp_ms`` is the wall-clock time CONSUME_FROM TIMESTAMP starts at;
+    ``gate`` is an orderly consumer's :class:`QueueGate` (None: concurrent consumption).
     Calls are serialised by an internal lock, so the periodic service, notifications and
     resets never interleave.
     """
@@ -228,6 +253,7 @@ class Rebalancer:
         consume_timestamp_ms: int,
         clock: Clock,
         owner: QueueOwner,
+        gate: QueueGate | None = None,
     ) -> None:
         self.group = group
         self.subscriptions: dict[str, SubscriptionData] = {}
@@ -241,6 +267,9 @@ class Rebalancer:
         self._offset_store = offset_store
         self._clock = clock
         self._owner = owner
+        self._gate = gate
+        self._deferred: set[MessageQueue] = set()
+        """Queues dropped but not given up yet (the gate could not quiesce them)."""
         self._lock = asyncio.Lock()
         self._closed = False
         self.rebalance_count = 0
@@ -293,44 +322,64 @@ class Rebalancer:
         plan = plan_topic(
             topic, assigned, self.process_queues, self._clock.now_ms(), self.consume_type
         )
-        for queue in plan.remove + plan.expired:
+        # Deferred queues that are ours again are re-created, like expired ones.
+        stuck = tuple(sorted(q for q in self._deferred if q.topic == topic and q in assigned))
+        for queue in plan.remove + plan.expired + stuck:
             if queue in plan.expired:
                 _log.warning("%s: %s not pulled for too long, restarting it", self.group, queue)
             await self._drop(queue)
         added = False
-        for queue in plan.add:
-            added |= await self._add(queue)
+        for queue in plan.add + stuck:
+            if queue not in self.process_queues:  # not still held by a deferred drop
+                added |= await self._add(queue)
         return bool(plan.remove or plan.expired) or added
 
     async def _add(self, queue: MessageQueue) -> bool:
+        process_queue = ProcessQueue(self._clock.now_ms())
+        if self._gate is not None and not await self._gate.admit(queue, process_queue):
+            _log.info("%s: %s is locked by another member; not taken now", self.group, queue)
+            return False
         try:
             next_offset = await self.compute_pull_from_where(queue)
         except BolideError as error:
             _log.info("%s: cannot compute the start offset of %s: %s", self.group, queue, error)
-            return False
+            next_offset = -1
+        else:
+            if next_offset < 0:
+                _log.warning("%s: no valid start offset for %s yet", self.group, queue)
         if next_offset < 0:
-            _log.warning("%s: no valid start offset for %s yet", self.group, queue)
+            if self._gate is not None:
+                await self._gate.release(queue, process_queue)
             return False
-        process_queue = ProcessQueue(self._clock.now_ms())
         self.process_queues[queue] = process_queue
         _log.info("%s: takes %s from offset %d", self.group, queue, next_offset)
         self._owner.on_queue_added(queue, process_queue, next_offset)
         return True
 
     async def _drop(self, queue: MessageQueue) -> None:
-        """Seed 001: mark dropped, persist and remove the offset, leave the table."""
-        process_queue = self.process_queues.pop(queue, None)
+        """Seed 001: mark dropped, persist and remove the offset, leave the table. With a
+        gate, the queue is quiesced first (else kept, dropped, for a later try) and unlocked
+        after."""
+        process_queue = self.process_queues.get(queue)
         if process_queue is None:
             return
         process_queue.dropped = True
+        if self._gate is not None and not await self._gate.quiesce(queue, process_queue):
+            self._deferred.add(queue)
+            return
+        self._deferred.discard(queue)
+        del self.process_queues[queue]
         await self._offset_store.persist(queue)
         self._offset_store.remove_offset(queue)
         self._owner.on_queue_removed(queue, process_queue)
+        if self._gate is not None:
+            await self._gate.release(queue, process_queue)
         _log.info("%s: drops %s", self.group, queue)
 
     def _truncate_queues_not_subscribed(self) -> bool:
         stale = [queue for queue in self.process_queues if queue.topic not in self.subscriptions]
         for queue in stale:
+            self._deferred.discard(queue)
             process_queue = self.process_queues.pop(queue)
             process_queue.dropped = True
             self._owner.on_queue_removed(queue, process_queue)
@@ -372,6 +421,7 @@ class Rebalancer:
     async def drop_all(self) -> None:
         """Mark every process queue dropped and forget them (shutdown, reset)."""
         async with self._lock:
+            self._deferred.clear()
             for queue, process_queue in list(self.process_queues.items()):
                 process_queue.dropped = True
                 del self.process_queues[queue]
