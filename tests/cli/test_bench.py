@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import selectors
+import signal
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -128,6 +131,60 @@ def test_an_unreachable_cluster_fails_with_a_clear_message(tmp_path: Path) -> No
 
     assert finished.returncode == 4, finished.stderr
     assert "cannot reach" in finished.stderr
+
+
+class LineReader:
+    """Lines of a pipe, read with a bounded wait (no buffering hides a line from select)."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._fd = pipe.fileno()
+        self._pending = b""
+
+    def until(self, pattern: str) -> re.Match[str]:
+        """Read lines until one matches ``pattern``; fails after PROCESS_GUARD_S of silence."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._fd, selectors.EVENT_READ)
+            while True:
+                while b"\n" in self._pending:
+                    line, self._pending = self._pending.split(b"\n", 1)
+                    match = re.search(pattern, line.decode())
+                    if match is not None:
+                        return match
+                assert selector.select(PROCESS_GUARD_S), f"no line matching {pattern!r}"
+                chunk = os.read(self._fd, 65536)
+                assert chunk, f"the pipe closed before a line matching {pattern!r}"
+                self._pending += chunk
+
+
+def test_sigterm_stops_the_run_and_its_broker(tmp_path: Path) -> None:
+    """compare.sh bounds each run with timeout(1): SIGTERM must stop the broker too."""
+    ignored = ("BOLIDE_NAMESRV", "BOLIDE_BENCH_MODE")
+    environment = {key: value for key, value in os.environ.items() if key not in ignored}
+    process = subprocess.Popen(
+        [BOLIDE, "bench", "produce", *TINY, "--messages", "0", "--max-seconds", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+        cwd=tmp_path,
+    )
+    assert process.stderr is not None
+    stderr_lines = LineReader(process.stderr)
+    try:
+        broker_pid = int(stderr_lines.until(r"broker pid (\d+)").group(1))
+        stderr_lines.until(r"produce on topic")
+        process.send_signal(signal.SIGTERM)
+        stdout_bytes, stderr_bytes = process.communicate(timeout=PROCESS_GUARD_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+    stdout, stderr = stdout_bytes.decode(), stderr_bytes.decode()
+    assert process.returncode == 143, stderr
+    assert "stopped by SIGTERM" in stderr
+    assert not [line for line in stdout.splitlines() if line.startswith("{")]
+    with pytest.raises(ProcessLookupError):  # stopped and reaped by the bench
+        os.kill(broker_pid, 0)
 
 
 def test_latency_percentiles_are_nearest_rank() -> None:

@@ -96,7 +96,11 @@ async def _queue_targets(admin: AdminClient, topic: str, queues: int) -> list[Qu
 
 
 async def _workload(
-    run_spec: BenchRun, namesrv: str, broker_pid: int | None, counters: Counters
+    run_spec: BenchRun,
+    namesrv: str,
+    broker_pid: int | None,
+    counters: Counters,
+    note: Callable[[str], None] | None,
 ) -> Outcome:
     settings = run_spec.settings
     suffix = secrets.token_hex(4)
@@ -109,6 +113,8 @@ async def _workload(
             clients = RawClients(await _queue_targets(admin, topic, settings.queues), settings)
         else:
             clients = ClientModeClients(namesrv, settings)
+    if note is not None:
+        note(f"bolide bench: {settings.workload} on topic {topic} ({settings.mode} mode)")
     if settings.warm_up:
         await warm_up(clients, warm_topic, f"bench-warm-up-{suffix}", settings, counters)
     group = f"bench-consumers-{suffix}"
@@ -119,8 +125,14 @@ async def _workload(
     return await run_e2e(clients, topic, group, settings, counters, broker_pid)
 
 
-async def run_bench(run_spec: BenchRun, counters: Counters | None = None) -> BenchResult:
-    """Run one workload (module docstring) and return its result.
+async def run_bench(
+    run_spec: BenchRun,
+    counters: Counters | None = None,
+    note: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Run one workload (module docstring) and return its result. ``counters`` follow the
+    progress; ``note`` gets a line for people at each step (the broker's pid first, for
+    ``py-spy --pid``).
 
     Raises:
         ConfigError: the bench's broker did not start.
@@ -136,7 +148,9 @@ async def run_bench(run_spec: BenchRun, counters: Counters | None = None) -> Ben
             broker = BrokerProcess(settings.flush)
             await broker.start()
             namesrv, broker_pid = broker.namesrv, broker.pid
-        outcome = await _workload(run_spec, namesrv, broker_pid, counters)
+            if note is not None:
+                note(f"bolide bench: broker pid {broker_pid}, namesrv {namesrv}")
+        outcome = await _workload(run_spec, namesrv, broker_pid, counters, note)
     finally:
         if broker is not None:
             counters.phase = "stopping broker"
@@ -237,7 +251,7 @@ def _execute(run_spec: BenchRun, output: Output) -> None:
 
     async def main() -> BenchResult:
         counters = Counters()
-        task = asyncio.get_running_loop().create_task(run_bench(run_spec, counters))
+        task = asyncio.get_running_loop().create_task(run_bench(run_spec, counters, output.note))
         display = None
         if output.errors.is_terminal:
             display = asyncio.get_running_loop().create_task(
