@@ -13,6 +13,14 @@ Figures (1 KiB records, i.e. a 1 KiB stored record with typical producer propert
 
     .venv/bin/python bench/store.py [--volume-mib 1024] [--concurrent-messages 50000]
                                     [--writers 16] [--dir DIR] [--json]
+                                    [--workloads async,batch,read,recovery,sync]
+
+Each store figure also gives the process CPU time per message (all threads): on a shared
+machine wall-clock rates move with the load, CPU per message much less. To see where the time
+goes, run one workload under a sampling profiler, e.g.
+
+    .venv/bin/py-spy record -f raw -o async.txt -- .venv/bin/python bench/store.py \
+        --volume-mib 256 --workloads async
 """
 
 from __future__ import annotations
@@ -68,6 +76,24 @@ def _timed(run: Callable[[], Any]) -> float:
     started = time.perf_counter()
     run()
     return time.perf_counter() - started
+
+
+class _Clocks:
+    """Wall-clock and process CPU seconds of one timed section."""
+
+    def __init__(self) -> None:
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+        self._wall_started = 0.0
+        self._cpu_started = 0.0
+
+    def start(self) -> None:
+        self._wall_started = time.perf_counter()
+        self._cpu_started = time.process_time()
+
+    def stop(self) -> None:
+        self.wall_s = time.perf_counter() - self._wall_started
+        self.cpu_s = time.process_time() - self._cpu_started
 
 
 # --- raw disk ---------------------------------------------------------------------------------
@@ -142,21 +168,22 @@ async def _open(root: Path, flush: FlushDiskType) -> FileMessageStore:
     return store
 
 
-async def append_single(root: Path, count: int) -> float:
+async def append_single(root: Path, count: int) -> _Clocks:
     store = await _open(root, FlushDiskType.ASYNC_FLUSH)
     body = _body()
     requests = [_request(number, body) for number in range(count)]
-    started = time.perf_counter()
+    clocks = _Clocks()
+    clocks.start()
     for put in requests:
         result = await store.put_message(put)
         if not result.ok:
             raise RuntimeError(result.remark)
-    seconds = time.perf_counter() - started
+    clocks.stop()
     await store.shutdown()
-    return seconds
+    return clocks
 
 
-async def append_batches(root: Path, count: int) -> float:
+async def append_batches(root: Path, count: int) -> _Clocks:
     store = await _open(root, FlushDiskType.ASYNC_FLUSH)
     body = _body()
     batches = []
@@ -165,14 +192,15 @@ async def append_batches(root: Path, count: int) -> float:
         batches.append(
             BatchPutRequest(TOPIC, (first // BATCH) % QUEUES, entries, born_host=BORN_HOST)
         )
-    started = time.perf_counter()
+    clocks = _Clocks()
+    clocks.start()
     for batch in batches:
         result = await store.put_messages(batch)
         if not result.ok:
             raise RuntimeError(result.remark)
-    seconds = time.perf_counter() - started
+    clocks.stop()
     await store.shutdown()
-    return seconds
+    return clocks
 
 
 async def read_all(root: Path) -> tuple[float, int, int]:
@@ -206,7 +234,7 @@ async def recover_without_checkpoint(root: Path) -> tuple[float, int]:
     return seconds, report.records_scanned
 
 
-async def append_concurrent(root: Path, flush: FlushDiskType, count: int, writers: int) -> float:
+async def append_concurrent(root: Path, flush: FlushDiskType, count: int, writers: int) -> _Clocks:
     store = await _open(root, flush)
     body = _body()
 
@@ -216,11 +244,12 @@ async def append_concurrent(root: Path, flush: FlushDiskType, count: int, writer
             if not result.ok:
                 raise RuntimeError(result.remark)
 
-    started = time.perf_counter()
+    clocks = _Clocks()
+    clocks.start()
     await asyncio.gather(*(writer(first) for first in range(writers)))
-    seconds = time.perf_counter() - started
+    clocks.stop()
     await store.shutdown()
-    return seconds
+    return clocks
 
 
 # --- driver -------------------------------------------------------------------------------------
@@ -230,90 +259,122 @@ def _rate(count: float, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("inf")
 
 
+def _add_put_figures(
+    figures: dict[str, float], name: str, count: int, volume_mib: float, clocks: _Clocks
+) -> None:
+    figures[f"{name}_msgs_s"] = _rate(count, clocks.wall_s)
+    figures[f"{name}_mib_s"] = _rate(volume_mib, clocks.wall_s)
+    figures[f"{name}_cpu_us_per_msg"] = clocks.cpu_s / count * 1e6
+
+
 def run(arguments: argparse.Namespace) -> dict[str, float]:
     base = Path(tempfile.mkdtemp(prefix="bolide-bench-store-", dir=arguments.dir))
     volume = arguments.volume_mib * MIB
     count = volume // RECORD_BYTES
-    figures: dict[str, float] = {}
+    workloads = set(arguments.workloads.split(","))
+    figures: dict[str, float] = {"load_average_start": os.getloadavg()[0]}
     try:
         figures["raw_write_1mib_mib_s"] = _rate(volume / MIB, raw_write(base, volume, MIB))
         figures["raw_write_1kib_mib_s"] = _rate(volume / MIB, raw_write(base, volume, RECORD_BYTES))
         figures["raw_fdatasync_per_s"] = raw_fdatasync_per_second(base, arguments.fsyncs)
         single = base / "single"
-        seconds = asyncio.run(append_single(single, count))
-        figures["async_put_msgs_s"] = _rate(count, seconds)
-        figures["async_put_mib_s"] = _rate(volume / MIB, seconds)
-        batched = base / "batched"
-        seconds = asyncio.run(append_batches(batched, count))
-        figures["async_batch_msgs_s"] = _rate(count, seconds)
-        figures["async_batch_mib_s"] = _rate(volume / MIB, seconds)
-        shutil.rmtree(batched)
-        seconds, messages, read_bytes = asyncio.run(read_all(single))
-        figures["read_msgs_s"] = _rate(messages, seconds)
-        figures["read_mib_s"] = _rate(read_bytes / MIB, seconds)
-        figures["raw_read_mib_s"] = _rate(
-            volume / MIB, raw_read_seconds(single / "commitlog", volume)
-        )
-        seconds, scanned = asyncio.run(recover_without_checkpoint(single))
-        figures["recovery_s"] = seconds
-        figures["recovery_records"] = scanned
-        shutil.rmtree(single)
-        concurrent = arguments.concurrent_messages
-        seconds = asyncio.run(
-            append_concurrent(
-                base / "sync", FlushDiskType.SYNC_FLUSH, concurrent, arguments.writers
+        if workloads & {"async", "read", "recovery"}:
+            clocks = asyncio.run(append_single(single, count))
+            _add_put_figures(figures, "async_put", count, volume / MIB, clocks)
+        if "batch" in workloads:
+            batched = base / "batched"
+            clocks = asyncio.run(append_batches(batched, count))
+            _add_put_figures(figures, "async_batch", count, volume / MIB, clocks)
+            shutil.rmtree(batched)
+        if "read" in workloads:
+            seconds, messages, read_bytes = asyncio.run(read_all(single))
+            figures["read_msgs_s"] = _rate(messages, seconds)
+            figures["read_mib_s"] = _rate(read_bytes / MIB, seconds)
+            figures["raw_read_mib_s"] = _rate(
+                volume / MIB, raw_read_seconds(single / "commitlog", volume)
             )
-        )
-        figures["sync_put_msgs_s"] = _rate(concurrent, seconds)
-        seconds = asyncio.run(
-            append_concurrent(
-                base / "async", FlushDiskType.ASYNC_FLUSH, concurrent, arguments.writers
-            )
-        )
-        figures["async_concurrent_put_msgs_s"] = _rate(concurrent, seconds)
+        if "recovery" in workloads:
+            seconds, scanned = asyncio.run(recover_without_checkpoint(single))
+            figures["recovery_s"] = seconds
+            figures["recovery_records"] = scanned
+        shutil.rmtree(single, ignore_errors=True)
+        if "sync" in workloads:
+            concurrent = arguments.concurrent_messages
+            for name, flush in (
+                ("sync_put", FlushDiskType.SYNC_FLUSH),
+                ("async_concurrent_put", FlushDiskType.ASYNC_FLUSH),
+            ):
+                clocks = asyncio.run(
+                    append_concurrent(base / name, flush, concurrent, arguments.writers)
+                )
+                _add_put_figures(figures, name, concurrent, concurrent / 1024, clocks)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    figures["load_average_end"] = os.getloadavg()[0]
     return figures
+
+
+def _put_row(figures: dict[str, float], label: str, name: str, note: str) -> tuple[str, ...]:
+    return (
+        label,
+        f"{figures[f'{name}_msgs_s']:,.0f} msgs/s {figures[f'{name}_mib_s']:,.0f} MiB/s",
+        f"{figures[f'{name}_cpu_us_per_msg']:.1f} us cpu/msg",
+        note,
+    )
 
 
 def report(figures: dict[str, float], arguments: argparse.Namespace) -> str:
     raw_mib = figures["raw_write_1mib_mib_s"]
-    rows = [
-        ("raw write() 1 MiB blocks", f"{raw_mib:,.0f} MiB/s", ""),
-        ("raw write() 1 KiB blocks", f"{figures['raw_write_1kib_mib_s']:,.0f} MiB/s", ""),
-        ("raw 1 KiB write + fdatasync", f"{figures['raw_fdatasync_per_s']:,.0f} /s", ""),
-        (
-            "ASYNC put, 1 per call",
-            f"{figures['async_put_msgs_s']:,.0f} msgs/s {figures['async_put_mib_s']:,.0f} MiB/s",
-            f"{figures['async_put_mib_s'] / raw_mib:.0%} of raw 1 MiB write",
-        ),
-        (
-            f"ASYNC put, batches of {BATCH}",
-            f"{figures['async_batch_msgs_s']:,.0f} msgs/s "
-            f"{figures['async_batch_mib_s']:,.0f} MiB/s",
-            f"{figures['async_batch_mib_s'] / raw_mib:.0%} of raw 1 MiB write",
-        ),
-        (
-            "read (get_message, 32/call)",
-            f"{figures['read_msgs_s']:,.0f} msgs/s {figures['read_mib_s']:,.0f} MiB/s",
-            f"raw sequential read {figures['raw_read_mib_s']:,.0f} MiB/s",
-        ),
-        (
-            f"recovery of {arguments.volume_mib} MiB, no checkpoint",
-            f"{figures['recovery_s']:.1f} s ({figures['recovery_records']:,.0f} records)",
-            "",
-        ),
-        (
-            f"SYNC put, {arguments.writers} writers",
-            f"{figures['sync_put_msgs_s']:,.0f} msgs/s",
-            f"{figures['sync_put_msgs_s'] / figures['async_concurrent_put_msgs_s']:.0%} of ASYNC"
-            f" with {arguments.writers} writers ({figures['async_concurrent_put_msgs_s']:,.0f})",
-        ),
+    raw_small_mib = figures["raw_write_1kib_mib_s"]
+    rows: list[tuple[str, ...]] = [
+        ("raw write() 1 MiB blocks", f"{raw_mib:,.0f} MiB/s", "", ""),
+        ("raw write() 1 KiB blocks", f"{raw_small_mib:,.0f} MiB/s", "", ""),
+        ("raw 1 KiB write + fdatasync", f"{figures['raw_fdatasync_per_s']:,.0f} /s", "", ""),
     ]
-    width = max(len(row[0]) for row in rows) + 2
-    value_width = max(len(row[1]) for row in rows) + 2
-    lines = [f"{name:<{width}}{value:<{value_width}}{note}".rstrip() for name, value, note in rows]
-    return "\n".join(lines)
+    for label, name in (
+        ("ASYNC put, 1 per call", "async_put"),
+        (f"ASYNC put, batches of {BATCH}", "async_batch"),
+    ):
+        if f"{name}_msgs_s" in figures:
+            mib = figures[f"{name}_mib_s"]
+            note = f"{mib / raw_mib:.0%} of raw 1 MiB write, {mib / raw_small_mib:.0%} of 1 KiB"
+            rows.append(_put_row(figures, label, name, note))
+    if "read_msgs_s" in figures:
+        rows.append(
+            (
+                "read (get_message, 32/call)",
+                f"{figures['read_msgs_s']:,.0f} msgs/s {figures['read_mib_s']:,.0f} MiB/s",
+                "",
+                f"raw sequential read {figures['raw_read_mib_s']:,.0f} MiB/s",
+            )
+        )
+    if "recovery_s" in figures:
+        rows.append(
+            (
+                f"recovery of {arguments.volume_mib} MiB, no checkpoint",
+                f"{figures['recovery_s']:.1f} s ({figures['recovery_records']:,.0f} records)",
+                "",
+                "",
+            )
+        )
+    if "sync_put_msgs_s" in figures:
+        writers = arguments.writers
+        asynchronous = figures["async_concurrent_put_msgs_s"]
+        rows.append(
+            _put_row(
+                figures,
+                f"SYNC put, {writers} writers",
+                "sync_put",
+                f"{figures['sync_put_msgs_s'] / asynchronous:.0%} of ASYNC with {writers} writers",
+            )
+        )
+        rows.append(_put_row(figures, f"ASYNC put, {writers} writers", "async_concurrent_put", ""))
+    widths = [max(len(row[column]) for row in rows) + 2 for column in range(3)]
+    lines = [
+        "".join(f"{cell:<{width}}" for cell, width in zip(row[:3], widths, strict=True)) + row[3]
+        for row in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def main() -> None:
@@ -324,6 +385,11 @@ def main() -> None:
     parser.add_argument("--fsyncs", type=int, default=2_000, help="raw fdatasync samples")
     parser.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--workloads",
+        default="async,batch,read,recovery,sync",
+        help="comma-separated subset of async,batch,read,recovery,sync",
+    )
     arguments = parser.parse_args()
     try:
         import uvloop  # the broker's loop
@@ -336,7 +402,10 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         return
     print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
-    print(f"python {platform.python_version()}, {os.cpu_count()} cpus, load {os.getloadavg()}")
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} cpus, load average "
+        f"{figures['load_average_start']:.1f} at start, {figures['load_average_end']:.1f} at end"
+    )
     print(report(figures, arguments))
 
 

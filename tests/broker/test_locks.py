@@ -101,6 +101,17 @@ def test_unlock_by_the_owner_frees_the_queue_at_once() -> None:
     assert locks.locked_queues(GROUP) == {Q0: B}
 
 
+def test_unlock_client_releases_only_that_clients_locks_in_that_group() -> None:
+    locks, _ = manager()
+    assert locks.try_lock_batch(GROUP, [Q0, Q1], A) == {Q0, Q1}
+    assert locks.try_lock(GROUP, Q2, B)
+    assert locks.try_lock("other-group", Q0, A)
+    assert locks.unlock_client(GROUP, A) == {Q0, Q1}
+    assert locks.locked_queues(GROUP) == {Q2: B}
+    assert locks.locked_queues("other-group") == {Q0: A}
+    assert locks.unlock_client("no-group", A) == frozenset()
+
+
 def test_groups_lock_independently() -> None:
     locks, _ = manager()
     assert locks.try_lock("g1", Q0, A)

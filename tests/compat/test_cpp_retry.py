@@ -1,7 +1,7 @@
 """The real C++ client (rocketmq==0.4.4) with delayed messages, timer messages and retries.
 
 Delay levels are short ("1s 2s 1s": level 2 waits 2 s, and level 3 — where a first send-back
-starts — 1 s, so sixteen retries take seconds, not hours). Timing is checked on the broker's
+starts — 1 s, so retries take seconds, not minutes). Timing is checked on the broker's
 own records (delivery time in SCHEDULE_TOPIC_XXXX's consume queue, store time of the delivered
 record), never with a stopwatch; waits are on received messages, bounded.
 """
@@ -19,8 +19,11 @@ import pytest
 
 from bolide.broker.broker import Broker
 from bolide.broker.schedule import SCHEDULE_TOPIC
-from bolide.protocol.bodies import TopicConfig
+from bolide.protocol.bodies import SubscriptionGroupConfig, TopicConfig
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import PropertyKey
+from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import (
     destroy_push_consumer,
@@ -176,27 +179,39 @@ async def test_a_failing_consumer_gets_retries_then_the_message_is_dead(
     cluster: Cluster, producer: Any, listener: Listener
 ) -> None:
     """The wrapper re-raises the listener's exception inside the ctypes callback (printed as
-    an unraisable exception), which the C++ client takes as RECONSUME_LATER and sends back."""
+    an unraisable exception), which the C++ client takes as RECONSUME_LATER and sends back.
+    The group's retryMaxTimes is set to 3 with UPDATE_AND_CREATE_SUBSCRIPTIONGROUP so the test
+    takes seconds (the default 16 is walked through in tests/broker/test_retry.py)."""
     broker = _broker(cluster)
+    pool = ClientPool()
+    try:
+        update = RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            body=SubscriptionGroupConfig("CG_CPP_RETRY", retry_max_times=3).to_json(),
+        )
+        response = await pool.invoke(broker.address, update, 10_000)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+    finally:
+        await pool.close()
     consumer = await _consume(cluster, "CG_CPP_RETRY", "CppRetried", listener)
     try:
         result = await asyncio.to_thread(
             producer.send_sync, make_message("CppRetried", "fail forever", tags="R")
         )
         assert result.status.name == "OK"
-        # The first delivery and 16 retries (the group's default retryMaxTimes), then the DLQ.
-        seen = await listener.wait_for(17)
+        # The first delivery and 3 retries, then the DLQ.
+        seen = await listener.wait_for(4)
         await eventually(lambda: len(stored_messages(broker, "%DLQ%CG_CPP_RETRY")) == 1, WAIT_S)
     finally:
         await asyncio.to_thread(destroy_push_consumer, consumer)
-    assert [s.reconsume_times for s in seen] == list(range(17))
+    assert [s.reconsume_times for s in seen] == [0, 1, 2, 3]
     assert {s.body for s in seen} == {"fail forever"}
     assert {s.topic for s in seen} == {"CppRetried"}  # restored from RETRY_TOPIC
     assert {s.retry_topic for s in seen[1:]} == {"CppRetried"}
     retries = stored_messages(broker, "%RETRY%CG_CPP_RETRY")
-    assert [m.reconsume_times for m in retries] == list(range(1, 17))
+    assert [m.reconsume_times for m in retries] == [1, 2, 3]
     (dead,) = stored_messages(broker, "%DLQ%CG_CPP_RETRY")
-    assert dead.reconsume_times == 17 and dead.body == b"fail forever"
+    assert dead.reconsume_times == 4 and dead.body == b"fail forever"
     assert dead.properties[PropertyKey.RETRY_TOPIC] == "CppRetried"
     dlq = broker.context.topics.find("%DLQ%CG_CPP_RETRY")
     assert dlq is not None and dlq.perm == 2

@@ -299,6 +299,34 @@ async def test_arrival_listener_sees_each_visible_message(harness: Harness) -> N
     assert seen == [("orders", 0, 1, 2598919), ("orders", 1, 1, 0)]
 
 
+async def test_a_batch_is_announced_once_readable_once_per_tags_code(harness: Harness) -> None:
+    store = harness.store
+    seen: list[tuple[int, int]] = []
+
+    def listener(topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        assert store.max_offset(topic, queue_id) == max_offset
+        seen.append((max_offset, tags_code))
+
+    store.add_arrival_listener(listener)
+    tags = ["A", "B", "A", "", "B"]
+    entries = [BatchEntry(0, b"x", f"TAGS\x01{tag}" if tag else "") for tag in tags]
+    assert (await store.put_messages(BatchPutRequest("orders", 0, entries))).ok
+    assert seen == [(5, java_string_hash("A")), (5, java_string_hash("B")), (5, 0)]
+
+
+async def test_text_that_is_not_utf8_is_refused(harness: Harness) -> None:
+    store = harness.store
+    lone = "\ud800"  # encodable only with surrogatepass: no reader could decode it back
+    for refused in (
+        request(note=f"bad{lone}"),
+        PutRequest("orders", 0, b"x", properties=f"TAGS\x01a{lone}"),
+        request(topic=f"t{lone}"),
+    ):
+        result = await store.put_message(refused)
+        assert result.status is PutStatus.MESSAGE_ILLEGAL and "UTF-8" in result.remark
+    assert store.max_offset("orders", 0) == 0
+
+
 async def test_invalid_puts_are_refused_and_store_nothing(harness: Harness) -> None:
     store, config = harness.store, harness.config
     cases = [

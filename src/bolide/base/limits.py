@@ -447,7 +447,9 @@ def _check_relations() -> None:
     invariant(PULL_SUSPEND_TIMEOUT_MS <= PULL_SUSPEND_MAX_MS, "the broker holds what clients ask")
     invariant(CLIENT_LOCK_RENEW_INTERVAL_MS < CLIENT_LOCK_MAX_LIVE_MS, "renew before expiry")
     invariant(CLIENT_LOCK_MAX_LIVE_MS < REBALANCE_LOCK_MAX_LIVE_MS, "client lease inside broker's")
-    invariant(ORDERLY_SUSPEND_MIN_MS <= ORDERLY_SUSPEND_DEFAULT_MS <= ORDERLY_SUSPEND_MAX_MS, "order")
+    invariant(
+        ORDERLY_SUSPEND_MIN_MS <= ORDERLY_SUSPEND_DEFAULT_MS <= ORDERLY_SUSPEND_MAX_MS, "order"
+    )
     invariant(HEARTBEAT_INTERVAL_MS < CLIENT_CHANNEL_EXPIRY_MS, "heartbeat before expiry")
     invariant(BROKER_REGISTER_INTERVAL_MS < BROKER_EXPIRY_MS, "register before expiry")
     invariant(0 < DISK_MAX_USED_SPACE_RATIO_PERCENT < 100, "a ratio in percent")

@@ -10,7 +10,9 @@ and the time of its last lock or renewal:
   ``rocketmq.broker.rebalance.lockMaxLiveTime``) is taken over;
 * a queue held by another live client is left out of the answer.
 
-UNLOCK_BATCH_MQ releases only the caller's own locks. Clients treat their own lock as lost
+UNLOCK_BATCH_MQ releases only the caller's own locks, and so does a client's UNREGISTER_CLIENT
+for the group (:meth:`RebalanceLockManager.unlock_client`: some clients, the C++ one among them,
+do not always unlock every queue at shutdown). Clients treat their own lock as lost
 after 30 s without renewal, well inside the broker's 60 s, so a client cut off from the
 broker stops consuming before the broker hands its queues to someone else.
 
@@ -150,6 +152,16 @@ class RebalanceLockManager:
             if not group_table:
                 del self._table[group]
             return frozenset(released)
+
+    def unlock_client(self, group: str, client_id: str) -> frozenset[MessageQueue]:
+        """Release every lock ``client_id`` holds in ``group``: the client unregistered the
+        group (UNREGISTER_CLIENT), so it consumes none of its queues any more. Returns the
+        queues released. (A closed connection alone releases nothing: a client cut off from
+        the broker may still be consuming within its own lease.)"""
+        with self._mutex:
+            group_table = self._table.get(group, {})
+            mine = [queue for queue, entry in group_table.items() if entry.client_id == client_id]
+        return self.unlock_batch(group, mine, client_id)
 
     # ---- internals (the caller holds the mutex) ----------------------------------------------
 

@@ -293,7 +293,8 @@ class MessageStore(Protocol):
         ...
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Call ``listener`` after every put that adds a consume-queue entry."""
+        """Call ``listener`` after every put that adds consume-queue entries, once the whole
+        put is readable: once per distinct tags code of its records (a batch), in order."""
         ...
 
     def stats(self) -> StoreStats: ...

@@ -205,6 +205,7 @@ class MemoryMessageStore:
             self._write_offset = self._segment_starts[-1] if rolled else write_offset
             raise
         message_ids: list[str] = []
+        codes: list[int] = []
         offset = base_offset
         delays = self.config.message_delay_levels_ms
         for record, data in zip(records, encoded, strict=True):
@@ -225,8 +226,12 @@ class MemoryMessageStore:
                         self._tags_codes,
                     )
                 queue.entries.append((offset, record.size, tags_code))
-                self._notify(topic, queue_id, queue.max_offset, tags_code)
+                codes.append(tags_code)
             offset += record.size
+        if queue is not None:
+            # Once the whole put is readable: once per distinct tags code, in order.
+            for tags_code in dict.fromkeys(codes):
+                self._notify(topic, queue_id, queue.max_offset, tags_code)
         self._put_count += len(records)
         self._put_bytes += total_size
         return PutResult(

@@ -2,9 +2,9 @@
 
 Everything here happens before a store writes a byte, so a refusal (:class:`RejectedError`)
 leaves no trace. The checks, in order: queue id range, the numeric fields and the born host
-(int32 / int64 / port / IP literal), topic (storable as a directory name, at most 127 UTF-8
-bytes), body size (max_message_size_bytes), properties (at most 32767 bytes, not ending in
-NUL), then the records must fit a commit-log segment.
+(int32 / int64 / port / IP literal), topic (storable as a directory name, valid UTF-8, at
+most 127 bytes), body size (max_message_size_bytes), properties (valid UTF-8, at most 32767
+bytes, not ending in NUL), then the records must fit a commit-log segment.
 
 This is the send path (DESIGN.md §9): the properties string is not parsed into a dict; the
 four properties the store reads (TAGS, KEYS, UNIQ_KEY, DELAY) are picked out of it with
@@ -46,10 +46,11 @@ _FIELDS: struct.Struct = struct.Struct(">iiqqH")
 """sys flag, reconsume times, born timestamp, prepared transaction offset, born port: packing
 them checks every range at once (struct.error when one does not fit its record field)."""
 
-_TAGS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.TAGS}{NAME_VALUE_SEPARATOR}"
-_KEYS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.KEYS}{NAME_VALUE_SEPARATOR}"
-_UNIQ_KEY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
-_DELAY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.DELAY}{NAME_VALUE_SEPARATOR}"
+# What property_value() looks for: the four properties the store reads.
+TAGS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.TAGS}{NAME_VALUE_SEPARATOR}"
+KEYS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.KEYS}{NAME_VALUE_SEPARATOR}"
+UNIQ_KEY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+DELAY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.DELAY}{NAME_VALUE_SEPARATOR}"
 
 
 def property_value(padded: str, mark: str) -> str | None:
@@ -257,7 +258,10 @@ class RecordBuilder:
             return facts
         if not topic_is_storable(topic):
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"topic {topic!r} cannot be stored")
-        encoded = topic.encode("utf-8", "surrogatepass")
+        try:
+            encoded = topic.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise _not_utf8("topic") from error
         if len(encoded) > limits.RECORD_TOPIC_MAX_BYTES:
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "topic longer than 127 bytes")
         facts = TopicFacts(topic, encoded)
@@ -286,10 +290,10 @@ class RecordBuilder:
         if isinstance(properties, str):
             text = properties
             padded = PROPERTY_SEPARATOR + text
-            tags = property_value(padded, _TAGS_MARK)
-            keys = property_value(padded, _KEYS_MARK) if _KEYS_MARK in padded else None
-            unique_key = property_value(padded, _UNIQ_KEY_MARK)
-            delay = property_value(padded, _DELAY_MARK) if topic.is_schedule else None
+            tags = property_value(padded, TAGS_MARK)
+            keys = property_value(padded, KEYS_MARK) if KEYS_MARK in padded else None
+            unique_key = property_value(padded, UNIQ_KEY_MARK)
+            delay = property_value(padded, DELAY_MARK) if topic.is_schedule else None
         else:
             try:
                 text = encode_properties(properties)
@@ -299,7 +303,10 @@ class RecordBuilder:
             keys = properties.get(PropertyKey.KEYS)
             unique_key = properties.get(PropertyKey.UNIQ_KEY)
             delay = properties.get(PropertyKey.DELAY) if topic.is_schedule else None
-        properties_bytes = text.encode("utf-8", "surrogatepass")
+        try:
+            properties_bytes = text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise _not_utf8("properties") from error
         if properties_bytes.endswith(b"\0"):
             # Recovery reads a record ending in a zero byte as a torn tail (see recovery.py).
             raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "properties end with a NUL character")
@@ -392,6 +399,12 @@ class RecordBuilder:
 
 def _bad_queue_id(queue_id: int) -> RejectedError:
     return RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
+
+
+def _not_utf8(what: str) -> RejectedError:
+    # A lone surrogate would be stored, then every reader (consumers, recovery) would refuse
+    # the record: recovery would cut the log there, acknowledged records after it included.
+    return RejectedError(PutStatus.MESSAGE_ILLEGAL, f"{what} cannot be encoded as UTF-8")
 
 
 def _too_big(total_size: int) -> RejectedError:

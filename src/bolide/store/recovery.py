@@ -26,18 +26,18 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import BLANK_MAGIC_CODE, PropertyKey
+from bolide.protocol.message import BLANK_MAGIC_CODE, PROPERTY_SEPARATOR
 from bolide.protocol.message_codec import (
     PHYSICAL_OFFSET_POSITION,
     QUEUE_OFFSET_POSITION,
     RecordHeader,
     body_crc,
     read_record_header,
-    read_record_properties,
 )
 from bolide.store.api import RecoveryReport
 from bolide.store.checkpoint import Checkpoint
 from bolide.store.commit_log import CommitLog
+from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueEntry,
@@ -46,6 +46,13 @@ from bolide.store.consume_queue import (
 )
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
 from bolide.store.index_file import KeyIndex, index_key_seed
+from bolide.store.records import (
+    DELAY_MARK,
+    KEYS_MARK,
+    TAGS_MARK,
+    UNIQ_KEY_MARK,
+    property_value,
+)
 
 _log = logging.getLogger("bolide.store.recovery")
 
@@ -80,6 +87,8 @@ class Recovery:
         self._index = index
         self._delay_levels_ms = delay_levels_ms
         self._counters = _Counters()
+        self._tags_codes: dict[str, int] = {}
+        self._key_seeds: dict[str, int] = {}
 
     def run(self, *, checkpoint: Checkpoint | None, abort_present: bool) -> RecoveryReport:
         """Load, trim, scan and cut; returns what was found.
@@ -201,16 +210,21 @@ class Recovery:
                 continue
             try:
                 header = read_record_header(view, position)
-                properties = read_record_properties(view, header)
+                start = header.properties_offset
+                properties = str(view[start : start + header.properties_length], "utf-8")
             except ProtocolError as error:
                 return offset, f"unreadable record at {offset}: {error}"
+            except UnicodeDecodeError:
+                return offset, f"unreadable record at {offset}: properties are not UTF-8"
             problem = _record_problem(header, offset, view)
             if problem is not None:
                 return offset, problem
-            self._dispatch(header, offset, properties)
+            self._dispatch(header, offset, PROPERTY_SEPARATOR + properties)
             offset += total_size
 
-    def _dispatch(self, header: RecordHeader, offset: int, properties: dict[str, str]) -> None:
+    def _dispatch(self, header: RecordHeader, offset: int, padded_properties: str) -> None:
+        """Re-create the consume-queue and index entries of a sound record
+        (``padded_properties``: its properties string with a separator put in front)."""
         counters = self._counters
         counters.records += 1
         topic = header.topic
@@ -233,22 +247,32 @@ class Recovery:
                         )
                 tags_code = queue_tags_code(
                     topic,
-                    properties.get(PropertyKey.TAGS),
-                    properties.get(PropertyKey.DELAY),
+                    property_value(padded_properties, TAGS_MARK),
+                    (
+                        property_value(padded_properties, DELAY_MARK)
+                        if topic == SCHEDULE_TOPIC
+                        else None
+                    ),
                     header.store_timestamp_ms,
                     self._delay_levels_ms,
+                    self._tags_codes,
                 )
-                queue.prepare_append(1)
+                if queue.max_offset + 1 > queue.room_end_offset:
+                    queue.prepare_append(1)
                 queue.append(offset, header.total_size, tags_code)
                 counters.queue_entries += 1
-        hashes = index_hashes(
-            index_key_seed(topic),
-            properties.get(PropertyKey.KEYS),
-            properties.get(PropertyKey.UNIQ_KEY),
-            self._index.max_entries,
+        key_seed = self._key_seeds.get(topic)
+        if key_seed is None:
+            key_seed = index_key_seed(topic)
+            if len(self._key_seeds) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                self._key_seeds[topic] = key_seed
+        keys = (
+            property_value(padded_properties, KEYS_MARK) if KEYS_MARK in padded_properties else None
         )
+        unique_key = property_value(padded_properties, UNIQ_KEY_MARK)
+        hashes = index_hashes(key_seed, keys, unique_key, self._index.max_entries)
         if hashes:
-            self._index.prepare([(offset, len(hashes))])
+            self._index.prepare_one(offset, len(hashes))
             self._index.add_record(offset, header.store_timestamp_ms, hashes)
             counters.index_entries += len(hashes)
 
