@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 
 from bolide.base import limits
+from bolide.base.errors import BolideError
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.long_polling import WakeReason
 from bolide.broker.topics import is_readable
@@ -101,13 +102,7 @@ class PullHandlers:
         result = self._read(header, tag_codes)
         code = _response_code(result, header.queue_offset)
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
-            context.offsets.commit_offset(
-                connection.remote_address,
-                header.consumer_group,
-                header.topic,
-                header.queue_id,
-                header.commit_offset,
-            )
+            self._commit(connection, header)
         if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
             reason = await context.long_polling.hold(
                 header.topic,
@@ -122,6 +117,22 @@ class PullHandlers:
             result = self._read(header, tag_codes)
             code = _response_code(result, header.queue_offset)
         return self._response(request, code, result)
+
+    def _commit(self, connection: Connection, header: PullMessageRequestHeader) -> None:
+        """Store the piggybacked commit offset; a refusal (table full) does not fail the pull:
+        the consumer commits again with UPDATE_CONSUMER_OFFSET, which answers the error."""
+        try:
+            self._context.offsets.commit_offset(
+                connection.remote_address,
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.commit_offset,
+            )
+        except BolideError as error:
+            _log.warning(
+                "commit offset on pull from %s refused: %s", connection.remote_address, error
+            )
 
     # --- checks -----------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from bolide.base.errors import ProtocolError
+from bolide.base.errors import BolideError, ProtocolError
 from bolide.broker.config import FlushDiskType
 from bolide.broker.handlers.context import BrokerContext, born_host_of
 from bolide.broker.topics import (
@@ -149,6 +149,10 @@ class SendHandlers:
         except _RefusedError as refused:
             self._context.stats.record_put_failure()
             return request.make_response(refused.code, refused.remark, self._error_fields)
+        except BolideError as error:  # still answered with extFields: clients read them
+            self._context.stats.record_put_failure()
+            _log.warning("send from %s failed: %s", connection.remote_address, error)
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
         return self._answer(request, result, queue_id)
 
     # --- checks -----------------------------------------------------------------------------
