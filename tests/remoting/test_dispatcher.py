@@ -10,7 +10,7 @@ import pytest
 
 from bolide.base.errors import BolideError, InvariantViolationError
 from bolide.protocol.codes import LanguageCode, ResponseCode
-from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand, encode_command
 from bolide.protocol.frame import SerializeType
 from bolide.remoting import Connection, Dispatcher, RemotingServer, RequestError
 from bolide.testing.waiting import until
@@ -26,6 +26,7 @@ REFUSE = 1005
 SILENT = 1006
 FAILING_OPERATION = 1007
 CANCELLED = 1008
+SHARED = 1009
 
 
 class Handlers:
@@ -34,6 +35,16 @@ class Handlers:
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.seen: list[int] = []
+        self.shared: asyncio.Future[None] | None = None
+
+    async def wait_shared(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        # Every request awaits ONE future, as SYNC-flush puts await one group commit.
+        if self.shared is None:
+            self.shared = asyncio.get_running_loop().create_future()
+        await self.shared
+        return request.make_response(ResponseCode.SUCCESS)
 
     async def echo(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         self.seen.append(request.opaque)
@@ -67,6 +78,7 @@ def build_dispatcher(handlers: Handlers, *, eager: bool = True) -> Dispatcher:
     dispatcher.register(FAILING_OPERATION, handlers.failing_operation, family="fast")
     dispatcher.register(REFUSE, handlers.refuse, family="fast")
     dispatcher.register(SILENT, handlers.silent, family="fast")
+    dispatcher.register(SHARED, handlers.wait_shared, family="fast")
     return dispatcher
 
 
@@ -186,6 +198,22 @@ async def test_parked_request_does_not_hold_back_later_ones(
     handlers.release.set()
     assert (await peer.read_command()).opaque == 40
     await until(lambda: server.dispatcher.suspended_handlers == 0)
+
+
+async def test_handlers_awaiting_one_shared_future_all_complete(
+    peer: RawPeer, handlers: Handlers
+) -> None:
+    # All frames in one write: every first step runs before any task has taken the future.
+    await peer.send_bytes(b"".join(encode_command(request(SHARED, n)) for n in range(60, 68)))
+    await until(lambda: handlers.shared is not None)
+    shared = handlers.shared
+    assert shared is not None
+    await asyncio.sleep(0)
+    shared.set_result(None)
+    answers = [await peer.read_command() for _ in range(8)]
+    assert {(a.opaque, a.code) for a in answers} == {
+        (n, ResponseCode.SUCCESS) for n in range(60, 68)
+    }
 
 
 async def test_cancel_handlers_cancels_parked_ones_without_answering(

@@ -27,6 +27,7 @@ TOPICS = ["alpha", "beta"]
 TAGS = [None, "A", "B"]
 KEYS = ["k1", "k2", "k3"]
 FOREVER_MS = 1 << 62
+NEVER_MS = 1 << 50
 
 
 def _put_view(result: PutResult) -> tuple[Any, ...]:
@@ -67,7 +68,12 @@ class FileVersusMemory(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.directory = Path(tempfile.mkdtemp(prefix="bolide-diff-"))
         self.clock = ManualClock()
-        overrides = {"file_reserved_time_ms": 3_600_000, "delete_when_hours": ALL_HOURS}
+        # Retention runs only through the retention rule: the twin has no background loop.
+        overrides = {
+            "file_reserved_time_ms": 3_600_000,
+            "delete_when_hours": ALL_HOURS,
+            "retention_check_interval_ms": NEVER_MS,
+        }
         self.config = tiny_config(self.directory, **overrides)
         self.file_ops = ControlledFileOps()
         self.memory = MemoryMessageStore(self.config, clock=self.clock, store_host=STORE_HOST)
@@ -202,7 +208,10 @@ class FileVersusMemory(RuleBasedStateMachine):
         shutil.copytree(self.config.store_path_root_dir, copy_root / "store")
         self.loop.run_until_complete(self.file.shutdown())
         self.config = tiny_config(
-            copy_root, file_reserved_time_ms=3_600_000, delete_when_hours=ALL_HOURS
+            copy_root,
+            file_reserved_time_ms=3_600_000,
+            delete_when_hours=ALL_HOURS,
+            retention_check_interval_ms=NEVER_MS,
         )
         self.file = self._open_file_store(self.config)
 

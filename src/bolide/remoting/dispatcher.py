@@ -203,6 +203,11 @@ class Dispatcher:
         except BaseException:
             family.in_flight -= 1
             raise
+        if isinstance(first_yield, asyncio.Future):
+            # No task has taken the future yet; until one does (``_Resumed`` marks it again),
+            # clear the mark so that another handler's first step may await the same future
+            # (SYNC flush: every put waits on one group-commit future).
+            first_yield._asyncio_future_blocking = False
         resumed = _Resumed(coroutine, first_yield)
         self._track(self._complete(resumed, connection, request, family), context=context)
 
@@ -278,6 +283,10 @@ class _Resumed:
         coroutine = self._coroutine
         pending = self._first_yield
         while True:
+            if isinstance(pending, asyncio.Future):
+                # Restore the "yielded by await" mark the dispatcher cleared (see
+                # ``_start_eagerly``), as the task expects of a future it is handed.
+                pending._asyncio_future_blocking = True
             try:
                 yield pending
             except BaseException as error:  # cancellation: deliver it where the handler waits

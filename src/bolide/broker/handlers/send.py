@@ -27,13 +27,10 @@ MSG_REGION without a null check and the C++ client dereferences the decoded head
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from bolide.base.errors import BolideError, ProtocolError
-from bolide.broker.config import FlushDiskType
 from bolide.broker.handlers.context import BrokerContext, born_host_of
 from bolide.broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -119,7 +116,6 @@ class SendHandlers:
     def __init__(self, context: BrokerContext) -> None:
         self._context = context
         config = context.config
-        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._error_fields = {
             PropertyKey.MSG_REGION: config.region_id,
             PropertyKey.TRACE_ON: "true" if config.trace_on else "false",
@@ -256,8 +252,7 @@ class SendHandlers:
             properties[PropertyKey.REAL_QID] = str(store_queue_id)
             properties[PropertyKey.DELAY] = str(level)
             topic, store_queue_id = SCHEDULE_TOPIC, level - 1
-        return await self._stored(
-            context.store.put_message,
+        return await context.store.put_message(
             PutRequest(
                 topic=topic,
                 queue_id=store_queue_id,
@@ -364,8 +359,7 @@ class SendHandlers:
         sys_flag = header.sys_flag
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
-        return await self._stored(
-            context.store.put_messages,
+        return await context.store.put_messages(
             BatchPutRequest(
                 topic=header.topic,
                 queue_id=queue_id,
@@ -377,21 +371,6 @@ class SendHandlers:
                 extra_properties=encode_properties(shared),
             ),
         )
-
-    async def _stored(
-        self, put: Callable[[_PutT], Awaitable[PutResult]], request: _PutT
-    ) -> PutResult:
-        """``await put(request)``; under SYNC flush, inside a task of its own.
-
-        Work-around: the dispatcher drives a handler's first step outside any task and then
-        re-yields the future it stopped on to a new task; SYNC puts all wait on the same
-        group-commit future, and a future re-yielded that way a second time makes asyncio raise
-        "await wasn't used with future". Awaiting the put in its own task keeps the handler's
-        first suspension on a private future. ASYNC puts never suspend and skip the task.
-        """
-        if not self._sync_flush:
-            return await put(request)
-        return await asyncio.ensure_future(put(request))
 
     # --- the answer -------------------------------------------------------------------------
 
