@@ -161,8 +161,6 @@ consumerOffset.json written every 5 s; a commit for a new entry beyond it is ref
 TOPICS_MAX_COUNT = 100_000
 """Topics one broker holds: each is a route entry in every 30 s registration body; creation
 beyond it is refused (auto-create then answers TOPIC_NOT_EXIST)."""
-TOPIC_CONFIG_MAX_TOPICS = TOPICS_MAX_COUNT
-"""Transitional alias of TOPICS_MAX_COUNT (store/records.py uses it); remove once it moves."""
 SUBSCRIPTION_GROUPS_MAX_COUNT = 100_000
 """Subscription groups one broker holds; creation beyond it is refused."""
 TOPIC_QUEUE_NUMS_MAX_COUNT = 1_024
