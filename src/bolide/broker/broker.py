@@ -6,12 +6,15 @@ Start order (reverse at stop)::
     store started (recovery)          -> FileMessageStore, STOREHOST = brokerIP1:port
     topics / groups / offsets loaded  -> topics.json, subscriptionGroup.json, consumerOffset.json
     consumers, producers, long polling, stats, handlers installed on the dispatcher
-    offset flush (5 s), client expiry scan (10 s), listener bound (when the port was fixed)
+    offset flush (5 s), client expiry scan (10 s)
+    delay-level and timer delivery    -> delayOffset.json, timerProgress.json, store/timerlog
+    listener bound (when the port was fixed)
     registration with every name server (now, every 30 s, and on topic creation)
 
 Stop: unregister from the name servers, stop the scans, close the listener and its
-connections (parked pulls are answered or dropped), write consumer offsets, topics and
-groups, then shut the store down (checkpoint written, ``abort`` removed).
+connections (parked pulls are answered or dropped), write consumer offsets, stop delayed and
+timer delivery (progress written), write topics and groups, then shut the store down
+(checkpoint written, ``abort`` removed).
 """
 
 from __future__ import annotations
@@ -35,12 +38,17 @@ from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
+from bolide.broker.handlers.send_back import SendBackHandlers
+from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
+from bolide.broker.retry import SendBackService
+from bolide.broker.schedule import DelayLevels, ScheduleMessageService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
 from bolide.broker.topics import TopicConfigManager
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -50,6 +58,7 @@ from bolide.store.config import FlushDiskType as StoreFlushDiskType
 from bolide.store.config import StoreConfig
 from bolide.store.config_files import MetadataFile, metadata_path
 from bolide.store.file_store import FileMessageStore
+from bolide.store.timer_log import TimerLog, timer_log_dir
 
 __all__ = ["Broker", "store_config_of"]
 
@@ -210,6 +219,16 @@ class Broker:
             register_soon=self._register_soon,
             register_now=self._register_now,
             random=self._random,
+            schedule=_schedule_service(config, store, clock),
+            timer=_timer_service(config, store, clock),
+        )
+        send_back = SendBackService(
+            store,
+            topics,
+            groups,
+            DelayLevels(config.message_delay_levels_ms),
+            register_soon=self._register_soon,
+            rng=self._random,
         )
         for handlers in (
             SendHandlers(context),
@@ -218,9 +237,14 @@ class Broker:
             ClientManageHandlers(context),
             QueryHandlers(context),
             AdminHandlers(context),
+            SendBackHandlers(context, send_back),
+            SubscriptionGroupHandlers(context, context.schedule),
         ):
             handlers.install(self._dispatcher)
         self._start_services(context)
+        for delivery in (context.schedule, context.timer):
+            if delivery is not None:
+                await delivery.start()
 
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
@@ -281,6 +305,9 @@ class Broker:
         offset_flush, self._offset_flush = self._offset_flush, None
         if offset_flush is not None:
             await _logged("writing consumer offsets", offset_flush.stop(timeout_ms))
+        for name, delivery in (("timer", context.timer), ("schedule", context.schedule)):
+            if delivery is not None:
+                await _logged(f"stopping {name} delivery", delivery.stop())
         await _logged("writing topics.json", context.topics.persist())
         await _logged("writing subscriptionGroup.json", context.groups.persist())
         await context.store.shutdown()
@@ -333,6 +360,41 @@ class Broker:
         _log.error(
             "broker %s: service %s stopped: %s", self.config.broker_name, service.name, error
         )
+
+
+def _schedule_service(
+    config: BrokerConfig, store: FileMessageStore, clock: Clock
+) -> ScheduleMessageService:
+    """The delay-level deliverer, its delayOffset.json read."""
+    service = ScheduleMessageService(
+        store,
+        DelayLevels(config.message_delay_levels_ms),
+        config.metadata_path(MetadataFile.DELAY_OFFSETS),
+        clock,
+        segment_bytes=config.commit_log_segment_bytes,
+        persist_interval_ms=config.flush_delay_offset_interval_ms,
+        flush_store=store.flush,
+    )
+    service.load()
+    return service
+
+
+def _timer_service(
+    config: BrokerConfig, store: FileMessageStore, clock: Clock
+) -> TimerMessageService:
+    """The timer-message deliverer, its timer log opened and progress read."""
+    service = TimerMessageService(
+        store,
+        TimerLog(timer_log_dir(config.store_path_root_dir)),
+        config.config_dir / TIMER_PROGRESS_FILE_NAME,
+        clock,
+        segment_bytes=config.commit_log_segment_bytes,
+        max_delay_ms=config.timer_max_delay_seconds * 1_000,
+        persist_interval_ms=config.flush_delay_offset_interval_ms,
+        flush_store=store.flush,
+    )
+    service.load()
+    return service
 
 
 def _wake(

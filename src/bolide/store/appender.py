@@ -5,9 +5,11 @@ room (maybe a new segment), index room — then writes its records into the mapp
 one pass (record_writer.py), appends the 20-byte consume-queue entries and the index
 entries, and tells the arrival listeners. Nothing of a failed put is visible.
 
-DESIGN.md §9: the usual put checks three integers for room (the reservations are made ahead,
-in chunks), packs each record's fixed part with one precompiled struct straight into the
-mapping, and allocates nothing but its result. A batch goes through the same single pass.
+DESIGN.md §9: the usual put compares three integers for room (blocks are reserved ahead, in
+chunks), packs each record's fixed part with one precompiled struct, copies the whole put
+into the mapping with one slice assignment, appends its consume-queue entries (a batch's with
+one slice per file) and queues its index entries, which the index writes in batches
+(index_file.KeyIndex.add_record). A batch goes through the same single pass.
 """
 
 from __future__ import annotations

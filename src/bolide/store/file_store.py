@@ -251,6 +251,8 @@ class FileMessageStore:
             await service.stop()
         if self._sync_flusher is not None:
             await self._sync_flusher.stop()
+        # Puts still waiting are covered by the final flush: no put is made after this.
+        self._group_commit.capture(self._commit_log.max_offset)
         executor = self._executor
         invariant(executor is not None, "running store has an executor")
         assert executor is not None  # for mypy; the invariant above says why

@@ -350,6 +350,11 @@ class PipelinedFlusher:
         if self._has_waiters():
             self.request()
 
+    @property
+    def stopping(self) -> bool:
+        """:meth:`stop` was called: no round starts any more."""
+        return self._stopped
+
     async def stop(self) -> None:
         """Start no more rounds; wait for the ones in flight, then end the threads."""
         self._stopped = True

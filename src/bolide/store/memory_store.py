@@ -229,9 +229,7 @@ class MemoryMessageStore:
                 codes.append(tags_code)
             offset += record.size
         if queue is not None:
-            # Once the whole put is readable: once per distinct tags code, in order.
-            for tags_code in dict.fromkeys(codes):
-                self._notify(topic, queue_id, queue.max_offset, tags_code)
+            self._announce(topic, queue_id, queue.max_offset, codes)
         self._put_count += len(records)
         self._put_bytes += total_size
         return PutResult(
@@ -243,6 +241,11 @@ class MemoryMessageStore:
             message_ids=message_ids,
             message_count=len(records),
         )
+
+    def _announce(self, topic: str, queue_id: int, max_offset: int, codes: list[int]) -> None:
+        """Once the whole put is readable: once per distinct tags code, in order."""
+        for tags_code in dict.fromkeys(codes):
+            self._notify(topic, queue_id, max_offset, tags_code)
 
     def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
         for listener in self._listeners:

@@ -1,5 +1,9 @@
-"""The few admin requests issue 4 needs (protocol.md §2.11); the rest answer
-REQUEST_CODE_NOT_SUPPORTED until the admin issue:
+"""The broker's admin requests (protocol.md §2.11). This module serves the three below and
+installs the rest, which live beside it: :mod:`.admin_topics` (215 delete topic, 202 topic
+stats, 300 who consumes a topic), :mod:`.admin_groups` (203/204 connection lists, 207 delete
+group, 208 consume stats, 314 clone offsets) and :mod:`.admin_consumers` (222 reset offset,
+307 running info forwarded to the client). Subscription groups (200, 201) are
+:mod:`.subscription_group`'s.
 
 * UPDATE_AND_CREATE_TOPIC (17): create or update a topic, then register with the name servers
   before answering, so the route exists when the admin tool gets SUCCESS. An invalid or system
@@ -12,6 +16,9 @@ REQUEST_CODE_NOT_SUPPORTED until the admin issue:
 from __future__ import annotations
 
 from bolide.base.errors import ConfigError
+from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
+from bolide.broker.handlers.admin_groups import AdminGroupHandlers
+from bolide.broker.handlers.admin_topics import AdminTopicHandlers
 from bolide.broker.handlers.context import BrokerContext
 from bolide.protocol.bodies import KVTable, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -29,7 +36,8 @@ class AdminHandlers:
         self._context = context
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 17, 21 and 28 in the ``admin`` family."""
+        """Register codes 17, 21 and 28 and those of the admin_* modules in the ``admin``
+        family."""
         dispatcher.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic, family="admin")
         dispatcher.register(
             RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config, family="admin"
@@ -37,6 +45,12 @@ class AdminHandlers:
         dispatcher.register(
             RequestCode.GET_BROKER_RUNTIME_INFO, self.get_runtime_info, family="admin"
         )
+        for handlers in (
+            AdminTopicHandlers(self._context),
+            AdminGroupHandlers(self._context),
+            AdminConsumerHandlers(self._context),
+        ):
+            handlers.install(dispatcher)
 
     async def create_topic(
         self, connection: Connection, request: RemotingCommand

@@ -18,8 +18,10 @@ from bolide.broker.consumers import ConsumerManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
+from bolide.broker.schedule import ScheduleMessageService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
 from bolide.protocol.message import SocketAddress, parse_socket_address
 from bolide.remoting import Connection
@@ -54,6 +56,10 @@ class BrokerContext:
     register_soon: Callable[[], None]
     register_now: Callable[[], Awaitable[int]]
     random: random.Random = field(default_factory=random.Random)
+    schedule: ScheduleMessageService | None = None
+    """Delivers delay-level messages; GET_ALL_DELAY_OFFSET reads its progress."""
+    timer: TimerMessageService | None = None
+    """Plans and delivers timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / _SEC)."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:

@@ -14,9 +14,12 @@ The path of one send, in the Java broker's order:
    random writable queue;
 6. ``%RETRY%<group>`` topics need the subscription group (auto-created) and move to
    ``%DLQ%<group>`` once ``reconsumeTimes`` reaches the maximum;
-7. the stored properties lose WAIT and gain CLUSTER; a DELAY level re-targets the message to
-   SCHEDULE_TOPIC_XXXX queue ``level - 1`` with REAL_TOPIC / REAL_QID (the store sets the
-   consume-queue tags code to the delivery time); the born host is the peer's address;
+7. the stored properties lose WAIT (and any forged BOLIDE_DELIVERED_FROM) and gain CLUSTER;
+   a DELAY level re-targets the message to SCHEDULE_TOPIC_XXXX queue ``level - 1`` with
+   REAL_TOPIC / REAL_QID (the store sets the consume-queue tags code to the delivery time);
+   TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC re-target it to the timer topic
+   (:mod:`bolide.broker.timer`; MESSAGE_ILLEGAL beyond timerMaxDelaySec); batches may carry
+   neither; the born host is the peer's address;
 8. the store's status becomes the response code.
 
 Whether a request is a batch is decided by the header's ``batch`` flag alone (``"true"`` or
@@ -31,11 +34,13 @@ import logging
 from typing import TypeVar
 
 from bolide.base.errors import BolideError, ProtocolError
+from bolide.broker.delivery import DELIVERED_FROM
 from bolide.broker.handlers.context import BrokerContext, born_host_of
+from bolide.broker.schedule import schedule_target
+from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
     TopicConfig,
     is_retry_topic,
     is_send_forbidden_topic,
@@ -229,6 +234,7 @@ class SendHandlers:
         context = self._context
         properties = decode_properties(header.properties) if header.properties else {}
         properties.pop(PropertyKey.WAIT, None)
+        properties.pop(DELIVERED_FROM, None)  # only the broker's deliveries carry it
         properties[PropertyKey.CLUSTER] = context.config.broker_cluster_name
         sys_flag = header.sys_flag
         if config.topic_filter_type == _MULTI_TAG:
@@ -246,12 +252,7 @@ class SendHandlers:
                 ResponseCode.NO_PERMISSION,
                 f"the broker {context.config.broker_address} refuses transaction messages",
             )
-        level = self._delay_level(properties, sys_flag)
-        if level > 0:
-            properties[PropertyKey.REAL_TOPIC] = topic
-            properties[PropertyKey.REAL_QID] = str(store_queue_id)
-            properties[PropertyKey.DELAY] = str(level)
-            topic, store_queue_id = SCHEDULE_TOPIC, level - 1
+        topic, store_queue_id = self._wait_target(properties, sys_flag, topic, store_queue_id)
         return await context.store.put_message(
             PutRequest(
                 topic=topic,
@@ -313,6 +314,28 @@ class SendHandlers:
         writable = max(1, dlq.write_queue_count)
         return dlq.topic_name, context.random.randrange(writable)
 
+    def _wait_target(
+        self, properties: dict[str, str], sys_flag: int, topic: str, queue_id: int
+    ) -> tuple[str, int]:
+        """Where a message waits before it is delivered to ``topic``/``queue_id``: its DELAY
+        level's queue of SCHEDULE_TOPIC_XXXX (timer properties are then dropped, as in
+        RocketMQ 5), the timer topic when it asks for a time (TIMER_*), or nowhere."""
+        level = self._delay_level(properties, sys_flag)
+        if level > 0:
+            for name in TIMER_TRIGGER_PROPERTIES:
+                properties.pop(name, None)
+            return schedule_target(properties, topic, queue_id, level)
+        timer = self._context.timer
+        if timer is None or transaction_type(sys_flag) not in (
+            TRANSACTION_NOT_TYPE,
+            MessageSysFlag.TRANSACTION_COMMIT,
+        ):
+            return topic, queue_id
+        try:
+            return timer.plan(properties, topic, queue_id)
+        except TimerPropertyError as error:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, str(error)) from error
+
     def _delay_level(self, properties: dict[str, str], sys_flag: int) -> int:
         """The DELAY level to apply (0 = none), clamped to the configured levels. Prepared and
         rolled-back transaction records are never delayed."""
@@ -353,6 +376,7 @@ class SendHandlers:
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {error}") from error
         shared = decode_properties(header.properties) if header.properties else {}
         shared.pop(PropertyKey.WAIT, None)
+        shared.pop(DELIVERED_FROM, None)
         if _has_delay(shared):
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
         shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
@@ -408,6 +432,9 @@ def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
 
 
 def _has_delay(properties: dict[str, str]) -> bool:
+    """A DELAY level above 0 or a timer property (batches may have neither)."""
+    if any(name in properties for name in TIMER_TRIGGER_PROPERTIES):
+        return True
     text = properties.get(PropertyKey.DELAY)
     if not text:
         return False
@@ -422,6 +449,8 @@ def _clean_entry(entry: BatchEntry) -> BatchEntry:
     properties = decode_properties(entry.properties)
     if _has_delay(properties):
         raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
-    if properties.pop(PropertyKey.WAIT, None) is None:
+    waited = properties.pop(PropertyKey.WAIT, None)
+    forged = properties.pop(DELIVERED_FROM, None)
+    if waited is None and forged is None:
         return entry
     return BatchEntry(entry.flag, entry.body, encode_properties(properties))
