@@ -28,6 +28,10 @@ UNIT_SUFFIXES = (
     "_SLOTS",
     "_REQUESTS",
     "_OFFSETS",
+    "_RECORDS",
+    "_ATTEMPTS",
+    "_TIMES",
+    "_LEVELS",
 )
 
 

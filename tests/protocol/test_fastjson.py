@@ -99,8 +99,8 @@ def test_invalid_utf8_raises_body_error() -> None:
 def test_depth_is_bounded_on_the_lenient_path() -> None:
     deep = (
         "{0:"
-        + "[" * (limits.JSON_BODY_MAX_DEPTH + 1)
-        + "]" * (limits.JSON_BODY_MAX_DEPTH + 1)
+        + "[" * (limits.JSON_BODY_MAX_DEPTH_LEVELS + 1)
+        + "]" * (limits.JSON_BODY_MAX_DEPTH_LEVELS + 1)
         + "}"
     )
     with pytest.raises(BodyError, match="deeper"):

@@ -29,7 +29,7 @@ GROUP_NAME_MAX_CHARS = 255
 """RocketMQ's CHARACTER_MAX_LENGTH for group names."""
 BATCH_MESSAGES_MAX_COUNT = 10_000
 """Inner messages in one batch body: bounds per-request work on the broker."""
-JSON_BODY_MAX_DEPTH = 64
+JSON_BODY_MAX_DEPTH_LEVELS = 64
 """Nesting of arrays/objects the lenient (fastjson) body parser follows: real bodies nest < 10
 deep, and a bound keeps a hostile body from exhausting the Python stack."""
 RECORD_TOPIC_MAX_BYTES = 127
@@ -110,11 +110,12 @@ each pin a whole 5.7 MiB file on disk."""
 STORE_QUEUE_IDS_MAX_COUNT = 65_536
 """Queue ids a put may use (0..65535): each queue id is a directory of files."""
 STORE_FLUSH_THREAD_COUNT = 3
-"""Threads that fsync (commit-log rounds, then queues, index and checkpoint): fsync never runs
-on the event loop, and at most this many run at once."""
+"""Threads that fsync the ASYNC commit-log flush, queues, index and checkpoint: fsync never
+runs on the event loop, and at most this many run at once."""
 SYNC_FLUSH_ROUNDS_MAX_COUNT = 2
-"""SYNC_FLUSH fsync rounds running at once: puts arriving during one fsync start the next
-instead of waiting (ext4 merges concurrent fsyncs; measured ~2x fsyncs/s with two)."""
+"""SYNC_FLUSH fsync rounds running at once, each on its own flush thread: puts arriving during
+one fsync start the next instead of waiting (ext4 merges concurrent fsyncs; measured ~2x
+fsyncs/s with two; more, smaller rounds cost more CPU per put than they save)."""
 SYNC_FLUSH_TIMEOUT_CHECK_INTERVAL_MS = 100
 """How often SYNC puts still waiting for their fsync are checked against their timeout."""
 RETENTION_CHECK_INTERVAL_MS = 10_000

@@ -220,6 +220,10 @@ async def run_batch(batch: FlushBatch, executor: Executor) -> None:
     batch.commit()
 
 
+_FlushJob = tuple[FlushBatch, Callable[[StoreIOError | None], None]]
+"""A batch to run and what to call, on the loop, with its outcome."""
+
+
 class FlushThreads:
     """``count`` threads that run the flush batches of SYNC rounds.
 
@@ -232,10 +236,7 @@ class FlushThreads:
     def __init__(self, count: int, name: str) -> None:
         self._count = count
         self._name = name
-        self._queue: queue.SimpleQueue[
-            tuple[FlushBatch, Callable[[StoreIOError | None], None]] | None
-        ]
-        self._queue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_FlushJob | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 

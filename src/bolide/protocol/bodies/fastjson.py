@@ -57,7 +57,7 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """Parse standard JSON or fastjson's map forms (module docstring).
 
     Raises :class:`BodyError` for anything else, including nesting deeper than
-    :data:`~bolide.base.limits.JSON_BODY_MAX_DEPTH` on the lenient path.
+    :data:`~bolide.base.limits.JSON_BODY_MAX_DEPTH_LEVELS` on the lenient path.
     """
     try:
         return orjson.loads(data)
@@ -195,8 +195,8 @@ class _LenientParser:
         return int(integer), match.end()
 
     def _check_depth(self, depth: int) -> None:
-        if depth > limits.JSON_BODY_MAX_DEPTH:
-            raise BodyError(f"JSON nests deeper than {limits.JSON_BODY_MAX_DEPTH}")
+        if depth > limits.JSON_BODY_MAX_DEPTH_LEVELS:
+            raise BodyError(f"JSON nests deeper than {limits.JSON_BODY_MAX_DEPTH_LEVELS}")
 
     def _array(self, position: int, depth: int) -> tuple[list[Any], int]:
         self._check_depth(depth)
