@@ -35,11 +35,13 @@ from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
 from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.handlers.locks import LockHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
+from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
@@ -218,6 +220,7 @@ class Broker:
             stats=BrokerStats(clock),
             register_soon=self._register_soon,
             register_now=self._register_now,
+            locks=RebalanceLockManager(clock, lock_max_live_ms=config.rebalance_lock_max_live_ms),
             random=self._random,
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
@@ -235,6 +238,7 @@ class Broker:
             PullHandlers(context),
             ConsumerManageHandlers(context),
             ClientManageHandlers(context),
+            LockHandlers(context.locks),
             QueryHandlers(context),
             AdminHandlers(context),
             SendBackHandlers(context, send_back),

@@ -22,11 +22,13 @@ entries: entry n (n >= 1) at 48 + 4 * slot_count + 20 * (n - 1)
 +----------+--------------------+------------------+----------------+
 ```
 
-An add writes each entry of a record, then its slot, and the header once after the record's
-last entry, so a crash leaves at worst unreferenced entries. Chains only point backwards
-(previous < current); a reader stops at anything else, so damage can lose results but never
-loop. Every hit is checked against the
-record itself before it is returned, so hash collisions and stale entries never leak out.
+Entries are written in batches (:meth:`KeyIndex.add_record` queues, :meth:`KeyIndex.drain`
+writes): each entry of a record, then its slot, then the header, so a crash leaves at worst
+one record's entries unreferenced (past the header's count; recovery re-adds them, and the
+chains of its keys lose their older entries, as with one add per put). Chains only point
+backwards (previous < current); a reader stops at anything else, so damage can lose results
+but never loop. Every hit is checked against the record itself before it is returned, so hash
+collisions and stale entries never leak out.
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ class IndexFile:
 
     def add(self, records: Sequence[PendingRecord]) -> None:
         """Index ``records`` = [(commit-log offset, store time ms, key hashes)] in order (room
-        made by :meth:`reserve`): each entry, then its slot; the header once at the end."""
+        made by :meth:`reserve`): each entry, then its slot, then the header after each
+        record, so a crash cuts at most the chains of one record's keys (as one add did)."""
         count = self.entry_count
         adding = sum([len(record[2]) for record in records])
         entry_at = self._entries_at + ENTRY_BYTES * count
@@ -169,8 +172,9 @@ class IndexFile:
             self.begin_time_ms = records[0][1]
             self.begin_commit_log_offset = records[0][0]
         begin_time_ms, end_time_ms = self.begin_time_ms, self.end_time_ms
-        slot_count = self.slot_count
+        begin_offset, slot_count = self.begin_commit_log_offset, self.slot_count
         read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        write_header = _HEADER_TAIL.pack_into
         for commit_log_offset, store_timestamp_ms, key_hashes in records:
             delta_s = (store_timestamp_ms - begin_time_ms) // 1000
             if delta_s < 0:
@@ -186,19 +190,12 @@ class IndexFile:
                 write_entry(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
                 write_slot(view, slot_at, count)
                 entry_at += ENTRY_BYTES
-        last_offset = records[-1][0]
+            write_header(
+                view, 8, begin_time_ms, end_time_ms, begin_offset, commit_log_offset, slot_count,
+                count,
+            )  # fmt: skip
         self.end_time_ms = end_time_ms
-        self.end_commit_log_offset = last_offset
-        _HEADER_TAIL.pack_into(
-            view,
-            8,
-            begin_time_ms,
-            end_time_ms,
-            self.begin_commit_log_offset,
-            last_offset,
-            slot_count,
-            count,
-        )
+        self.end_commit_log_offset = records[-1][0]
         self.entry_count = count
         self.segment.write_position = entry_at
 

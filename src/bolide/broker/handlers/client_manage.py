@@ -102,6 +102,9 @@ class ClientManageHandlers:
             context.consumers.unregister_consumer(
                 header.consumer_group, connection, is_notify_enabled=notify
             )
+            # A client leaving the group consumes none of its queues any more: free their
+            # orderly locks now (the C++ client does not always unlock them all itself).
+            context.locks.unlock_client(header.consumer_group, header.client_id)
         return request.make_response(ResponseCode.SUCCESS)
 
 

@@ -15,6 +15,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import ProtocolError
 from bolide.broker.config import BrokerConfig
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
@@ -55,6 +56,8 @@ class BrokerContext:
     stats: BrokerStats
     register_soon: Callable[[], None]
     register_now: Callable[[], Awaitable[int]]
+    locks: RebalanceLockManager
+    """The orderly consumers' queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ)."""
     random: random.Random = field(default_factory=random.Random)
     schedule: ScheduleMessageService | None = None
     """Delivers delay-level messages; GET_ALL_DELAY_OFFSET reads its progress."""

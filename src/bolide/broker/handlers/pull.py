@@ -42,7 +42,6 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     HeaderError,
     PullMessageRequestHeader,
-    PullMessageResponseHeader,
     PullSysFlag,
 )
 from bolide.remoting import Connection, Dispatcher
@@ -52,7 +51,11 @@ __all__ = ["PullHandlers"]
 
 _log = logging.getLogger("bolide.broker.pull")
 
-_MASTER_ID = 0
+_MASTER_ID = "0"
+# Plain ints: ``int & IntFlag`` runs IntFlag.__rand__, Python code, on every pull.
+_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 
 _STATUS_CODES: dict[GetStatus, ResponseCode] = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -101,9 +104,9 @@ class PullHandlers:
         context = self._context
         result = self._read(header, tag_codes)
         code = _response_code(result, header.queue_offset)
-        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
+        if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0:
             self._commit(connection, header)
-        if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
+        if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & _SUSPEND:
             reason = await context.long_polling.hold(
                 header.topic,
                 header.queue_id,
@@ -182,7 +185,7 @@ class PullHandlers:
     def _subscription(
         self, header: PullMessageRequestHeader, broadcast_enabled: bool
     ) -> SubscriptionData:
-        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+        if header.sys_flag & _SUBSCRIPTION:
             try:
                 return SubscriptionData.from_expression(
                     header.topic,
@@ -265,9 +268,10 @@ def _response_code(result: GetResult, request_offset: int) -> ResponseCode:
 
 
 def _offset_fields(next_begin_offset: int, min_offset: int, max_offset: int) -> dict[str, str]:
-    return PullMessageResponseHeader(
-        suggest_which_broker_id=_MASTER_ID,
-        next_begin_offset=next_begin_offset,
-        min_offset=min_offset,
-        max_offset=max_offset,
-    ).to_ext_fields()
+    # PullMessageResponseHeader.to_ext_fields(), built directly: this runs for every pull.
+    return {
+        "suggestWhichBrokerId": _MASTER_ID,
+        "nextBeginOffset": str(next_begin_offset),
+        "minOffset": str(min_offset),
+        "maxOffset": str(max_offset),
+    }
