@@ -610,7 +610,7 @@ def test_push_consumer_orderly_options_are_checked_and_retries_unbounded_by_defa
     namesrv = "127.0.0.1:9876"
     orderly = PushConsumer("G", namesrv, orderly=True)
     assert orderly.orderly_max_reconsume_times is None, "unlimited, as RocketMQ"
-    assert orderly.max_reconsume_times == limits.MAX_RECONSUME_TIMES_DEFAULT  # concurrent: 16
+    assert orderly.max_reconsume_times == limits.RECONSUME_DEFAULT_MAX_TIMES  # concurrent: 16
     assert (
         PushConsumer("G", namesrv, orderly=True, max_reconsume_times=3).orderly_max_reconsume_times
         == 3

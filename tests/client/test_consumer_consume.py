@@ -107,8 +107,8 @@ async def test_ack_index_sends_the_rest_back() -> None:
         harness.feed(batch)
         await harness.settle()
         assert harness.send_back.sent_back == [
-            (batch[1].msg_id, "broker-a", 5, limits.MAX_RECONSUME_TIMES_DEFAULT),
-            (batch[2].msg_id, "broker-a", 5, limits.MAX_RECONSUME_TIMES_DEFAULT),
+            (batch[1].msg_id, "broker-a", 5, limits.RECONSUME_DEFAULT_MAX_TIMES),
+            (batch[2].msg_id, "broker-a", 5, limits.RECONSUME_DEFAULT_MAX_TIMES),
         ]
         assert await harness.committed() == 3  # sent back counts as done
         assert harness.service.stats.consumed_ok == 1

@@ -324,7 +324,7 @@ CONSUME_THREAD_LIMIT_COUNT = 1_000
 """Largest consume_thread_max accepted: each is a worker task and, for sync listeners, a thread."""
 CONSUME_BATCH_LIMIT_MESSAGES = 1_024
 """Largest consume batch accepted (Java refuses more than 1024)."""
-MAX_RECONSUME_TIMES_DEFAULT = 16
+RECONSUME_DEFAULT_MAX_TIMES = 16
 """Deliveries through %RETRY% before %DLQ% (maxReconsumeTimes -1 = 16)."""
 CONSUME_TIMEOUT_MS = 15 * 60_000
 """A listener call running longer has its oldest message sent back (consumeTimeout, 15 min)."""
@@ -361,7 +361,7 @@ ADMIN_REQUEST_TIMEOUT_MS = 5_000
 ADMIN_RUNNING_INFO_TIMEOUT_MS = BROKER_CALL_CONSUMER_TIMEOUT_MS + 2_000
 """GET_CONSUMER_RUNNING_INFO through a broker: the broker's wait for the client plus margin,
 so the admin sees the broker's CONSUME_MSG_TIMEOUT rather than its own timeout."""
-ADMIN_REQUESTS_IN_FLIGHT_MAX = 16
+ADMIN_IN_FLIGHT_MAX_REQUESTS = 16
 """Requests one admin operation keeps in flight when it fans out over brokers, groups or
 clients: a cluster of hundreds of brokers is asked in waves, not all at once."""
 ADMIN_QUERY_BY_TIME_MAX_MESSAGES = 2_000

@@ -15,7 +15,7 @@ and the dashboard; ``bolide.AdminClient`` is its blocking facade.
 Which brokers an operation asks: topic operations the masters in the topic's route (creation:
 every master, or those of ``cluster`` / ``brokers``); group operations every master of every
 cluster the name servers know (a group lives on every broker its consumers talk to). Requests
-fan out with at most ADMIN_REQUESTS_IN_FLIGHT_MAX in flight. Every request has the client's
+fan out with at most ADMIN_IN_FLIGHT_MAX_REQUESTS in flight. Every request has the client's
 ``timeout_ms`` (default ADMIN_REQUEST_TIMEOUT_MS, 5 s).
 
 Errors: :class:`~bolide.base.errors.NameServerUnavailableError` when no name server answers,
@@ -185,9 +185,9 @@ class AdminClient:
 
     async def fan_out(self, calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
         """Await ``calls`` (coroutines, not yet started) with at most
-        ADMIN_REQUESTS_IN_FLIGHT_MAX running at once; each result is the value or the
+        ADMIN_IN_FLIGHT_MAX_REQUESTS running at once; each result is the value or the
         operating error it raised, in the order of ``calls``."""
-        gate = asyncio.Semaphore(limits.ADMIN_REQUESTS_IN_FLIGHT_MAX)
+        gate = asyncio.Semaphore(limits.ADMIN_IN_FLIGHT_MAX_REQUESTS)
 
         async def one(call: Awaitable[T]) -> T | BolideError:
             async with gate:

@@ -144,7 +144,7 @@ class ConcurrentConsumeService:
         owned_queues: Callable[[], Mapping[MessageQueue, ProcessQueue]],
         batch_max_size: int = limits.CONSUME_BATCH_MAX_MESSAGES,
         thread_max: int = limits.CONSUME_THREAD_MAX_COUNT,
-        max_reconsume_times: int = limits.MAX_RECONSUME_TIMES_DEFAULT,
+        max_reconsume_times: int = limits.RECONSUME_DEFAULT_MAX_TIMES,
         consume_timeout_ms: int = limits.CONSUME_TIMEOUT_MS,
         retry_later_delay_ms: int = limits.CONSUME_RETRY_LATER_DELAY_MS,
     ) -> None:

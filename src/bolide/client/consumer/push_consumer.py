@@ -208,7 +208,7 @@ class PushConsumer:
         self.consume_batch_max_size = consume_batch_max_size
         self.orderly = orderly
         self.max_reconsume_times = (
-            limits.MAX_RECONSUME_TIMES_DEFAULT if max_reconsume_times == -1 else max_reconsume_times
+            limits.RECONSUME_DEFAULT_MAX_TIMES if max_reconsume_times == -1 else max_reconsume_times
         )
         # Orderly retries stay in memory; RocketMQ bounds them only when asked (-1: never).
         self.orderly_max_reconsume_times = (
