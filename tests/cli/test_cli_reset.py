@@ -121,8 +121,9 @@ async def test_reset_through_the_cli_reaches_a_live_consumer(
     rows = [row for row in report["queues"] if row["topic"] == TOPIC]  # type: ignore[attr-defined]
     assert {row["clientId"] for row in rows} == {push.instance.client_id}
     assert {row["brokerOffset"] for row in rows} == {PER_QUEUE}
-    code, stdout, _ = await bolide(standalone, "group", "progress", "CliResetGroup")
-    assert code == 0 and push.instance.client_id in stdout
+    code, stdout, stderr = await bolide(standalone, "group", "progress", "CliResetGroup")
+    assert code == 0, stderr
+    assert push.instance.client_id in stdout
 
 
 async def test_resend_through_the_cli(
