@@ -9,65 +9,32 @@ from __future__ import annotations
 
 import json
 import os
-from array import array
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-RESULT_SCHEMA = "bolide-bench/1"
-"""Value of the ``schema`` field; a reader refuses any other."""
-LATENCY_SAMPLES_MAX = 5_000_000
-"""Samples a recorder keeps (40 MB): more than any bounded run produces; later ones are counted
-in ``dropped`` and left out of the percentiles."""
-MIB = 1024 * 1024
+from bolide.base import limits
+
+# The recorder, the latency summary and the schema are Bolide's own (``bolide bench``): one
+# definition, so the two sides of a comparison cannot drift apart.
+from bolide.cli.bench_runtime import MIB, RESULT_SCHEMA, LatencyRecorder, LatencySummary
+
+__all__ = [
+    "LATENCY_SAMPLES_MAX",
+    "MIB",
+    "RESULT_SCHEMA",
+    "LatencyRecorder",
+    "LatencySummary",
+    "RunResult",
+    "parse_result",
+    "process_tree_cpu_s",
+    "throughput",
+]
+
+LATENCY_SAMPLES_MAX = limits.BENCH_LATENCY_SAMPLES_MAX_COUNT
+"""Samples a recorder keeps; later ones are counted in ``dropped`` (one bound with ``bolide
+bench``, which writes the same result lines)."""
 _CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-class LatencyRecorder:
-    """Keeps every latency sample (nanoseconds) and computes exact percentiles at the end."""
-
-    def __init__(self) -> None:
-        self._samples_ns = array("q")
-        self.dropped = 0
-
-    def record(self, latency_ns: int) -> None:
-        """Adds one sample, in nanoseconds (dropped past ``LATENCY_SAMPLES_MAX``)."""
-        if len(self._samples_ns) < LATENCY_SAMPLES_MAX:
-            self._samples_ns.append(latency_ns)
-        else:
-            self.dropped += 1
-
-    def __len__(self) -> int:
-        return len(self._samples_ns)
-
-    def summary(self) -> LatencySummary | None:
-        """Percentiles in microseconds (nearest-rank), or None without samples."""
-        if not self._samples_ns:
-            return None
-        ordered = sorted(self._samples_ns)
-
-        def rank_us(quantile: float) -> float:
-            index = min(len(ordered) - 1, max(0, round(quantile * len(ordered)) - 1))
-            return ordered[index] / 1_000
-
-        return LatencySummary(
-            p50=rank_us(0.50),
-            p99=rank_us(0.99),
-            p999=rank_us(0.999),
-            max=ordered[-1] / 1_000,
-            samples=len(ordered),
-        )
-
-
-@dataclass(frozen=True)
-class LatencySummary:
-    """Latency percentiles of one run, microseconds."""
-
-    p50: float
-    p99: float
-    p999: float
-    max: float
-    samples: int
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError
 from bolide.base.fileio import read_with_backup
-from bolide.broker.config import BrokerConfig, ConfigFileWriter
+from bolide.broker.config import BrokerConfig
+from bolide.broker.config_table import ConfigTable
 from bolide.broker.topics import TopicValidation, TopicValidationCode
 from bolide.protocol.bodies.config import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from bolide.protocol.bodies.fastjson import BodyError
-from bolide.protocol.bodies.topic import DataVersion
 
 __all__ = [
     "SYSTEM_CONSUMER_GROUP_PREFIX",
@@ -84,7 +84,7 @@ def validate_group(group: str) -> TopicValidation:
     return TopicValidation(TopicValidationCode.VALID)
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig]):
     """The subscription groups of one broker, persisted to ``path`` (subscriptionGroup.json).
 
     ``config`` decides auto-creation; ``clock`` stamps the data version. Holds at most
@@ -100,28 +100,10 @@ class SubscriptionGroupManager:
         max_groups: int = limits.SUBSCRIPTION_GROUPS_MAX_COUNT,
     ) -> None:
         self._auto_create = config.auto_create_subscription_group
-        self._clock = clock
         self._max_groups = max_groups
-        self._table: dict[str, SubscriptionGroupConfig] = {}
-        self._data_version = DataVersion(clock.now_ms(), 0)
-        self._version = 0
-        self.file = ConfigFileWriter(path, self)
-        """Writes ``path``; every change awaits its :meth:`~ConfigFileWriter.flush`."""
+        super().__init__(path, clock)
 
     # --- state and persistence ----------------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        """Bumped by every change (the file writer skips unchanged tables)."""
-        return self._version
-
-    @property
-    def data_version(self) -> DataVersion:
-        return self._data_version
-
-    @property
-    def path(self) -> Path:
-        return self.file.path
 
     def load(self) -> None:
         """Read subscriptionGroup.json (``.bak`` if the main file is damaged), then add the
@@ -130,11 +112,9 @@ class SubscriptionGroupManager:
         Raises :class:`CorruptDataError` when both files exist and neither parses.
         """
         wrapper = read_with_backup(self.path, _decode_groups)
-        if wrapper is not None:
-            self._table = dict(wrapper.subscription_group_table)
-            self._data_version = wrapper.data_version
-        self._version += 1
-        self.file.mark_written()
+        self._loaded(
+            None if wrapper is None else (wrapper.subscription_group_table, wrapper.data_version)
+        )
         missing = [group for group in SYSTEM_GROUPS if group not in self._table]
         for group in missing:
             self._table[group] = SubscriptionGroupConfig(group)
@@ -148,21 +128,7 @@ class SubscriptionGroupManager:
     def wrapper(self) -> SubscriptionGroupWrapper:
         return SubscriptionGroupWrapper(dict(sorted(self._table.items())), self._data_version)
 
-    async def persist(self) -> bool:
-        """Write the file if the table changed since the last write; True if written."""
-        return await self.file.flush()
-
     # --- lookups ------------------------------------------------------------------------------
-
-    def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """The settings of ``group``, or None (never creates; see :meth:`find_or_create`)."""
-        return self._table.get(group)
-
-    def __contains__(self, group: object) -> bool:
-        return group in self._table
-
-    def __len__(self) -> int:
-        return len(self._table)
 
     def group_names(self) -> list[str]:
         return sorted(self._table)
@@ -238,10 +204,6 @@ class SubscriptionGroupManager:
             self._changed()
         await self.persist()
         return True
-
-    def _changed(self) -> None:
-        self._version += 1
-        self._data_version = self._data_version.next(self._clock.now_ms())
 
 
 def _decode_groups(raw: bytes) -> SubscriptionGroupWrapper:

@@ -28,14 +28,14 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError
 from bolide.base.fileio import read_with_backup
-from bolide.broker.config import BrokerConfig, ConfigFileWriter
+from bolide.broker.config import BrokerConfig
+from bolide.broker.config_table import ConfigTable
 from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.bodies.topic import (
     PERM_INHERIT,
     PERM_PRIORITY,
     PERM_READ,
     PERM_WRITE,
-    DataVersion,
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
@@ -215,7 +215,7 @@ class TopicCreation:
     reason: str = ""
 
 
-class TopicConfigManager:
+class TopicConfigManager(ConfigTable[TopicConfig]):
     """The topic table of one broker, persisted to ``path`` (topics.json).
 
     System topics (see :meth:`load`) follow ``config``; ``clock`` stamps the data version.
@@ -231,31 +231,16 @@ class TopicConfigManager:
         max_topics: int = limits.TOPICS_MAX_COUNT,
     ) -> None:
         self._config = config
-        self._clock = clock
         self._max_topics = max_topics
-        self._table: dict[str, TopicConfig] = {}
-        self._data_version = DataVersion(clock.now_ms(), 0)
-        self._version = 0
         self._system_topics = _FIXED_SYSTEM_TOPICS | {
             config.broker_cluster_name,
             config.broker_name,
             config.broker_cluster_name + REPLY_TOPIC_SUFFIX,
             config.msg_trace_topic_name,
         }
-        self.file = ConfigFileWriter(path, self)
-        """Writes ``path``; every change awaits its :meth:`~ConfigFileWriter.flush`."""
+        super().__init__(path, clock)
 
     # --- state and persistence ----------------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        """Bumped by every change (the file writer skips unchanged tables)."""
-        return self._version
-
-    @property
-    def data_version(self) -> DataVersion:
-        """The version name servers compare to notice that the topics changed."""
-        return self._data_version
 
     def load(self) -> None:
         """Read topics.json (``.bak`` if the main file is damaged), then apply system topics.
@@ -268,11 +253,9 @@ class TopicConfigManager:
         Raises :class:`CorruptDataError` when both files exist and neither parses.
         """
         wrapper = read_with_backup(self.path, _decode_topics)
-        if wrapper is not None:
-            self._table = dict(wrapper.topic_config_table)
-            self._data_version = wrapper.data_version
-        self._version += 1
-        self.file.mark_written()
+        self._loaded(
+            None if wrapper is None else (wrapper.topic_config_table, wrapper.data_version)
+        )
         changed = False
         for system_topic in self._system_topic_configs():
             if system_topic.topic_name not in self._table:
@@ -282,10 +265,6 @@ class TopicConfigManager:
             changed |= self._table.pop(AUTO_CREATE_TOPIC_KEY_TOPIC, None) is not None
         if changed:
             self._changed()
-
-    @property
-    def path(self) -> Path:
-        return self.file.path
 
     def encode(self) -> bytes:
         """topics.json bytes (also the GET_ALL_TOPIC_CONFIG body)."""
@@ -313,21 +292,7 @@ class TopicConfigManager:
         }
         return TopicConfigSerializeWrapper(restricted, wrapper.data_version)
 
-    async def persist(self) -> bool:
-        """Write topics.json if the table changed since the last write; True if written."""
-        return await self.file.flush()
-
     # --- lookups ------------------------------------------------------------------------------
-
-    def find(self, topic: str) -> TopicConfig | None:
-        """The configuration of ``topic``, or None."""
-        return self._table.get(topic)
-
-    def __contains__(self, topic: object) -> bool:
-        return topic in self._table
-
-    def __len__(self) -> int:
-        return len(self._table)
 
     def topic_config_table(self) -> dict[str, TopicConfig]:
         """A copy of the whole table (configs are immutable)."""
@@ -494,10 +459,6 @@ class TopicConfigManager:
         if creation.created:
             await self.persist()
         return creation
-
-    def _changed(self) -> None:
-        self._version += 1
-        self._data_version = self._data_version.next(self._clock.now_ms())
 
     def _system_topic_configs(self) -> list[TopicConfig]:
         config = self._config

@@ -43,6 +43,8 @@ from bolide.remoting.loop import run
 
 __all__ = [
     "DEFAULT_NAMESRV",
+    "BrokerOption",
+    "ClusterOption",
     "ExitCode",
     "JsonOption",
     "NamesrvOption",
@@ -52,6 +54,7 @@ __all__ = [
     "fail",
     "format_time_ms",
     "parse_time_ms",
+    "report_brokers",
 ]
 
 T = TypeVar("T")
@@ -89,6 +92,13 @@ TimeoutOption = Annotated[
     typer.Option("--timeout-ms", min=1, help="Timeout of each request, in milliseconds."),
 ]
 DEFAULT_TIMEOUT_MS = limits.ADMIN_REQUEST_TIMEOUT_MS
+ClusterOption = Annotated[
+    str | None, typer.Option("--cluster", "-c", help="Only the brokers of this cluster.")
+]
+BrokerOption = Annotated[
+    list[str] | None,
+    typer.Option("--broker", "-b", help="Only this broker (name or host:port); repeatable."),
+]
 
 
 def exit_code_of(error: BaseException) -> ExitCode:
@@ -149,6 +159,24 @@ class Output:
     def note(self, text: str) -> None:
         """A remark for people on stderr (not part of the output)."""
         self.errors.print(text, markup=False)
+
+
+def report_brokers(
+    output: Output,
+    kind: str,
+    name: str,
+    brokers: Sequence[str],
+    done: str,
+    *,
+    no_broker: str = "",
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Report a change applied on ``brokers``: ``{kind: name, "brokers": [...], **extra}`` with
+    ``--json``, else the line ``<kind> <name> <done> <brokers>`` (``no_broker`` when none)."""
+    if output.json_output:
+        output.json({kind: name, "brokers": brokers, **(extra or {})})
+    else:
+        output.line(f"{kind} {name} {done} {', '.join(brokers) or no_broker}")
 
 
 def fail(output: Output, message: str, code: ExitCode) -> NoReturn:

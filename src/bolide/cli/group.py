@@ -9,12 +9,15 @@ import typer
 from bolide.cli.common import (
     DEFAULT_NAMESRV,
     DEFAULT_TIMEOUT_MS,
+    BrokerOption,
+    ClusterOption,
     JsonOption,
     NamesrvOption,
     Output,
     TimeoutOption,
     admin_session,
     format_time_ms,
+    report_brokers,
 )
 from bolide.client.admin import AdminClient
 from bolide.client.admin_views import GroupProgress, GroupSummary, connection_to_dict
@@ -25,13 +28,6 @@ __all__ = ["register"]
 app = typer.Typer(help="Consumer groups: settings, progress, clients.", no_args_is_help=True)
 
 GroupArgument = Annotated[str, typer.Argument(help="Consumer group name.")]
-ClusterOption = Annotated[
-    str | None, typer.Option("--cluster", "-c", help="Only the brokers of this cluster.")
-]
-BrokerOption = Annotated[
-    list[str] | None,
-    typer.Option("--broker", "-b", help="Only this broker (name or host:port); repeatable."),
-]
 RetryMaxOption = Annotated[
     int | None,
     typer.Option("--retry-max-times", min=0, help="Deliveries through %RETRY% before %DLQ%."),
@@ -99,10 +95,9 @@ def create(
         return await admin.create_group(config, cluster=cluster, brokers=broker or ())
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
-        output.json({"group": group, "brokers": brokers, "config": config.to_object()})
-    else:
-        output.line(f"group {group} created on {', '.join(brokers)}")
+    report_brokers(
+        output, "group", group, brokers, "created on", extra={"config": config.to_object()}
+    )
 
 
 @app.command("update")
@@ -127,10 +122,7 @@ def update(
         return await admin.update_group(group, **changes)
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
-        output.json({"group": group, "brokers": brokers})
-    else:
-        output.line(f"group {group} updated on {', '.join(brokers)}")
+    report_brokers(output, "group", group, brokers, "updated on")
 
 
 @app.command("delete")
@@ -151,10 +143,7 @@ def delete(
         return await admin.delete_group(group, remove_offsets=not keep_offsets, cluster=cluster)
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
-        output.json({"group": group, "brokers": brokers})
-    else:
-        output.line(f"group {group} deleted from {', '.join(brokers) or 'the brokers'}")
+    report_brokers(output, "group", group, brokers, "deleted from", no_broker="the brokers")
 
 
 @app.command("list")

@@ -9,12 +9,15 @@ import typer
 from bolide.cli.common import (
     DEFAULT_NAMESRV,
     DEFAULT_TIMEOUT_MS,
+    BrokerOption,
+    ClusterOption,
     JsonOption,
     NamesrvOption,
     Output,
     TimeoutOption,
     admin_session,
     format_time_ms,
+    report_brokers,
 )
 from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
 from bolide.client.admin_views import QueueStatus
@@ -41,13 +44,6 @@ _SYSTEM_TOPICS = frozenset(
 )
 
 TopicArgument = Annotated[str, typer.Argument(help="Topic name.")]
-ClusterOption = Annotated[
-    str | None, typer.Option("--cluster", "-c", help="Only the brokers of this cluster.")
-]
-BrokerOption = Annotated[
-    list[str] | None,
-    typer.Option("--broker", "-b", help="Only this broker (name or host:port); repeatable."),
-]
 PermOption = Annotated[
     str | None,
     typer.Option("--perm", help="Permission: 6 (read+write), 4 (read), 2 (write), or letters rw."),
@@ -120,10 +116,7 @@ def create(
         )
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
-        output.json({"topic": topic, "brokers": brokers})
-    else:
-        output.line(f"topic {topic} created on {', '.join(brokers)}")
+    report_brokers(output, "topic", topic, brokers, "created on")
 
 
 @app.command("update")
@@ -152,10 +145,7 @@ def update(
         )
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
-        output.json({"topic": topic, "brokers": brokers})
-    else:
-        output.line(f"topic {topic} updated on {', '.join(brokers)}")
+    report_brokers(output, "topic", topic, brokers, "updated on")
 
 
 @app.command("delete")
@@ -174,10 +164,7 @@ def delete(
         return await admin.delete_topic(topic, cluster=cluster)
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
-        output.json({"topic": topic, "brokers": brokers})
-    else:
-        output.line(f"topic {topic} deleted from {', '.join(brokers) or 'no broker'}")
+    report_brokers(output, "topic", topic, brokers, "deleted from", no_broker="no broker")
 
 
 @app.command("list")

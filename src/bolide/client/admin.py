@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from types import TracebackType
 from typing import TypeVar
 
 from bolide.base import limits
@@ -60,6 +59,7 @@ from bolide.client.admin_views import (
     ResetResult,
 )
 from bolide.client.config import parse_namesrv_addresses
+from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import SendResult
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import get_route
@@ -103,7 +103,7 @@ ProgressCallback = Callable[[int, int], None]
 resent)."""
 
 
-class AdminClient:
+class AdminClient(AsyncLifecycle):
     """Administration of a Bolide (or RocketMQ 4.x) cluster reached through ``namesrv``
     (``"host:port;host:port"``). See the module docstring.
 
@@ -147,16 +147,7 @@ class AdminClient:
         if pool is not None:
             await pool.close()
 
-    async def __aenter__(self) -> AdminClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self) -> None:
         await self.close()
 
     # ---- plumbing ----------------------------------------------------------------------------

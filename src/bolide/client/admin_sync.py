@@ -8,7 +8,6 @@ errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts a
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
-from types import TracebackType
 
 from bolide.base import limits
 from bolide.client.admin import RESET_TO_LATEST, ProgressCallback
@@ -22,7 +21,7 @@ from bolide.client.admin_views import (
     ResetResult,
 )
 from bolide.client.message import SendResult
-from bolide.client.sync import LoopThread
+from bolide.client.sync import BlockingFacade
 from bolide.protocol.bodies import (
     ClusterInfo,
     Connection,
@@ -37,45 +36,19 @@ from bolide.protocol.message import Message, MessageExt
 __all__ = ["AdminClient"]
 
 
-class AdminClient:
+class AdminClient(BlockingFacade[AsyncAdminClient]):
     """Blocking administration client; see :class:`bolide.client.admin.AdminClient`."""
 
     def __init__(
         self, namesrv: str | Iterable[str], *, timeout_ms: int = limits.ADMIN_REQUEST_TIMEOUT_MS
     ) -> None:
-        self._core = AsyncAdminClient(namesrv, timeout_ms=timeout_ms)
-        self._runner = LoopThread("bolide-admin")
-
-    @property
-    def core(self) -> AsyncAdminClient:
-        """The async client underneath (use it only on :attr:`loop_thread`)."""
-        return self._core
-
-    @property
-    def loop_thread(self) -> LoopThread:
-        return self._runner
-
-    def start(self) -> None:
-        self._runner.run(self._core.start())
+        super().__init__(AsyncAdminClient(namesrv, timeout_ms=timeout_ms), "bolide-admin")
 
     def close(self) -> None:
         """Close the connections and stop the loop thread. Idempotent."""
-        try:
-            if self._runner.started:
-                self._runner.run(self._core.close())
-        finally:
-            self._runner.stop()
+        self._finish(self._core.close)
 
-    def __enter__(self) -> AdminClient:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.close()
 
     # ---- clusters and topics -----------------------------------------------------------------

@@ -17,7 +17,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import InvariantViolationError
@@ -28,7 +28,7 @@ from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import Message
 from bolide.remoting.loop import new_event_loop
 
-__all__ = ["LoopThread", "Producer"]
+__all__ = ["BlockingFacade", "ClientFacade", "LoopThread", "Producer"]
 
 T = TypeVar("T")
 
@@ -110,7 +110,105 @@ async def _cancel_all() -> None:
         await asyncio.wait(tasks)
 
 
-class Producer:
+class _AsyncCore(Protocol):
+    """What a blocking facade needs of its async core: a coroutine ``start``."""
+
+    async def start(self) -> None: ...
+
+
+class _ClientCore(_AsyncCore, Protocol):
+    """A producer's or consumer's core: a ``group`` and a coroutine ``shutdown``."""
+
+    group: str
+
+    async def shutdown(self) -> None: ...
+
+
+CoreT = TypeVar("CoreT", bound=_AsyncCore)
+ClientCoreT = TypeVar("ClientCoreT", bound=_ClientCore)
+
+
+async def _call(function: Callable[..., T], *arguments: Any) -> T:
+    """Run a plain core method on the loop thread (it may need the running loop)."""
+    return function(*arguments)
+
+
+class BlockingFacade(Generic[CoreT]):
+    """The shared half of every blocking facade (producer, consumers, admin client): one
+    async core driven on a private :class:`LoopThread` named ``thread_name``.
+
+    ``with facade:`` calls :meth:`start` and, on the way out, :meth:`_close` (the facade's
+    ``shutdown`` or ``close``), which stops the loop thread too.
+    """
+
+    def __init__(self, core: CoreT, thread_name: str) -> None:
+        self._core = core
+        self._runner = LoopThread(thread_name)
+
+    @property
+    def core(self) -> CoreT:
+        """The async core underneath (use it only on :attr:`loop_thread`)."""
+        return self._core
+
+    @property
+    def loop_thread(self) -> LoopThread:
+        return self._runner
+
+    def start(self) -> None:
+        """Start (see the async ``start``)."""
+        self._runner.run(self._core.start())
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(coroutine)
+
+    def _on_loop(self, function: Callable[..., T], *arguments: Any) -> T:
+        """``function(*arguments)`` on the loop thread once it runs, here before that."""
+        if self._runner.started:
+            return self._runner.run(_call(function, *arguments))
+        return function(*arguments)
+
+    def _finish(self, closing: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``closing()`` on the loop (if it ever started), then stop the loop thread
+        even when ``closing`` raised. Idempotent when ``closing`` is."""
+        try:
+            if self._runner.started:
+                self._runner.run(closing())
+        finally:
+            self._runner.stop()
+
+    def _close(self) -> None:
+        """What leaving a ``with`` block calls; each facade names its own."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._close()
+
+
+class ClientFacade(BlockingFacade[ClientCoreT]):
+    """A blocking producer or consumer: the group's facade, shut down by :meth:`shutdown`."""
+
+    @property
+    def group(self) -> str:
+        return self._core.group
+
+    def shutdown(self) -> None:
+        """Shut down and stop the loop thread. Idempotent."""
+        self._finish(self._core.shutdown)
+
+    def _close(self) -> None:
+        self.shutdown()
+
+
+class Producer(ClientFacade[AsyncProducer]):
     """The blocking producer: ``bolide.Producer("order-producers", namesrv="127.0.0.1:9876")``.
 
     Same options, errors and behaviour as :class:`bolide.aio.Producer` (see
@@ -133,7 +231,7 @@ class Producer:
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
     ) -> None:
-        self._core = AsyncProducer(
+        core = AsyncProducer(
             group,
             namesrv,
             instance_name=instance_name,
@@ -145,36 +243,11 @@ class Producer:
             default_topic=default_topic,
             default_topic_queue_count=default_topic_queue_count,
         )
-        self._runner = LoopThread(f"bolide-producer-{group}")
-
-    @property
-    def group(self) -> str:
-        return self._core.group
+        super().__init__(core, f"bolide-producer-{group}")
 
     @property
     def client_id(self) -> str:
         return self._core.instance.client_id
-
-    @property
-    def core(self) -> AsyncProducer:
-        """The async producer underneath (use it only on :attr:`loop_thread`)."""
-        return self._core
-
-    @property
-    def loop_thread(self) -> LoopThread:
-        return self._runner
-
-    def start(self) -> None:
-        """Start (see the async ``start``)."""
-        self._runner.run(self._core.start())
-
-    def shutdown(self) -> None:
-        """Shut down and stop the loop thread. Idempotent."""
-        try:
-            if self._runner.started:
-                self._runner.run(self._core.shutdown())
-        finally:
-            self._runner.stop()
 
     def send(
         self,
@@ -229,15 +302,3 @@ class Producer:
     def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
         """Send without waiting for the broker (see the async ``send_oneway``)."""
         self._runner.run(self._core.send_oneway(message, queue=queue))
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.shutdown()

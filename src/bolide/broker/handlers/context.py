@@ -21,17 +21,34 @@ from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
 from bolide.broker.schedule import ScheduleMessageService
 from bolide.broker.stats import BrokerStats
-from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.message import SocketAddress, parse_socket_address
 from bolide.remoting import Connection
 from bolide.store.api import MessageStore
 
-__all__ = ["BORN_HOST_ATTRIBUTE", "BrokerContext", "born_host_of"]
+__all__ = [
+    "BORN_HOST_ATTRIBUTE",
+    "BrokerContext",
+    "RefusedError",
+    "born_host_of",
+    "find_group_or_refuse",
+]
 
 BORN_HOST_ATTRIBUTE = "bolide.born_host"
 """Connection attribute caching the peer's address as a SocketAddress (parsed once)."""
+
+
+class RefusedError(Exception):
+    """A request a handler answers with ``code`` and ``remark`` before (or instead of)
+    reaching the store; raised by a handler's checks and caught by the same handler."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
 
 
 @dataclass(slots=True)
@@ -78,3 +95,25 @@ def born_host_of(connection: Connection) -> SocketAddress:
         raise ProtocolError(f"peer address {connection.remote_address!r} unusable") from error
     connection.attributes[BORN_HOST_ATTRIBUTE] = address
     return address
+
+
+async def find_group_or_refuse(
+    groups: SubscriptionGroupManager, group: str, *, missing_remark: str
+) -> SubscriptionGroupConfig:
+    """The settings of ``group``, created if the broker may create it (see
+    :meth:`SubscriptionGroupManager.find_or_create`).
+
+    Raises:
+        RefusedError: SYSTEM_ERROR when the new group could not be written (OSError), or
+            SUBSCRIPTION_GROUP_NOT_EXIST with ``missing_remark`` (each request type words it
+            as RocketMQ does) when the group is unknown and may not be created.
+    """
+    try:
+        group_config = await groups.find_or_create(group)
+    except OSError as error:
+        raise RefusedError(
+            ResponseCode.SYSTEM_ERROR, f"cannot record group {group}: {error}"
+        ) from error
+    if group_config is None:
+        raise RefusedError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, missing_remark)
+    return group_config

@@ -33,7 +33,7 @@ import logging
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.long_polling import WakeReason
 from bolide.broker.topics import is_readable
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, MessageModel, SubscriptionData
@@ -69,13 +69,6 @@ _STATUS_CODES: dict[GetStatus, ResponseCode] = {
 _EMPTY_QUEUE_STATUSES = frozenset({GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE})
 
 
-class _RefusedError(Exception):
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
-
-
 class PullHandlers:
     """The PULL_MESSAGE handler of one broker."""
 
@@ -99,7 +92,7 @@ class PullHandlers:
             )
         try:
             tag_codes = await self._check(header)
-        except _RefusedError as refused:
+        except RefusedError as refused:
             return self._refusal(request, header, refused)
         context = self._context
         result = self._read(header, tag_codes)
@@ -144,30 +137,22 @@ class PullHandlers:
         context = self._context
         group = header.consumer_group
         if not is_readable(context.config.broker_permission):
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.NO_PERMISSION,
                 f"the broker {context.config.broker_address} refuses reads",
             )
-        try:
-            group_config = await context.groups.find_or_create(group)
-        except OSError as error:
-            raise _RefusedError(
-                ResponseCode.SYSTEM_ERROR, f"cannot record group {group}: {error}"
-            ) from error
-        if group_config is None:
-            raise _RefusedError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{group}] does not exist",
-            )
+        group_config = await find_group_or_refuse(
+            context.groups, group, missing_remark=f"subscription group [{group}] does not exist"
+        )
         if not group_config.consume_enable:
-            raise _RefusedError(ResponseCode.NO_PERMISSION, f"group {group} may not consume")
+            raise RefusedError(ResponseCode.NO_PERMISSION, f"group {group} may not consume")
         topic_config = context.topics.find(header.topic)
         if topic_config is None:
-            raise _RefusedError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+            raise RefusedError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
         if not is_readable(topic_config.perm):
-            raise _RefusedError(ResponseCode.NO_PERMISSION, f"topic {header.topic} is not readable")
+            raise RefusedError(ResponseCode.NO_PERMISSION, f"topic {header.topic} is not readable")
         if not 0 <= header.queue_id < topic_config.read_queue_count:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{header.queue_id}] is illegal: topic {header.topic} has "
                 f"{topic_config.read_queue_count} read queues",
@@ -175,7 +160,7 @@ class PullHandlers:
         subscription = self._subscription(header, group_config.consume_broadcast_enable)
         if subscription.expression_type != EXPRESSION_TYPE_TAG:
             if not context.config.enable_property_filter:
-                raise _RefusedError(
+                raise RefusedError(
                     ResponseCode.SYSTEM_ERROR,
                     f"the broker does not support {subscription.expression_type} filtering",
                 )
@@ -194,23 +179,23 @@ class PullHandlers:
                     header.expression_type or EXPRESSION_TYPE_TAG,
                 )
             except BodyError as error:
-                raise _RefusedError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error)) from error
+                raise RefusedError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error)) from error
         group = header.consumer_group
         group_info = self._context.consumers.get_consumer_group_info(group)
         if group_info is None:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer group {group} is not online"
             )
         if group_info.message_model is MessageModel.BROADCASTING and not broadcast_enabled:
-            raise _RefusedError(ResponseCode.NO_PERMISSION, f"group {group} may not broadcast")
+            raise RefusedError(ResponseCode.NO_PERMISSION, f"group {group} may not broadcast")
         subscription = group_info.find_subscription(header.topic)
         if subscription is None:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"group {group} has not subscribed topic {header.topic}",
             )
         if subscription.sub_version < header.sub_version:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
                 f"the subscription of {group} to {header.topic} is not the latest",
             )
@@ -246,7 +231,7 @@ class PullHandlers:
         return request.make_response(code, None, fields, body_parts=tuple(result.buffers))
 
     def _refusal(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, refused: _RefusedError
+        self, request: RemotingCommand, header: PullMessageRequestHeader, refused: RefusedError
     ) -> RemotingCommand:
         store = self._context.store
         min_offset = store.min_offset(header.topic, header.queue_id)

@@ -35,7 +35,12 @@ from typing import TypeVar
 
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.handlers.context import BrokerContext, born_host_of
+from bolide.broker.handlers.context import (
+    BrokerContext,
+    RefusedError,
+    born_host_of,
+    find_group_or_refuse,
+)
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import (
@@ -109,15 +114,6 @@ _STORED_CODES = frozenset(
 """Codes under which the message was stored (the client reads the send result header)."""
 
 
-class _RefusedError(Exception):
-    """The send is answered with ``code`` before (or instead of) reaching the store."""
-
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
-
-
 class SendHandlers:
     """The producer-facing handlers of one broker."""
 
@@ -153,7 +149,7 @@ class SendHandlers:
                 result = await self._put_batch(connection, request, header, config, queue_id)
             else:
                 result = await self._put_single(connection, request, header, config, queue_id)
-        except _RefusedError as refused:
+        except RefusedError as refused:
             self._context.stats.record_put_failure()
             return request.make_response(refused.code, refused.remark, self._error_fields)
         except BolideError as error:  # still answered with extFields: clients read them
@@ -171,16 +167,16 @@ class SendHandlers:
         if not is_writeable(context.config.broker_permission) and (
             config is not None and config.order
         ):
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.NO_PERMISSION,
                 f"the broker {context.config.broker_address} refuses writes to order topic {topic}",
             )
         if config is None:  # known topics were validated when they were created
             validation = validate_topic(topic)
             if not validation.ok:
-                raise _RefusedError(ResponseCode.SYSTEM_ERROR, validation.reason)
+                raise RefusedError(ResponseCode.SYSTEM_ERROR, validation.reason)
         if is_send_forbidden_topic(topic):
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.NO_PERMISSION, f"sending to the system topic {topic} is forbidden"
             )
         if config is not None:
@@ -201,13 +197,13 @@ class SendHandlers:
                 topic_sys_flag=topic_sys_flag,
             )
         except OSError as error:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SYSTEM_ERROR, f"cannot record topic {header.topic}: {error}"
             ) from error
         if creation.created:
             context.register_soon()
         if creation.config is None:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"topic[{header.topic}] does not exist and was not auto-created: {creation.reason}",
             )
@@ -217,7 +213,7 @@ class SendHandlers:
         queue_id = header.queue_id
         queue_count = max(config.read_queue_count, config.write_queue_count)
         if queue_id >= queue_count:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal: topic {header.topic} has "
                 f"{queue_count} queues (producer {header.producer_group})",
@@ -282,7 +278,7 @@ class SendHandlers:
             transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
             and config.reject_transaction_message
         ):
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.NO_PERMISSION,
                 f"the broker {config.broker_address} refuses transaction messages",
             )
@@ -298,16 +294,9 @@ class SendHandlers:
         once it was consumed ``maxReconsumeTimes`` times (delay then dropped)."""
         context = self._context
         group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        try:
-            group_config = await context.groups.find_or_create(group)
-        except OSError as error:
-            raise _RefusedError(
-                ResponseCode.SYSTEM_ERROR, f"cannot record group {group}: {error}"
-            ) from error
-        if group_config is None:
-            raise _RefusedError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} not exist"
-            )
+        group_config = await find_group_or_refuse(
+            context.groups, group, missing_remark=f"subscription group {group} not exist"
+        )
         max_times = group_config.retry_max_times
         if client_version >= _VERSION_V3_4_9 and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
@@ -316,18 +305,18 @@ class SendHandlers:
         try:
             creation = await context.topics.create_dlq_topic(group)
         except OSError as error:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SYSTEM_ERROR, f"cannot record DLQ of {group}: {error}"
             ) from error
         if creation.created:
             context.register_soon()
         dlq = creation.config
         if dlq is None:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.SYSTEM_ERROR, f"topic {DLQ_GROUP_TOPIC_PREFIX}{group} not exist"
             )
         if not is_writeable(dlq.perm):
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.NO_PERMISSION, f"the topic {dlq.topic_name} is not writable"
             )
         properties.pop(PropertyKey.DELAY, None)
@@ -354,7 +343,7 @@ class SendHandlers:
         try:
             return timer.plan(properties, topic, queue_id)
         except TimerPropertyError as error:
-            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, str(error)) from error
+            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, str(error)) from error
 
     def _delay_level(self, properties: dict[str, str], sys_flag: int) -> int:
         """The DELAY level to apply (0 = none), clamped to the configured levels. Prepared and
@@ -368,7 +357,7 @@ class SendHandlers:
         try:
             level = int(text)
         except ValueError as error:
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.MESSAGE_ILLEGAL, f"the DELAY property {text!r} is not a number"
             ) from error
         return min(level, len(self._context.config.message_delay_levels_ms))
@@ -385,20 +374,20 @@ class SendHandlers:
     ) -> PutResult:
         context = self._context
         if is_retry_topic(header.topic):
-            raise _RefusedError(
+            raise RefusedError(
                 ResponseCode.MESSAGE_ILLEGAL, f"a batch cannot be sent to {header.topic}"
             )
         if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE:
-            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
+            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
         try:
             entries = decode_batch_body(request.body)
         except ProtocolError as error:
-            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {error}") from error
+            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {error}") from error
         shared = decode_properties(header.properties) if header.properties else {}
         shared.pop(PropertyKey.WAIT, None)
         shared.pop(DELIVERED_FROM, None)
         if _has_delay(shared):
-            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
+            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
         shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
         sys_flag = header.sys_flag
         if config.topic_filter_type == _MULTI_TAG:
@@ -448,7 +437,7 @@ def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
             return SendMessageRequestHeader.from_ext_fields(request.ext_fields)
         return SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
     except HeaderError as error:
-        raise _RefusedError(ResponseCode.SYSTEM_ERROR, str(error)) from error
+        raise RefusedError(ResponseCode.SYSTEM_ERROR, str(error)) from error
 
 
 def _has_delay(properties: dict[str, str]) -> bool:
@@ -471,7 +460,7 @@ def _clean_entry(entry: BatchEntry) -> BatchEntry:
         return entry if text is entry.properties else BatchEntry(entry.flag, entry.body, text)
     properties = decode_properties(entry.properties)
     if _has_delay(properties):
-        raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
+        raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
     waited = properties.pop(PropertyKey.WAIT, None)
     forged = properties.pop(DELIVERED_FROM, None)
     if waited is None and forged is None:

@@ -30,7 +30,6 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from bolide.base import limits
@@ -55,10 +54,12 @@ from bolide.client.consumer.pull_loop import PullLoop, PullSettings
 from bolide.client.consumer.push_consumer import (
     client_instance_for,
     default_offset_base_directory,
+    require_started,
     resolve_consume_timestamp_ms,
 )
 from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.instance import ClientInstance
+from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -92,7 +93,7 @@ class _Batch:
     messages: list[MessageExt]
 
 
-class PullConsumer:
+class PullConsumer(AsyncLifecycle):
     """A lite pull consumer of ``group`` (see the module docstring).
 
     Options as :class:`~bolide.client.consumer.push_consumer.PushConsumer` where they
@@ -329,16 +330,7 @@ class PullConsumer:
         await self.instance.release()
         _log.info("pull consumer %s shut down", self.group)
 
-    async def __aenter__(self) -> PullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self) -> None:
         await self.shutdown()
 
     # ---- reading -----------------------------------------------------------------------------
@@ -517,9 +509,7 @@ class PullConsumer:
         return state
 
     def _store(self) -> OffsetStore:
-        if self._offset_store is None:
-            raise ConfigError(f"consumer {self.group!r} is not started")
-        return self._offset_store
+        return require_started(self._offset_store, self.group)
 
     def _require_running(self) -> None:
         if not self._running:

@@ -43,8 +43,7 @@ import datetime
 import logging
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from bolide.base import limits
 from bolide.base.clock import Clock
@@ -72,6 +71,7 @@ from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import MessageSink, PullLoop, PullSettings
 from bolide.client.consumer.rebalance import Rebalancer, retry_topic
 from bolide.client.instance import ClientInstance
+from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -86,10 +86,24 @@ __all__ = [
     "PushConsumer",
     "client_instance_for",
     "default_offset_base_directory",
+    "require_started",
     "resolve_consume_timestamp_ms",
 ]
 
 _log = logging.getLogger("bolide.client.push_consumer")
+
+T = TypeVar("T")
+
+
+def require_started(part: T | None, group: str, missing: str = "is not started") -> T:
+    """``part`` of consumer ``group`` that exists only once started.
+
+    Raises:
+        ConfigError: ``part`` is None (``"consumer '<group>' <missing>"``).
+    """
+    if part is None:
+        raise ConfigError(f"consumer {group!r} {missing}")
+    return part
 
 
 def default_offset_base_directory() -> Path:
@@ -133,7 +147,7 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         raise ConfigError(f"{name} must be within {low}..{high}, not {value}")
 
 
-class PushConsumer:
+class PushConsumer(AsyncLifecycle):
     """A push consumer of ``group`` (see the module docstring).
 
     Pass ``namesrv`` (``"host:port;host:port"``) or a shared ``instance``. Options, with
@@ -301,30 +315,24 @@ class PushConsumer:
     @property
     def offset_store(self) -> OffsetStore:
         """The offset store (only after start)."""
-        if self._offset_store is None:
-            raise ConfigError(f"consumer {self.group!r} is not started")
-        return self._offset_store
+        return require_started(self._offset_store, self.group)
 
     @property
     def rebalancer(self) -> Rebalancer:
         """The rebalance state (only after start)."""
-        if self._rebalancer is None:
-            raise ConfigError(f"consumer {self.group!r} is not started")
-        return self._rebalancer
+        return require_started(self._rebalancer, self.group)
 
     @property
     def orderly_service(self) -> OrderlyConsumeService:
         """The orderly consumption service (only after start, with ``orderly=True``)."""
-        if self._orderly is None:
-            raise ConfigError(f"consumer {self.group!r} is not an orderly consumer, or not started")
-        return self._orderly
+        return require_started(
+            self._orderly, self.group, "is not an orderly consumer, or not started"
+        )
 
     @property
     def consume_service(self) -> ConcurrentConsumeService:
         """The consumption service (only after start)."""
-        if self._consume is None:
-            raise ConfigError(f"consumer {self.group!r} is not started")
-        return self._consume
+        return require_started(self._consume, self.group)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -492,16 +500,7 @@ class PushConsumer:
         await self.instance.release()
         _log.info("push consumer %s shut down", self.group)
 
-    async def __aenter__(self) -> PushConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self) -> None:
         await self.shutdown()
 
     def _after_subscription_change(self) -> None:

@@ -10,62 +10,30 @@ behaviour are those of :class:`~bolide.client.consumer.push_consumer.PushConsume
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from types import TracebackType
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from bolide.client.consumer.pull_consumer import PullConsumer as AsyncPullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer as AsyncPushConsumer
-from bolide.client.sync import LoopThread
+from bolide.client.sync import ClientFacade
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import MessageExt
 
 __all__ = ["PullConsumer", "PushConsumer"]
 
-T = TypeVar("T")
 
-
-async def _call(function: Callable[..., T], *arguments: Any) -> T:
-    """Run a plain core method on the loop thread (it may need the running loop)."""
-    return function(*arguments)
-
-
-class _Facade:
-    _runner: LoopThread
-
-    def _on_loop(self, function: Callable[..., T], *arguments: Any) -> T:
-        if self._runner.started:
-            return self._runner.run(_call(function, *arguments))
-        return function(*arguments)
-
-    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self._runner.run(coroutine)
-
-
-class PushConsumer(_Facade):
+class PushConsumer(ClientFacade[AsyncPushConsumer]):
     """``bolide.PushConsumer("billing", namesrv="127.0.0.1:9876", instance_name="worker-1",
     consume_from=bolide.ConsumeFrom.FIRST_OFFSET)``; keyword options as the async core."""
 
     def __init__(self, group: str, namesrv: str | Iterable[str], **options: Any) -> None:
-        self._core = AsyncPushConsumer(group, namesrv, **options)
-        self._runner = LoopThread(f"bolide-push-consumer-{group}")
-
-    @property
-    def group(self) -> str:
-        return self._core.group
+        super().__init__(
+            AsyncPushConsumer(group, namesrv, **options), f"bolide-push-consumer-{group}"
+        )
 
     @property
     def client_id(self) -> str:
         return self._core.instance.client_id
-
-    @property
-    def core(self) -> AsyncPushConsumer:
-        """The async consumer underneath (use it only on :attr:`loop_thread`)."""
-        return self._core
-
-    @property
-    def loop_thread(self) -> LoopThread:
-        return self._runner
 
     def subscribe(self, topic: str, expression: str | None = "*") -> None:
         """See the async ``subscribe``."""
@@ -79,51 +47,15 @@ class PushConsumer(_Facade):
         """See the async ``register_listener``."""
         self._core.register_listener(listener)
 
-    def start(self) -> None:
-        """Start consuming (see the async ``start``)."""
-        self._run(self._core.start())
 
-    def shutdown(self) -> None:
-        """Shut down and stop the loop thread. Idempotent."""
-        try:
-            if self._runner.started:
-                self._run(self._core.shutdown())
-        finally:
-            self._runner.stop()
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.shutdown()
-
-
-class PullConsumer(_Facade):
+class PullConsumer(ClientFacade[AsyncPullConsumer]):
     """``bolide.PullConsumer("reports", namesrv="127.0.0.1:9876")``; ``poll()`` blocks up to
     its timeout. Keyword options as the async core."""
 
     def __init__(self, group: str, namesrv: str | Iterable[str], **options: Any) -> None:
-        self._core = AsyncPullConsumer(group, namesrv, **options)
-        self._runner = LoopThread(f"bolide-pull-consumer-{group}")
-
-    @property
-    def group(self) -> str:
-        return self._core.group
-
-    @property
-    def core(self) -> AsyncPullConsumer:
-        """The async consumer underneath (use it only on :attr:`loop_thread`)."""
-        return self._core
-
-    @property
-    def loop_thread(self) -> LoopThread:
-        return self._runner
+        super().__init__(
+            AsyncPullConsumer(group, namesrv, **options), f"bolide-pull-consumer-{group}"
+        )
 
     def subscribe(self, topic: str, expression: str | None = "*") -> None:
         self._on_loop(self._core.subscribe, topic, expression)
@@ -139,17 +71,6 @@ class PullConsumer(_Facade):
 
     def assignment(self) -> frozenset[MessageQueue]:
         return self._on_loop(self._core.assignment)
-
-    def start(self) -> None:
-        self._run(self._core.start())
-
-    def shutdown(self) -> None:
-        """Shut down and stop the loop thread. Idempotent."""
-        try:
-            if self._runner.started:
-                self._run(self._core.shutdown())
-        finally:
-            self._runner.stop()
 
     def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
         return self._run(self._core.poll(timeout_ms))
@@ -177,15 +98,3 @@ class PullConsumer(_Facade):
 
     def resume(self, queues: Iterable[MessageQueue]) -> None:
         self._on_loop(self._core.resume, list(queues))
-
-    def __enter__(self) -> PullConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.shutdown()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 
 from bolide.base import limits
 from bolide.base.clock import Clock
@@ -38,6 +37,7 @@ from bolide.base.errors import (
 from bolide.client import rpc
 from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
+from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import SendResult
 from bolide.client.producer.prepare import (
     PreparedSend,
@@ -59,7 +59,7 @@ _log = logging.getLogger("bolide.client.producer")
 _TRANSPORT_ERRORS = (ConnectionClosedError, RequestTimeoutError, BackpressureError)
 
 
-class Producer:
+class Producer(AsyncLifecycle):
     """Sends messages to the topics of a RocketMQ 4.x cluster.
 
     ``Producer("order-producers", namesrv="127.0.0.1:9876")``; then ``await start()``, the
@@ -151,16 +151,7 @@ class Producer:
         await self.instance.release()
         _log.info("producer %s shut down", self.group)
 
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self) -> None:
         await self.shutdown()
 
     # ---- sends -------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from bolide.protocol.bodies.heartbeat import (
     ConsumeType,
     MessageModel,
     SubscriptionData,
+    read_consume_settings,
 )
 from bolide.protocol.bodies.queue import MessageQueue
 from bolide.protocol.bodies.values import (
@@ -222,14 +223,7 @@ class ConsumerConnection:
         return cls(
             _connections(obj),
             {str(topic): SubscriptionData.from_object(item) for topic, item in table.items()},
-            get_enum(obj, "consumeType", ConsumeType, ConsumeType.CONSUME_PASSIVELY),
-            get_enum(obj, "messageModel", MessageModel, MessageModel.CLUSTERING),
-            get_enum(
-                obj,
-                "consumeFromWhere",
-                ConsumeFromWhere,
-                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            ),
+            *read_consume_settings(obj),
         )
 
 

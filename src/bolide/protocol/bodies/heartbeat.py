@@ -162,6 +162,24 @@ class SubscriptionData:
         )
 
 
+def read_consume_settings(
+    obj: Mapping[str, Any],
+) -> tuple[ConsumeType, MessageModel, ConsumeFromWhere]:
+    """``consumeType``, ``messageModel`` and ``consumeFromWhere`` of a consumer's JSON object
+    (names or ordinals), each defaulting as RocketMQ does when absent: CONSUME_PASSIVELY,
+    CLUSTERING, CONSUME_FROM_LAST_OFFSET. Raises :class:`BodyError` on an unknown value."""
+    return (
+        get_enum(obj, "consumeType", ConsumeType, ConsumeType.CONSUME_PASSIVELY),
+        get_enum(obj, "messageModel", MessageModel, MessageModel.CLUSTERING),
+        get_enum(
+            obj,
+            "consumeFromWhere",
+            ConsumeFromWhere,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        ),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerData:
     """One consumer group as a client reports it."""
@@ -190,14 +208,7 @@ class ConsumerData:
         obj: Mapping[str, Any] = as_object(value, "consumer data")
         return cls(
             get_str(obj, "groupName"),
-            get_enum(obj, "consumeType", ConsumeType, ConsumeType.CONSUME_PASSIVELY),
-            get_enum(obj, "messageModel", MessageModel, MessageModel.CLUSTERING),
-            get_enum(
-                obj,
-                "consumeFromWhere",
-                ConsumeFromWhere,
-                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            ),
+            *read_consume_settings(obj),
             tuple(
                 SubscriptionData.from_object(item) for item in get_list(obj, "subscriptionDataSet")
             ),
