@@ -8,7 +8,6 @@ Bolide's output and the peers' alike.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,14 @@ from bolide.base import limits
 
 # The recorder, the latency summary and the schema are Bolide's own (``bolide bench``): one
 # definition, so the two sides of a comparison cannot drift apart.
-from bolide.cli.bench_runtime import MIB, RESULT_SCHEMA, LatencyRecorder, LatencySummary
+from bolide.cli.bench_runtime import (
+    CLOCK_TICKS_PER_S,
+    MIB,
+    RESULT_SCHEMA,
+    LatencyRecorder,
+    LatencySummary,
+    proc_stat_fields,
+)
 
 __all__ = [
     "LATENCY_SAMPLES_MAX",
@@ -34,7 +40,6 @@ __all__ = [
 LATENCY_SAMPLES_MAX = limits.BENCH_LATENCY_SAMPLES_MAX_COUNT
 """Samples a recorder keeps; later ones are counted in ``dropped`` (one bound with ``bolide
 bench``, which writes the same result lines)."""
-_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -97,22 +102,15 @@ def parse_result(line: str) -> dict[str, Any]:
 
 # --- CPU of a server process -----------------------------------------------------------------
 #
-# /proc/<pid>/stat, after the command name in parentheses (which may hold spaces):
-#
-#   +-------+------+------+-----+-------+-------+---
-#   | state | ppid | pgrp | ... | utime | stime | ...
-#   +-------+------+------+-----+-------+-------+---
-#     [0]     [1]    [2]          [11]    [12]      (fields 3, 4, 5, 14, 15 of proc(5))
-#
-# utime and stime are in clock ticks (SC_CLK_TCK per second).
+# The fields of /proc/<pid>/stat are drawn beside proc_stat_fields (bolide.cli.bench_runtime):
+# [1] ppid, [11] utime and [12] stime, in clock ticks (CLOCK_TICKS_PER_S per second).
 
 
 def _stat_fields(stat_path: Path) -> list[str] | None:
     try:
-        text = stat_path.read_text()
+        return proc_stat_fields(stat_path)
     except OSError:  # the process ended between listing /proc and reading it
         return None
-    return text[text.rindex(")") + 2 :].split()
 
 
 def process_tree_cpu_s(root_pid: int) -> float:
@@ -144,4 +142,4 @@ def process_tree_cpu_s(root_pid: int) -> float:
             ancestor = parents[ancestor]
         if ancestor == root_pid:
             total += pid_ticks
-    return total / _CLOCK_TICKS_PER_S
+    return total / CLOCK_TICKS_PER_S

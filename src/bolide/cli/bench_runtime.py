@@ -31,6 +31,7 @@ from bolide.base import limits
 from bolide.base.errors import ConfigError
 
 __all__ = [
+    "CLOCK_TICKS_PER_S",
     "RESULT_SCHEMA",
     "STAMP_BYTES",
     "BenchMode",
@@ -43,6 +44,7 @@ __all__ = [
     "Stopwatch",
     "Workload",
     "durability_text",
+    "proc_stat_fields",
     "process_cpu_s",
     "read_stamp_ns",
 ]
@@ -50,7 +52,8 @@ __all__ = [
 RESULT_SCHEMA = "bolide-bench/1"
 STAMP_BYTES = 8
 MIB = 1024 * 1024
-_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+"""Unit of utime and stime in /proc/<pid>/stat (ticks per second)."""
 
 # The stamp at the head of every body: CLOCK_MONOTONIC in ns, one clock for every process of
 # the machine, so a consumer in another process can subtract it.
@@ -235,11 +238,21 @@ def process_cpu_s(pid: int) -> float:
         ProcessLookupError: ``pid`` is not running (or this is not Linux).
     """
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        fields = proc_stat_fields(Path(f"/proc/{pid}/stat"))
     except OSError as error:
         raise ProcessLookupError(pid) from error
-    fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS_PER_S
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+
+
+def proc_stat_fields(stat_path: Path) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` file after the command name, indexed as drawn
+    above ([1] ppid, [11] utime, [12] stime).
+
+    Raises:
+        OSError: the file cannot be read (the process ended, or this is not Linux).
+    """
+    text = stat_path.read_text()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def _own_cpu_s() -> float:
