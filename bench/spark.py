@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bolide.cli.bench_runtime import process_cpu_s, process_tree_cpu_s
 from bolide.protocol.bodies import PERM_READ, PERM_WRITE
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -69,9 +70,7 @@ class Standalone:
         self.namesrv, self.broker = fields["namesrv"], fields["broker"]
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -114,35 +113,10 @@ def _session() -> Any:
     return spark
 
 
-def _process_cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _spark_cpu_seconds() -> float:
     """CPU used so far by this process and its descendants (the JVM and Spark's Python
     daemon and workers, which Spark keeps alive between tasks)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    family = {os.getpid()}
-    grew = True
-    while grew:
-        grew = False
-        for pid, parent in parents.items():
-            if parent in family and pid not in family:
-                family.add(pid)
-                grew = True
-    return sum(_process_cpu_seconds(pid) for pid in family)
+    return process_tree_cpu_s(os.getpid())
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from bolide.base import limits
@@ -17,12 +16,11 @@ from bolide.base import limits
 # The recorder, the latency summary and the schema are Bolide's own (``bolide bench``): one
 # definition, so the two sides of a comparison cannot drift apart.
 from bolide.cli.bench_runtime import (
-    CLOCK_TICKS_PER_S,
     MIB,
     RESULT_SCHEMA,
     LatencyRecorder,
     LatencySummary,
-    proc_stat_fields,
+    process_tree_cpu_s,
 )
 
 __all__ = [
@@ -98,48 +96,3 @@ def parse_result(line: str) -> dict[str, Any]:
         if field not in value:
             raise ValueError(f"result has no {field!r}: {line[:80]!r}")
     return value
-
-
-# --- CPU of a server process -----------------------------------------------------------------
-#
-# The fields of /proc/<pid>/stat are drawn beside proc_stat_fields (bolide.cli.bench_runtime):
-# [1] ppid, [11] utime and [12] stime, in clock ticks (CLOCK_TICKS_PER_S per second).
-
-
-def _stat_fields(stat_path: Path) -> list[str] | None:
-    try:
-        return proc_stat_fields(stat_path)
-    except OSError:  # the process ended between listing /proc and reading it
-        return None
-
-
-def process_tree_cpu_s(root_pid: int) -> float:
-    """User + system CPU seconds of ``root_pid`` and its live descendants.
-
-    A tree, because some servers are a wrapper around the real process (rabbitmq-server is a
-    shell script that runs the Erlang VM as its child).
-
-    Raises:
-        ProcessLookupError: ``root_pid`` is not running.
-    """
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(entry / "stat")
-        if fields is None:
-            continue
-        pid = int(entry.name)
-        parents[pid] = int(fields[1])
-        ticks[pid] = int(fields[11]) + int(fields[12])
-    if root_pid not in ticks:
-        raise ProcessLookupError(root_pid)
-    total = 0
-    for pid, pid_ticks in ticks.items():
-        ancestor = pid
-        while ancestor not in (root_pid, 0, 1) and ancestor in parents:
-            ancestor = parents[ancestor]
-        if ancestor == root_pid:
-            total += pid_ticks
-    return total / CLOCK_TICKS_PER_S

@@ -46,6 +46,7 @@ __all__ = [
     "durability_text",
     "proc_stat_fields",
     "process_cpu_s",
+    "process_tree_cpu_s",
     "read_stamp_ns",
 ]
 
@@ -253,6 +254,45 @@ def proc_stat_fields(stat_path: Path) -> list[str]:
     """
     text = stat_path.read_text()
     return text[text.rindex(")") + 2 :].split()
+
+
+def _stat_fields_or_none(stat_path: Path) -> list[str] | None:
+    try:
+        return proc_stat_fields(stat_path)
+    except OSError:  # the process ended between listing /proc and reading it
+        return None
+
+
+def process_tree_cpu_s(root_pid: int) -> float:
+    """User + system CPU seconds of ``root_pid`` and its live descendants.
+
+    A tree, because some servers are a wrapper around the real process (rabbitmq-server is a
+    shell script that runs the Erlang VM as its child).
+
+    Raises:
+        ProcessLookupError: ``root_pid`` is not running.
+    """
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields_or_none(entry / "stat")
+        if fields is None:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        ticks[pid] = int(fields[11]) + int(fields[12])
+    if root_pid not in ticks:
+        raise ProcessLookupError(root_pid)
+    total = 0
+    for pid, pid_ticks in ticks.items():
+        ancestor = pid
+        while ancestor not in (root_pid, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == root_pid:
+            total += pid_ticks
+    return total / CLOCK_TICKS_PER_S
 
 
 def _own_cpu_s() -> float:
