@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bench.peers.result import LatencyRecorder, process_tree_cpu_s
-from bench.peers.spec import BodyFactory, WorkloadSpec, read_stamp_ns
+from bench.peers.spec import WorkloadSpec
+from bolide.cli.bench_runtime import StampedBodies, read_stamp_ns
 
 FETCH_WAIT_MS = 100
 """Longest a consumer's fetch blocks: how soon an idle consumer notices that the run is over."""
@@ -137,7 +138,7 @@ async def _send_window(
     recorder: LatencyRecorder | None,
 ) -> int:
     """P x F coroutines that publish while ``next_ticket()`` allows; returns acked sends."""
-    bodies = BodyFactory(spec.message_bytes)
+    bodies = StampedBodies(spec.message_bytes)
     acked = 0
 
     async def window_slot(producer: PeerProducer) -> None:

@@ -7,20 +7,17 @@ file) and every peer, so a ratio in the comparison table compares like with like
 from __future__ import annotations
 
 import enum
-import os
-import struct
-import time
 from dataclasses import dataclass
 
-STAMP_BYTES = 8
-"""The first bytes of every body: the publisher's CLOCK_MONOTONIC reading, int64 nanoseconds,
-little-endian. CLOCK_MONOTONIC is one clock for every process of the machine, so a consumer in
-another process can subtract it."""
+from bolide.cli.bench_runtime import STAMP_BYTES
+
+# The first STAMP_BYTES of every body are the publisher's CLOCK_MONOTONIC reading (int64 ns,
+# little-endian); Bolide's bench defines the stamp (StampedBodies, read_stamp_ns), so both
+# sides of a comparison stamp alike.
 MESSAGE_BYTES_MIN = STAMP_BYTES
 """A body must hold the stamp."""
 MESSAGE_BYTES_MAX = 1024 * 1024
 """1 MiB: the smallest maximum message size among the peers (NATS max_payload default)."""
-_STAMP = struct.Struct("<q")
 
 
 class Workload(enum.StrEnum):
@@ -118,26 +115,3 @@ def bolide_arguments(spec: WorkloadSpec, flush: FlushMode) -> list[str]:
         *("--e2e-seconds", f"{spec.e2e_seconds:g}"),
         *("--max-seconds", f"{spec.max_seconds:g}"),
     ]
-
-
-class BodyFactory:
-    """Message bodies of a fixed size: a fresh stamp followed by random (incompressible) bytes."""
-
-    def __init__(self, message_bytes: int) -> None:
-        self._filler = os.urandom(message_bytes - STAMP_BYTES)
-
-    def stamped(self) -> bytes:
-        """A body whose stamp is now (``time.monotonic_ns``)."""
-        return _STAMP.pack(time.monotonic_ns()) + self._filler
-
-
-def read_stamp_ns(body: bytes) -> int:
-    """The publisher's CLOCK_MONOTONIC reading in ``body``, nanoseconds.
-
-    Raises:
-        ValueError: the body is shorter than the stamp.
-    """
-    if len(body) < STAMP_BYTES:
-        raise ValueError(f"body of {len(body)} bytes has no stamp")
-    (stamp_ns,) = _STAMP.unpack_from(body)
-    return int(stamp_ns)
