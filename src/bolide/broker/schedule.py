@@ -47,8 +47,8 @@ from bolide.broker.delivery import (
     level_marker,
     scan_delivery_markers,
 )
-from bolide.broker.topics import SCHEDULE_TOPIC
 from bolide.protocol.message import PropertyKey
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import MessageStore, PutStatus
 from bolide.store.config_files import parse_fastjson
 

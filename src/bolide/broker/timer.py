@@ -56,9 +56,9 @@ from bolide.broker.delivery import (
     scan_delivery_markers,
     timer_marker,
 )
-from bolide.broker.topics import TIMER_TOPIC
 from bolide.protocol.message import PropertyKey, decode_properties
 from bolide.protocol.message_codec import read_record_header
+from bolide.protocol.system_topics import TIMER_TOPIC
 from bolide.store.api import MessageStore, PutStatus
 from bolide.store.config_files import parse_fastjson
 from bolide.store.timer_log import TimerEntry, TimerLog

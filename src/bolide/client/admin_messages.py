@@ -44,12 +44,12 @@ from bolide.protocol.bodies import MASTER_BROKER_ID, PERM_READ, MessageQueue, Su
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag, QueryMessageRequestHeader
 from bolide.protocol.message import Message, MessageExt, PropertyKey, format_socket_address
 from bolide.protocol.msgid import decode_offset_message_id
+from bolide.protocol.system_topics import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
 
 if TYPE_CHECKING:
     from bolide.client.admin import AdminClient, ProgressCallback
 
 __all__ = [
-    "TOOLS_CONSUMER_GROUP",
     "get_message",
     "query_by_key",
     "query_by_time",
@@ -57,10 +57,6 @@ __all__ = [
     "tail",
 ]
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-"""The group admin pulls use (MixAll.TOOLS_CONSUMER_GROUP: built into every broker)."""
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 LATEST = -1
 EARLIEST = 0
 _FAR_FUTURE_MS = 2**62
@@ -372,7 +368,7 @@ async def resend_dead_letters(
 ) -> list[ResendOutcome]:
     """Send ``group``'s dead letters back to it (module docstring). Raises
     TopicNotFoundError when the group has no dead-letter or no retry topic."""
-    dlq, retry = DLQ_PREFIX + group, RETRY_PREFIX + group
+    dlq, retry = dlq_topic(group), retry_topic(group)
     try:
         await admin.topic_route(retry)
     except TopicNotFoundError as error:

@@ -19,6 +19,7 @@ from bolide.client.admin_views import BrokerSummary, GroupSummary, ResetResult
 from bolide.protocol.bodies import ConsumerConnection, MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import ResetOffsetRequestHeader
+from bolide.protocol.system_topics import is_system_group as is_broker_system_group
 
 if TYPE_CHECKING:
     from bolide.client.admin import AdminClient
@@ -36,13 +37,11 @@ __all__ = [
 
 ADMIN_PRODUCER_GROUP = "BOLIDE_ADMIN_PRODUCER"
 """Producer group of the messages the admin client sends (``message send``, resends)."""
-_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "CID_ONS", "TOOLS_CONSUMER", "FILTERSRV_CONSUMER")
-_SYSTEM_GROUPS = frozenset({"SELF_TEST_C_GROUP", "CID_ONSAPI_PULL", ADMIN_PRODUCER_GROUP})
 
 
 def is_system_group(group: str) -> bool:
     """A group every broker has for its own tools (hidden by ``group list``)."""
-    return group in _SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIXES)
+    return group == ADMIN_PRODUCER_GROUP or is_broker_system_group(group)
 
 
 def is_code(result: object, code: ResponseCode) -> bool:

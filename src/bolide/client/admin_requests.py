@@ -43,6 +43,7 @@ from bolide.protocol.headers import (
     ResetOffsetRequestHeader,
     TopicRequestHeader,
 )
+from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from bolide.remoting import ClientPool
 
 __all__ = [
@@ -111,7 +112,7 @@ async def create_or_update_topic(
     """UPDATE_AND_CREATE_TOPIC on one broker (it registers the topic with the name servers)."""
     header = CreateTopicRequestHeader(
         topic=config.topic_name,
-        default_topic="TBW102",
+        default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
         read_queue_count=config.read_queue_count,
         write_queue_count=config.write_queue_count,
         perm=config.perm,
