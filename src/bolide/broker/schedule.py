@@ -37,7 +37,7 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import ConfigError, ProtocolError, StoreError
+from bolide.base.errors import BolideError, ConfigError, ProtocolError, StoreError
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter, parse_delay_levels
@@ -347,7 +347,7 @@ class ScheduleMessageService:
         async def step() -> int:
             try:
                 return await self._deliver_due(level)
-            except Exception:
+            except (BolideError, OSError):  # a failed invariant() is a bug: the service crashes
                 _log.exception("schedule level %d: delivery failed; retrying later", level)
                 return self._retry_after_failure_ms
 

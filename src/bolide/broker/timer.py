@@ -45,7 +45,13 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import InvalidMessageError, ProtocolError, StoreError, StoreIOError
+from bolide.base.errors import (
+    BolideError,
+    InvalidMessageError,
+    ProtocolError,
+    StoreError,
+    StoreIOError,
+)
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter
@@ -443,7 +449,7 @@ class TimerMessageService:
     async def _step(self) -> int:
         try:
             return await self._deliver_due()
-        except Exception:
+        except (BolideError, OSError):  # a failed invariant() is a bug: the service crashes
             _log.exception("timer delivery failed; retrying later")
             return self._retry_after_failure_ms
 

@@ -20,7 +20,7 @@ from bolide.cli.common import (
     report_brokers,
 )
 from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
-from bolide.client.admin_views import QueueStatus
+from bolide.client.admin.views import QueueStatus
 from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicRouteData
 from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 

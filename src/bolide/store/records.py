@@ -20,14 +20,13 @@ from collections.abc import Mapping
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
+from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     PropertyKey,
-    SocketAddress,
     encode_properties,
     join_properties,
-    pack_ip,
     tags_code,
 )
 from bolide.protocol.message_codec import (

@@ -15,9 +15,10 @@ from bolide.client import rpc
 from bolide.client.instance import ClientInstance
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import PullResult
+from bolide.protocol.address import format_socket_address
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
-from bolide.protocol.message import Message, MessageExt, format_socket_address
+from bolide.protocol.message import Message, MessageExt
 from bolide.protocol.system_topics import CLIENT_INNER_PRODUCER_GROUP
 
 __all__ = [

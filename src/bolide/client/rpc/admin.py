@@ -1,8 +1,8 @@
-"""One coroutine per admin request code (protocol.md §2.3, §2.11), in the style of
-:mod:`bolide.client.rpc`: each takes the pool, the peer's address and a timeout, and raises
+"""One coroutine per admin request code (the requests of mqadmin and the dashboard): each
+takes the pool, the peer's address and a timeout, and raises
 :class:`~bolide.base.errors.RemoteError` for an unwanted response code (through
 :func:`bolide.client.rpc.call`), :class:`~bolide.base.errors.ProtocolError` for a body it
-cannot parse, and the transport's errors.
+cannot parse, and the transport's errors. :mod:`bolide.client.admin` builds on them.
 
 Name server: GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206),
 DELETE_TOPIC_IN_NAMESRV (216). Broker: 17, 21, 28, 200, 201, 202, 203, 204, 207, 208, 215,
