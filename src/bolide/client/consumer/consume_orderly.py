@@ -591,7 +591,9 @@ class OrderlyConsumeService:
 
     def _commit(self, queue: MessageQueue, process_queue: ProcessQueue, state: _QueueState) -> None:
         offset = process_queue.commit()
-        if offset >= 0 and not state.frozen:
+        # A normal hand-over lets the batch in flight commit (quiesce waits for it); a reset
+        # does not: its offsets are written after the quiesce and must stay.
+        if offset >= 0 and not state.frozen and not process_queue.offset_reset:
             self._offset_store.update_offset(queue, offset, increase_only=False)
 
     async def _dead_letter(
