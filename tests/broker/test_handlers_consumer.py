@@ -224,3 +224,24 @@ async def test_a_silent_client_expires_after_120_seconds(tmp_path: Path) -> None
         clock.advance_ms(10_000)
         await until(lambda: consumers.get_consumer_group_info("CG_Q") is None)
         await until(lambda: not wire.pool.connections)
+
+
+async def test_broker_conf_can_turn_change_notices_off(tmp_path: Path) -> None:
+    settings = {"notifyConsumerIdsChangedEnable": "false"}
+    async with connected(tmp_path, settings=settings) as (cluster, wire):
+        first, second = NoticeBox(), NoticeBox()
+        try:
+            first_wire = BrokerWire(first.pool, wire.address)
+            second_wire = BrokerWire(second.pool, wire.address)
+            topics = {"CG_OFF": {"T": "*"}}
+            await first_wire.invoke(heartbeat_request("first", consumer_groups=topics))
+            await second_wire.invoke(heartbeat_request("second", consumer_groups=topics))
+            consumers = cluster.brokers[0].context.consumers
+            assert consumers.client_ids("CG_OFF") == ["first", "second"]  # a change...
+            # ...whose notice would have been written before the answers to these requests.
+            await first_wire.invoke(heartbeat_request("first", consumer_groups=topics))
+            await second_wire.invoke(heartbeat_request("second", consumer_groups=topics))
+            assert first.notices == [] and second.notices == []
+        finally:
+            await first.pool.close()
+            await second.pool.close()

@@ -329,6 +329,8 @@ class Broker:
         return await self._registration.register_once()
 
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
         for connection in channels:
             if connection.is_closed:
