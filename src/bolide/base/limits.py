@@ -136,7 +136,8 @@ PULL_BATCH_MAX_BYTES = 256 * KIB
 PULL_SCAN_MIN_BYTES = 16_000
 """Consume-queue bytes scanned per pull at least: max(16000, maxMsgNums * 20)."""
 LONG_POLL_MAX_PARKED_REQUESTS = 100_000
-"""Parked pulls per broker; beyond it a pull is answered at once with PULL_NOT_FOUND."""
+"""Parked pulls per broker; beyond it a pull is answered at once with SYSTEM_BUSY, and the
+client waits PULL_DELAY_ON_ERROR_MS before pulling again (no busy loop)."""
 LONG_POLL_CHECK_INTERVAL_MS = 5_000
 """Parked pulls are re-checked at least this often even without arrivals."""
 LONG_POLL_HEAP_COMPACT_MIN_ENTRIES = 1_024
