@@ -66,6 +66,9 @@ __all__ = ["Broker", "store_config_of"]
 
 _log = logging.getLogger("bolide.broker")
 
+_NOT_ON_THE_VIP_CHANNEL = frozenset({RequestCode.PULL_MESSAGE})
+"""Requests a RocketMQ broker serves only on its main port (pulls may park for 30 s)."""
+
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:
     """The store settings a broker configuration implies (storePathRootDir is the store)."""
@@ -118,6 +121,10 @@ class Broker:
             config.listen_port,
             on_connection_close=self._connection_closed,
         )
+        self._host = host
+        self._any_port = config.listen_port == 0
+        self.vip_server: RemotingServer | None = None
+        """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
         self._pool = ClientPool(clock=self._clock)
         self._context: BrokerContext | None = None
         self._store: FileMessageStore | None = None
@@ -168,6 +175,7 @@ class Broker:
             await self._open_parts()
             if not self._listening:
                 await self._listen()
+            await self._listen_vip()
             await self.registration.start()
         except BaseException:
             await self.stop()
@@ -185,6 +193,27 @@ class Broker:
         self._listening = True
         if self.config.listen_port == 0:
             self.config = self.config.replace(listen_port=self.server.port)
+
+    async def _listen_vip(self) -> None:
+        """Open the VIP channel on listenPort - 2 with every handler but the pulls, as a
+        RocketMQ broker does (clients up to 4.4.0 send there). A fixed port that cannot be
+        bound fails the start; with listenPort 0 a taken port only leaves it off."""
+        config = self.config
+        vip_port = config.listen_port - 2
+        if not config.vip_channel_enabled or vip_port <= 0:
+            return
+        view = self._dispatcher.without(_NOT_ON_THE_VIP_CHANNEL)
+        server = RemotingServer(
+            view, self._host, vip_port, on_connection_close=self._connection_closed
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            if self._any_port:  # listenPort 0: best effort
+                _log.info("VIP channel not opened on port %d: %s", vip_port, error)
+                return
+            raise
+        self.vip_server = server
 
     async def _open_parts(self) -> None:
         config, clock = self.config, self._clock
@@ -297,6 +326,9 @@ class Broker:
         if client_scan is not None:
             await client_scan.stop(timeout_ms)
         await self.server.stop(timeout_ms)
+        vip_server, self.vip_server = self.vip_server, None
+        if vip_server is not None:
+            await vip_server.stop(timeout_ms)
         for task in list(self._notifications):
             task.cancel()
         context, self._context = self._context, None

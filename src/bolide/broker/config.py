@@ -50,6 +50,7 @@ rejectTransactionMessage        reject_transaction_message             false
 aclEnable                       acl_enable                             false
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
+vipChannelEnabled (4)           vip_channel_enabled                    true
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
@@ -58,6 +59,10 @@ sample configurations use, so a default broker has the same name on every machin
 from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
 (3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
 broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
+(4) The VIP channel: a second listener on listenPort - 2 with every handler but the pulls, as
+RocketMQ brokers open (clients up to 4.4.0 send there by default). RocketMQ has no switch for
+it; Bolide's turns it off (``bolide broker --no-vip``). With listenPort 0 it is opened on the
+real port - 2 when that port is free.
 
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
@@ -371,6 +376,7 @@ class BrokerConfig:
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
         metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
     )
+    vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
 

@@ -115,8 +115,8 @@ class PullHandlers:
                 # loop. SYSTEM_BUSY is an error to them: they wait before the next pull
                 # (Java and Bolide 3 s, pullTimeDelayMillsWhenException).
                 remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
-                refused = RefusedError(ResponseCode.SYSTEM_BUSY, remark)
-                return self._refusal(request, header, refused)
+                busy = RefusedError(ResponseCode.SYSTEM_BUSY, remark)
+                return self._refusal(request, header, busy)
             result = self._read(header, tag_codes)
             code = _response_code(result, header.queue_offset)
         return self._response(request, code, result)
