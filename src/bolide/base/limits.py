@@ -433,6 +433,12 @@ SPARK_GROUP_COMMIT_TIMEOUT_MS = 3_000
 """Recording a query's progress as a group's offsets is best effort: this long, then a warning."""
 
 
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
+"""Share of physical memory, in percent, counted back from the commit log's end, that a
+broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
+starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
+
+
 def _check_relations() -> None:
     invariant(FRAME_MAX_BYTES > MESSAGE_BODY_MAX_BYTES, "a frame must carry a maximal body")
     invariant(FRAME_MAX_BYTES <= 2**31 - 1, "the frame length is a signed int32")
