@@ -455,3 +455,10 @@ def _check_relations() -> None:
 
 
 _check_relations()
+PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256
+"""Messages one natural batch of the producer (auto_batch) carries at most: bounds the time one
+request holds the broker's put path and the failure blast radius of one request."""
+PRODUCER_AUTO_BATCH_MAX_BYTES = 128 * KIB
+"""Encoded bytes of one natural batch at most (RocketMQ 5's autoBatch batchMaxBytes is 32 KiB,
+Kafka's batch.size 16 KiB; larger here because there is no linger and one request per broker
+round trip carries what waited)."""
