@@ -462,3 +462,6 @@ PRODUCER_AUTO_BATCH_MAX_BYTES = 128 * KIB
 """Encoded bytes of one natural batch at most (RocketMQ 5's autoBatch batchMaxBytes is 32 KiB,
 Kafka's batch.size 16 KiB; larger here because there is no linger and one request per broker
 round trip carries what waited)."""
+PRODUCER_CHECKED_TOPICS_MAX_ENTRIES = 4_096
+"""Topic names a process remembers as valid so the producer checks each name once, not per
+send: bounds the memory a program sending to ever-new topics can pin."""

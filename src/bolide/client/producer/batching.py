@@ -143,9 +143,18 @@ class SendBatcher:
         task.add_done_callback(self._drains.discard)
 
     async def _drain(self, lane: _Lane) -> None:
-        """Send what waits in ``lane``, a request at a time, until nothing does."""
+        """Send what waits in ``lane``, a request at a time, until nothing does.
+
+        When nothing waits after an answer, the lane stays busy for one pass of the event loop:
+        the callers just answered run first, and what they send next goes in one request
+        instead of one alone and the rest behind it (no timer: the loop does not sleep).
+        """
         try:
-            while lane.waiting:
+            while True:
+                if not lane.waiting:
+                    await asyncio.sleep(0)
+                    if not lane.waiting:
+                        break
                 group = self._take(lane.waiting)
                 if len(group) == 1:
                     await self._send_alone(group[0], lane.key)

@@ -46,11 +46,13 @@ RETRY_TOPIC_PREFIX = "%RETRY%"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 """Characters a topic may use (Java TopicValidator)."""
 _COMPRESSED_ZLIB = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB
-_DELAY_PROPERTIES = (
-    PropertyKey.DELAY,
-    PropertyKey.TIMER_DELIVER_MS,
-    PropertyKey.TIMER_DELAY_MS,
-    PropertyKey.TIMER_DELAY_SEC,
+_DELAY_PROPERTIES = frozenset(
+    {
+        PropertyKey.DELAY,
+        PropertyKey.TIMER_DELIVER_MS,
+        PropertyKey.TIMER_DELAY_MS,
+        PropertyKey.TIMER_DELAY_SEC,
+    }
 )
 """Properties that delay a message: batches may not hold them (the broker refuses)."""
 _WAIT_TRUE = encode_properties({PropertyKey.WAIT: "true"})
@@ -67,9 +69,10 @@ class SendSettings:
     max_message_bytes: int = limits.MESSAGE_BODY_MAX_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PreparedSend:
-    """A request ready for any queue: :meth:`header_for` fills the queue id in.
+    """A request ready for any queue: :meth:`header_for` fills the queue id in. Not changed
+    once made (not frozen only because a frozen ``__init__`` costs a microsecond per send).
 
     ``msg_id`` is the UNIQ_KEY (a batch: every inner key joined by ``,``). ``batchable``: a
     single message that may travel inside a natural batch (:func:`join_prepared`): not
@@ -107,9 +110,22 @@ class PreparedSend:
         )
 
 
+_checked_topics: set[str] = set()
+"""Topics :func:`check_topic` passed (up to limits.PRODUCER_CHECKED_TOPICS_MAX_ENTRIES): the
+check runs for every send and its answer for a name never changes."""
+
+
 def check_topic(topic: str) -> None:
     """Raise :class:`InvalidMessageError` unless ``topic`` is a topic a producer may use:
     1..127 characters of ``[%|a-zA-Z0-9_-]``, and not the auto-create template TBW102."""
+    if topic in _checked_topics:
+        return
+    _check_topic_name(topic)
+    if len(_checked_topics) < limits.PRODUCER_CHECKED_TOPICS_MAX_ENTRIES:
+        _checked_topics.add(topic)
+
+
+def _check_topic_name(topic: str) -> None:
     if not topic:
         raise InvalidMessageError("the topic is empty")
     if len(topic) > limits.TOPIC_NAME_MAX_CHARS:
@@ -198,7 +214,7 @@ def prepare_message(
         and max_reconsume_times is None
         and not message.topic.startswith(RETRY_TOPIC_PREFIX)
         and properties[PropertyKey.WAIT] == "true"
-        and not any(name in properties for name in _DELAY_PROPERTIES)
+        and _DELAY_PROPERTIES.isdisjoint(properties)
     )
     return PreparedSend(
         topic=message.topic,
