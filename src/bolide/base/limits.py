@@ -465,3 +465,6 @@ round trip carries what waited)."""
 PRODUCER_CHECKED_TOPICS_MAX_ENTRIES = 4_096
 """Topic names a process remembers as valid so the producer checks each name once, not per
 send: bounds the memory a program sending to ever-new topics can pin."""
+SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
+"""Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
+larger ones (commit-log chunks) on the prefault thread, off the event loop."""
