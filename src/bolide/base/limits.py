@@ -455,3 +455,16 @@ def _check_relations() -> None:
 
 
 _check_relations()
+PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256
+"""Messages one natural batch of the producer (auto_batch) carries at most: bounds the time one
+request holds the broker's put path and the failure blast radius of one request."""
+PRODUCER_AUTO_BATCH_MAX_BYTES = 128 * KIB
+"""Encoded bytes of one natural batch at most (RocketMQ 5's autoBatch batchMaxBytes is 32 KiB,
+Kafka's batch.size 16 KiB; larger here because there is no linger and one request per broker
+round trip carries what waited)."""
+PRODUCER_CHECKED_TOPICS_MAX_ENTRIES = 4_096
+"""Topic names a process remembers as valid so the producer checks each name once, not per
+send: bounds the memory a program sending to ever-new topics can pin."""
+SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
+"""Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
+larger ones (commit-log chunks) on the prefault thread, off the event loop."""
