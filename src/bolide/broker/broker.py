@@ -115,6 +115,8 @@ class Broker:
             }
         )
         self._host = host
+        # haListenPort defaults to listenPort + 1; with listenPort 0 (a free port) it is free too.
+        self._ha_listen_port = 0 if config.listen_port == 0 and config.ha_listen_port < 0 else -1
         if config.broker_role.is_master and config.broker_id != 0:
             _log.warning("brokerId=%d on a %s: a master is always id 0", config.broker_id,
                          config.broker_role.value)  # fmt: skip
@@ -256,6 +258,7 @@ class Broker:
             handlers.install(self._dispatcher)
         self._replication = Replication(
             config, store, context, self._pool, host=self._host, clock=clock,
+            ha_listen_port=self._ha_listen_port if self._ha_listen_port >= 0 else None,
             on_crash=self._service_crashed,
         )  # fmt: skip
         await self._replication.start()

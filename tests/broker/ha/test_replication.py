@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from bolide.broker.broker import Broker
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
-from tests.integration.client_support import eventually
 from tests.compat.cpp_clients import stored_messages
+from tests.integration.client_support import eventually
 from tests.integration.wire import BrokerWire, records
 
 

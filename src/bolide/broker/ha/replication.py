@@ -55,9 +55,13 @@ class Replication:
         *,
         host: str,
         clock: Clock,
+        ha_listen_port: int | None = None,
         on_crash: CrashHandler | None = None,
     ) -> None:
         self.role = config.broker_role
+        self._ha_listen_port = (
+            config.effective_ha_listen_port if ha_listen_port is None else ha_listen_port
+        )
         self._config = config
         self._store = store
         self._context = context
@@ -96,7 +100,7 @@ class Replication:
         self.master = HaMaster(
             self._store,
             host=self._host,
-            port=self._config.effective_ha_listen_port,
+            port=self._ha_listen_port,
             clock=self._clock,
         )
         await self.master.start()
