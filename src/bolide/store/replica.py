@@ -32,9 +32,9 @@ from bolide.base import limits
 from bolide.base.errors import ProtocolError, ReplicaOffsetError
 from bolide.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, PROPERTY_SEPARATOR
 from bolide.protocol.message_codec import RecordHeader, body_crc, read_record_header
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import ArrivalListener
 from bolide.store.commit_log import CommitLog
-from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
 from bolide.store.index_file import KeyIndex, index_key_seed

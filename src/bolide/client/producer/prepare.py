@@ -211,7 +211,7 @@ def prepare_message(
         sys_flag == 0
         and reconsume_times is None
         and max_reconsume_times is None
-        and not message.topic.startswith(RETRY_TOPIC_PREFIX)
+        and not is_retry_topic(message.topic)
         and properties[PropertyKey.WAIT] == "true"
         and _DELAY_PROPERTIES.isdisjoint(properties)
     )
