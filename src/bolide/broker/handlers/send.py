@@ -99,6 +99,11 @@ _STATUS_CODES: dict[PutStatus, tuple[ResponseCode, str]] = {
     ),
     PutStatus.OS_PAGE_CACHE_BUSY: (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED] broker busy"),
     PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "the store failed the message"),
+    PutStatus.FLUSH_SLAVE_TIMEOUT: (
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        "wait for the slave timed out",
+    ),
+    PutStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "no slave is in sync"),
 }
 
 _STORED_CODES = frozenset(
@@ -154,6 +159,13 @@ class SendHandlers:
             self._context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+        replication = self._context.replication
+        if (
+            replication is not None
+            and result.status is PutStatus.PUT_OK
+            and _waits_for_store(header.properties)
+        ):
+            await replication.wait_replicated(result)
         return self._answer(request, result, queue_id)
 
     # --- checks -----------------------------------------------------------------------------
@@ -425,6 +437,13 @@ class SendHandlers:
             **self._error_fields,
         }
         return request.make_response(code, result.remark or None, fields)
+
+
+def _waits_for_store(properties: str | None) -> bool:
+    """The WAIT property (waitStoreMsgOK): only WAIT=false skips the SYNC_MASTER wait."""
+    if not properties or "WAIT\x01false" not in properties:
+        return True
+    return not any(pair == "WAIT\x01false" for pair in properties.split(PROPERTY_SEPARATOR))
 
 
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
