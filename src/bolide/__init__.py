@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
+    from bolide.protocol.compression import CompressionType
 
 _EXPORTS = {
     "AdminClient": "bolide.client.admin.blocking",
@@ -45,10 +46,12 @@ _EXPORTS = {
     "PushConsumer": "bolide.client.consumer.sync_consumers",
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
+    "CompressionType": "bolide.protocol.compression",
 }
 
 __all__ = [
     "AdminClient",
+    "CompressionType",
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",

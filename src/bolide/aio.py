@@ -16,10 +16,12 @@ from bolide.client.instance import ClientInstance
 from bolide.client.message import Message, MessageExt, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageModel, MessageQueue
+from bolide.protocol.compression import CompressionType
 
 __all__ = [
     "AdminClient",
     "ClientInstance",
+    "CompressionType",
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",

@@ -25,6 +25,7 @@ from bolide.client.message import SendResult
 from bolide.client.producer.producer import Producer as AsyncProducer
 from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
 from bolide.remoting.loop import new_event_loop
 
@@ -232,6 +233,7 @@ class Producer(ClientFacade[AsyncProducer]):
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
         auto_batch: bool = True,
+        compress_type: CompressionType | str = CompressionType.ZLIB,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -245,6 +247,7 @@ class Producer(ClientFacade[AsyncProducer]):
             default_topic=default_topic,
             default_topic_queue_count=default_topic_queue_count,
             auto_batch=auto_batch,
+            compress_type=compress_type,
         )
         super().__init__(core, f"bolide-producer-{group}")
 

@@ -353,7 +353,10 @@ class MessageExt(_PropertyAccessors):
     ``body`` is decompressed when the decoder was asked to (the default) while ``sys_flag``
     keeps the stored bits, COMPRESSED included, as Java does; ``body_crc`` is the stored CRC of
     the stored (possibly compressed) body. Timestamps are milliseconds since the epoch;
-    ``store_size`` is the record's length in bytes.
+    ``store_size`` is the record's length in bytes. ``body_error`` says why a pulled record
+    could not be decoded (an unknown or corrupt compression, a malformed record): the message
+    is still handed over, with ``body`` as stored, so one bad record never stalls its queue
+    (see :mod:`bolide.protocol.compression`); None for every well-formed record.
     """
 
     topic: str
@@ -372,6 +375,7 @@ class MessageExt(_PropertyAccessors):
     prepared_transaction_offset: int = 0
     body_crc: int = 0
     store_size: int = 0
+    body_error: str | None = None
 
     @property
     def offset_msg_id(self) -> str:

@@ -20,9 +20,9 @@ from typing import Any, Final, NamedTuple
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip, unpack_ip
+from bolide.protocol.compression import decompress_body
 from bolide.protocol.message import (
     BLANK_MAGIC_CODE,
-    COMPRESSION_TYPE_MASK,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     MessageExt,
@@ -32,9 +32,6 @@ from bolide.protocol.message import (
 
 Buffer = bytes | bytearray | memoryview
 WritableBuffer = bytearray | memoryview
-
-ZLIB_LEVEL_DEFAULT: Final = 5
-"""zlib level of the Java producer (compressMsgBodyOverHowmuch bodies are deflated at 5)."""
 
 # Stored / transferred record, big-endian. Offsets are for IPv4 hosts: an IPv6 born host (sysFlag
 # BORNHOST_V6) moves every field after it by 12 bytes, an IPv6 store host (STOREHOST_V6) too.
@@ -494,14 +491,14 @@ def decode_record(
 ) -> tuple[MessageExt, int]:
     """Decode the record at ``position``; returns it and the position just after it.
 
-    With ``decompress`` (default) a COMPRESSED body is inflated (zlib; at most
+    With ``decompress`` (default) a COMPRESSED body is inflated (zlib, LZ4 or ZSTD; at most
     limits.MESSAGE_BODY_DECOMPRESSED_MAX_BYTES); ``sys_flag`` keeps the stored bits either
     way. With ``verify_crc`` the stored body must match BODYCRC. Accepts the 5.x V2 magic.
 
     Raises:
         ProtocolError: the checks of :func:`read_record_header` fail, a blank marker sits at
-            ``position``, the CRC differs (``verify_crc``), the compression type is LZ4 or
-            ZSTD, or the body does not inflate.
+            ``position``, the CRC differs (``verify_crc``), the compression type is unknown,
+            or the body does not inflate.
     """
     return _decode_one(buffer, position, decompress, verify_crc, {})
 
@@ -576,46 +573,9 @@ def _decode_one(
 # --- compression --------------------------------------------------------------------------------
 
 
-def compress_body(body: bytes | bytearray | memoryview, level: int = ZLIB_LEVEL_DEFAULT) -> bytes:
-    """Deflate ``body`` in zlib format (header and Adler-32), as Java's Deflater and C++ do.
-
-    Raises:
-        ProtocolError: ``level`` is not in -1..9.
-    """
-    try:
-        return zlib.compress(body, level)
-    except zlib.error as error:
-        raise ProtocolError(f"cannot compress with level {level}: {error}") from error
-
-
-def decompress_body(
-    body: bytes | bytearray | memoryview,
-    max_bytes: int = limits.MESSAGE_BODY_DECOMPRESSED_MAX_BYTES,
-) -> bytes:
-    """Inflate a zlib-format body of at most ``max_bytes`` inflated bytes.
-
-    Raises:
-        ProtocolError: the data is not zlib, is cut short, or inflates beyond ``max_bytes``.
-    """
-    invariant(max_bytes > 0, "max_bytes must be positive")
-    inflater = zlib.decompressobj()
-    try:
-        result = inflater.decompress(body, max_bytes + 1)
-    except zlib.error as error:
-        raise ProtocolError(f"compressed body does not inflate: {error}") from error
-    if len(result) > max_bytes:
-        raise ProtocolError(f"compressed body inflates beyond {max_bytes} bytes")
-    if not inflater.eof:
-        raise ProtocolError("compressed body is cut short")
-    return result
-
-
 def _inflate(body: bytes, sys_flag: int) -> bytes:
-    compression_type = sys_flag & COMPRESSION_TYPE_MASK
-    # 0 is what producers before 4.9.4 send; both 0 and ZLIB mean zlib.
-    if compression_type not in (0, MessageSysFlag.COMPRESSION_ZLIB):
-        raise ProtocolError(f"compression type {compression_type >> 8} (LZ4/ZSTD) unsupported")
-    return decompress_body(body)
+    # The codecs (zlib, LZ4 frame, ZSTD) and the cap live in bolide.protocol.compression.
+    return decompress_body(body, sys_flag)
 
 
 # --- batch body -------------------------------------------------------------------------------

@@ -19,8 +19,10 @@ once per record batch. The fixed part it reads (IPv4 hosts; an IPv6 host adds 12
 
 Rows and their columns (the source's schema, :data:`SPARK_SCHEMA_DDL`): the queue's topic,
 broker name and queue id; the queue offset; ``msg_id`` (UNIQ_KEY, else the offset message
-id); KEYS and TAGS; the body (inflated when the producer compressed it); every property; born
-and store times; reconsume times.
+id); KEYS and TAGS; the body (inflated when the producer compressed it, with zlib, LZ4 or
+ZSTD); every property; born and store times; reconsume times; ``body_error``, null unless the
+body could not be inflated — the row then carries the body as stored, so one bad record never
+stalls the stream (see :mod:`bolide.protocol.record_decoding`).
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ import pyarrow.compute as pc
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import unpack_ip
 from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.compression import decompress_body
 from bolide.protocol.message import (
-    COMPRESSION_TYPE_MASK,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     NAME_VALUE_SEPARATOR,
@@ -45,7 +47,6 @@ from bolide.protocol.message import (
     MessageSysFlag,
     PropertyKey,
 )
-from bolide.protocol.message_codec import decompress_body
 from bolide.protocol.msgid import offset_message_id
 
 __all__ = ["ARROW_SCHEMA", "SPARK_SCHEMA_DDL", "RowColumns"]
@@ -53,7 +54,8 @@ __all__ = ["ARROW_SCHEMA", "SPARK_SCHEMA_DDL", "RowColumns"]
 SPARK_SCHEMA_DDL: Final = (
     "topic string, broker_name string, queue_id int, queue_offset long, msg_id string,"
     " keys string, tags string, body binary, properties map<string,string>,"
-    " born_timestamp timestamp, store_timestamp timestamp, reconsume_times int"
+    " born_timestamp timestamp, store_timestamp timestamp, reconsume_times int,"
+    " body_error string"
 )
 """The schema of the rows the source produces, as Spark DDL."""
 
@@ -72,6 +74,7 @@ ARROW_SCHEMA: Final = pa.schema(
         ("born_timestamp", _TIMESTAMP),
         ("store_timestamp", _TIMESTAMP),
         ("reconsume_times", pa.int32()),
+        ("body_error", pa.string()),
     ]
 )
 """The Arrow schema of the record batches ``read()`` yields: what Spark derives (in UTC) from
@@ -99,7 +102,6 @@ _MINIMUM_RECORD_BYTES: Final = _IPV4_FIXED.size + 3
 _QUEUE_OFFSET, _COMMIT_LOG_OFFSET, _BORN_MS, _STORE_MS = 2, 3, 5, 6
 _STORE_IP, _STORE_PORT, _RECONSUME_TIMES = 7, 8, 9
 _COMPRESSED: Final = int(MessageSysFlag.COMPRESSED)
-_ZLIB_TYPES: Final = (0, int(MessageSysFlag.COMPRESSION_ZLIB))
 _MICROS_PER_MS: Final = 1_000
 _TAGS: Final = pa.scalar(PropertyKey.TAGS, pa.string())
 _KEYS: Final = pa.scalar(PropertyKey.KEYS, pa.string())
@@ -131,6 +133,8 @@ class RowColumns:
         self._body_ends: array.array[int] = array.array("i", [0])
         self._properties: list[memoryview] = []
         self._property_ends: array.array[int] = array.array("i", [0])
+        self._body_errors: dict[int, str] = {}
+        """Row -> why its body could not be inflated (rare: kept out of the hot columns)."""
 
     def __len__(self) -> int:
         return len(self._fixed)
@@ -148,7 +152,7 @@ class RowColumns:
 
         Raises:
             ProtocolError: a record is malformed or cut short, its magic code unknown, or its
-                body compressed with LZ4/ZSTD or not inflatable.
+                (a body that does not inflate is kept as stored, with ``body_error``).
         """
         # The hot loop of a read (~1 µs a record): locals only, one unpack per record.
         view = memoryview(body)
@@ -186,7 +190,10 @@ class RowColumns:
                 raise ProtocolError(f"record at {position}: field lengths do not add up")
             payload: bytes | memoryview = view[body_at:topic_at]
             if fields[4] & _COMPRESSED:
-                payload = _inflate(bytes(payload), fields[4])
+                try:
+                    payload = decompress_body(payload, fields[4])
+                except ProtocolError as error:
+                    self._body_errors[len(fixed_rows)] = str(error)
             fixed_rows.append(fields)
             bodies.append(payload)
             body_ends.append(body_ends[-1] + len(payload))
@@ -248,6 +255,9 @@ class RowColumns:
             _timestamps(by_field[_BORN_MS]),
             _timestamps(by_field[_STORE_MS]),
             pa.array(by_field[_RECONSUME_TIMES], pa.int32()),
+            pa.array([self._body_errors.get(row) for row in range(count)], pa.string())
+            if self._body_errors
+            else pa.nulls(count, pa.string()),
         ]
         self._reset()
         batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
@@ -285,10 +295,3 @@ def _properties_map(texts: pa.Array) -> pa.Array:
         offsets = pc.take(kept_before, offsets)
         pairs = pairs.filter(valid)
     return pa.MapArray.from_arrays(offsets, pc.list_element(pairs, 0), pc.list_element(pairs, 1))
-
-
-def _inflate(payload: bytes, sys_flag: int) -> bytes:
-    compression_type = sys_flag & COMPRESSION_TYPE_MASK
-    if compression_type not in _ZLIB_TYPES:
-        raise ProtocolError(f"compression type {compression_type >> 8} (LZ4/ZSTD) unsupported")
-    return decompress_body(payload)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
@@ -41,7 +41,7 @@ from bolide.broker.handlers.context import BrokerContext, RefusedError, find_gro
 from bolide.broker.long_polling import WakeReason
 from bolide.broker.topics import is_readable
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, MessageModel, SubscriptionData
-from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     HeaderError,
@@ -49,6 +49,7 @@ from bolide.protocol.headers import (
     PullSysFlag,
 )
 from bolide.protocol.message_codec import PHYSICAL_OFFSET_POSITION
+from bolide.protocol.record_decoding import readable_by_zlib_only_client
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import GetResult, GetStatus
 
@@ -279,7 +280,12 @@ class PullHandlers:
         if code != ResponseCode.SUCCESS:
             return request.make_response(code, result.status.value, fields)
         self._context.stats.record_get(result.message_count, result.total_bytes)
-        return request.make_response(code, None, fields, body_parts=tuple(result.buffers))
+        buffers: Sequence[memoryview | bytes] = result.buffers
+        if request.language == LanguageCode.CPP:
+            # The C++ client runs zlib on every compressed body and aborts on an error: it
+            # gets LZ4 and ZSTD records re-compressed as zlib (record_decoding).
+            buffers = [readable_by_zlib_only_client(record) for record in result.buffers]
+        return request.make_response(code, None, fields, body_parts=tuple(buffers))
 
     def _refusal(
         self, request: RemotingCommand, header: PullMessageRequestHeader, refused: RefusedError
