@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
+    from bolide.client.consumer.selector import MessageSelector
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
     from bolide.client.sync import Producer
@@ -47,6 +48,7 @@ _EXPORTS = {
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
     "CompressionType": "bolide.protocol.compression",
+    "MessageSelector": "bolide.client.consumer.selector",
 }
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "OrderlyContext",
     "OrderlyResult",
     "Producer",

@@ -12,6 +12,7 @@ from bolide.client.consumer.consume_orderly import OrderlyContext
 from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
+from bolide.client.consumer.selector import MessageSelector
 from bolide.client.instance import ClientInstance
 from bolide.client.message import Message, MessageExt, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
@@ -29,6 +30,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "OrderlyContext",
     "OrderlyResult",
     "Producer",

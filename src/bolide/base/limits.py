@@ -474,6 +474,11 @@ broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new con
 starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
 
 
+SQL_FILTER_COMPILED_MAX_COUNT = 1_024
+"""SQL92 filter expressions kept compiled per broker process (one per distinct subscription
+expression; beyond it the least recently used is compiled again when next needed)."""
+
+
 def _check_relations() -> None:
     invariant(FRAME_MAX_BYTES > MESSAGE_BODY_MAX_BYTES, "a frame must carry a maximal body")
     invariant(FRAME_MAX_BYTES <= 2**31 - 1, "the frame length is a signed int32")

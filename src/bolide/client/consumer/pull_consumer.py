@@ -58,6 +58,7 @@ from bolide.client.consumer.push_consumer import (
     resolve_consume_timestamp_ms,
 )
 from bolide.client.consumer.rebalance import Rebalancer
+from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
@@ -68,7 +69,6 @@ from bolide.protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
-from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import is_retry_topic
 
@@ -171,7 +171,7 @@ class PullConsumer(AsyncLifecycle):
 
     # ---- configuration -----------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         """Share ``topic``'s queues with the group (rebalanced), filtered by ``expression``.
 
         Raises:
@@ -181,10 +181,7 @@ class PullConsumer(AsyncLifecycle):
             raise ConfigError("subscribe() and assign() cannot be mixed")
         if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
-        try:
-            subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())
-        except BodyError as error:
-            raise ConfigError(str(error)) from error
+        subscription = subscription_of(topic, expression, self.clock.now_ms())
         self._assign_mode = False
         self._subscriptions[topic] = subscription
         if self._rebalancer is not None:

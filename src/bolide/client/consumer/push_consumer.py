@@ -47,7 +47,8 @@ from typing import Any, TypeVar
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import BolideError, ConfigError
+from bolide.base.errors import BolideError, ConfigError, RemoteError
+from bolide.client import rpc
 from bolide.client.config import ConsumeFrom, build_client_config
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
@@ -70,9 +71,11 @@ from bolide.client.consumer.orderly_locks import InstanceLockClient, QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import MessageSink, PullLoop, PullSettings
 from bolide.client.consumer.rebalance import Rebalancer
+from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
+    EXPRESSION_TYPE_TAG,
     ConsumerData,
     ConsumerRunningInfo,
     ConsumeType,
@@ -80,7 +83,6 @@ from bolide.protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
-from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.system_topics import is_retry_topic, retry_topic
 
 __all__ = [
@@ -257,20 +259,19 @@ class PushConsumer(AsyncLifecycle):
 
     # ---- configuration -----------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"``: all;
-        ``"TagA || TagB"``). Subscribing again replaces the expression. Allowed while
-        running: the brokers learn it at the next heartbeat, sent at once.
+        ``"TagA || TagB"``), or that a :class:`MessageSelector` selects
+        (``MessageSelector.by_sql("a > 5")``: on the broker, by their properties).
+        Subscribing again replaces the expression. Allowed while running: the brokers learn
+        it at the next heartbeat, sent at once.
 
         Raises:
             ConfigError: an empty topic, a retry topic, or an expression without a tag.
         """
         if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
-        try:
-            subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())
-        except BodyError as error:
-            raise ConfigError(str(error)) from error
+        subscription = subscription_of(topic, expression, self.clock.now_ms())
         self._subscriptions[topic] = subscription
         if self._rebalancer is not None:
             self._rebalancer.subscriptions[topic] = subscription
@@ -372,11 +373,45 @@ class PushConsumer(AsyncLifecycle):
                 await self.instance.update_route(topic)
             except BolideError as error:
                 _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+        try:
+            await self._check_selectors()
+        except ConfigError:
+            await self.shutdown()
+            raise
         await self.instance.send_heartbeat_to_all_brokers()
         self.instance.rebalance_now()
         if self.message_model is MessageModel.CLUSTERING:
             self._spawn(self._wait_for_retry_route())
         _log.info("push consumer %s started on client %s", self.group, self.instance.client_id)
+
+    async def _check_selectors(self) -> None:
+        """CHECK_CLIENT_CONFIG for every SQL92 subscription on each broker of its topic, as
+        Java's consumer does at start. Raises ConfigError with the broker's remark (property
+        filters off, or where the expression is wrong)."""
+        instance = self.instance
+        for topic, subscription in self._subscriptions.items():
+            if subscription.expression_type == EXPRESSION_TYPE_TAG:
+                continue
+            route = instance.routes.get(topic)
+            brokers = {data.broker_name for data in route.data.broker_datas} if route else set()
+            for broker_name in sorted(brokers):
+                address = instance.broker_address(broker_name)
+                if address is None:
+                    continue
+                try:
+                    await rpc.check_client_config(
+                        instance.pool,
+                        address,
+                        instance.client_id,
+                        self.group,
+                        subscription,
+                        instance.config.api_timeout_ms,
+                    )
+                except RemoteError as error:
+                    raise ConfigError(
+                        f"broker {broker_name} refuses the selector of {topic!r}: "
+                        f"{error.remark or error}"
+                    ) from error
 
     def _build(self, listener: AdaptedListener) -> None:
         instance = self.instance
