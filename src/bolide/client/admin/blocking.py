@@ -7,7 +7,7 @@ errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts a
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
 
 from bolide.base import limits
 from bolide.client.admin.client import AdminClient as AsyncAdminClient
@@ -190,7 +190,7 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
 
     def tail(
         self, topic: str, *, start_ms: int = RESET_TO_LATEST, expression: str = "*"
-    ) -> Iterator[MessageExt]:
+    ) -> Generator[MessageExt, None, None]:
         """Messages as they arrive; stop iterating (or close the generator) to end it."""
         stream = self._core.tail(topic, start_ms=start_ms, expression=expression)
         try:
