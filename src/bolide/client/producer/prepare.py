@@ -31,9 +31,9 @@ from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import Message, MessageSysFlag, PropertyKey, encode_properties
 from bolide.protocol.message_codec import BatchEntry, compress_body, encode_batch_body
+from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [
-    "RETRY_TOPIC_PREFIX",
     "PreparedSend",
     "SendSettings",
     "check_topic",
@@ -42,7 +42,6 @@ __all__ = [
     "prepare_message",
 ]
 
-RETRY_TOPIC_PREFIX = "%RETRY%"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 """Characters a topic may use (Java TopicValidator)."""
 _COMPRESSED_ZLIB = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB
@@ -200,7 +199,7 @@ def prepare_message(
     _check_body(message, settings.max_message_bytes)
     properties = _system_properties(message, unique_key)
     reconsume_times = max_reconsume_times = None
-    if message.topic.startswith(RETRY_TOPIC_PREFIX):
+    if is_retry_topic(message.topic):
         reconsume_times = _pop_int(properties, PropertyKey.RECONSUME_TIME)
         max_reconsume_times = _pop_int(properties, PropertyKey.MAX_RECONSUME_TIMES)
     body = bytes(message.body)
@@ -212,7 +211,7 @@ def prepare_message(
         sys_flag == 0
         and reconsume_times is None
         and max_reconsume_times is None
-        and not message.topic.startswith(RETRY_TOPIC_PREFIX)
+        and not is_retry_topic(message.topic)
         and properties[PropertyKey.WAIT] == "true"
         and _DELAY_PROPERTIES.isdisjoint(properties)
     )
@@ -280,7 +279,7 @@ def prepare_batch(
         )
     topic = messages[0].topic
     check_topic(topic)
-    if topic.startswith(RETRY_TOPIC_PREFIX):
+    if is_retry_topic(topic):
         raise InvalidMessageError("retry topics cannot be sent in batches")
     entries: list[BatchEntry] = []
     keys: list[str] = []
