@@ -24,6 +24,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.message import SocketAddress, parse_socket_address
 from bolide.remoting import Connection
@@ -80,6 +81,8 @@ class BrokerContext:
     """Delivers delay-level messages; GET_ALL_DELAY_OFFSET reads its progress."""
     timer: TimerMessageService | None = None
     """Plans and delivers timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / _SEC)."""
+    transactions: TransactionService | None = None
+    """Half messages, END_TRANSACTION and the transaction checker."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:
