@@ -50,6 +50,7 @@ from bolide.client import admin_messages, admin_progress
 from bolide.client import admin_operations as operations
 from bolide.client import admin_requests as requests
 from bolide.client.admin_operations import ADMIN_PRODUCER_GROUP
+from bolide.client.admin_transactions import query_half_messages
 from bolide.client.admin_views import (
     BrokerSummary,
     GroupProgress,
@@ -76,6 +77,7 @@ from bolide.protocol.bodies import (
     TopicConfig,
     TopicRouteData,
 )
+from bolide.protocol.bodies.transaction import HalfMessageList, QueryHalfMessagesRequestHeader
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import CloneGroupOffsetRequestHeader
 from bolide.protocol.message import Message, MessageExt
@@ -688,6 +690,26 @@ class AdminClient(AsyncLifecycle):
         consumes them again, with their original topic and a fresh retry count."""
         return await admin_messages.resend_dead_letters(
             self, group, msg_ids, begin_ms, end_ms, max_count, on_progress
+        )
+
+    # ---- transactions ------------------------------------------------------------------------
+
+    async def pending_transactions(
+        self,
+        *,
+        group: str | None = None,
+        topic: str | None = None,
+        max_count: int | None = None,
+        cluster: str | None = None,
+        brokers: Iterable[str] = (),
+    ) -> dict[str, HalfMessageList]:
+        """Broker name -> its undecided transactions (oldest first, with age and check count;
+        only ``group``'s / ``topic``'s when given) and transaction counters."""
+        header = QueryHalfMessagesRequestHeader(group, topic, max_count)
+        return await self._on_each(
+            await self._targets(cluster, brokers),
+            lambda name, address: query_half_messages(self.pool, address, header, self.timeout_ms),
+            "listing pending transactions",
         )
 
     # ---- helpers -----------------------------------------------------------------------------

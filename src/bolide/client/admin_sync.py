@@ -31,6 +31,7 @@ from bolide.protocol.bodies import (
     TopicConfig,
     TopicRouteData,
 )
+from bolide.protocol.bodies.transaction import HalfMessageList
 from bolide.protocol.message import Message, MessageExt
 
 __all__ = ["AdminClient"]
@@ -161,6 +162,21 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         return self._runner.run(coroutine)
 
     # ---- messages ----------------------------------------------------------------------------
+
+    def pending_transactions(
+        self,
+        *,
+        group: str | None = None,
+        topic: str | None = None,
+        max_count: int | None = None,
+        cluster: str | None = None,
+        brokers: Iterable[str] = (),
+    ) -> dict[str, HalfMessageList]:
+        return self._run(
+            self._core.pending_transactions(
+                group=group, topic=topic, max_count=max_count, cluster=cluster, brokers=brokers
+            )
+        )
 
     def send_message(self, message: Message) -> SendResult:
         return self._runner.run(self._core.send_message(message))

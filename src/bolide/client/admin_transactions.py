@@ -1,0 +1,31 @@
+"""Pending transactions, for the admin client and ``bolide transaction list``.
+
+Each broker answers Bolide's QUERY_HALF_MESSAGES
+(:mod:`bolide.protocol.bodies.transaction`) with its undecided half messages, oldest first,
+their age and check count, and its transaction counters.
+"""
+
+from __future__ import annotations
+
+from bolide.client.rpc import call
+from bolide.protocol.bodies.transaction import HalfMessageList, QueryHalfMessagesRequestHeader
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import ClientPool
+
+__all__ = ["query_half_messages"]
+
+
+async def query_half_messages(
+    pool: ClientPool, address: str, header: QueryHalfMessagesRequestHeader, timeout_ms: int
+) -> HalfMessageList:
+    """QUERY_HALF_MESSAGES to the broker at ``address``.
+
+    Raises RemoteError (e.g. REQUEST_CODE_NOT_SUPPORTED from a broker without it),
+    ProtocolError for a body it cannot parse, transport errors.
+    """
+    request = RemotingCommand.request(
+        RequestCode.BOLIDE_QUERY_HALF_MESSAGES, header.to_ext_fields()
+    )
+    response = await call(pool, address, request, timeout_ms)
+    return HalfMessageList.from_json(response.body)
