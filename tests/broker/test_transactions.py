@@ -16,9 +16,14 @@ from bolide.broker.topics import (
     TRANS_OP_HALF_TOPIC,
 )
 from bolide.broker.transactions import TransactionService
-from bolide.broker.transactions.records import TRANSACTION_CONSUMER_GROUP
+from bolide.broker.transactions.records import (
+    TRANSACTION_CONSUMER_GROUP,
+    commit_request,
+    parse_half,
+)
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.message import MessageSysFlag, PropertyKey, transaction_type
+from bolide.protocol.message_codec import decode_record
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
 from tests.broker.transaction_support import (
@@ -49,7 +54,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 
 @pytest.fixture
 async def producer(cluster: Cluster) -> AsyncIterator[WireProducer]:
-    wire = WireProducer(cluster.brokers[0], GROUP, "10.0.0.1@tx-1")
+    wire = WireProducer(cluster.brokers[0].address, GROUP, "10.0.0.1@tx-1")
     await wire.heartbeat()
     yield wire
     await wire.close()
@@ -190,7 +195,7 @@ async def test_check_goes_to_another_producer_when_the_first_is_gone(
     cluster: Cluster, producer: WireProducer
 ) -> None:
     broker = cluster.brokers[0]
-    other = WireProducer(broker, GROUP, "10.0.0.2@tx-2")
+    other = WireProducer(broker.address, GROUP, "10.0.0.2@tx-2")
     try:
         await other.heartbeat()
         await producer.send_half(TOPIC, b"orphan")
@@ -210,7 +215,7 @@ async def test_the_checker_service_runs_every_interval(tmp_path: Path) -> None:
     clock = ManualClock()
     settings = {**SETTINGS, "transaction_check_interval_ms": 10_000}
     async with Cluster(tmp_path, settings=settings, clock=clock) as cluster:
-        wire = WireProducer(cluster.brokers[0], GROUP, "10.0.0.1@tx-1")
+        wire = WireProducer(cluster.brokers[0].address, GROUP, "10.0.0.1@tx-1")
         try:
             await wire.heartbeat()
             await wire.send_half(TOPIC, b"by the loop")
@@ -278,7 +283,7 @@ async def test_prepared_sys_flag_alone_is_a_half(cluster: Cluster, producer: Wir
 
 async def test_reject_transaction_message(tmp_path: Path) -> None:
     async with Cluster(tmp_path, settings={"reject_transaction_message": True}) as cluster:
-        wire = WireProducer(cluster.brokers[0], GROUP, "10.0.0.1@tx-1")
+        wire = WireProducer(cluster.brokers[0].address, GROUP, "10.0.0.1@tx-1")
         try:
             request, _ = wire.half_request(TOPIC, b"x")
             response = await wire.invoke(request)
@@ -292,7 +297,7 @@ async def test_reject_transaction_message(tmp_path: Path) -> None:
 async def test_pending_halves_survive_a_restart(tmp_path: Path) -> None:
     clock = ManualClock()
     async with Cluster(tmp_path, settings=SETTINGS, clock=clock) as cluster:
-        wire = WireProducer(cluster.brokers[0], GROUP, "10.0.0.1@tx-1")
+        wire = WireProducer(cluster.brokers[0].address, GROUP, "10.0.0.1@tx-1")
         committed = await wire.send_half(TOPIC, b"committed")
         pending = await wire.send_half(TOPIC, b"pending")
         await wire.end(committed, COMMIT)
@@ -307,7 +312,7 @@ async def test_pending_halves_survive_a_restart(tmp_path: Path) -> None:
         listing = service_of(broker).list_pending(broker.config.broker_name)
         assert [info.msg_id for info in listing.half_messages] == [pending.unique_key]
         assert listing.half_messages[0].check_times == 1
-        wire = WireProducer(broker, GROUP, "10.0.0.1@tx-1")
+        wire = WireProducer(broker.address, GROUP, "10.0.0.1@tx-1")
         try:
             await wire.heartbeat()
             clock.advance_ms(6_001)
@@ -320,3 +325,32 @@ async def test_pending_halves_survive_a_restart(tmp_path: Path) -> None:
             assert sorted(bodies) == [b"committed", b"pending"]
         finally:
             await wire.close()
+
+
+async def test_a_commit_whose_op_was_lost_is_settled_by_the_index_at_restart(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    async with Cluster(tmp_path, settings=SETTINGS, clock=clock) as cluster:
+        broker = cluster.brokers[0]
+        wire = WireProducer(broker.address, GROUP, "10.0.0.1@tx-1")
+        half = await wire.send_half(TOPIC, b"committed, then the broker died")
+        await wire.close()
+        # What END_TRANSACTION does up to the crash: the commit is stored, its op is not.
+        raw = broker.context.store.read_record(half.commit_log_offset)
+        assert raw is not None
+        message, _ = decode_record(raw, decompress=False)
+        result = await broker.context.store.put_message(
+            commit_request(message, parse_half(message))
+        )
+        assert result.ok
+        assert service_of(broker).pending_count == 1
+    async with Cluster(tmp_path, settings=SETTINGS, clock=clock) as cluster:
+        broker = cluster.brokers[0]
+        service = service_of(broker)
+        assert service.pending_count == 0
+        [op] = topic_messages(broker, TRANS_OP_HALF_TOPIC)
+        assert op.body == str(half.queue_offset).encode()
+        clock.advance_ms(60_000)
+        assert await service.check_once() == 0
+        assert len(topic_messages(broker, TOPIC, 0)) == 1

@@ -51,10 +51,10 @@ class Check:
 
 
 class WireProducer:
-    """One producer connection of ``group`` to ``broker``."""
+    """One producer connection of ``group`` to the broker at ``address``."""
 
-    def __init__(self, broker: Broker, group: str, client_id: str) -> None:
-        self.broker = broker
+    def __init__(self, address: str, group: str, client_id: str) -> None:
+        self.address = address
         self.group = group
         self.client_id = client_id
         self.checks: asyncio.Queue[Check] = asyncio.Queue()
@@ -69,7 +69,7 @@ class WireProducer:
         await self.checks.put(Check(dict(request.ext_fields), header, message, connection))
 
     async def invoke(self, request: RemotingCommand) -> RemotingCommand:
-        return await self.pool.invoke(self.broker.address, request, TIMEOUT_MS)
+        return await self.pool.invoke(self.address, request, TIMEOUT_MS)
 
     async def heartbeat(self) -> None:
         response = await self.invoke(
