@@ -271,6 +271,7 @@ class Broker:
                 timeout_ms=config.transaction_timeout_ms,
                 check_max=config.transaction_check_max_count,
                 file_reserved_ms=config.file_reserved_time_ms,
+                checker_enabled=getattr(config.broker_role, "value", "") != "SLAVE",
             ),
             store_host=(config.broker_ip1, config.listen_port),
             max_message_bytes=config.max_message_size_bytes,

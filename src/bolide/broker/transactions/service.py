@@ -92,6 +92,8 @@ class TransactionSettings:
     check_max: int = limits.TRANSACTION_CHECK_MAX_COUNT
     file_reserved_ms: int = 72 * 3_600_000
     round_max_messages: int = limits.TRANSACTION_CHECK_ROUND_MAX_MESSAGES
+    checker_enabled: bool = True
+    """False on a slave: only a master checks (Java starts the check service on masters)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,8 @@ class TransactionService:
     async def start(self) -> None:
         """Rebuild the pending table, then check every ``check_interval_ms``."""
         await self.recover()
+        if not self.settings.checker_enabled:
+            return
         self._checker = Service(
             "transaction-check",
             self._check_step,
