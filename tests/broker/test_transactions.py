@@ -21,9 +21,12 @@ from bolide.broker.transactions.records import (
     commit_request,
     parse_half,
 )
-from bolide.protocol.codes import ResponseCode
+from bolide.protocol.bodies.transaction import ResumeCheckHalfMessageRequestHeader
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import MessageSysFlag, PropertyKey, transaction_type
 from bolide.protocol.message_codec import decode_record
+from bolide.protocol.msgid import offset_message_id
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
 from tests.broker.transaction_support import (
@@ -354,3 +357,49 @@ async def test_a_commit_whose_op_was_lost_is_settled_by_the_index_at_restart(
         clock.advance_ms(60_000)
         assert await service.check_once() == 0
         assert len(topic_messages(broker, TOPIC, 0)) == 1
+
+
+async def test_a_given_up_transaction_can_be_resumed_once(
+    cluster: Cluster, producer: WireProducer
+) -> None:
+    broker = cluster.brokers[0]
+    service, clock = service_of(broker), clock_of(broker)
+    await producer.send_half(TOPIC, b"resume me")
+    for _ in range(4):  # three unanswered checks, then given up
+        clock.advance_ms(6_001)
+        await service.check_once()
+    assert service.discard_count == 1
+    [given_up] = service.list_given_up(broker.config.broker_name).half_messages
+    assert given_up.check_times == 3
+    not_given_up = RemotingCommand.request(
+        RequestCode.RESUME_CHECK_HALF_MESSAGE,
+        ResumeCheckHalfMessageRequestHeader(
+            offset_message_id(("127.0.0.1", broker.port), 0)
+        ).to_ext_fields(),
+    )
+    refused = await producer.invoke(not_given_up)
+    assert refused.code == ResponseCode.SYSTEM_ERROR
+    assert "is not a message of TRANS_CHECK_MAX_TIME_TOPIC" in (refused.remark or "")
+
+    request = RemotingCommand.request(
+        RequestCode.RESUME_CHECK_HALF_MESSAGE,
+        ResumeCheckHalfMessageRequestHeader(given_up.offset_msg_id).to_ext_fields(),
+    )
+    assert (await producer.invoke(request)).code == ResponseCode.SUCCESS
+    [pending] = service.list_pending(broker.config.broker_name).half_messages
+    assert (pending.check_times, pending.age_ms) == (0, 0)
+    again = await producer.invoke(request)  # already pending: refused
+    assert again.code == ResponseCode.SYSTEM_ERROR
+    while not producer.checks.empty():
+        producer.checks.get_nowait()
+    clock.advance_ms(6_001)
+    assert await service.check_once() == 1
+    check = await producer.next_check()
+    assert check.message.properties[PropertyKey.TRANSACTION_CHECK_TIMES] == "1"
+    await producer.answer(check, COMMIT)
+    await until(lambda: service.pending_count == 0)
+    assert [m.body for m in topic_messages(broker, TOPIC, 0)] == [b"resume me"]
+    committed = await producer.invoke(request)  # committed now: resuming would deliver twice
+    assert committed.code == ResponseCode.SYSTEM_ERROR
+    assert "was committed" in (committed.remark or "")
+    assert len(topic_messages(broker, TOPIC, 0)) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bolide.protocol.msgid import offset_message_id
 from tests.broker.transaction_support import COMMIT, Half, WireProducer
 from tests.cli.conftest import Standalone, run_bolide
 
@@ -50,3 +51,24 @@ def test_transaction_list(standalone: Standalone) -> None:
     )
     assert other.code == 0, other.stderr
     assert other.json()[0]["pending"] == 0
+
+
+def test_given_up_listing_and_resume_errors(standalone: Standalone) -> None:
+    listed = run_bolide("transaction", "list", "--given-up", "--json", namesrv=standalone.namesrv)
+    assert listed.code == 0, listed.stderr
+    assert listed.json() == [
+        {
+            "broker": "broker-a",
+            "givenUp": 0,
+            "halfMessages": [],
+            "counters": listed.json()[0]["counters"],
+        }
+    ]
+    bad = run_bolide("transaction", "resume", "not-an-id", namesrv=standalone.namesrv)
+    assert bad.code != 0
+    assert "'not-an-id' is not an offset message id" in bad.stderr
+    host, port = standalone.broker.rsplit(":", 1)
+    unknown = offset_message_id((host, int(port)), 0)
+    refused = run_bolide("transaction", "resume", unknown, namesrv=standalone.namesrv)
+    assert refused.code != 0
+    assert "is not a message of TRANS_CHECK_MAX_TIME_TOPIC" in refused.stderr

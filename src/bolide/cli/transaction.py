@@ -1,4 +1,4 @@
-"""``bolide transaction list``: the undecided transactions of every broker.
+"""``bolide transaction list|resume``: the undecided transactions of every broker.
 
 Each row is a half message no END_TRANSACTION has decided yet: its real topic and queue, its
 producer group and message id, how long ago the broker first stored it, and how often the
@@ -49,18 +49,31 @@ def list_pending(
             "--limit", min=1, max=HALF_MESSAGE_LIST_MAX_COUNT, help="Oldest N per broker."
         ),
     ] = 100,
+    given_up: Annotated[
+        bool,
+        typer.Option(
+            "--given-up", help="The newest messages given up after too many checks instead."
+        ),
+    ] = False,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
     namesrv: NamesrvOption = DEFAULT_NAMESRV,
     timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
     json_output: JsonOption = False,
 ) -> None:
-    """Pending (undecided) transactions, oldest first, with age and check count."""
+    """Pending (undecided) transactions, oldest first, with age and check count; with
+    --given-up, the newest given up to TRANS_CHECK_MAX_TIME_TOPIC (resume them with
+    ``bolide transaction resume OFFSET_MSG_ID``)."""
     output = Output(json_output)
 
     async def action(admin: AdminClient) -> dict[str, HalfMessageList]:
         return await admin.pending_transactions(
-            group=group, topic=topic, max_count=limit, cluster=cluster, brokers=broker or ()
+            group=group,
+            topic=topic,
+            max_count=limit,
+            given_up=given_up,
+            cluster=cluster,
+            brokers=broker or (),
         )
 
     listings = admin_session(output, namesrv, timeout_ms, action)
@@ -69,13 +82,16 @@ def list_pending(
             [
                 {
                     "broker": name,
-                    "pending": listing.pending_count,
+                    "givenUp" if given_up else "pending": listing.pending_count,
                     "halfMessages": [info.to_object() for info in listing.half_messages],
                     "counters": _counters(listing),
                 }
                 for name, listing in sorted(listings.items())
             ]
         )
+        return
+    if given_up:
+        _given_up_table(output, listings)
         return
     rows = [
         (
@@ -103,6 +119,48 @@ def list_pending(
             f"(check every {listing.check_interval_ms} ms after {listing.timeout_ms} ms, "
             f"at most {listing.check_max} checks)"
         )
+
+
+@app.command("resume")
+def resume(
+    offset_msg_id: Annotated[
+        str, typer.Argument(help="Offset message id of a given-up message (list --given-up).")
+    ],
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Check a given-up transaction again (RocketMQ's resumeCheckHalfMessage): it becomes
+    pending with its check count reset, and its producers are asked again."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> str:
+        return await admin.resume_transaction(offset_msg_id)
+
+    address = admin_session(output, namesrv, timeout_ms, action)
+    if json_output:
+        output.json({"offsetMsgId": offset_msg_id, "broker": address, "resumed": True})
+    else:
+        output.line(f"transaction {offset_msg_id} resumed on {address}: it will be checked again")
+
+
+def _given_up_table(output: Output, listings: dict[str, HalfMessageList]) -> None:
+    rows = [
+        (
+            name, info.topic, info.queue_id, info.producer_group, info.msg_id,
+            info.offset_msg_id, info.check_times, format_time_ms(info.first_store_timestamp_ms),
+        )
+        for name, listing in sorted(listings.items())
+        for info in listing.half_messages
+    ]  # fmt: skip
+    output.table(
+        None,
+        ("broker", "topic", "queue", "producer group", "msg id", "offset msg id", "checks",
+         "given up"),
+        rows,
+    )  # fmt: skip
+    for name, listing in sorted(listings.items()):
+        output.line(f"{name}: {listing.pending_count} given up in TRANS_CHECK_MAX_TIME_TOPIC")
 
 
 def _counters(listing: HalfMessageList) -> dict[str, int]:

@@ -38,10 +38,12 @@ from bolide.base.errors import (
     BolideError,
     ConnectionClosedError,
     GroupNotFoundError,
+    InvalidMessageError,
     InvariantViolationError,
     NameServerUnavailableError,
     NoRouteError,
     NotFoundError,
+    ProtocolError,
     RemoteError,
     RequestTimeoutError,
     TopicNotFoundError,
@@ -50,7 +52,7 @@ from bolide.client import admin_messages, admin_progress
 from bolide.client import admin_operations as operations
 from bolide.client import admin_requests as requests
 from bolide.client.admin_operations import ADMIN_PRODUCER_GROUP
-from bolide.client.admin_transactions import query_half_messages
+from bolide.client.admin_transactions import query_half_messages, resume_check_half_message
 from bolide.client.admin_views import (
     BrokerSummary,
     GroupProgress,
@@ -80,7 +82,8 @@ from bolide.protocol.bodies import (
 from bolide.protocol.bodies.transaction import HalfMessageList, QueryHalfMessagesRequestHeader
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import CloneGroupOffsetRequestHeader
-from bolide.protocol.message import Message, MessageExt
+from bolide.protocol.message import Message, MessageExt, format_socket_address
+from bolide.protocol.msgid import decode_offset_message_id
 from bolide.remoting import ClientPool
 
 __all__ = [
@@ -700,17 +703,33 @@ class AdminClient(AsyncLifecycle):
         group: str | None = None,
         topic: str | None = None,
         max_count: int | None = None,
+        given_up: bool = False,
         cluster: str | None = None,
         brokers: Iterable[str] = (),
     ) -> dict[str, HalfMessageList]:
         """Broker name -> its undecided transactions (oldest first, with age and check count;
-        only ``group``'s / ``topic``'s when given) and transaction counters."""
-        header = QueryHalfMessagesRequestHeader(group, topic, max_count)
+        only ``group``'s / ``topic``'s when given) and transaction counters. With
+        ``given_up``, the newest messages given up to TRANS_CHECK_MAX_TIME_TOPIC instead."""
+        header = QueryHalfMessagesRequestHeader(group, topic, max_count, given_up)
         return await self._on_each(
             await self._targets(cluster, brokers),
             lambda name, address: query_half_messages(self.pool, address, header, self.timeout_ms),
             "listing pending transactions",
         )
+
+    async def resume_transaction(self, offset_msg_id: str) -> str:
+        """Have the broker check a given-up transaction again (RESUME_CHECK_HALF_MESSAGE);
+        ``offset_msg_id`` names it and its broker. Returns the broker address.
+
+        Raises InvalidMessageError for an id that is no offset message id; RemoteError when
+        the broker refuses (not a given-up message, already pending or committed)."""
+        try:
+            store_host, _ = decode_offset_message_id(offset_msg_id)
+        except ProtocolError as error:
+            raise InvalidMessageError(f"{offset_msg_id!r} is not an offset message id") from error
+        address = format_socket_address(store_host)
+        await resume_check_half_message(self.pool, address, offset_msg_id, self.timeout_ms)
+        return address
 
     # ---- helpers -----------------------------------------------------------------------------
 

@@ -169,14 +169,23 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         group: str | None = None,
         topic: str | None = None,
         max_count: int | None = None,
+        given_up: bool = False,
         cluster: str | None = None,
         brokers: Iterable[str] = (),
     ) -> dict[str, HalfMessageList]:
         return self._run(
             self._core.pending_transactions(
-                group=group, topic=topic, max_count=max_count, cluster=cluster, brokers=brokers
+                group=group,
+                topic=topic,
+                max_count=max_count,
+                given_up=given_up,
+                cluster=cluster,
+                brokers=brokers,
             )
         )
+
+    def resume_transaction(self, offset_msg_id: str) -> str:
+        return self._run(self._core.resume_transaction(offset_msg_id))
 
     def send_message(self, message: Message) -> SendResult:
         return self._runner.run(self._core.send_message(message))

@@ -8,12 +8,16 @@ their age and check count, and its transaction counters.
 from __future__ import annotations
 
 from bolide.client.rpc import call
-from bolide.protocol.bodies.transaction import HalfMessageList, QueryHalfMessagesRequestHeader
+from bolide.protocol.bodies.transaction import (
+    HalfMessageList,
+    QueryHalfMessagesRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
+)
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import ClientPool
 
-__all__ = ["query_half_messages"]
+__all__ = ["query_half_messages", "resume_check_half_message"]
 
 
 async def query_half_messages(
@@ -29,3 +33,16 @@ async def query_half_messages(
     )
     response = await call(pool, address, request, timeout_ms)
     return HalfMessageList.from_json(response.body)
+
+
+async def resume_check_half_message(
+    pool: ClientPool, address: str, offset_msg_id: str, timeout_ms: int
+) -> None:
+    """RESUME_CHECK_HALF_MESSAGE (323): the broker checks the given-up half message again.
+
+    Raises RemoteError (SYSTEM_ERROR naming why, e.g. not a given-up message), transport
+    errors.
+    """
+    header = ResumeCheckHalfMessageRequestHeader(offset_msg_id)
+    request = RemotingCommand.request(RequestCode.RESUME_CHECK_HALF_MESSAGE, header.to_ext_fields())
+    await call(pool, address, request, timeout_ms)

@@ -1,4 +1,5 @@
-"""END_TRANSACTION (37) and Bolide's QUERY_HALF_MESSAGES (round2-facts §5).
+"""END_TRANSACTION (37), RESUME_CHECK_HALF_MESSAGE (323) and Bolide's QUERY_HALF_MESSAGES
+(round2-facts §5).
 
 END_TRANSACTION arrives oneway from producers (Java, C++, Bolide, the 5.x proxy): nothing is
 sent back then. Sent as an ordinary request it gets what a Java broker answers:
@@ -19,7 +20,10 @@ import logging
 from bolide.base.errors import invariant
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.transactions import TransactionService
-from bolide.protocol.bodies.transaction import QueryHalfMessagesRequestHeader
+from bolide.protocol.bodies.transaction import (
+    QueryHalfMessagesRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
+)
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import EndTransactionRequestHeader, HeaderError
@@ -55,6 +59,9 @@ class TransactionHandlers:
         dispatcher.register(RequestCode.END_TRANSACTION, self.end_transaction, family="transaction")
         dispatcher.register(
             RequestCode.BOLIDE_QUERY_HALF_MESSAGES, self.query_half_messages, family="transaction"
+        )
+        dispatcher.register(
+            RequestCode.RESUME_CHECK_HALF_MESSAGE, self.resume_check_half_message, family="admin"
         )
 
     async def end_transaction(
@@ -98,10 +105,24 @@ class TransactionHandlers:
             header = QueryHalfMessagesRequestHeader.from_ext_fields(request.ext_fields)
         except HeaderError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
-        listing = self._service.list_pending(
+        service = self._service
+        listing = (service.list_given_up if header.given_up else service.list_pending)(
             self._context.config.broker_name,
             producer_group=header.producer_group,
             topic=header.topic,
             max_count=header.max_count,
         )
         return request.make_response(ResponseCode.SUCCESS, body=listing.to_json())
+
+    async def resume_check_half_message(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """RESUME_CHECK_HALF_MESSAGE (323): a given-up half message is checked again."""
+        try:
+            header = ResumeCheckHalfMessageRequestHeader.from_ext_fields(request.ext_fields)
+        except HeaderError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        outcome = await self._service.resume(header.msg_id)
+        _log.info("%s asked to resume transaction %s: %s", connection.remote_address,
+                  header.msg_id, outcome.remark or "done")  # fmt: skip
+        return request.make_response(outcome.code, outcome.remark)

@@ -62,6 +62,7 @@ __all__ = [
     "parse_half",
     "parse_op",
     "renew_request",
+    "resume_request",
 ]
 
 HALF_QUEUE_ID: Final = 0
@@ -212,6 +213,16 @@ def discard_request(message: MessageExt) -> PutRequest:
     """The half given up after too many checks (resolveDiscardMsg), to
     TRANS_CHECK_MAX_TIME_TOPIC queue 0 with its properties as they were."""
     return _put_of(message, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(message.properties))
+
+
+def resume_request(message: MessageExt) -> PutRequest:
+    """A given-up half put back in the half queue (RESUME_CHECK_HALF_MESSAGE): check count
+    0 and a transaction of its own (no TRAN_PREPARED_QUEUE_OFFSET: its old chain is
+    decided)."""
+    properties = dict(message.properties)
+    properties[CHECK_TIMES] = "0"
+    properties.pop(PREPARED_QUEUE_OFFSET, None)
+    return _put_of(message, TRANS_HALF_TOPIC, HALF_QUEUE_ID, properties)
 
 
 def op_request(half_queue_offset: int, now_ms: int, store_host: SocketAddress) -> PutRequest:

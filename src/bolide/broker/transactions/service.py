@@ -29,6 +29,7 @@ refused (Java would store a second copy of a committed message).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from bolide.broker.transactions.records import (
     parse_half,
     parse_op,
     renew_request,
+    resume_request,
 )
 from bolide.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from bolide.protocol.bodies.transaction import (
@@ -69,6 +71,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import EndTransactionRequestHeader
 from bolide.protocol.message import MessageExt, MessageSysFlag, SocketAddress, transaction_type
 from bolide.protocol.message_codec import decode_record
+from bolide.protocol.msgid import decode_offset_message_id, offset_message_id
 from bolide.remoting import Connection
 from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 
@@ -486,11 +489,82 @@ class TransactionService:
             if (producer_group is None or pending.record.producer_group == producer_group)
             and (topic is None or pending.record.real_topic == topic)
         ]
+        infos = [_info(pending, now_ms, self._store_host) for pending in matching[:limit]]
+        return self._listing(broker_name, len(matching), infos)
+
+    def list_given_up(
+        self,
+        broker_name: str,
+        *,
+        producer_group: str | None = None,
+        topic: str | None = None,
+        max_count: int | None = None,
+    ) -> HalfMessageList:
+        """The newest half messages given up to TRANS_CHECK_MAX_TIME_TOPIC (newest first)."""
+        store = self._store
+        limit = min(max_count or HALF_MESSAGE_LIST_MAX_COUNT, HALF_MESSAGE_LIST_MAX_COUNT)
+        end = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        start = max(store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0), end - limit)
+        now_ms = self._clock.now_ms()
+        infos: list[HalfMessageInfo] = []
+        for commit_log_offset, _, _ in store.consume_queue_entries(
+            TRANS_CHECK_MAX_TIME_TOPIC, 0, start, end - start
+        ):
+            message = self._read_message(commit_log_offset)
+            if message is None:
+                continue
+            try:
+                record = parse_half(message)
+            except ProtocolError:
+                continue
+            if (producer_group is None or record.producer_group == producer_group) and (
+                topic is None or record.real_topic == topic
+            ):
+                infos.append(_given_up_info(message, record, now_ms))
+        infos.reverse()
+        return self._listing(broker_name, end - store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0),
+                             infos)  # fmt: skip
+
+    async def resume(self, offset_msg_id: str) -> EndOutcome:
+        """RESUME_CHECK_HALF_MESSAGE: put a given-up half message back among the pending
+        ones, check count 0 (its age counts from now). Refused (SYSTEM_ERROR) for an id that
+        does not name a given-up message, and for a transaction already pending or committed
+        (resuming it would deliver it twice)."""
+        try:
+            _, commit_log_offset = decode_offset_message_id(offset_msg_id)
+        except ProtocolError as error:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"bad message id: {error}")
+        message = self._read_message(commit_log_offset)
+        if message is None or message.topic != TRANS_CHECK_MAX_TIME_TOPIC:
+            return EndOutcome(
+                ResponseCode.SYSTEM_ERROR,
+                f"{offset_msg_id} is not a message of {TRANS_CHECK_MAX_TIME_TOPIC}",
+            )
+        try:
+            given_up = parse_half(message)
+        except ProtocolError as error:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, str(error))
+        key = given_up.unique_key
+        if key and any(pending.record.unique_key == key for pending in self._table):
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"transaction {key} is already pending")
+        if self._committed(given_up):
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"transaction {key} was committed")
+        result = await self.put_half(resume_request(message), given_up.producer_group)
+        if result.status not in _STORED:
+            return EndOutcome(
+                ResponseCode.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed."
+            )
+        _log.info("transaction %s of %s resumed: checked again", key, given_up.producer_group)
+        return EndOutcome(ResponseCode.SUCCESS)
+
+    def _listing(
+        self, broker_name: str, count: int, infos: list[HalfMessageInfo]
+    ) -> HalfMessageList:
         settings = self.settings
         return HalfMessageList(
             broker_name=broker_name,
-            pending_count=len(matching),
-            half_messages=tuple(_info(pending, now_ms) for pending in matching[:limit]),
+            pending_count=count,
+            half_messages=tuple(infos),
             half_count=self.half_count,
             commit_count=self.commit_count,
             rollback_count=self.rollback_count,
@@ -542,8 +616,25 @@ class TransactionService:
                 self._offsets.commit_offset(_CHECKER_HOST, group, topic, HALF_QUEUE_ID, offset)
 
 
-def _info(pending: PendingHalf, now_ms: int) -> HalfMessageInfo:
+def _given_up_info(message: MessageExt, record: HalfRecord, now_ms: int) -> HalfMessageInfo:
+    """A given-up message: its own offsets and id; age since it was given up."""
+    return dataclasses.replace(
+        _record_info(record, message.store_timestamp_ms, now_ms),
+        half_queue_offset=message.queue_offset,
+        commit_log_offset=message.commit_log_offset,
+        offset_msg_id=message.offset_msg_id,
+    )
+
+
+def _info(pending: PendingHalf, now_ms: int, store_host: SocketAddress) -> HalfMessageInfo:
     record = pending.record
+    return dataclasses.replace(
+        _record_info(record, pending.first_store_ms, now_ms),
+        offset_msg_id=offset_message_id(store_host, record.commit_log_offset),
+    )
+
+
+def _record_info(record: HalfRecord, first_store_ms: int, now_ms: int) -> HalfMessageInfo:
     return HalfMessageInfo(
         topic=record.real_topic,
         queue_id=record.real_queue_id,
@@ -553,9 +644,9 @@ def _info(pending: PendingHalf, now_ms: int) -> HalfMessageInfo:
         origin_queue_offset=record.origin_queue_offset,
         commit_log_offset=record.commit_log_offset,
         check_times=record.check_times,
-        first_store_timestamp_ms=pending.first_store_ms,
+        first_store_timestamp_ms=first_store_ms,
         born_timestamp_ms=record.born_timestamp_ms,
-        age_ms=pending.age_ms(now_ms),
+        age_ms=now_ms - first_store_ms,
         tags=record.tags,
         keys=record.keys,
         body_length=record.body_length,

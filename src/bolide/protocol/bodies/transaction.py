@@ -6,6 +6,12 @@ RocketMQ has no request that lists undecided transactions; Bolide's admin API an
 
     producerGroup  only this producer group       topic     only this real topic
     maxCount       at most this many entries (default and cap: HALF_MESSAGE_LIST_MAX_COUNT)
+    givenUp        "true": the newest half messages given up to TRANS_CHECK_MAX_TIME_TOPIC
+                   instead (``pendingCount`` then counts that topic's messages)
+
+RESUME_CHECK_HALF_MESSAGE (323, RocketMQ's ``mqadmin resumeCheckHalfMessage``) takes
+``msgId``, the offset message id of a given-up message, and puts it back among the pending
+half messages with its check count reset.
 
 Response body (JSON, Java-style field names)::
 
@@ -16,7 +22,8 @@ Response body (JSON, Java-style field names)::
                        "halfQueueOffset": 12, "originQueueOffset": 4, "commitLogOffset": 8812,
                        "checkTimes": 2, "firstStoreTimestamp": 1700000000000,
                        "bornTimestamp": 1700000000000, "ageMs": 7100, "tags": "paid",
-                       "keys": "order-17", "bodyLength": 17}, ...]}
+                       "keys": "order-17", "bodyLength": 17,
+                       "offsetMsgId": "7F00000100002A9F0000000000002272"}, ...]}
 
 ``pendingCount`` counts every undecided transaction; ``halfMessages`` holds the oldest
 ``maxCount`` of them.
@@ -38,13 +45,21 @@ from bolide.protocol.bodies.values import (
     get_str,
     parse_object,
 )
-from bolide.protocol.headers.fields import optional_int, optional_str, put_optional
+from bolide.protocol.headers.fields import (
+    format_bool,
+    optional_int,
+    optional_str,
+    parse_bool,
+    put_optional,
+    required_str,
+)
 
 __all__ = [
     "HALF_MESSAGE_LIST_MAX_COUNT",
     "HalfMessageInfo",
     "HalfMessageList",
     "QueryHalfMessagesRequestHeader",
+    "ResumeCheckHalfMessageRequestHeader",
 ]
 
 HALF_MESSAGE_LIST_MAX_COUNT = 1_000
@@ -58,6 +73,7 @@ class QueryHalfMessagesRequestHeader:
     producer_group: str | None = None
     topic: str | None = None
     max_count: int | None = None
+    given_up: bool = False
 
     @classmethod
     def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
@@ -66,6 +82,7 @@ class QueryHalfMessagesRequestHeader:
             optional_str(fields, "producerGroup"),
             optional_str(fields, "topic"),
             optional_int(fields, "maxCount"),
+            parse_bool(fields, "givenUp"),
         )
 
     def to_ext_fields(self) -> dict[str, str]:
@@ -73,7 +90,24 @@ class QueryHalfMessagesRequestHeader:
         put_optional(fields, "producerGroup", self.producer_group)
         put_optional(fields, "topic", self.topic)
         put_optional(fields, "maxCount", self.max_count)
+        if self.given_up:
+            fields["givenUp"] = format_bool(True)
         return fields
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeCheckHalfMessageRequestHeader:
+    """RESUME_CHECK_HALF_MESSAGE (323): ``msg_id`` is an offset message id."""
+
+    msg_id: str
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
+        """Decode; raises :class:`~bolide.protocol.headers.fields.HeaderError`."""
+        return cls(required_str(fields, "msgId"))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return {"msgId": self.msg_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +133,8 @@ class HalfMessageInfo:
     tags: str | None = None
     keys: str | None = None
     body_length: int = 0
+    offset_msg_id: str = ""
+    """The broker's id of the record (what RESUME_CHECK_HALF_MESSAGE takes)."""
 
     def to_object(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -114,6 +150,7 @@ class HalfMessageInfo:
             "bornTimestamp": self.born_timestamp_ms,
             "ageMs": self.age_ms,
             "bodyLength": self.body_length,
+            "offsetMsgId": self.offset_msg_id,
         }
         if self.tags is not None:
             obj["tags"] = self.tags
@@ -140,6 +177,7 @@ class HalfMessageInfo:
             tags=get_optional_str(obj, "tags"),
             keys=get_optional_str(obj, "keys"),
             body_length=get_int(obj, "bodyLength", 0),
+            offset_msg_id=get_str(obj, "offsetMsgId", ""),
         )
 
 
