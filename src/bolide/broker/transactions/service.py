@@ -281,8 +281,9 @@ class TransactionService:
         return EndOutcome(ResponseCode.SUCCESS)
 
     def _decided(self, pending: PendingHalf) -> None:
+        # The checker's offsets move at its next round (or at stop): computing them is O(n)
+        # in the pending transactions, and an older offset only means a longer scan at start.
         self._table.remove(pending)
-        self._save_offsets()
 
     async def _write_op(self, pending: PendingHalf) -> bool:
         """Store the op record deciding ``pending``'s latest copy; False if it failed."""
