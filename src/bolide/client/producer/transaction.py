@@ -113,7 +113,9 @@ class TransactionProducer(AsyncLifecycle):
     ``TransactionProducer("order-tx", namesrv="127.0.0.1:9876", checker=check)``. Other
     options are the :class:`~bolide.client.producer.producer.Producer`'s (``instance``,
     ``instance_name``, ``send_timeout_ms``, ...), plus ``checker_threads`` (default 4) and
-    ``check_queue_max`` (default 2000) for plain-function checkers.
+    ``check_queue_max`` (default 2000) for plain-function checkers, and ``topics``: topics
+    whose brokers should know this producer from its start (it answers checks for the whole
+    group; the brokers of the auto-create topic TBW102 are always told).
 
     Raises:
         ConfigError: no checker, a bad bound, or what Producer raises.
@@ -130,6 +132,7 @@ class TransactionProducer(AsyncLifecycle):
         clock: Clock | None = None,
         checker_threads: int = limits.TRANSACTION_CHECKER_THREADS_MAX_COUNT,
         check_queue_max: int = limits.TRANSACTION_CHECK_QUEUE_MAX_REQUESTS,
+        topics: Iterable[str] = (),
         **producer_options: Any,
     ) -> None:
         if not callable(checker):
@@ -146,6 +149,7 @@ class TransactionProducer(AsyncLifecycle):
         )
         self.group = group
         self.checker = checker
+        self.topics = tuple(topics)
         self._checker_threads = checker_threads
         self._check_queue_max = check_queue_max
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -171,6 +175,21 @@ class TransactionProducer(AsyncLifecycle):
             self._checker_threads, thread_name_prefix=f"bolide-check-{self.group}"
         )
         self.instance.register_transaction_checker(self.group, self._on_check)
+        await self._announce()
+
+    async def _announce(self) -> None:
+        """Make the brokers know this producer before it sends anything, so that it can
+        answer checks of transactions another producer of the group left undecided: learn
+        the brokers of ``topics`` and of the auto-create topic (as Java's producer does with
+        its createTopicKey), then heartbeat them."""
+        producer = self._producer
+        for topic in (*self.topics, producer.settings.default_topic):
+            try:
+                await producer._route(topic)
+            except BolideError as error:
+                _log.info("transaction producer %s: no route of %s yet (%s)", self.group, topic,
+                          error)  # fmt: skip
+        await self.instance.send_heartbeat_to_all_brokers()
 
     async def shutdown(self) -> None:
         """Stop taking checks, let running ones finish, shut the producer down. Idempotent."""
