@@ -42,14 +42,13 @@ from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import (
     BolideError,
     ConfigError,
-    ConnectionClosedError,
     InvariantViolationError,
     NameServerUnavailableError,
     NoRouteError,
     ProtocolError,
     RemoteError,
-    RequestTimeoutError,
     TopicNotFoundError,
+    TransportError,
     invariant,
 )
 from bolide.base.service import Service
@@ -74,7 +73,7 @@ from bolide.protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
     ResetOffsetRequestHeader,
 )
-from bolide.protocol.message import MessageExt
+from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.message_codec import decode_record
 from bolide.remoting import ClientPool, Connection, ConnectionSettings, Dispatcher
 
@@ -85,7 +84,7 @@ TransactionCheckHandler = Callable[
 ]
 """Takes a CHECK_TRANSACTION_STATE (the connection it came on, its header, the decoded half
 message) and must not block: it schedules the check and the answer."""
-_PRODUCER_GROUP_PROPERTY = "PGROUP"
+_PRODUCER_GROUP_PROPERTY = PropertyKey.PGROUP
 
 _log = logging.getLogger("bolide.client.instance")
 
@@ -342,7 +341,7 @@ class ClientInstance:
                 break
             try:
                 result = await action(addresses[index], remaining_ms)
-            except (ConnectionClosedError, RequestTimeoutError) as error:
+            except TransportError as error:
                 failures.append(f"{addresses[index]}: {error}")
                 last_error = error
                 continue

@@ -30,22 +30,23 @@ from dataclasses import dataclass
 from typing import Final
 
 from bolide.base.errors import ProtocolError
-from bolide.broker.topics import (
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-)
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.headers import CheckTransactionStateRequestHeader
 from bolide.protocol.message import (
     TRANSACTION_NOT_TYPE,
     MessageExt,
     MessageSysFlag,
     PropertyKey,
-    SocketAddress,
     encode_properties,
     reset_transaction_type,
 )
 from bolide.protocol.message_codec import encode_record
+from bolide.protocol.system_topics import (
+    TRANS_CHECK_GROUP,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from bolide.store.api import PutRequest
 
 __all__ = [
@@ -69,11 +70,11 @@ HALF_QUEUE_ID: Final = 0
 """RocketMQ stores every half message in queue 0 of the half topic (and ops in op queue 0)."""
 OP_REMOVE_TAG: Final = "d"
 """TransactionalMessageUtil.REMOVETAG: the tag of an op record."""
-TRANSACTION_CONSUMER_GROUP: Final = "CID_RMQ_SYS_TRANS"
+TRANSACTION_CONSUMER_GROUP: Final = TRANS_CHECK_GROUP
 """MixAll.CID_SYS_RMQ_TRANS: the group under which the checker's progress on the half and op
 queues is kept in consumerOffset.json."""
-TRAN_MSG: Final = "TRAN_MSG"
-PRODUCER_GROUP: Final = "PGROUP"
+TRAN_MSG: Final = PropertyKey.TRAN_MSG
+PRODUCER_GROUP: Final = PropertyKey.PGROUP
 PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
 CHECK_TIMES: Final = PropertyKey.TRANSACTION_CHECK_TIMES
 CHECK_IMMUNITY_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"

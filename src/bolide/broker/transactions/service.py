@@ -40,12 +40,7 @@ from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import Service
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
-from bolide.broker.topics import (
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    TopicConfigManager,
-)
+from bolide.broker.topics import TopicConfigManager
 from bolide.broker.transactions.pending import PendingHalf, PendingTable
 from bolide.broker.transactions.records import (
     HALF_QUEUE_ID,
@@ -60,6 +55,7 @@ from bolide.broker.transactions.records import (
     renew_request,
     resume_request,
 )
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from bolide.protocol.bodies.transaction import (
     HALF_MESSAGE_LIST_MAX_COUNT,
@@ -69,9 +65,14 @@ from bolide.protocol.bodies.transaction import (
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import EndTransactionRequestHeader
-from bolide.protocol.message import MessageExt, MessageSysFlag, SocketAddress, transaction_type
+from bolide.protocol.message import MessageExt, MessageSysFlag, transaction_type
 from bolide.protocol.message_codec import decode_record
 from bolide.protocol.msgid import decode_offset_message_id, offset_message_id
+from bolide.protocol.system_topics import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from bolide.remoting import Connection
 from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 
@@ -163,6 +164,7 @@ class TransactionService:
         self._on_crash = on_crash
         self._table = PendingTable()
         self._checker: Service | None = None
+        self._recovered = False
         self.half_count = 0
         """Half messages stored since start."""
         self.commit_count = 0
@@ -193,7 +195,8 @@ class TransactionService:
         checker, self._checker = self._checker, None
         if checker is not None:
             await checker.stop()
-        self._save_offsets()
+        if self._recovered:  # a slave never started: its offsets are the master's
+            self._save_offsets()
 
     def check_soon(self) -> None:
         """Run a check round now (admin, tests) instead of at the next interval."""
@@ -427,6 +430,7 @@ class TransactionService:
                 self.commit_count += 1
                 continue
             self._table.add(pending)
+        self._recovered = True
         self._save_offsets()
         _log.info(
             "transactions: %d pending after restart (%d committed before a crash settled)",

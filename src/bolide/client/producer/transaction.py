@@ -61,8 +61,8 @@ __all__ = [
 
 _log = logging.getLogger("bolide.client.transaction")
 
-_TRAN_MSG = "TRAN_MSG"
-_PRODUCER_GROUP = "PGROUP"
+_TRAN_MSG = PropertyKey.TRAN_MSG
+_PRODUCER_GROUP = PropertyKey.PGROUP
 _DELAY_PROPERTIES = (
     PropertyKey.DELAY,
     PropertyKey.TIMER_DELIVER_MS,
@@ -241,8 +241,12 @@ class TransactionProducer(AsyncLifecycle):
         half.properties[_PRODUCER_GROUP] = self.group
         producer = self._producer
         prepared = producer._prepare(half)
+        # A half message always travels alone (brokers refuse transactional batches): sent
+        # with the producer's retries, past its natural batching.
         prepared = dataclasses.replace(
-            prepared, sys_flag=prepared.sys_flag | MessageSysFlag.TRANSACTION_PREPARED
+            prepared,
+            sys_flag=prepared.sys_flag | MessageSysFlag.TRANSACTION_PREPARED,
+            batchable=False,
         )
         result = await producer._send_with_retries(prepared, None)
         broker_name = result.queue.broker_name

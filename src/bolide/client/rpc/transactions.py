@@ -1,13 +1,11 @@
-"""Pending transactions, for the admin client and ``bolide transaction list``.
-
-Each broker answers Bolide's QUERY_HALF_MESSAGES
-(:mod:`bolide.protocol.bodies.transaction`) with its undecided half messages, oldest first,
-their age and check count, and its transaction counters.
+"""Transaction admin requests: Bolide's QUERY_HALF_MESSAGES (each broker's undecided half
+messages, oldest first, with age and check count, and its transaction counters —
+:mod:`bolide.protocol.bodies.transaction`) and RocketMQ's RESUME_CHECK_HALF_MESSAGE (323).
 """
 
 from __future__ import annotations
 
-from bolide.client.rpc import call
+from bolide.client.rpc.call import call
 from bolide.protocol.bodies.transaction import (
     HalfMessageList,
     QueryHalfMessagesRequestHeader,
