@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from bolide.client.consumer.selector import MessageSelector
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
+    from bolide.client.producer.sync_transaction import TransactionProducer
+    from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
     from bolide.protocol.compression import CompressionType
@@ -47,6 +49,9 @@ _EXPORTS = {
     "PushConsumer": "bolide.client.consumer.sync_consumers",
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
+    "LocalTransactionState": "bolide.client.producer.transaction",
+    "TransactionProducer": "bolide.client.producer.sync_transaction",
+    "TransactionSendResult": "bolide.client.producer.transaction",
     "CompressionType": "bolide.protocol.compression",
     "MessageSelector": "bolide.client.consumer.selector",
 }
@@ -57,6 +62,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -69,6 +75,8 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "__version__",
 ]
 

@@ -8,6 +8,8 @@ Start order (reverse at stop)::
     consumers, producers, long polling, stats, handlers installed on the dispatcher
     offset flush (5 s), client expiry scan (10 s)
     delay-level and timer delivery    -> delayOffset.json, timerProgress.json, store/timerlog
+    transactions                      -> pending halves rebuilt, checker every
+                                         transactionCheckInterval
     listener bound (when the port was fixed)
     registration with every name server (now, every 30 s, and on topic creation)
 
@@ -43,6 +45,7 @@ from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
+from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
@@ -54,6 +57,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService, TransactionSettings
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import NotifyConsumerIdsChangedRequestHeader
@@ -264,6 +268,7 @@ class Broker:
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
         )
+        context.transactions = self._transaction_service(context)
         send_back = SendBackService(
             store,
             topics,
@@ -283,6 +288,7 @@ class Broker:
             AdminHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
+            TransactionHandlers(context),
         ):
             handlers.install(self._dispatcher)
         self._replication = Replication(
@@ -298,6 +304,29 @@ class Broker:
             for delivery in (context.schedule, context.timer):
                 if delivery is not None:
                     await delivery.start()
+            # Nor does it decide transactions: half and op records arrive from the master.
+            if context.transactions is not None:
+                await context.transactions.start()
+
+    def _transaction_service(self, context: BrokerContext) -> TransactionService:
+        config = self.config
+        return TransactionService(
+            context.store,
+            context.topics,
+            context.offsets,
+            context.producers,
+            context.clock,
+            settings=TransactionSettings(
+                check_interval_ms=config.transaction_check_interval_ms,
+                timeout_ms=config.transaction_timeout_ms,
+                check_max=config.transaction_check_max_count,
+                file_reserved_ms=config.file_reserved_time_ms,
+                checker_enabled=config.broker_role.is_master,
+            ),
+            store_host=(config.broker_ip1, config.listen_port),
+            max_message_bytes=config.max_message_size_bytes,
+            on_crash=self._service_crashed,
+        )
 
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
@@ -378,6 +407,8 @@ class Broker:
                 await store.shutdown()
             return
         await context.long_polling.stop(timeout_ms)
+        if context.transactions is not None:
+            await _logged("stopping the transaction checker", context.transactions.stop())
         offset_flush, self._offset_flush = self._offset_flush, None
         if offset_flush is not None:
             await _logged("writing consumer offsets", offset_flush.stop(timeout_ms))

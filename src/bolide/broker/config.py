@@ -47,6 +47,9 @@ regionId                        region_id                              DefaultRe
 traceOn                         trace_on                               true
 enablePropertyFilter            enable_property_filter                 false
 rejectTransactionMessage        reject_transaction_message             false
+transactionCheckInterval        transaction_check_interval_ms          60000
+transactionTimeOut              transaction_timeout_ms                 6000
+transactionCheckMax             transaction_check_max_count            15
 aclEnable                       acl_enable                             false
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
@@ -407,6 +410,17 @@ class BrokerConfig:
     reject_transaction_message: bool = field(
         default=False, metadata=_key("rejectTransactionMessage", _parse_bool)
     )
+    transaction_check_interval_ms: int = field(
+        default=limits.TRANSACTION_CHECK_INTERVAL_MS,
+        metadata=_key("transactionCheckInterval", _parse_int),
+    )
+    transaction_timeout_ms: int = field(
+        default=limits.TRANSACTION_TIMEOUT_MS, metadata=_key("transactionTimeOut", _parse_int)
+    )
+    transaction_check_max_count: int = field(
+        default=limits.TRANSACTION_CHECK_MAX_COUNT,
+        metadata=_key("transactionCheckMax", _parse_int),
+    )
     acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
     rebalance_lock_max_live_ms: int = field(
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
@@ -563,6 +577,10 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
     ("short_polling_time_ms", 0, _JAVA_INT_MAX),
     ("rebalance_lock_max_live_ms", 1, _JAVA_INT_MAX),
+    # A check round needs time to pass; a half message may be checked at once (0 ms).
+    ("transaction_check_interval_ms", 1, _JAVA_INT_MAX),
+    ("transaction_timeout_ms", 0, _JAVA_INT_MAX),
+    ("transaction_check_max_count", 1, _JAVA_INT_MAX),
     ("ha_listen_port", -1, 65_535),
 )
 
