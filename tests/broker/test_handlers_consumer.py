@@ -1,5 +1,5 @@
 """Consumer offsets (14, 15), consumer lists (38), heartbeats (34), unregistration (35) and the
-NOTIFY_CONSUMER_IDS_CHANGED the broker sends, over real sockets (protocol.md §2.5, §2.6)."""
+NOTIFY_CONSUMER_IDS_CHANGED the broker sends, over real sockets (docs/protocol.md §2.5, §2.6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Queue offsets (29-32), message lookups (33, 12) and the admin requests issue 4 needs
-(17, 21, 28) over a real socket (protocol.md §2.6, §2.7, §2.11)."""
+(17, 21, 28) over a real socket (docs/protocol.md §2.6, §2.7, §2.11)."""
 
 from __future__ import annotations
 

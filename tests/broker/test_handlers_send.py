@@ -1,4 +1,5 @@
-"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE over a real socket (protocol.md §2.2)."""
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE over a real socket (docs/protocol.md
+§2.2)."""
 
 from __future__ import annotations
 

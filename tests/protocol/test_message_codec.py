@@ -1,4 +1,4 @@
-"""The stored record layout (protocol.md §3.1) and the batch body (§2.2)."""
+"""The stored record layout (docs/protocol.md §3.1) and the batch body (§2.2)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _fields(**overrides: Any) -> dict[str, Any]:
 
 
 def test_record_layout_golden_bytes() -> None:
-    """Every field at the offset protocol.md §3.1 gives, written independently of the codec."""
+    """Every field at the offset docs/protocol.md §3.1 gives, written independently of the codec."""
     record = encode_record(**_fields())
     crc = zlib.crc32(b"hello") & 0x7FFFFFFF
     properties = b"TAGS\x01TagA\x02KEYS\x01k1 k2"

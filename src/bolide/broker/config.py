@@ -63,7 +63,7 @@ newGroupStartRule (5)           new_group_start                        MEMORY
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
 sample configurations use, so a default broker has the same name on every machine.
 (2) Java picks a local interface address; Bolide defaults to loopback, so a broker reachable
-from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
+from other machines must set brokerIP1 (clients use it to reach the broker, docs/protocol.md §4.5).
 (3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
 broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
 (4) The VIP channel: a second listener on listenPort - 2 with every handler but the pulls, as

@@ -38,7 +38,8 @@ NAMESRV_SEPARATORS = (";", ",")
 
 
 class ConsumeFrom(enum.Enum):
-    """Where a consumer group without a committed offset starts on a queue (seed 000).
+    """Where a consumer group without a committed offset starts on a queue (RocketMQ's offset
+    management).
 
     * ``LAST_OFFSET``: at the queue's end (retry topics: at 0);
     * ``FIRST_OFFSET``: at 0;

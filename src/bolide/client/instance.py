@@ -1,4 +1,4 @@
-"""ClientInstance: what the producers and consumers of one client id share (seed 001).
+"""ClientInstance: what the producers and consumers of one client id share (RocketMQ's rebalancing).
 
 An explicit object, never a singleton: facades make one per producer or consumer unless the
 caller passes one to share. It owns

@@ -3,7 +3,7 @@
 * :class:`Message` is what a producer sends: topic, body, user flag and a properties map.
 * :class:`MessageExt` is one decoded stored record (pull bodies, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE);
   the binary layout lives in :mod:`bolide.protocol.message_codec`.
-* The properties string (protocol.md §3.3), the system property names, the message sysFlag bits
+* The properties string (docs/protocol.md §3.3), the system property names, the message sysFlag bits
   (§3.2) and the tags hash code that consume queues store (§4.1).
 
 Sans-IO: nothing here touches a socket or a file.
@@ -39,7 +39,8 @@ KEY_SEPARATOR: Final = " "
 
 
 class MessageSysFlag(enum.IntFlag):
-    """The message sysFlag bits (protocol.md §3.2); the record and SEND_MESSAGE both carry them.
+    """The message sysFlag bits (docs/protocol.md §3.2); the record and SEND_MESSAGE both carry
+    them.
 
     TRANSACTION_* share the two bits of :data:`TRANSACTION_MASK`; the compression type shares
     the three bits of :data:`COMPRESSION_TYPE_MASK` (0 and 3 both mean zlib).
@@ -78,7 +79,7 @@ def reset_transaction_type(sys_flag: int, new_type: int) -> int:
 
 
 class PropertyKey:
-    """Names of the system properties (protocol.md §3.3, Java ``MessageConst``).
+    """Names of the system properties (docs/protocol.md §3.3, Java ``MessageConst``).
 
     User properties may use any other name; these are the ones brokers and clients interpret.
     """
@@ -186,7 +187,7 @@ def join_properties(first: str, second: str) -> str:
 
     A separator is inserted only when ``first`` does not already end with one: the broker
     applies this rule when it appends a batch's own properties and CLUSTER to each inner
-    message (protocol.md §2.2).
+    message (docs/protocol.md §2.2).
     """
     if not first:
         return second
@@ -348,7 +349,7 @@ class Message(_PropertyAccessors):
 
 @dataclass(slots=True)
 class MessageExt(_PropertyAccessors):
-    """One stored record, decoded (protocol.md §3.1).
+    """One stored record, decoded (docs/protocol.md §3.1).
 
     ``body`` is decompressed when the decoder was asked to (the default) while ``sys_flag``
     keeps the stored bits, COMPRESSED included, as Java does; ``body_crc`` is the stored CRC of
@@ -379,7 +380,7 @@ class MessageExt(_PropertyAccessors):
 
     @property
     def offset_msg_id(self) -> str:
-        """The broker-side id: store host and commit-log offset in hex (protocol.md §3.4).
+        """The broker-side id: store host and commit-log offset in hex (docs/protocol.md §3.4).
 
         Raises:
             ProtocolError: ``store_host`` is not an IP literal.

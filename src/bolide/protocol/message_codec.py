@@ -1,4 +1,4 @@
-"""The binary message layouts: the stored record (protocol.md §3.1) and the batch body (§2.2).
+"""The binary message layouts: the stored record (docs/protocol.md §3.1) and the batch body (§2.2).
 
 The stored record is what the commit log holds and what PULL_MESSAGE, VIEW_MESSAGE_BY_ID and
 QUERY_MESSAGE carry, byte for byte, so the broker never re-encodes a message after storing it.
@@ -57,7 +57,7 @@ WritableBuffer = bytearray | memoryview
 #     88+n     1  TOPIC length t     t <= 127 (an int16 under the 5.x MAGIC_CODE_V2)
 #     89+n     t  TOPIC              UTF-8
 #   89+n+t     2  PROPERTIES length p, p <= 32767
-#   91+n+t     p  PROPERTIES         UTF-8 properties string (protocol.md §3.3)
+#   91+n+t     p  PROPERTIES         UTF-8 properties string (docs/protocol.md §3.3)
 #
 # Blank marker at the unused end of a commit-log segment (never on the wire):
 #

@@ -1,6 +1,6 @@
 """Request code -> handler, with a concurrency bound per family of handlers.
 
-What a peer gets back (the rules of RocketMQ's remoting server, protocol.md §1.4):
+What a peer gets back (the rules of RocketMQ's remoting server, docs/protocol.md §1.4):
 
 * no handler for the code -> REQUEST_CODE_NOT_SUPPORTED, remark ``" request type <code> not
   supported"`` (leading space included, as Java writes it);

@@ -1,6 +1,6 @@
 """Pull bodies straight into Arrow columns: the rows of the Bolide source.
 
-A PULL_MESSAGE body is a run of stored records (protocol.md §3.1; the layout is drawn, and
+A PULL_MESSAGE body is a run of stored records (docs/protocol.md §3.1; the layout is drawn, and
 written, in :mod:`bolide.protocol.message_codec`). Reading at Spark speed means not building a
 message object per record: :class:`RowColumns` unpacks each record's fixed part with one
 precompiled struct and appends the fields a row needs to plain lists, which become Arrow arrays

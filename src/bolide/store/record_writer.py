@@ -1,6 +1,6 @@
 """Writing prepared records straight into a mapped commit-log segment (the send path).
 
-The stored record is RocketMQ's layout (protocol.md §3.1, drawn in full beside the reference
+The stored record is RocketMQ's layout (docs/protocol.md §3.1, drawn in full beside the reference
 encoder in protocol/message_codec.py; the memory store uses that encoder and the differential
 tests hold the two to the same bytes). A put's records are joined in one buffer and copied
 into the mapping with one slice assignment; each record is:

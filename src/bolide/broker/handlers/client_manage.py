@@ -1,4 +1,5 @@
-"""Client registration: HEART_BEAT (34) and UNREGISTER_CLIENT (35) (protocol.md §2.5, seed 001).
+"""Client registration: HEART_BEAT (34) and UNREGISTER_CLIENT (35) (docs/protocol.md §2.5,
+RocketMQ's rebalancing).
 
 A heartbeat carries the client's producer and consumer groups. For each consumer group the
 broker finds (or auto-creates) its subscription group, creates the group's retry topic

@@ -1,4 +1,4 @@
-"""PULL_MESSAGE (11): checks, subscription, the store read, long polling (protocol.md §2.4).
+"""PULL_MESSAGE (11): checks, subscription, the store read, long polling (docs/protocol.md §2.4).
 
 1. Checks in the Java broker's order: broker readable, subscription group (auto-created),
    group consumable, topic known and readable, queue id inside ``[0, readQueueNums)``.

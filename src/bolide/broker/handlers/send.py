@@ -1,4 +1,4 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) (protocol.md §2.2).
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) (docs/protocol.md §2.2).
 
 The path of one send, in the Java broker's order:
 
@@ -539,7 +539,7 @@ def _clean_entry(entry: BatchEntry) -> BatchEntry:
     return BatchEntry(entry.flag, entry.body, encode_properties(properties))
 
 
-# The properties string of a send (protocol.md §3.3), edited as a string on the hot path:
+# The properties string of a send (docs/protocol.md §3.3), edited as a string on the hot path:
 #
 #   +------+----+-------+----+------+----+-------+------
 #   | name | 01 | value | 02 | name | 01 | value | (02)     a 02 after the last pair: C++

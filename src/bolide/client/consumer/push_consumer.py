@@ -11,7 +11,8 @@ blocking facade), concurrent or orderly.
     ...
     await consumer.shutdown()
 
-Start (seed 001): the offset store is loaded, the consume workers start, the group joins
+Start (RocketMQ's rebalancing): the offset store is loaded, the consume workers start, the group
+joins
 the client instance; then the routes of the subscribed topics are fetched, a heartbeat goes
 to every broker (the brokers now list this client in the group and tell the other members to
 rebalance) and a rebalance is asked for at once. From there the instance rebalances every
@@ -25,7 +26,8 @@ the broker (:class:`RemoteOffsetStore`). In broadcasting mode every consumer get
 message, keeps its progress in a local file (:class:`LocalFileOffsetStore`, under
 ``offset_base_directory``) and logs and drops failures.
 
-With ``orderly=True`` (seed 004, :mod:`.consume_orderly`) each queue is consumed by one member
+With ``orderly=True`` (RocketMQ's orderly consumption, :mod:`.consume_orderly`) each queue is
+consumed by one member
 of the group at a time, one batch at a time, in queue order: the rebalance takes a queue only
 once its broker lock is held, the lock is renewed every 20 s, a failure suspends the queue and
 retries in memory (after ``max_reconsume_times``, unlimited by default, it goes to the DLQ),

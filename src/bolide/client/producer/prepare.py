@@ -10,7 +10,7 @@ Pure (the caller passes ids and the time). What a send carries:
 * for a ``%RETRY%`` topic, RECONSUME_TIME and MAX_RECONSUME_TIMES move from the properties
   into the header, as Java does.
 
-A batch is one request whose body holds every message (protocol.md §2.2): same topic, no
+A batch is one request whose body holds every message (docs/protocol.md §2.2): same topic, no
 delay, not a retry topic; each inner message has its own UNIQ_KEY; bodies are not
 compressed.
 """

@@ -1,6 +1,6 @@
 """PULL_MESSAGE (11): the request, the four pull statuses, decoding the found messages.
 
-Response code -> status (protocol.md §2.4)::
+Response code -> status (docs/protocol.md §2.4)::
 
     SUCCESS (0)                  FOUND           messages decoded from the body
     PULL_NOT_FOUND (19)          NO_NEW_MSG      caught up (after the long poll, if any)

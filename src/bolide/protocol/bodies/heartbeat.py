@@ -1,4 +1,4 @@
-"""HEART_BEAT (34) body and the subscription model (protocol.md §2.5, §4.2, §7.3).
+"""HEART_BEAT (34) body and the subscription model (docs/protocol.md §2.5, §4.2, §7.3).
 
 Java form (fastjson, keys sorted, enums by name)::
 
