@@ -25,7 +25,7 @@ import logging
 import random
 from collections.abc import Awaitable
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
@@ -179,6 +179,7 @@ class Broker:
             self.address,
             self.config.store_path_root_dir,
         )
+        _log.info("broker hot path: %s", compiled.describe())
 
     async def _listen(self) -> None:
         await self.server.start()

@@ -26,13 +26,19 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import BLANK_MAGIC_CODE, PROPERTY_SEPARATOR
-from bolide.protocol.message_codec import (
+from bolide.protocol.wire import (
+    BLANK_MAGIC_CODE,
+    DELAY_MARK,
+    KEYS_MARK,
     PHYSICAL_OFFSET_POSITION,
+    QUEUE_ID_POSITION,
     QUEUE_OFFSET_POSITION,
+    RECORD_PREFIX,
+    TAGS_MARK,
+    UNIQ_KEY_MARK,
     RecordHeader,
-    body_crc,
-    read_record_header,
+    property_value,
+    read_stored_record,
 )
 from bolide.store.api import RecoveryReport
 from bolide.store.checkpoint import Checkpoint
@@ -46,20 +52,12 @@ from bolide.store.consume_queue import (
 )
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
 from bolide.store.index_file import KeyIndex, index_key_seed
-from bolide.store.records import (
-    DELAY_MARK,
-    KEYS_MARK,
-    TAGS_MARK,
-    UNIQ_KEY_MARK,
-    property_value,
-)
 
 _log = logging.getLogger("bolide.store.recovery")
 
-_PREFIX: Final = struct.Struct(">ii")
+_PREFIX: Final = RECORD_PREFIX
 _QUEUE_ID: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
-_QUEUE_ID_POSITION: Final = 12
 _ZERO_CHUNK_BYTES: Final = 64 * 1024
 
 
@@ -171,7 +169,7 @@ class Recovery:
         if record is None:
             return False
         total_size, _ = _PREFIX.unpack_from(record, 0)
-        (queue_id,) = _QUEUE_ID.unpack_from(record, _QUEUE_ID_POSITION)
+        (queue_id,) = _QUEUE_ID.unpack_from(record, QUEUE_ID_POSITION)
         (stored_queue_offset,) = _INT64.unpack_from(record, QUEUE_OFFSET_POSITION)
         (physical_offset,) = _INT64.unpack_from(record, PHYSICAL_OFFSET_POSITION)
         return bool(
@@ -209,17 +207,14 @@ class Recovery:
                 offset = segment.end_offset
                 continue
             try:
-                header = read_record_header(view, position)
-                start = header.properties_offset
-                properties = str(view[start : start + header.properties_length], "utf-8")
+                # Magic, sizes, PHYSICALOFFSET, body CRC, UTF-8 and a torn tail, compiled.
+                header, padded_properties = read_stored_record(view, position, offset)
             except ProtocolError as error:
-                return offset, f"unreadable record at {offset}: {error}"
-            except UnicodeDecodeError:
-                return offset, f"unreadable record at {offset}: properties are not UTF-8"
-            problem = _record_problem(header, offset, view)
+                return offset, f"unsound record at {offset}: {error}"
+            problem = _record_problem(header, offset)
             if problem is not None:
                 return offset, problem
-            self._dispatch(header, offset, PROPERTY_SEPARATOR + properties)
+            self._dispatch(header, offset, padded_properties)
             offset += total_size
 
     def _dispatch(self, header: RecordHeader, offset: int, padded_properties: str) -> None:
@@ -304,18 +299,10 @@ def _segment_end_after(commit_log: CommitLog, end: int) -> int:
     return end
 
 
-def _record_problem(header: RecordHeader, offset: int, view: memoryview) -> str | None:
-    if header.commit_log_offset != offset:
-        return f"record at {offset} names physical offset {header.commit_log_offset}"
-    crc = body_crc(view[header.body_offset : header.body_offset + header.body_length])
-    if crc != header.body_crc:
-        return f"body CRC mismatch in the record at {offset}"
+def _record_problem(header: RecordHeader, offset: int) -> str | None:
+    """The store's own rules on a record the codec found sound (read_stored_record)."""
     if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
         return f"record at {offset} has queue id {header.queue_id}"
     if not topic_is_storable(header.topic):
         return f"record at {offset} has an impossible topic {header.topic!r}"
-    if header.properties_length and view[header.end - 1] == 0:
-        # Puts never store properties ending in NUL: zeros there are a tail that never
-        # reached the disk (the body CRC does not cover the properties).
-        return f"record at {offset} ends in zero bytes (torn tail)"
     return None
