@@ -14,10 +14,11 @@ from cpython.buffer cimport (
     PyBuffer_Release,
     PyObject_GetBuffer,
 )
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 import zlib
 
@@ -25,6 +26,8 @@ from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.wire import RecordDecodeError, RecordHeader, unpack_ip
 
 cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char* memory, Py_ssize_t size, int flags)
+    int PyBUF_READ
     Py_ssize_t PyUnicode_GET_LENGTH(object text)
     int PyUnicode_KIND(object text)
     void* PyUnicode_DATA(object text)
@@ -254,6 +257,46 @@ def read_record_header(buffer, Py_ssize_t position=0):
         PyBuffer_Release(&view)
 
 
+cdef tuple _store_properties(const uint8_t* p, Py_ssize_t length):
+    """TAGS, KEYS, UNIQ_KEY, DELAY (last pair of each name wins, None when absent): the
+    answers of wire.property_value on the same string. Only matching values are decoded."""
+    cdef Py_ssize_t start = 0, index = 0, name_end = -1, name_length
+    cdef Py_ssize_t spans[8]
+    cdef int which, k
+    cdef uint8_t byte
+    for k in range(8):
+        spans[k] = -1
+    while index <= length:
+        byte = p[index] if index < length else 2
+        if byte == 1 and name_end < 0:
+            name_end = index
+        elif byte == 2:
+            if name_end >= start:
+                name_length = name_end - start
+                which = -1
+                if name_length == 4 and memcmp(p + start, b"TAGS", 4) == 0:
+                    which = 0
+                elif name_length == 4 and memcmp(p + start, b"KEYS", 4) == 0:
+                    which = 1
+                elif name_length == 8 and memcmp(p + start, b"UNIQ_KEY", 8) == 0:
+                    which = 2
+                elif name_length == 5 and memcmp(p + start, b"DELAY", 5) == 0:
+                    which = 3
+                if which >= 0:
+                    spans[2 * which] = name_end + 1
+                    spans[2 * which + 1] = index
+            start = index + 1
+            name_end = -1
+        index += 1
+    values = []
+    for k in range(4):
+        if spans[2 * k] < 0:
+            values.append(None)
+        else:
+            values.append(_utf8(p + spans[2 * k], spans[2 * k + 1] - spans[2 * k], "properties"))
+    return tuple(values)
+
+
 def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
     """Recovery's check of one record; see wire.read_stored_record."""
     cdef Py_buffer view
@@ -268,15 +311,14 @@ def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
         if f.commit_log_offset != commit_log_offset:
             raise ProtocolError(
                 f"record at {commit_log_offset} names physical offset {f.commit_log_offset}")
-        with memoryview(buffer) as whole:
-            crc = _crc32(whole[f.body_offset:f.body_offset + f.body_length]) & 0x7FFFFFFF
-        if crc != f.body_crc:
+        body = PyMemoryView_FromMemory(<char*>base + f.body_offset, f.body_length, PyBUF_READ)
+        if (_crc32(body) & 0x7FFFFFFF) != f.body_crc:
             raise ProtocolError(f"body CRC mismatch in the record at {commit_log_offset}")
-        text = _utf8(base + f.properties_offset, f.properties_length, "properties")
+        _utf8(base + f.properties_offset, f.properties_length, "properties")
         if f.properties_length and base[f.properties_offset + f.properties_length - 1] == 0:
             raise ProtocolError(
                 f"record at {commit_log_offset} ends in zero bytes (torn tail)")
-        return header, "\x02" + text
+        return header, _store_properties(base + f.properties_offset, f.properties_length)
     finally:
         PyBuffer_Release(&view)
 
@@ -420,3 +462,111 @@ def write_records(view, Py_ssize_t position, records, bytes topic_tail, int32_t 
         return position + total_size
     finally:
         PyBuffer_Release(&target)
+
+
+# --- rows for Arrow (wire_rows.py) --------------------------------------------------------
+
+
+cdef inline void _append(bytearray target, const void* data, Py_ssize_t length) except *:
+    cdef Py_ssize_t old = PyByteArray_GET_SIZE(target)
+    PyByteArray_Resize(target, old + length)
+    memcpy(PyByteArray_AS_STRING(target) + old, data, length)
+
+
+cdef inline void _append32(bytearray target, int32_t value) except *:
+    _append(target, &value, 4)
+
+
+cdef inline void _append64(bytearray target, int64_t value) except *:
+    _append(target, &value, 8)
+
+
+def scan_rows(body, int64_t stop_offset, sink, inflate):
+    """Append a pull body's rows to column buffers; see wire_rows.scan_rows."""
+    cdef Py_buffer view
+    cdef Py_ssize_t position = 0, end, record_end, body_at, topic_at, properties_at
+    cdef Py_ssize_t fixed_size, added = 0
+    cdef int32_t total_size, magic, sys_flag, body_length, ip_length
+    cdef int64_t queue_offset
+    cdef const uint8_t* base
+    cdef const uint8_t* p
+    cdef const uint8_t* host
+    cdef uint8_t host_row[24]
+    cdef bytearray body_data = sink.body_data, body_ends = sink.body_ends
+    cdef bytearray properties_data = sink.properties_data
+    cdef bytearray properties_ends = sink.properties_ends
+    cdef bytearray queue_offsets = sink.queue_offsets
+    cdef bytearray commit_log_offsets = sink.commit_log_offsets
+    cdef bytearray born = sink.born_timestamps_ms, stored = sink.store_timestamps_ms
+    cdef bytearray reconsume = sink.reconsume_times, hosts = sink.store_hosts
+    cdef Py_buffer payload_view
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        base = <const uint8_t*>view.buf
+        end = view.len
+        while position < end:
+            if position + OVERHEAD > end:
+                raise ProtocolError(f"record at {position} of a pull body is cut short")
+            p = base + position
+            sys_flag = _i32(p + 36)
+            ip_length = 16 if sys_flag & STOREHOST_V6 else 4
+            fixed_size = FIXED_IPV4 + (12 if sys_flag & BORNHOST_V6 else 0) + ip_length - 4
+            total_size = _i32(p)
+            magic = _i32(p + 4)
+            record_end = position + total_size
+            if magic != MAGIC_CODE and magic != MAGIC_CODE_V2:
+                raise ProtocolError(f"bad magic code {<uint32_t>magic:#010x} at {position}")
+            if (position + fixed_size > end or total_size < fixed_size + 3 or record_end > end
+                    or _i32(p + fixed_size - 4) < 0):
+                raise ProtocolError(
+                    f"record at {position} has an impossible size {total_size}")
+            queue_offset = _i64(p + 20)
+            if queue_offset >= stop_offset:
+                position = record_end
+                continue
+            body_length = _i32(p + fixed_size - 4)
+            body_at = position + fixed_size
+            topic_at = body_at + body_length
+            if topic_at + 3 > record_end:
+                raise ProtocolError(f"record at {position}: field lengths do not add up")
+            if magic == MAGIC_CODE:
+                properties_at = topic_at + 3 + base[topic_at]
+            else:
+                properties_at = topic_at + 4 + ((base[topic_at] << 8) | base[topic_at + 1])
+            if properties_at > record_end or (
+                properties_at + ((base[properties_at - 2] << 8) | base[properties_at - 1])
+                != record_end
+            ):
+                raise ProtocolError(f"record at {position}: field lengths do not add up")
+            if sys_flag & 1:
+                payload = inflate(PyBytes_FromStringAndSize(<const char*>base + body_at,
+                                                            body_length), sys_flag)
+                PyObject_GetBuffer(payload, &payload_view, PyBUF_SIMPLE)
+                try:
+                    _append(body_data, payload_view.buf, payload_view.len)
+                finally:
+                    PyBuffer_Release(&payload_view)
+            else:
+                _append(body_data, base + body_at, body_length)
+            _append32(body_ends, <int32_t>PyByteArray_GET_SIZE(body_data))
+            _append(properties_data, base + properties_at, record_end - properties_at)
+            _append32(properties_ends, <int32_t>PyByteArray_GET_SIZE(properties_data))
+            _append64(queue_offsets, queue_offset)
+            _append64(commit_log_offsets, _i64(p + 28))
+            _append64(born, _i64(p + 40))
+            host = p + fixed_size - 20 - ip_length
+            # STORETIMESTAMP sits 8 bytes before the store ip.
+            _append64(stored, _i64(host - 8))
+            _append32(reconsume, _i32(p + fixed_size - 16))
+            memset(host_row, 0, 24)
+            memcpy(host_row, &ip_length, 4)
+            memcpy(host_row + 4, host, ip_length)
+            total_size = _i32(host + ip_length)
+            memcpy(host_row + 20, &total_size, 4)
+            _append(hosts, host_row, 24)
+            added += 1
+            position = record_end
+        return added
+    finally:
+        sink.count += added
+        PyBuffer_Release(&view)

@@ -445,15 +445,19 @@ def read_record_header(buffer: Buffer, position: int = 0) -> RecordHeader:
     )  # fmt: skip
 
 
+StoreProperties = tuple[str | None, str | None, str | None, str | None]
+"""TAGS, KEYS, UNIQ_KEY and DELAY of a record (None when absent): what the store reads."""
+
+
 def read_stored_record(
     buffer: Buffer, position: int, commit_log_offset: int
-) -> tuple[RecordHeader, str]:
+) -> tuple[RecordHeader, StoreProperties]:
     """Recovery's check of the record at ``position``, which the log holds at
     ``commit_log_offset``: :func:`read_record_header`'s checks, then PHYSICALOFFSET equals
     ``commit_log_offset``, the body CRC matches, the properties are UTF-8 and, when there are
     any, do not end in a zero byte (puts refuse that, so zeros there are a tail that never
-    reached the disk: the CRC does not cover the properties). Returns the header and the
-    properties string with a separator put in front (what :func:`property_value` reads).
+    reached the disk: the CRC does not cover the properties). Returns the header and the four
+    properties the store reads, as ``decode_properties(text).get(name)`` gives them.
 
     Raises:
         ProtocolError: a check fails; the message says which.
@@ -472,7 +476,13 @@ def read_stored_record(
     text = utf8_text(buffer, properties_at, properties_length, "properties")
     if properties_length and buffer[properties_at + properties_length - 1] == 0:
         raise ProtocolError(f"record at {commit_log_offset} ends in zero bytes (torn tail)")
-    return header, PROPERTY_SEPARATOR + text
+    padded = PROPERTY_SEPARATOR + text
+    return header, (
+        property_value(padded, TAGS_MARK),
+        property_value(padded, KEYS_MARK),
+        property_value(padded, UNIQ_KEY_MARK),
+        property_value(padded, DELAY_MARK),
+    )
 
 
 class RecordDecodeError(ProtocolError):

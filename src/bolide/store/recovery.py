@@ -28,16 +28,12 @@ from bolide.base import limits
 from bolide.base.errors import ProtocolError
 from bolide.protocol.wire import (
     BLANK_MAGIC_CODE,
-    DELAY_MARK,
-    KEYS_MARK,
     PHYSICAL_OFFSET_POSITION,
     QUEUE_ID_POSITION,
     QUEUE_OFFSET_POSITION,
     RECORD_PREFIX,
-    TAGS_MARK,
-    UNIQ_KEY_MARK,
     RecordHeader,
-    property_value,
+    StoreProperties,
     read_stored_record,
 )
 from bolide.store.api import RecoveryReport
@@ -208,18 +204,19 @@ class Recovery:
                 continue
             try:
                 # Magic, sizes, PHYSICALOFFSET, body CRC, UTF-8 and a torn tail, compiled.
-                header, padded_properties = read_stored_record(view, position, offset)
+                header, properties = read_stored_record(view, position, offset)
             except ProtocolError as error:
                 return offset, f"unsound record at {offset}: {error}"
             problem = _record_problem(header, offset)
             if problem is not None:
                 return offset, problem
-            self._dispatch(header, offset, padded_properties)
+            self._dispatch(header, offset, properties)
             offset += total_size
 
-    def _dispatch(self, header: RecordHeader, offset: int, padded_properties: str) -> None:
-        """Re-create the consume-queue and index entries of a sound record
-        (``padded_properties``: its properties string with a separator put in front)."""
+    def _dispatch(self, header: RecordHeader, offset: int, properties: StoreProperties) -> None:
+        """Re-create the consume-queue and index entries of a sound record (``properties``:
+        its TAGS, KEYS, UNIQ_KEY and DELAY)."""
+        tags, keys, unique_key, delay = properties
         counters = self._counters
         counters.records += 1
         topic = header.topic
@@ -242,12 +239,8 @@ class Recovery:
                         )
                 tags_code = queue_tags_code(
                     topic,
-                    property_value(padded_properties, TAGS_MARK),
-                    (
-                        property_value(padded_properties, DELAY_MARK)
-                        if topic == SCHEDULE_TOPIC
-                        else None
-                    ),
+                    tags,
+                    delay if topic == SCHEDULE_TOPIC else None,
                     header.store_timestamp_ms,
                     self._delay_levels_ms,
                     self._tags_codes,
@@ -261,10 +254,6 @@ class Recovery:
             key_seed = index_key_seed(topic)
             if len(self._key_seeds) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
                 self._key_seeds[topic] = key_seed
-        keys = (
-            property_value(padded_properties, KEYS_MARK) if KEYS_MARK in padded_properties else None
-        )
-        unique_key = property_value(padded_properties, UNIQ_KEY_MARK)
         hashes = index_hashes(key_seed, keys, unique_key, self._index.max_entries)
         if hashes:
             self._index.prepare_one(offset, len(hashes))
