@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from bolide.base import compiled
 from bolide.base.errors import InvariantViolationError, ProtocolError
 from bolide.protocol import wire
+from bolide.protocol.address import pack_ip
 from bolide.protocol.message import MessageExt
 from bolide.protocol.message_codec import encode_record
 from bolide.protocol.wire_rows import RowSink
@@ -183,7 +184,7 @@ def test_records_are_written_alike(
     if not contents:
         return
     topic = b"orders"
-    born_ip, store_ip = wire.pack_ip(born[0]), wire.pack_ip(store[0])
+    born_ip, store_ip = pack_ip(born[0]), pack_ip(store[0])
     extra = len(born_ip) + len(store_ip) - 8
     records = [
         _Record(body, flag, properties, len(topic) + extra) for body, flag, properties in contents

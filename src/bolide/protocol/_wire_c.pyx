@@ -23,7 +23,8 @@ from libc.string cimport memcmp, memcpy, memset
 import zlib
 
 from bolide.base.errors import ProtocolError, invariant
-from bolide.protocol.wire import RecordDecodeError, RecordHeader, unpack_ip
+from bolide.protocol.address import unpack_ip
+from bolide.protocol.wire import RecordDecodeError, RecordHeader
 
 cdef extern from "Python.h":
     object PyMemoryView_FromMemory(char* memory, Py_ssize_t size, int flags)

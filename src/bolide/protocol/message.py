@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from bolide.base.errors import ProtocolError
+from bolide.protocol.address import (
+    SocketAddress,
+)
+from bolide.protocol.msgid import offset_message_id
 
 # The record layout and the properties string live in bolide.protocol.wire (one home); these
 # names stay importable from here, where they always were.
@@ -30,14 +34,9 @@ from bolide.protocol.wire import SYS_FLAG_BORNHOST_V6, SYS_FLAG_COMPRESSED, SYS_
 from bolide.protocol.wire import decode_properties as decode_properties
 from bolide.protocol.wire import encode_properties as encode_properties
 from bolide.protocol.wire import join_properties as join_properties
-from bolide.protocol.wire import pack_ip as pack_ip
-from bolide.protocol.wire import unpack_ip as unpack_ip
 
 KEY_SEPARATOR: Final = " "
 """Between the keys of the KEYS property."""
-
-SocketAddress = tuple[str, int]
-"""``(ip, port)``, e.g. ``("127.0.0.1", 10911)``; an IPv6 literal when the ip contains ``:``."""
 
 
 class MessageSysFlag(enum.IntFlag):
@@ -161,42 +160,6 @@ def tags_code(tags: str | None) -> int:
     if not tags:
         return 0
     return java_string_hash(tags)
-
-
-# --- socket addresses -----------------------------------------------------------------------
-
-
-def is_ipv6_host(host: str) -> bool:
-    """Whether ``host`` is written as an IPv6 literal (it contains ``:``)."""
-    return ":" in host
-
-
-def format_socket_address(address: SocketAddress) -> str:
-    """``"ip:port"``, with brackets around an IPv6 ip (``"[::1]:10911"``)."""
-    host, port = address
-    if ":" in host:
-        return f"[{host}]:{port}"
-    return f"{host}:{port}"
-
-
-def parse_socket_address(text: str) -> SocketAddress:
-    """Parse ``"ip:port"`` or ``"[ipv6]:port"`` (the inverse of :func:`format_socket_address`).
-
-    Raises:
-        ProtocolError: no port, a port outside 0..65535, or empty host.
-    """
-    host, separator, port_text = text.rpartition(":")
-    if not separator or not host:
-        raise ProtocolError(f"not a host:port address: {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError as error:
-        raise ProtocolError(f"bad port in address {text!r}") from error
-    if not 0 <= port <= 0xFFFF:
-        raise ProtocolError(f"port out of range in address {text!r}")
-    return (host, port)
 
 
 # --- messages ---------------------------------------------------------------------------------
@@ -353,9 +316,6 @@ class MessageExt(_PropertyAccessors):
         Raises:
             ProtocolError: ``store_host`` is not an IP literal.
         """
-        # Imported here because msgid builds on this module's address helpers.
-        from bolide.protocol.msgid import offset_message_id
-
         return offset_message_id(self.store_host, self.commit_log_offset)
 
     @property

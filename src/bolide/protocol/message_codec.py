@@ -19,11 +19,11 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
+from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import (
     COMPRESSION_TYPE_MASK,
     MessageExt,
     MessageSysFlag,
-    SocketAddress,
 )
 from bolide.protocol.wire import BLANK_MAGIC_CODE as BLANK_MAGIC_CODE
 
@@ -36,7 +36,6 @@ from bolide.protocol.wire import (
     RecordDecodeError,
     decode_messages,
     decode_properties,
-    pack_ip,
     utf8_text,
 )
 from bolide.protocol.wire import IPV6_HOST_EXTRA_BYTES as IPV6_HOST_EXTRA_BYTES

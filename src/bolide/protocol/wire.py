@@ -46,7 +46,6 @@ bytes-like objects with one-byte items (``bytes``, ``bytearray``, ``mmap`` or a 
 
 from __future__ import annotations
 
-import socket
 import struct
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +53,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from bolide.base import compiled
 from bolide.base.errors import ProtocolError, invariant
+from bolide.protocol.address import unpack_ip
 
 Buffer = bytes | bytearray | memoryview
 
@@ -170,37 +170,6 @@ def property_value(padded: str, mark: str) -> str | None:
     start = at + len(mark)
     end = padded.find(PROPERTY_SEPARATOR, start)
     return padded[start:] if end < 0 else padded[start:end]
-
-
-# --- host addresses in a record ---------------------------------------------------------------
-
-
-def pack_ip(host: str) -> bytes:
-    """The 4 (IPv4) or 16 (IPv6) address bytes of an IP literal.
-
-    Raises:
-        ProtocolError: ``host`` is not an IP literal (host names are not resolved here).
-    """
-    try:
-        if ":" in host:
-            return socket.inet_pton(socket.AF_INET6, host)
-        # inet_pton, unlike inet_aton, refuses shorthand such as "127.1" and trailing junk.
-        return socket.inet_pton(socket.AF_INET, host)
-    except (OSError, ValueError, TypeError) as error:
-        raise ProtocolError(f"not an IP literal: {host!r}") from error
-
-
-def unpack_ip(packed: bytes) -> str:
-    """The text form of 4 or 16 address bytes.
-
-    Raises:
-        ProtocolError: ``packed`` is neither 4 nor 16 bytes long.
-    """
-    if len(packed) == 4:
-        return socket.inet_ntoa(packed)
-    if len(packed) == 16:
-        return socket.inet_ntop(socket.AF_INET6, packed)
-    raise ProtocolError(f"an IP address has 4 or 16 bytes, not {len(packed)}")
 
 
 # --- record layout ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import (
     BLANK_MAGIC_CODE,
     PHYSICAL_OFFSET_POSITION,
@@ -39,7 +40,6 @@ from bolide.protocol.wire import (
 from bolide.store.api import RecoveryReport
 from bolide.store.checkpoint import Checkpoint
 from bolide.store.commit_log import CommitLog
-from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueEntry,
