@@ -127,12 +127,6 @@ class PropertyKey:
     SHARDING_KEY: Final = "__SHARDINGKEY"
 
 
-# --- properties string ----------------------------------------------------------------------
-#
-#   name \x01 value \x02 name \x01 value            Java (no trailing separator)
-#   name \x01 value \x02 name \x01 value \x02       C++ (a separator after every pair)
-
-
 # --- tags hash --------------------------------------------------------------------------------
 
 _UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"

@@ -144,6 +144,39 @@ def join_properties(first: str, second: str) -> str:
     return first + PROPERTY_SEPARATOR + second
 
 
+def properties_are_plain(text: str, acted_on: tuple[str, ...]) -> bool:
+    """Whether ``text`` may be edited as a string instead of decoded and encoded again: it
+    names none of ``acted_on`` (not even as the end of a longer name), every pair has a name
+    and exactly one ``\x01``, and there is no empty chunk — then decoding and encoding again
+    would give back the same pairs. The broker's send path (DESIGN.md §9)."""
+    if not text:
+        return True
+    if any(f"{name}{NAME_VALUE_SEPARATOR}" in text for name in acted_on):
+        return False
+    pairs = text.count(PROPERTY_SEPARATOR) + (0 if text.endswith(PROPERTY_SEPARATOR) else 1)
+    return (
+        text.count(NAME_VALUE_SEPARATOR) == pairs
+        and not text.startswith((NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR))
+        and f"{PROPERTY_SEPARATOR}{NAME_VALUE_SEPARATOR}" not in text
+        and PROPERTY_SEPARATOR * 2 not in text
+    )
+
+
+def without_property(text: str, name: str) -> str:
+    """``text`` without its ``name`` pairs, the others untouched; ``text`` itself when it has
+    none (a properties string, as :func:`properties_are_plain` accepts)."""
+    if f"{name}{NAME_VALUE_SEPARATOR}" not in text:
+        return text
+    mark = property_mark(name)
+    padded = PROPERTY_SEPARATOR + text
+    at = padded.find(mark)
+    while at >= 0:
+        end = padded.find(PROPERTY_SEPARATOR, at + 1)
+        padded = padded[:at] if end < 0 else padded[:at] + padded[end:]
+        at = padded.find(mark, at)
+    return padded[1:]
+
+
 def property_mark(name: str) -> str:
     """What :func:`property_value` looks for to find ``name``: ``"\\x02NAME\\x01"``."""
     return f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}"
