@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled
 from bolide.base.errors import InvariantViolationError, ProtocolError
-from bolide.protocol import wire
+from bolide.protocol import frame, wire
 from bolide.protocol.address import pack_ip
 from bolide.protocol.message import MessageExt
 from bolide.protocol.message_codec import encode_record
@@ -38,6 +38,17 @@ def _compiled_module() -> ModuleType:
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     return _compiled_module()
+
+
+@pytest.fixture(scope="module")
+def fast_frames() -> ModuleType:
+    try:
+        return importlib.import_module("bolide.protocol._frame_c")
+    except ImportError:  # pragma: no cover - a build without a C compiler
+        pytest.skip("the compiled frame cut was not built (pure-Python install)")
+
+
+assert frame.split_frames  # imported so that its twins are registered
 
 
 def _pure(name: str) -> Callable[..., Any]:
@@ -256,3 +267,34 @@ def test_rows_scan_alike(
         body[at] = data.draw(st.integers(0, 255))
         cut = bytes(body[: data.draw(st.integers(0, len(body)))])
         assert _scan(fast.scan_rows, cut, stop_offset) == _scan(pure, cut, stop_offset)
+
+
+def _frames_outcome(function: Callable[..., Any], data: bytes, limit: int) -> tuple[Any, ...]:
+    frames: list[Any] = []
+    result = _outcome(function, memoryview(data), limit, frames)
+    return result, [(f.serialize_type, f.header, f.body) for f in frames]
+
+
+@st.composite
+def _frame_stream(draw: st.DrawFn) -> bytes:
+    pieces = []
+    for _ in range(draw(st.integers(0, 4))):
+        header = draw(st.binary(max_size=40))
+        body = draw(st.binary(max_size=60))
+        serialize_type = draw(st.sampled_from([0, 1, 0, 1, 2]))
+        total = 4 + len(header) + len(body) + draw(st.sampled_from([0, 0, 0, -3, -100]))
+        word = (serialize_type << 24) | len(header)
+        pieces.append(total.to_bytes(4, "big", signed=True) + word.to_bytes(4, "big"))
+        pieces += (header, body)
+    return b"".join(pieces)
+
+
+@settings(max_examples=300)
+@given(_frame_stream(), st.data())
+def test_frames_cut_alike(fast_frames: ModuleType, stream: bytes, data: st.DataObject) -> None:
+    cut = stream[: data.draw(st.integers(0, len(stream)))]
+    limit = data.draw(st.sampled_from([16 * 1024 * 1024, 64, 9]))
+    pure = compiled.pure_twin("bolide.protocol.frame", "split_frames")
+    assert _frames_outcome(fast_frames.split_frames, cut, limit) == _frames_outcome(
+        pure, cut, limit
+    )

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 __all__ = [
     "PURE_PYTHON_ENVIRONMENT_VARIABLE",
+    "TWIN_MODULES",
     "CompiledStatus",
     "describe",
     "install",
@@ -63,6 +64,13 @@ class CompiledStatus:
         """Every twin imported so far runs its compiled extension."""
         return bool(self.compiled_modules) and not self.missing_modules and not self.pure_forced
 
+
+TWIN_MODULES: Final = (
+    "bolide.protocol.frame",
+    "bolide.protocol.wire",
+    "bolide.protocol.wire_rows",
+)
+"""Every module that ends with :func:`install` (setup.py builds their extensions)."""
 
 _STATUS: Final = CompiledStatus(pure_forced=_PURE_FORCED)
 _PURE_TWINS: Final[dict[str, dict[str, Any]]] = {}
@@ -108,13 +116,15 @@ def pure_twin(twin_module: str, name: str) -> Callable[..., Any]:
 
 
 def status() -> CompiledStatus:
-    """What was chosen so far. Import the twins first (:mod:`bolide.protocol.wire`)."""
+    """What was chosen for every twin module (imports those not imported yet)."""
+    for name in TWIN_MODULES:
+        importlib.import_module(name)
     return _STATUS
 
 
 def describe() -> str:
     """One line for logs: whether the hot path runs compiled or pure, and why."""
-    current = _STATUS
+    current = status()
     if current.pure_forced:
         return f"pure Python ({PURE_PYTHON_ENVIRONMENT_VARIABLE}=1)"
     if current.missing_modules:

@@ -35,7 +35,6 @@ def version(
         return
     import orjson
 
-    import bolide.protocol.wire  # noqa: F401 - imports the compiled twins, if any
     from bolide.base import compiled
 
     status = compiled.status()
