@@ -48,6 +48,7 @@ from bolide.store.consume_queue import (
 )
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
 from bolide.store.index_file import KeyIndex, index_key_seed
+from bolide.store.segment import MappedSegment
 
 _log = logging.getLogger("bolide.store.recovery")
 
@@ -83,6 +84,8 @@ class Recovery:
         self._counters = _Counters()
         self._tags_codes: dict[str, int] = {}
         self._key_seeds: dict[str, int] = {}
+        self._sound_topics: set[str] = set()
+        self._queue_by_id: dict[tuple[str, int], ConsumeQueue] = {}
 
     def run(self, *, checkpoint: Checkpoint | None, abort_present: bool) -> RecoveryReport:
         """Load, trim, scan and cut; returns what was found.
@@ -190,28 +193,51 @@ class Recovery:
             segment = commit_log.segment_for(offset)
             if segment is None:
                 return offset, None
-            position = offset - segment.start_offset
-            view = segment.view
-            if position + limits.COMMIT_LOG_BLANK_MIN_BYTES > segment.size_bytes:
-                return offset, f"record boundary {offset} too close to its segment end"
+            offset, reason, next_segment = self._scan_segment(segment, offset)
+            if not next_segment:
+                return offset, reason
+
+    def _scan_segment(self, segment: MappedSegment, offset: int) -> tuple[int, str | None, bool]:
+        """Dispatch the sound records of ``segment`` from ``offset``: (where the data ends or
+        the next segment starts, cut reason, whether to go on with the next segment)."""
+        view = segment.view
+        size = segment.size_bytes
+        position = offset - segment.start_offset
+        dispatch, problem_of = self._dispatch, self._record_problem
+        while position < size:
+            if position + limits.COMMIT_LOG_BLANK_MIN_BYTES > size:
+                return offset, f"record boundary {offset} too close to its segment end", False
             total_size, magic = _PREFIX.unpack_from(view, position)
             if total_size == 0:
-                return offset, None
+                return offset, None, False
             if magic == BLANK_MAGIC_CODE:
-                if total_size != segment.size_bytes - position:
-                    return offset, f"blank marker of {total_size} bytes at {offset} is wrong"
-                offset = segment.end_offset
-                continue
+                if total_size != size - position:
+                    return offset, f"blank marker of {total_size} bytes at {offset} is wrong", False
+                return segment.end_offset, None, True
             try:
                 # Magic, sizes, PHYSICALOFFSET, body CRC, UTF-8 and a torn tail, compiled.
                 header, properties = read_stored_record(view, position, offset)
             except ProtocolError as error:
-                return offset, f"unsound record at {offset}: {error}"
-            problem = _record_problem(header, offset)
+                return offset, f"unsound record at {offset}: {error}", False
+            problem = problem_of(header, offset)
             if problem is not None:
-                return offset, problem
-            self._dispatch(header, offset, properties)
+                return offset, problem, False
+            dispatch(header, offset, properties)
             offset += total_size
+            position += total_size
+        return offset, None, True
+
+    def _record_problem(self, header: RecordHeader, offset: int) -> str | None:
+        """The store's own rules on a record the codec found sound (read_stored_record)."""
+        if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
+            return f"record at {offset} has queue id {header.queue_id}"
+        topic = header.topic
+        if topic not in self._sound_topics:
+            if not topic_is_storable(topic):
+                return f"record at {offset} has an impossible topic {topic!r}"
+            if len(self._sound_topics) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                self._sound_topics.add(topic)
+        return None
 
     def _dispatch(self, header: RecordHeader, offset: int, properties: StoreProperties) -> None:
         """Re-create the consume-queue and index entries of a sound record (``properties``:
@@ -221,7 +247,11 @@ class Recovery:
         counters.records += 1
         topic = header.topic
         if gets_queue_entry(header.sys_flag):
-            queue = self._queues.get_or_create(topic, header.queue_id)
+            queue = self._queue_by_id.get((topic, header.queue_id))
+            if queue is None:
+                queue = self._queues.get_or_create(topic, header.queue_id)
+                if len(self._queue_by_id) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                    self._queue_by_id[(topic, header.queue_id)] = queue
             if header.queue_offset >= queue.max_offset:
                 if header.queue_offset > queue.max_offset:
                     if queue.max_offset == queue.min_offset:
@@ -286,12 +316,3 @@ def _segment_end_after(commit_log: CommitLog, end: int) -> int:
     if segment is not None:
         return segment.end_offset
     return end
-
-
-def _record_problem(header: RecordHeader, offset: int) -> str | None:
-    """The store's own rules on a record the codec found sound (read_stored_record)."""
-    if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
-        return f"record at {offset} has queue id {header.queue_id}"
-    if not topic_is_storable(header.topic):
-        return f"record at {offset} has an impossible topic {header.topic!r}"
-    return None
