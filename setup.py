@@ -17,6 +17,7 @@ from setuptools.command.build_ext import build_ext
 EXTENSIONS = [
     ("bolide.protocol._wire_c", "src/bolide/protocol/_wire_c.pyx"),
     ("bolide.protocol._frame_c", "src/bolide/protocol/_frame_c.pyx"),
+    ("bolide.store._index_c", "src/bolide/store/_index_c.pyx"),
 ]
 """(module, source) of every compiled twin."""
 

@@ -69,6 +69,7 @@ TWIN_MODULES: Final = (
     "bolide.protocol.frame",
     "bolide.protocol.wire",
     "bolide.protocol.wire_rows",
+    "bolide.store.index_file",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 
