@@ -22,7 +22,8 @@ from bolide.base.errors import InvariantViolationError, ProtocolError
 from bolide.protocol import frame, wire
 from bolide.protocol.address import pack_ip
 from bolide.protocol.message import MessageExt
-from bolide.protocol.message_codec import encode_record
+from bolide.protocol.message_codec import decode_records, encode_record
+from bolide.protocol.wire import RecordDecodeError
 from bolide.protocol.wire_rows import RowSink
 
 WIRE = "bolide.protocol.wire"
@@ -298,3 +299,53 @@ def test_frames_cut_alike(fast_frames: ModuleType, stream: bytes, data: st.DataO
     assert _frames_outcome(fast_frames.split_frames, cut, limit) == _frames_outcome(
         pure, cut, limit
     )
+
+
+def _three_records() -> list[bytes]:
+    return [
+        encode_record(
+            topic=b"T",
+            body=f"body {n}".encode(),
+            flag=0,
+            properties=b"UNIQ_KEY\x01u",
+            queue_id=0,
+            queue_offset=n,
+            commit_log_offset=n * 100,
+            sys_flag=0,
+            born_timestamp_ms=1,
+            born_host=("10.0.0.1", 1),
+            store_timestamp_ms=2,
+            store_host=("10.0.0.2", 2),
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            body_crc=0,
+        )
+        for n in range(3)
+    ]
+
+
+def test_a_bad_record_is_reported_with_its_index_and_where_to_go_on() -> None:
+    records = _three_records()
+    bad = bytearray(records[1])
+    bad[4:8] = b"\0\0\0\0"  # not a magic code
+    body = records[0] + bytes(bad) + records[2]
+    with pytest.raises(RecordDecodeError, match="bad magic") as caught:
+        decode_records(body)
+    error = caught.value
+    assert (error.index, error.position) == (1, len(records[0]))
+    assert [message.queue_offset for message in error.decoded] == [0]
+    assert error.next_position == len(records[0]) + len(records[1])
+    rest = decode_records(body[error.next_position :])
+    assert [message.queue_offset for message in rest] == [2]
+
+
+def test_a_body_that_does_not_inflate_is_reported_with_its_index() -> None:
+    records = _three_records()
+    compressed = bytearray(records[2])
+    compressed[39] |= 1  # COMPRESSED, but the body is not zlib
+    body = records[0] + records[1] + bytes(compressed)
+    with pytest.raises(RecordDecodeError, match="inflate") as caught:
+        decode_records(body)
+    assert (caught.value.index, len(caught.value.decoded)) == (2, 2)
+    assert caught.value.next_position == len(body)
+    assert len(decode_records(body, decompress=False)) == 3
