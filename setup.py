@@ -10,6 +10,7 @@ used instead (see src/bolide/base/compiled.py), so Bolide runs either way.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -35,16 +36,21 @@ class OptionalBuildExt(build_ext):
     """build_ext that falls back to pure Python, with one warning, when compiling fails."""
 
     def run(self) -> None:
+        self._failures: list[str] = []
         try:
             super().run()
         except Exception as error:  # any build failure means "pure"
-            _warn(f"{type(error).__name__}: {error}")
+            self._failures.append(f"{type(error).__name__}: {error}")
+        if self._failures:
+            _warn("; ".join(self._failures))
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as error:
-            _warn(f"{ext.name}: {type(error).__name__}: {error}")
+            # An extension left in build/ by an earlier build must not ship as this one.
+            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+            self._failures.append(f"{ext.name}: {type(error).__name__}: {str(error)[:200]}")
 
 
 def _extensions() -> list[Extension]:
