@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bolide.cli import admin_app, bench, servers
+from bolide.cli import admin_app, bench, proxy, servers
 
 app = typer.Typer(
     name="bolide",
@@ -16,6 +16,7 @@ app = typer.Typer(
 )
 
 servers.register(app)
+proxy.register(app)  # the 5.x gRPC front end on its own
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
 

@@ -22,6 +22,7 @@ from bolide.cli.common import (
 from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
 from bolide.client.admin_views import QueueStatus
 from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicRouteData
+from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES
 
 __all__ = ["register"]
 
@@ -93,6 +94,14 @@ def create(
     write_queues: Annotated[int | None, typer.Option("--write-queues", min=1)] = None,
     perm: PermOption = None,
     order: Annotated[bool, typer.Option("--order", help="An ordered topic.")] = False,
+    message_type: Annotated[
+        str | None,
+        typer.Option(
+            "--type",
+            help="5.x message type (attribute message.type): normal, fifo, delay, transaction "
+            "or mixed.",
+        ),
+    ] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
     namesrv: NamesrvOption = DEFAULT_NAMESRV,
@@ -102,6 +111,11 @@ def create(
     """Create a topic (or replace its settings) on every broker, or on those chosen."""
     output = Output(json_output)
     permission = parse_perm(perm)
+    if message_type is not None and message_type.upper() not in MESSAGE_TYPES:
+        raise typer.BadParameter(
+            f"--type {message_type!r}: give one of {', '.join(t.lower() for t in MESSAGE_TYPES)}"
+        )
+    attributes = {} if message_type is None else {MESSAGE_TYPE_ATTRIBUTE: message_type.upper()}
 
     async def action(admin: AdminClient) -> list[str]:
         return await admin.create_topic(
@@ -110,9 +124,10 @@ def create(
             read_queue_count=read_queues,
             write_queue_count=write_queues,
             perm=permission if permission is not None else PERM_READ | PERM_WRITE,
-            order=order,
+            order=order or (message_type is not None and message_type.upper() == "FIFO"),
             cluster=cluster,
             brokers=broker or (),
+            attributes=attributes,
         )
 
     brokers = admin_session(output, namesrv, timeout_ms, action)

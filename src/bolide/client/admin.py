@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from bolide.base import limits
@@ -291,6 +291,7 @@ class AdminClient(AsyncLifecycle):
         order: bool = False,
         cluster: str | None = None,
         brokers: Iterable[str] = (),
+        attributes: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Create (or replace) ``topic`` on the given brokers, else on every master of
         ``cluster``, else on every master; returns the broker names. Each broker registers
@@ -306,6 +307,7 @@ class AdminClient(AsyncLifecycle):
             write_queue_count if write_queue_count is not None else queue_count,
             perm,
             order=order,
+            attributes=tuple(sorted((attributes or {}).items())),
         )
         await self._on_each(
             targets,
