@@ -161,7 +161,7 @@ def to_proto_message(message: MessageExt, *, topic: str | None = None) -> pb.Mes
     system.born_host = message.born_host[0]
     system.store_timestamp.FromMilliseconds(message.store_timestamp_ms)
     system.store_host = f"{message.store_host[0]}:{message.store_host[1]}"
-    deliver = properties.get(PropertyKey.TIMER_DELIVER_MS)
+    deliver = properties.get(PropertyKey.TIMER_DELIVER_MS) or properties.get("TIMER_OUT_MS")
     if deliver and deliver.isdigit():
         system.delivery_timestamp.FromMilliseconds(int(deliver))
     handle = properties.get(POP_CK_PROPERTY)

@@ -150,7 +150,12 @@ class Producing:
         ):
             if answer.code == ResponseCode.TOPIC_NOT_EXIST:
                 self._directory.forget(topic)
-            raise ProxyError(code_of_response(answer.code), answer.remark or "send failed")
+            code = code_of_response(answer.code)
+            if answer.code == ResponseCode.MESSAGE_ILLEGAL and system.HasField(
+                "delivery_timestamp"
+            ):
+                code = pb.ILLEGAL_DELIVERY_TIME  # the broker refused the timer
+            raise ProxyError(code, answer.remark or "send failed")
         fields = SendMessageResponseHeader.from_ext_fields(answer.ext_fields)
         entry = spb.SendResultEntry(
             status=status(code_of_response(answer.code)),
