@@ -111,7 +111,7 @@ def test_unacked_messages_come_back_and_change_invisible_duration(server: Standa
         assert [m.body for m in back] == [b"again"]
         assert back[0].delivery_attempt == 2
         consumer.ack(back[0])
-        with pytest.raises(Exception, match="INVALID_RECEIPT_HANDLE|40013|expired"):
+        with pytest.raises(Exception, match=r"40013|expired"):
             first = next(m for m in got if m.body == b"again")
             consumer.change_invisible_duration(first, 5)  # the first delivery's handle
     finally:
