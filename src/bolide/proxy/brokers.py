@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from bolide.base import limits
-from bolide.base.errors import NoRouteError, TopicNotFoundError
+from bolide.base.errors import BolideError, NoRouteError, RemoteError, TopicNotFoundError
 from bolide.client import admin_requests
 from bolide.client.rpc.call import call
 from bolide.client.rpc.namesrv import get_route
 from bolide.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicRouteData
-from bolide.protocol.codes import RequestCode
+from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import ClientPool
 
@@ -70,7 +70,13 @@ class BrokerDirectory:
             except TopicNotFoundError:
                 self._routes.pop(topic, None)
                 raise
-            except Exception as caught:
+            except RemoteError as caught:
+                if caught.code == ResponseCode.TOPIC_NOT_EXIST:
+                    self._routes.pop(topic, None)
+                    raise TopicNotFoundError(f"topic {topic} does not exist") from caught
+                error = caught
+                continue
+            except (BolideError, OSError) as caught:  # try the next name server
                 error = caught
                 continue
             self._routes[topic] = (time.monotonic(), route)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import weakref
 from dataclasses import dataclass
 
+from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
 from bolide.base import limits
@@ -41,6 +43,26 @@ class ProxyConfig:
 
     min_invisible_time_ms: int = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS
     max_body_bytes: int = limits.PROXY_MESSAGE_BODY_MAX_BYTES
+
+
+class _Server(Server):
+    """grpclib's server, remembering its connections so that stop can close them (grpclib
+    cancels their calls but leaves the sockets open)."""
+
+    def __init__(self, handlers: list[MessagingService]) -> None:
+        super().__init__(handlers)
+        self.protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+
+    def _protocol_factory(self) -> H2Protocol:
+        protocol = super()._protocol_factory()
+        self.protocols.add(protocol)
+        return protocol
+
+    def close_connections(self) -> None:
+        for protocol in list(self.protocols):
+            connection = getattr(protocol, "connection", None)
+            if connection is not None:
+                connection.close()
 
 
 class ProxyServer:
@@ -78,7 +100,7 @@ class ProxyServer:
             max_body_bytes=self.config.max_body_bytes,
             on_producer=self._producer_seen,
         )
-        self._server: Server | None = None
+        self._server: _Server | None = None
         self._socket: socket.socket | None = None
         self._client_id = f"{socket.gethostname()}@proxy-{os.getpid()}"
         self._housekeeping = Service(
@@ -110,7 +132,7 @@ class ProxyServer:
             sock.close()
             raise
         self._socket = sock
-        self._server = Server([self.service])
+        self._server = _Server([self.service])
         await self._server.start(sock=sock)
         self._housekeeping.start()
         _log.info("5.x gRPC proxy serving on %s", self.address)
@@ -122,6 +144,7 @@ class ProxyServer:
         if server is not None:
             server.close()
             await server.wait_closed()
+            server.close_connections()
         await self.pool.close(timeout_ms)
         self._socket = None
 
