@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, NoRouteError, RemoteError, TopicNotFoundError
-from bolide.client import admin_requests
+from bolide.client.rpc import admin as admin_requests
 from bolide.client.rpc.call import call
 from bolide.client.rpc.namesrv import get_route
 from bolide.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicRouteData

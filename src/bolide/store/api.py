@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bolide.protocol.message import SocketAddress
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import BatchEntry
 
 

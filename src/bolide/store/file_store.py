@@ -24,7 +24,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import DiskFullError, ProtocolError, StoreError, invariant
 from bolide.base.fileio import fsync_directory
 from bolide.base.service import Service
-from bolide.protocol.message import SocketAddress
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
 from bolide.store import retention
 from bolide.store.api import (

@@ -25,8 +25,8 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.protocol.address import SocketAddress, parse_socket_address
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.message import SocketAddress, parse_socket_address
 from bolide.remoting import Connection
 from bolide.store.api import MessageStore
 

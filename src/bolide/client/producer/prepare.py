@@ -26,9 +26,9 @@ from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import Message, MessageSysFlag, PropertyKey, encode_properties
 from bolide.protocol.message_codec import BatchEntry, compress_body, encode_batch_body
+from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [
-    "RETRY_TOPIC_PREFIX",
     "PreparedSend",
     "SendSettings",
     "check_topic",
@@ -36,7 +36,6 @@ __all__ = [
     "prepare_message",
 ]
 
-RETRY_TOPIC_PREFIX = "%RETRY%"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 """Characters a topic may use (Java TopicValidator)."""
 _COMPRESSED_ZLIB = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB
@@ -167,7 +166,7 @@ def prepare_message(
     _check_body(message, settings.max_message_bytes)
     properties = _system_properties(message, unique_key)
     reconsume_times = max_reconsume_times = None
-    if message.topic.startswith(RETRY_TOPIC_PREFIX):
+    if is_retry_topic(message.topic):
         reconsume_times = _pop_int(properties, PropertyKey.RECONSUME_TIME)
         max_reconsume_times = _pop_int(properties, PropertyKey.MAX_RECONSUME_TIMES)
     body = bytes(message.body)
@@ -209,7 +208,7 @@ def prepare_batch(
         )
     topic = messages[0].topic
     check_topic(topic)
-    if topic.startswith(RETRY_TOPIC_PREFIX):
+    if is_retry_topic(topic):
         raise InvalidMessageError("retry topics cannot be sent in batches")
     entries: list[BatchEntry] = []
     keys: list[str] = []

@@ -22,10 +22,8 @@ from collections.abc import Iterable, Sequence
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import (
-    BackpressureError,
     BolideError,
     ConfigError,
-    ConnectionClosedError,
     InvalidMessageError,
     NoRouteError,
     ProtocolError,
@@ -55,8 +53,6 @@ from bolide.protocol.msgid import UniqueKeyGenerator
 __all__ = ["Producer"]
 
 _log = logging.getLogger("bolide.client.producer")
-
-_TRANSPORT_ERRORS = (ConnectionClosedError, RequestTimeoutError, BackpressureError)
 
 
 class Producer(AsyncLifecycle):
@@ -323,14 +319,11 @@ class Producer(AsyncLifecycle):
             try:
                 address = await self._master_address(queue)
                 return await self._attempt(prepared, queue, address, remaining_ms)
-            except RemoteError as error:
+            except BolideError as error:
                 attempts.append(f"{queue.broker_name}: {error}")
                 last_error = error
-                if not error.is_retriable:
+                if not error.retriable:
                     break
-            except (*_TRANSPORT_ERRORS, NoRouteError) as error:
-                attempts.append(f"{queue.broker_name}: {error}")
-                last_error = error
         cost_ms = clock.monotonic_ms() - started_ms
         summary = (
             f"send to {prepared.topic!r} failed after {len(attempts)} attempt(s) in {cost_ms} ms"

@@ -79,8 +79,8 @@ class TopicConfig:
 
     def to_object(self) -> dict[str, Any]:
         """The JSON object."""
-        return {
-            "attributes": dict(self.attributes),
+        fields: dict[str, Any] = {"attributes": dict(self.attributes)} if self.attributes else {}
+        return fields | {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_count,
