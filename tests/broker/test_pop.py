@@ -268,3 +268,24 @@ async def test_an_offset_reset_reaches_pop_consumers(connection: Connected) -> N
     assert pop is not None
     pop.reset("G", "Reset", {0: 1})
     assert [m.body for m in records(await _pop(wire, "Reset"))] == [b"m1", b"m2"]
+
+
+async def test_an_admin_reset_by_time_reaches_pop_consumers(tmp_path: Path) -> None:
+    from bolide.client.admin.client import AdminClient
+
+    async with connected(tmp_path) as (cluster, wire):
+        for index in range(3):
+            await wire.send("ResetByTime", f"m{index}".encode(), queue_id=0)
+        for message in records(await _pop(wire, "ResetByTime", group="Rewinder")):
+            await _ack(wire, message, group="Rewinder")
+        assert (await _pop(wire, "ResetByTime", group="Rewinder")).code == (
+            ResponseCode.PULL_NOT_FOUND
+        )
+        admin = AdminClient(cluster.namesrv_address)
+        await admin.start()
+        try:
+            await admin.reset_offset("Rewinder", "ResetByTime", 0)  # the earliest message
+        finally:
+            await admin.close()
+        again = records(await _pop(wire, "ResetByTime", group="Rewinder"))
+        assert [m.body for m in again] == [b"m0", b"m1", b"m2"]
