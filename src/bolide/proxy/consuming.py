@@ -12,11 +12,12 @@ the brokers' POP codes.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
 from bolide.base import limits
-from bolide.base.errors import ProtocolError
+from bolide.base.errors import BolideError, ProtocolError
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, HeaderError
 from bolide.protocol.headers.pop import (
@@ -32,7 +33,7 @@ from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
-from bolide.proxy.status import ProxyError, code_of_response, status
+from bolide.proxy.status import ProxyError, code_of_error, code_of_response, status
 
 __all__ = ["Consuming", "ReceiveOutcome"]
 
@@ -130,30 +131,35 @@ class Consuming:
         return ReceiveOutcome(status(pb.OK), [to_proto_message(m) for m in records])
 
     async def ack(self, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
+        """Ack every entry; the entries go to the brokers at once, so one fsync of the POP log
+        covers the whole batch."""
         topic, group = request.topic.name, request.group.name
-        response = spb.AckMessageResponse()
-        codes: set[int] = set()
-        for entry in request.entries:
-            result = spb.AckMessageResultEntry(
-                message_id=entry.message_id, receipt_handle=entry.receipt_handle
-            )
-            try:
-                handle = parse_handle(entry.receipt_handle)
-                address = await self._directory.broker_address(topic, handle.broker_name)
-                header = AckMessageRequestHeader(
-                    group, topic, handle.queue_id, entry.receipt_handle, handle.queue_offset
-                )
-                answer = await self._directory.invoke(
-                    address, RequestCode.ACK_MESSAGE, header.to_ext_fields()
-                )
-                code = code_of_response(answer.code)
-                result.status.CopyFrom(status(code, answer.remark or "OK"))
-            except ProxyError as error:
-                result.status.CopyFrom(status(error.code, error.message))
-            codes.add(result.status.code)
-            response.entries.append(result)
-        response.status.CopyFrom(_overall(codes))
+        results = await asyncio.gather(
+            *(self._ack_one(topic, group, entry) for entry in request.entries)
+        )
+        response = spb.AckMessageResponse(entries=results)
+        response.status.CopyFrom(_overall({result.status.code for result in results}))
         return response
+
+    async def _ack_one(
+        self, topic: str, group: str, entry: spb.AckMessageEntry
+    ) -> spb.AckMessageResultEntry:
+        result = spb.AckMessageResultEntry(
+            message_id=entry.message_id, receipt_handle=entry.receipt_handle
+        )
+        try:
+            handle = parse_handle(entry.receipt_handle)
+            address = await self._directory.broker_address(topic, handle.broker_name)
+            header = AckMessageRequestHeader(
+                group, topic, handle.queue_id, entry.receipt_handle, handle.queue_offset
+            )
+            answer = await self._directory.invoke(
+                address, RequestCode.ACK_MESSAGE, header.to_ext_fields()
+            )
+            result.status.CopyFrom(status(code_of_response(answer.code), answer.remark or "OK"))
+        except (ProxyError, BolideError, OSError) as error:
+            result.status.CopyFrom(status(code_of_error(error), str(error)))
+        return result
 
     async def change_invisible_duration(
         self, request: spb.ChangeInvisibleDurationRequest
