@@ -218,3 +218,29 @@ def test_fifo_queue_choice_is_guava_consistent_hash() -> None:
     for i in range(200):
         before, after = consistent_hash(f"g{i}", 8), consistent_hash(f"g{i}", 9)
         assert after in (before, 8)
+
+
+async def test_auto_renewed_messages_are_acked_by_their_first_handle(proxy: Proxy) -> None:
+    send = spb.SendMessageRequest(messages=[_message("Plain", b"slow", "ID-R")])
+    assert (await proxy.unary("SendMessage", send, spb.SendMessageResponse)).status.code == pb.OK
+    request = _receive_request("Plain", "Renewed", 0)
+    request.ClearField("invisible_duration")
+    request.auto_renew = True
+    stream = await proxy.receive(request)
+    [message] = [r.message for r in stream if r.HasField("message")]
+    first = message.system_properties.receipt_handle
+    assert message.system_properties.invisible_duration.ToMilliseconds() == 60_000
+    renewal = proxy.server.consuming.renewal
+    assert len(renewal) == 1
+    deadline_ms = int(first.split(" ")[1]) + 60_000
+    assert await renewal.renew_due(deadline_ms) == 1  # as if the 60 s were nearly over
+    assert renewal.current(first) != first
+    ack = spb.AckMessageRequest(
+        entries=[spb.AckMessageEntry(message_id="ID-R", receipt_handle=first)]
+    )
+    ack.group.name, ack.topic.name = "Renewed", "Plain"
+    assert (await proxy.unary("AckMessage", ack, spb.AckMessageResponse)).status.code == pb.OK
+    assert len(renewal) == 0
+    pop = proxy.cluster.brokers[0].context.pop
+    assert pop is not None
+    assert not any(q.in_flight for key, q in pop.state.queues.items() if key[1] == "Renewed")

@@ -491,5 +491,12 @@ PROXY_CLIENT_EXPIRY_MS = 120_000
 """A 5.x client silent this long (no heartbeat, no telemetry) is forgotten."""
 PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS = 10_000
 """How often the proxy heartbeats brokers for the transactional producer groups it serves."""
+PROXY_AUTO_RENEW_AHEAD_MS = 10_000
+"""An auto-renewed message's invisible time is renewed this long before it ends (Apache
+renewAheadTimeMillis)."""
+PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
+"""How often the proxy looks for auto-renewed messages due for renewal."""
+PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
+"""Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
 PROXY_TRANSACTION_CHECK_QUEUE_MAX = 1_000
 """Transaction checks waiting to be pushed over a Telemetry stream, per client."""

@@ -86,8 +86,8 @@ class ClientRegistry:
         """Clients with an open Telemetry stream that publish topics."""
         return [s for s in self._clients.values() if s.telemetry_open and s.topics]
 
-    def expire(self) -> int:
-        """Forget clients silent for PROXY_CLIENT_EXPIRY_MS; returns how many."""
+    def expire(self) -> list[str]:
+        """Forget clients silent for PROXY_CLIENT_EXPIRY_MS; returns their ids."""
         limit = time.monotonic() - limits.PROXY_CLIENT_EXPIRY_MS / 1000
         stale = [
             key
@@ -96,7 +96,7 @@ class ClientRegistry:
         ]
         for key in stale:
             del self._clients[key]
-        return len(stale)
+        return stale
 
     def __len__(self) -> int:
         return len(self._clients)

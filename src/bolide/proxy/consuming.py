@@ -33,6 +33,7 @@ from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
+from bolide.proxy.renewal import AutoRenewal
 from bolide.proxy.status import ProxyError, code_of_error, code_of_response, status
 
 __all__ = ["Consuming", "ReceiveOutcome"]
@@ -56,13 +57,25 @@ def parse_handle(text: str) -> ReceiptHandle:
 
 
 class Consuming:
-    def __init__(self, directory: BrokerDirectory, *, min_invisible_time_ms: int) -> None:
+    def __init__(
+        self,
+        directory: BrokerDirectory,
+        *,
+        min_invisible_time_ms: int,
+        auto_renew_invisible_time_ms: int = limits.PROXY_DEFAULT_INVISIBLE_TIME_MS,
+        renew_ahead_ms: int = limits.PROXY_AUTO_RENEW_AHEAD_MS,
+    ) -> None:
         self._directory = directory
         self._min_invisible_time_ms = min_invisible_time_ms
+        self.renewal = AutoRenewal(
+            self.change_handle,
+            invisible_time_ms=auto_renew_invisible_time_ms,
+            renew_ahead_ms=renew_ahead_ms,
+        )
 
     def _invisible_ms(self, request: spb.ReceiveMessageRequest) -> int:
         if request.auto_renew and not request.HasField("invisible_duration"):
-            return limits.PROXY_DEFAULT_INVISIBLE_TIME_MS
+            return self.renewal.invisible_time_ms
         if not request.HasField("invisible_duration"):
             raise ProxyError(pb.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required")
         invisible_ms = request.invisible_duration.ToMilliseconds()
@@ -70,7 +83,7 @@ class Consuming:
         return invisible_ms
 
     async def receive(
-        self, request: spb.ReceiveMessageRequest, deadline_left_s: float | None
+        self, request: spb.ReceiveMessageRequest, deadline_left_s: float | None, client_id: str = ""
     ) -> ReceiveOutcome:
         topic, group = request.message_queue.topic.name, request.group.name
         if not group:
@@ -128,7 +141,12 @@ class Consuming:
             raise ProxyError(
                 pb.MESSAGE_CORRUPTED, f"broker answered bad records: {error}"
             ) from error
-        return ReceiveOutcome(status(pb.OK), [to_proto_message(m) for m in records])
+        messages = [to_proto_message(m) for m in records]
+        if request.auto_renew and not request.HasField("invisible_duration"):
+            for message in messages:
+                handle = message.system_properties.receipt_handle
+                self.renewal.track(client_id, topic, group, handle)
+        return ReceiveOutcome(status(pb.OK), messages)
 
     async def ack(self, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
         """Ack every entry; the entries go to the brokers at once, so one fsync of the POP log
@@ -148,15 +166,18 @@ class Consuming:
             message_id=entry.message_id, receipt_handle=entry.receipt_handle
         )
         try:
-            handle = parse_handle(entry.receipt_handle)
+            current = self.renewal.current(entry.receipt_handle)
+            handle = parse_handle(current)
             address = await self._directory.broker_address(topic, handle.broker_name)
             header = AckMessageRequestHeader(
-                group, topic, handle.queue_id, entry.receipt_handle, handle.queue_offset
+                group, topic, handle.queue_id, current, handle.queue_offset
             )
             answer = await self._directory.invoke(
                 address, RequestCode.ACK_MESSAGE, header.to_ext_fields()
             )
             result.status.CopyFrom(status(code_of_response(answer.code), answer.remark or "OK"))
+            if answer.code == ResponseCode.SUCCESS:
+                self.renewal.forget(entry.receipt_handle)
         except (ProxyError, BolideError, OSError) as error:
             result.status.CopyFrom(status(code_of_error(error), str(error)))
         return result
@@ -165,22 +186,35 @@ class Consuming:
         self, request: spb.ChangeInvisibleDurationRequest
     ) -> spb.ChangeInvisibleDurationResponse:
         topic, group = request.topic.name, request.group.name
-        handle = parse_handle(request.receipt_handle)
+        handle = parse_handle(self.renewal.current(request.receipt_handle))
         invisible_ms = request.invisible_duration.ToMilliseconds()
         _check_invisible(invisible_ms, 0)
+        new_handle = await self.change_handle(topic, group, handle, invisible_ms)
+        if new_handle is None:
+            raise ProxyError(pb.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        self.renewal.forget(request.receipt_handle)  # the client manages it from now on
+        return spb.ChangeInvisibleDurationResponse(
+            status=status(pb.OK), receipt_handle=new_handle.encode()
+        )
+
+    async def change_handle(
+        self, topic: str, group: str, handle: ReceiptHandle, invisible_ms: int
+    ) -> ReceiptHandle | None:
+        """CHANGE_MESSAGE_INVISIBLETIME; the new handle, None when ``handle`` is stale.
+        Raises ProxyError for other refusals, BolideError for transport failures."""
         address = await self._directory.broker_address(topic, handle.broker_name)
         header = ChangeInvisibleTimeRequestHeader(
-            group, topic, handle.queue_id, request.receipt_handle, handle.queue_offset, invisible_ms
+            group, topic, handle.queue_id, handle.encode(), handle.queue_offset, invisible_ms
         )
         answer = await self._directory.invoke(
             address, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields()
         )
         if answer.code == ResponseCode.NO_MESSAGE:
-            raise ProxyError(pb.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+            return None
         if answer.code != ResponseCode.SUCCESS:
             raise ProxyError(code_of_response(answer.code), answer.remark or "change failed")
         fields = ChangeInvisibleTimeResponseHeader.from_ext_fields(answer.ext_fields)
-        new_handle = ReceiptHandle(
+        return ReceiptHandle(
             handle.start_offset,
             fields.pop_time_ms,
             fields.invisible_time_ms,
@@ -191,15 +225,13 @@ class Consuming:
             handle.queue_offset,
             handle.commit_log_offset,
         )
-        return spb.ChangeInvisibleDurationResponse(
-            status=status(pb.OK), receipt_handle=new_handle.encode()
-        )
 
     async def forward_to_dead_letter_queue(
         self, request: spb.ForwardMessageToDeadLetterQueueRequest
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         topic, group = request.topic.name, request.group.name
-        handle = parse_handle(request.receipt_handle)
+        current = self.renewal.current(request.receipt_handle)
+        handle = parse_handle(current)
         if handle.commit_log_offset < 0:
             raise ProxyError(pb.INVALID_RECEIPT_HANDLE, "receipt handle lacks the message offset")
         address = await self._directory.broker_address(topic, handle.broker_name)
@@ -216,10 +248,9 @@ class Consuming:
         )
         if answer.code != ResponseCode.SUCCESS:
             raise ProxyError(code_of_response(answer.code), answer.remark or "send back failed")
-        ack = AckMessageRequestHeader(
-            group, topic, handle.queue_id, request.receipt_handle, handle.queue_offset
-        )
+        ack = AckMessageRequestHeader(group, topic, handle.queue_id, current, handle.queue_offset)
         await self._directory.invoke(address, RequestCode.ACK_MESSAGE, ack.to_ext_fields())
+        self.renewal.forget(request.receipt_handle)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))
 
 

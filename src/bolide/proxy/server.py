@@ -43,6 +43,9 @@ class ProxyConfig:
 
     min_invisible_time_ms: int = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS
     max_body_bytes: int = limits.PROXY_MESSAGE_BODY_MAX_BYTES
+    auto_renew_invisible_time_ms: int = limits.PROXY_DEFAULT_INVISIBLE_TIME_MS
+    """Invisible time of an ``auto_renew`` receive, renewed until the message is acked."""
+    renew_ahead_ms: int = limits.PROXY_AUTO_RENEW_AHEAD_MS
 
 
 class _Server(Server):
@@ -92,11 +95,17 @@ class ProxyServer:
             self.producing.check_transaction_state,
             family="client",
         )
+        self.consuming = Consuming(
+            self.directory,
+            min_invisible_time_ms=self.config.min_invisible_time_ms,
+            auto_renew_invisible_time_ms=self.config.auto_renew_invisible_time_ms,
+            renew_ahead_ms=self.config.renew_ahead_ms,
+        )
         self.service = MessagingService(
             self.directory,
             self.clients,
             self.producing,
-            Consuming(self.directory, min_invisible_time_ms=self.config.min_invisible_time_ms),
+            self.consuming,
             max_body_bytes=self.config.max_body_bytes,
             on_producer=self._producer_seen,
         )
@@ -107,6 +116,13 @@ class ProxyServer:
             "proxy-housekeeping",
             self._housekeep,
             interval_ms=limits.PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=on_crash,
+        )
+        self._renewing = Service(
+            "proxy-auto-renew",
+            self.renew_step,
+            interval_ms=limits.PROXY_AUTO_RENEW_INTERVAL_MS,
             clock=self._clock,
             on_crash=on_crash,
         )
@@ -135,11 +151,13 @@ class ProxyServer:
         self._server = _Server([self.service])
         await self._server.start(sock=sock)
         self._housekeeping.start()
+        self._renewing.start()
         _log.info("5.x gRPC proxy serving on %s", self.address)
 
     async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
         """Stop listening, end open calls, close broker connections. Idempotent."""
         await self._housekeeping.stop(timeout_ms)
+        await self._renewing.stop(timeout_ms)
         server, self._server = self._server, None
         if server is not None:
             server.close()
@@ -152,8 +170,13 @@ class ProxyServer:
         self._housekeeping.wakeup()
 
     async def _housekeep(self) -> None:
-        self.clients.expire()
+        for client_id in self.clients.expire():
+            self.consuming.renewal.forget_client(client_id)
         await self._register_producers()
+
+    async def renew_step(self) -> None:
+        """Renew the invisible time of auto-renewed messages about to come back."""
+        await self.consuming.renewal.renew_due(self._clock.now_ms())
 
     async def _register_producers(self) -> None:
         """Heartbeat each broker as producer of every topic a live 5.x producer publishes,

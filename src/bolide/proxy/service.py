@@ -204,6 +204,7 @@ class MessagingService:
         ) -> spb.NotifyClientTerminationResponse:
             del request
             self.clients.remove(client_id)
+            self.consuming.renewal.forget_client(client_id)
             return spb.NotifyClientTerminationResponse(status=status(pb.OK))
 
         await self._unary(stream, spb.NotifyClientTerminationResponse, work)
@@ -214,7 +215,7 @@ class MessagingService:
         deadline = stream.deadline
         left_s = deadline.time_remaining() if deadline is not None else None
         try:
-            outcome = await self.consuming.receive(request, left_s)
+            outcome = await self.consuming.receive(request, left_s, _client_id(stream))
             answer, messages = outcome.status, outcome.messages
         except (ProxyError, BolideError, OSError) as error:
             answer, messages = status(code_of_error(error), str(error)), []
