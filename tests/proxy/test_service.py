@@ -244,3 +244,33 @@ async def test_auto_renewed_messages_are_acked_by_their_first_handle(proxy: Prox
     pop = proxy.cluster.brokers[0].context.pop
     assert pop is not None
     assert not any(q.in_flight for key, q in pop.state.queues.items() if key[1] == "Renewed")
+
+
+async def test_a_retried_orderly_receive_gets_the_same_batch(proxy: Proxy) -> None:
+    messages = [
+        _message("Ordered", f"m{i}".encode(), f"F{i}", message_group="g", message_type=pb.FIFO)
+        for i in range(2)
+    ]
+    sent = await proxy.unary(
+        "SendMessage", spb.SendMessageRequest(messages=messages), spb.SendMessageResponse
+    )
+    assert sent.status.code == pb.OK
+    queue_id = consistent_queue("g")  # the queue the message group hashes to
+    request = _receive_request("Ordered", "OrderlyGroup", 30_000)
+    request.message_queue.id = queue_id
+    request.attempt_id = "attempt-1"
+    first = [r.message for r in await proxy.receive(request) if r.HasField("message")]
+    again = [r.message for r in await proxy.receive(request) if r.HasField("message")]
+    assert [m.body for m in first] == [b"m0", b"m1"]
+    assert [m.system_properties.receipt_handle for m in again] == [
+        m.system_properties.receipt_handle for m in first
+    ]
+    request.attempt_id = "attempt-2"  # a new receive: the queue is blocked by the batch
+    blocked = await proxy.receive(request)
+    assert blocked[0].status.code == pb.MESSAGE_NOT_FOUND
+
+
+def consistent_queue(group: str) -> int:
+    from bolide.proxy.messages import consistent_hash
+
+    return consistent_hash(group, 2)

@@ -498,5 +498,8 @@ PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
 """How often the proxy looks for auto-renewed messages due for renewal."""
 PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
 """Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
+PROXY_RECEIVE_ATTEMPTS_MAX = 1_000
+"""Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
+most 32 messages each)."""
 PROXY_TRANSACTION_CHECK_QUEUE_MAX = 1_000
 """Transaction checks waiting to be pushed over a Telemetry stream, per client."""

@@ -67,6 +67,10 @@ class Consuming:
     ) -> None:
         self._directory = directory
         self._min_invisible_time_ms = min_invisible_time_ms
+        self._attempts: dict[tuple[str, str, str, int, str], tuple[float, list[pb.Message]]] = {}
+        """An orderly receive's attempt id -> (until when, what it got): a retried receive
+        (same id, after a lost answer) gets the same batch, as Apache's attemptId (an orderly
+        queue stays blocked by a batch nobody holds otherwise)."""
         self.renewal = AutoRenewal(
             self.change_handle,
             invisible_time_ms=auto_renew_invisible_time_ms,
@@ -108,6 +112,11 @@ class Consuming:
                 raise ProxyError(pb.TOPIC_NOT_FOUND, f"topic {topic} has no broker")
             broker = brokers[0]
         queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else -1
+        attempt_key = (group, topic, broker.broker_name, queue_id, request.attempt_id)
+        if fifo and request.attempt_id:
+            repeated = self._attempts.get(attempt_key)
+            if repeated is not None and repeated[0] > time.time() * 1000:
+                return ReceiveOutcome(status(pb.OK), repeated[1])  # a retried receive
         expression = request.filter_expression
         header = PopMessageRequestHeader(
             group,
@@ -142,11 +151,27 @@ class Consuming:
                 pb.MESSAGE_CORRUPTED, f"broker answered bad records: {error}"
             ) from error
         messages = [to_proto_message(m) for m in records]
+        if fifo and request.attempt_id:
+            self._remember_attempt(attempt_key, messages, invisible_ms)
         if request.auto_renew and not request.HasField("invisible_duration"):
             for message in messages:
                 handle = message.system_properties.receipt_handle
                 self.renewal.track(client_id, topic, group, handle)
         return ReceiveOutcome(status(pb.OK), messages)
+
+    def _remember_attempt(
+        self,
+        key: tuple[str, str, str, int, str],
+        messages: list[pb.Message],
+        invisible_ms: int,
+    ) -> None:
+        now_ms = time.time() * 1000
+        if len(self._attempts) >= limits.PROXY_RECEIVE_ATTEMPTS_MAX:
+            for stale in [k for k, (until, _) in self._attempts.items() if until <= now_ms]:
+                del self._attempts[stale]
+            if len(self._attempts) >= limits.PROXY_RECEIVE_ATTEMPTS_MAX:
+                self._attempts.pop(next(iter(self._attempts)))
+        self._attempts[key] = (now_ms + invisible_ms, messages)
 
     async def ack(self, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
         """Ack every entry; the entries go to the brokers at once, so one fsync of the POP log

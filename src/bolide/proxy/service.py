@@ -219,12 +219,18 @@ class MessagingService:
             answer, messages = outcome.status, outcome.messages
         except (ProxyError, BolideError, OSError) as error:
             answer, messages = status(code_of_error(error), str(error)), []
-        await stream.send_message(spb.ReceiveMessageResponse(status=answer))
-        for message in messages:
-            await stream.send_message(spb.ReceiveMessageResponse(message=message))
-        stamp = spb.ReceiveMessageResponse()
-        stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
-        await stream.send_message(stamp)
+        try:
+            await stream.send_message(spb.ReceiveMessageResponse(status=answer))
+            for message in messages:
+                await stream.send_message(spb.ReceiveMessageResponse(message=message))
+            stamp = spb.ReceiveMessageResponse()
+            stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+            await stream.send_message(stamp)
+        except BaseException:
+            # The client is gone: do not keep its messages invisible by renewing them.
+            for message in messages:
+                self.consuming.renewal.forget(message.system_properties.receipt_handle)
+            raise
 
     async def telemetry(self, stream: Stream[Any, Any]) -> None:
         """Settings in, merged settings out; afterwards the server's push channel."""
