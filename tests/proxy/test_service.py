@@ -274,3 +274,57 @@ def consistent_queue(group: str) -> int:
     from bolide.proxy.messages import consistent_hash
 
     return consistent_hash(group, 2)
+
+
+async def test_the_authorization_header_is_checked_when_acl_is_on(tmp_path: Path) -> None:
+    import hashlib
+    import hmac
+
+    signature = pytest.importorskip("rocketmq.v5.util.signature")
+    from rocketmq import ClientConfiguration, Credentials
+
+    secrets = {"RocketMQ": "12345678"}
+
+    def authenticate(authorization: str | None, date_time: str | None, peer: str) -> str:
+        assert peer.startswith("127.0.0.1:")
+        if not authorization or not date_time:
+            raise PermissionError("no authorization header")
+        fields = dict(
+            part.strip().split("=", 1) for part in authorization.split(" ", 1)[1].split(",")
+        )
+        secret = secrets.get(fields["Credential"])
+        if secret is None:
+            raise PermissionError(f"unknown access key {fields['Credential']}")
+        expected = hmac.new(secret.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+        if not hmac.compare_digest(expected.upper(), fields["Signature"].upper()):
+            raise PermissionError(f"signature of {fields['Credential']} does not match")
+        return fields["Credential"]
+
+    async with Cluster(tmp_path / "cluster") as cluster:
+        server = ProxyServer(
+            [cluster.namesrv_address], port=0, config=ProxyConfig(authenticator=authenticate)
+        )
+        await server.start()
+        request = spb.QueryRouteRequest()
+        request.topic.name = "TBW102"
+        try:
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                call = channel.unary_unary(
+                    SERVICE + "QueryRoute",
+                    request_serializer=lambda m: m.SerializeToString(),
+                    response_deserializer=spb.QueryRouteResponse.FromString,
+                )
+                for ak, sk, code in (
+                    ("RocketMQ", "12345678", pb.OK),
+                    ("RocketMQ", "wrong", pb.UNAUTHORIZED),
+                    ("Nobody", "x", pb.UNAUTHORIZED),
+                ):
+                    config = ClientConfiguration(server.address, Credentials(ak, sk))
+                    metadata = signature.Signature.metadata(config, "client@1")
+                    response = await call(request, metadata=metadata, timeout=10)
+                    assert response.status.code == code, response.status.message
+                unsigned = await call(request, metadata=METADATA, timeout=10)
+                assert unsigned.status.code == pb.UNAUTHORIZED
+                assert "no authorization header" in unsigned.status.message
+        finally:
+            await server.stop()

@@ -28,7 +28,7 @@ from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.consuming import Consuming
 from bolide.proxy.producing import Producing
-from bolide.proxy.service import MessagingService
+from bolide.proxy.service import Authenticator, MessagingService
 from bolide.remoting import ClientPool, Dispatcher
 
 __all__ = ["ProxyConfig", "ProxyServer"]
@@ -46,6 +46,9 @@ class ProxyConfig:
     auto_renew_invisible_time_ms: int = limits.PROXY_DEFAULT_INVISIBLE_TIME_MS
     """Invisible time of an ``auto_renew`` receive, renewed until the message is acked."""
     renew_ahead_ms: int = limits.PROXY_AUTO_RENEW_AHEAD_MS
+    authenticator: Authenticator | None = None
+    """Checks each call's ``authorization`` header (the ACL's verify_grpc_authorization);
+    None: no authentication (ACL off)."""
 
 
 class _Server(Server):
@@ -108,6 +111,7 @@ class ProxyServer:
             self.consuming,
             max_body_bytes=self.config.max_body_bytes,
             on_producer=self._producer_seen,
+            authenticator=self.config.authenticator,
         )
         self._server: _Server | None = None
         self._socket: socket.socket | None = None

@@ -37,6 +37,12 @@ __all__ = ["MessagingService"]
 _log = logging.getLogger("bolide.proxy")
 _SERVICE = "/apache.rocketmq.v2.MessagingService/"
 CLIENT_ID_HEADER = "x-mq-client-id"
+AUTHORIZATION_HEADER = "authorization"
+DATE_TIME_HEADER = "x-mq-date-time"
+
+Authenticator = Callable[[str | None, str | None, str], object]
+"""(authorization header, x-mq-date-time, peer "ip:port") -> anything; raises to refuse
+(an ACL validator's ``verify_grpc_authorization``)."""
 
 RequestT = TypeVar("RequestT", bound=Message)
 ResponseT = TypeVar("ResponseT", bound=Message)
@@ -54,6 +60,7 @@ class MessagingService:
         *,
         max_body_bytes: int,
         on_producer: Callable[[], None],
+        authenticator: Authenticator | None = None,
     ) -> None:
         self.directory = directory
         self.clients = clients
@@ -61,6 +68,7 @@ class MessagingService:
         self.consuming = consuming
         self._max_body_bytes = max_body_bytes
         self._on_producer = on_producer
+        self._authenticator = authenticator
         self.request_count = 0
 
     def __mapping__(self) -> dict[str, Handler]:
@@ -136,10 +144,31 @@ class MessagingService:
         if client_id:
             self.clients.get(client_id)
         try:
+            self._authenticate(stream)
             response = await work(request)
         except (ProxyError, BolideError, OSError) as error:
             response = response_type(status=status(code_of_error(error), str(error)))
         await stream.send_message(response)
+
+    def _authenticate(self, stream: Stream[Any, Any]) -> None:
+        """Check the ``authorization`` header when the proxy has an authenticator (ACL on);
+        raises ProxyError(UNAUTHORIZED) naming the reason."""
+        if self._authenticator is None:
+            return
+        metadata = stream.metadata
+        authorization = metadata.get(AUTHORIZATION_HEADER) if metadata is not None else None
+        date_time = metadata.get(DATE_TIME_HEADER) if metadata is not None else None
+        peer = stream.peer.addr() if stream.peer is not None else None
+        address = f"{peer[0]}:{peer[1]}" if peer else ""
+        try:
+            self._authenticator(
+                authorization if isinstance(authorization, str) else None,
+                date_time if isinstance(date_time, str) else None,
+                address,
+            )
+        except Exception as error:
+            reason = getattr(error, "reason", None) or str(error)
+            raise ProxyError(pb.UNAUTHORIZED, f"authentication failed: {reason}") from error
 
     # --- RPCs -------------------------------------------------------------------------------
 
@@ -215,6 +244,7 @@ class MessagingService:
         deadline = stream.deadline
         left_s = deadline.time_remaining() if deadline is not None else None
         try:
+            self._authenticate(stream)
             outcome = await self.consuming.receive(request, left_s, _client_id(stream))
             answer, messages = outcome.status, outcome.messages
         except (ProxyError, BolideError, OSError) as error:
@@ -237,6 +267,10 @@ class MessagingService:
         client_id = _client_id(stream)
         if not client_id:
             raise GRPCError(Status.INVALID_ARGUMENT, "x-mq-client-id is required")
+        try:
+            self._authenticate(stream)
+        except ProxyError as error:
+            raise GRPCError(Status.UNAUTHENTICATED, error.message) from error
         session = self.clients.get(client_id)
         session.telemetry_open = True
         reader = asyncio.ensure_future(self._read_telemetry(stream, client_id))
