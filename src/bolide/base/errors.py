@@ -77,6 +77,11 @@ class CorruptDataError(StoreError):
     """Stored bytes failed a checksum or layout check."""
 
 
+class ReplicaOffsetError(StoreError):
+    """Replicated commit-log bytes do not start where the replica's log ends, or do not hold
+    whole, sound records at the offsets they claim (HA stream out of step or garbage)."""
+
+
 class NoRouteError(BolideError):
     """No name server gave a route with a writable (or readable) queue for the topic."""
 

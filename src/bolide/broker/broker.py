@@ -8,6 +8,8 @@ Start order (reverse at stop)::
     consumers, producers, long polling, stats, handlers installed on the dispatcher
     offset flush (5 s), client expiry scan (10 s)
     delay-level and timer delivery    -> delayOffset.json, timerProgress.json, store/timerlog
+    transactions                      -> pending halves rebuilt, checker every
+                                         transactionCheckInterval
     listener bound (when the port was fixed)
     registration with every name server (now, every 30 s, and on topic creation)
 
@@ -31,6 +33,8 @@ from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.ha.metadata_sync import ReplicationHandlers
+from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
@@ -42,6 +46,7 @@ from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
+from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
@@ -54,6 +59,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService, TransactionSettings
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -70,6 +76,9 @@ from bolide.store.timer_log import TimerLog, timer_log_dir
 __all__ = ["Broker", "store_config_of"]
 
 _log = logging.getLogger("bolide.broker")
+
+_NOT_ON_THE_VIP_CHANNEL = frozenset({RequestCode.PULL_MESSAGE})
+"""Requests a RocketMQ broker serves only on its main port (pulls may park for 30 s)."""
 
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:
@@ -117,15 +126,27 @@ class Broker:
                 + limits.HANDLER_CONCURRENCY_MAX_REQUESTS
             }
         )
+        self._host = host
+        # haListenPort defaults to listenPort + 1; with listenPort 0 (a free port) it is free too.
+        self._ha_listen_port = 0 if config.listen_port == 0 and config.ha_listen_port < 0 else -1
+        if config.broker_role.is_master and config.broker_id != 0:
+            _log.warning("brokerId=%d on a %s: a master is always id 0", config.broker_id,
+                         config.broker_role.value)  # fmt: skip
+            self.config = config = config.replace(broker_id=0)
         self.server = RemotingServer(
             self._dispatcher,
             host,
             config.listen_port,
             on_connection_close=self._connection_closed,
         )
+        self._host = host
+        self._any_port = config.listen_port == 0
+        self.vip_server: RemotingServer | None = None
+        """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
         self._pool = ClientPool(clock=self._clock)
         self._context: BrokerContext | None = None
         self._store: FileMessageStore | None = None
+        self._replication: Replication | None = None
         self._registration: NameServerRegistration | None = None
         self._offset_flush: ConsumerOffsetFlushService | None = None
         self._client_scan: Service | None = None
@@ -173,6 +194,7 @@ class Broker:
             await self._open_parts()
             if not self._listening:
                 await self._listen()
+            await self._listen_vip()
             await self.registration.start()
         except BaseException:
             await self.stop()
@@ -190,6 +212,27 @@ class Broker:
         self._listening = True
         if self.config.listen_port == 0:
             self.config = self.config.replace(listen_port=self.server.port)
+
+    async def _listen_vip(self) -> None:
+        """Open the VIP channel on listenPort - 2 with every handler but the pulls, as a
+        RocketMQ broker does (clients up to 4.4.0 send there). A fixed port that cannot be
+        bound fails the start; with listenPort 0 a taken port only leaves it off."""
+        config = self.config
+        vip_port = config.listen_port - 2
+        if not config.vip_channel_enabled or vip_port <= 0:
+            return
+        view = self._dispatcher.without(_NOT_ON_THE_VIP_CHANNEL)
+        server = RemotingServer(
+            view, self._host, vip_port, on_connection_close=self._connection_closed
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            if self._any_port:  # listenPort 0: best effort
+                _log.info("VIP channel not opened on port %d: %s", vip_port, error)
+                return
+            raise
+        self.vip_server = server
 
     async def _open_parts(self) -> None:
         config, clock = self.config, self._clock
@@ -230,6 +273,7 @@ class Broker:
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
         )
+        context.transactions = self._transaction_service(context)
         send_back = SendBackService(
             store,
             topics,
@@ -240,7 +284,8 @@ class Broker:
         )
         for handlers in (
             SendHandlers(context),
-            PullHandlers(context),
+            PullHandlers(context, commit_log_max_offset=lambda: store.commit_log_max_offset),
+            ReplicationHandlers(context),
             ConsumerManageHandlers(context),
             ClientManageHandlers(context),
             LockHandlers(context.locks),
@@ -249,12 +294,45 @@ class Broker:
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
             PopHandlers(context, self._pop_service(context, send_back)),
+            TransactionHandlers(context),
         ):
             handlers.install(self._dispatcher)
+        self._replication = Replication(
+            config, store, context, self._pool, host=self._host, clock=clock,
+            ha_listen_port=self._ha_listen_port if self._ha_listen_port >= 0 else None,
+            on_crash=self._service_crashed,
+        )  # fmt: skip
+        await self._replication.start()
+        context.replication = self._replication
         self._start_services(context)
-        for delivery in (context.schedule, context.timer):
-            if delivery is not None:
-                await delivery.start()
+        if config.broker_role.is_master:
+            # A slave delivers nothing itself: delayed messages arrive copied from the master.
+            for delivery in (context.schedule, context.timer):
+                if delivery is not None:
+                    await delivery.start()
+            # Nor does it decide transactions: half and op records arrive from the master.
+            if context.transactions is not None:
+                await context.transactions.start()
+
+    def _transaction_service(self, context: BrokerContext) -> TransactionService:
+        config = self.config
+        return TransactionService(
+            context.store,
+            context.topics,
+            context.offsets,
+            context.producers,
+            context.clock,
+            settings=TransactionSettings(
+                check_interval_ms=config.transaction_check_interval_ms,
+                timeout_ms=config.transaction_timeout_ms,
+                check_max=config.transaction_check_max_count,
+                file_reserved_ms=config.file_reserved_time_ms,
+                checker_enabled=config.broker_role.is_master,
+            ),
+            store_host=(config.broker_ip1, config.listen_port),
+            max_message_bytes=config.max_message_size_bytes,
+            on_crash=self._service_crashed,
+        )
 
     def _pop_service(self, context: BrokerContext, send_back: SendBackService) -> PopService:
         """The POP engine, its checkpoint log replayed (context.pop)."""
@@ -299,7 +377,7 @@ class Broker:
                 broker_name=config.broker_name,
                 broker_id=config.broker_id,
                 broker_addr=config.broker_address,
-                ha_server_addr=f"{config.broker_ip1}:{config.listen_port + 1}",
+                ha_server_addr=f"{config.broker_ip1}:{self._ha_port()}",
             ),
             config.namesrv_addresses,
             context.topics.wrapper,
@@ -307,7 +385,24 @@ class Broker:
             clock=self._clock,
             interval_ms=config.register_name_server_period_ms,
             on_crash=self._service_crashed,
+            on_registered=self._master_learned,
         )
+
+    def _ha_port(self) -> int:
+        replication = self._replication
+        port = replication.ha_port if replication is not None else None
+        return port if port is not None else self.config.effective_ha_listen_port
+
+    def _master_learned(self, master_address: str | None, ha_address: str | None) -> None:
+        if self._replication is not None:
+            self._replication.master_learned(master_address, ha_address)
+
+    @property
+    def replication(self) -> Replication:
+        """The master/slave parts; valid after :meth:`start`."""
+        invariant(self._replication is not None, "replication read before start()")
+        assert self._replication is not None  # for mypy
+        return self._replication
 
     async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
         """Unregister, stop serving, persist offsets and tables, shut the store down.
@@ -317,11 +412,17 @@ class Broker:
         registration, self._registration = self._registration, None
         if registration is not None:
             await _logged("unregistering", registration.stop())
+        replication, self._replication = self._replication, None
+        if replication is not None:
+            await _logged("stopping replication", replication.stop())
         await self._pool.close(timeout_ms)
         client_scan, self._client_scan = self._client_scan, None
         if client_scan is not None:
             await client_scan.stop(timeout_ms)
         await self.server.stop(timeout_ms)
+        vip_server, self.vip_server = self.vip_server, None
+        if vip_server is not None:
+            await vip_server.stop(timeout_ms)
         for task in list(self._notifications):
             task.cancel()
         context, self._context = self._context, None
@@ -333,6 +434,8 @@ class Broker:
         await context.long_polling.stop(timeout_ms)
         if context.pop is not None:
             await _logged("closing the POP log", context.pop.stop(timeout_ms))
+        if context.transactions is not None:
+            await _logged("stopping the transaction checker", context.transactions.stop())
         offset_flush, self._offset_flush = self._offset_flush, None
         if offset_flush is not None:
             await _logged("writing consumer offsets", offset_flush.stop(timeout_ms))
@@ -356,6 +459,8 @@ class Broker:
         return await self._registration.register_once()
 
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
         for connection in channels:
             if connection.is_closed:

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bolide.cli import admin_app, bench, proxy, servers
+from bolide.cli import admin_app, bench, proxy, servers, transaction
 
 app = typer.Typer(
     name="bolide",
@@ -19,6 +19,7 @@ servers.register(app)
 proxy.register(app)  # the 5.x gRPC front end on its own
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
+transaction.register(app)
 
 
 @app.command()
