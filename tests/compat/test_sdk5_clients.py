@@ -210,3 +210,47 @@ def test_push_consumer_retries_then_dead_letters(server: Standalone) -> None:
         producer.shutdown()
     assert attempts[b"fine"] == [1]
     assert attempts[b"poison"] == [1, 2]
+
+
+def test_bolide_proxy_runs_apart_from_the_brokers(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+
+    from tests.compat.sdk5_support import BOLIDE
+
+    with standalone(tmp_path / "data", "--no-proxy") as server:
+        assert "proxy=" not in server.ready
+        create_topic(server.namesrv, "Apart5")
+        process = subprocess.Popen(
+            [BOLIDE, "proxy", "--namesrv", server.namesrv, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=tmp_path,
+        )
+        try:
+            assert process.stdout is not None
+            ready = process.stdout.readline().decode().split()
+            assert ready[:2] == ["bolide", "ready"] and ready[2].startswith("proxy=127.0.0.1:")
+            endpoint = ready[2].split("=", 1)[1]
+            from rocketmq import FilterExpression, Producer, SimpleConsumer
+
+            producer = Producer(configuration(endpoint), ("Apart5",))
+            producer.startup()
+            consumer = SimpleConsumer(
+                configuration(endpoint), "apart5", {"Apart5": FilterExpression("*")}, 2
+            )
+            consumer.startup()
+            try:
+                producer.send(sdk_message("Apart5", b"via a separate proxy"))
+                [got] = _receive_all(consumer, 1)
+                assert got.body == b"via a separate proxy"
+                consumer.ack(got)
+            finally:
+                consumer.shutdown()
+                producer.shutdown()
+        finally:
+            os.kill(process.pid, signal.SIGTERM)
+            assert process.wait(60) == 0
+            if process.stdout is not None:
+                process.stdout.close()

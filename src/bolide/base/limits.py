@@ -545,13 +545,10 @@ PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS = 10_000
 """Shortest invisible time a receive may ask for (Apache minInvisibleTimeMillsForRecv)."""
 PROXY_DEFAULT_INVISIBLE_TIME_MS = 60_000
 """Invisible time of a receive with auto renew (Apache defaultInvisibleTimeMills)."""
-PROXY_LONG_POLLING_MIN_MS = 5_000
 PROXY_LONG_POLLING_MAX_MS = 20_000
-"""A receive's long-polling timeout is clamped into this range (Apache proxy)."""
+"""A receive waits at most this long for messages (Apache's long-polling maximum)."""
 PROXY_MESSAGE_BODY_MAX_BYTES = 4 * MIB
 """Largest body a 5.x producer may send (Settings.publishing.max_body_size)."""
-PROXY_GRPC_MESSAGE_MAX_BYTES = 130 * MIB
-"""Largest gRPC message the proxy accepts (a 32-message batch of maximal bodies)."""
 PROXY_ROUTE_CACHE_MS = 3_000
 """Topic routes, topic and group configs are cached this long by the proxy."""
 PROXY_RPC_TIMEOUT_MS = 5_000
@@ -567,10 +564,10 @@ PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
 """How often the proxy looks for auto-renewed messages due for renewal."""
 PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
 """Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
-PROXY_RECEIVE_ATTEMPTS_MAX = 1_000
+PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
 """Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
 most 32 messages each)."""
-PROXY_TRANSACTION_CHECK_QUEUE_MAX = 1_000
+PROXY_TRANSACTION_CHECK_QUEUE_MAX_ENTRIES = 1_000
 """Transaction checks waiting to be pushed over a Telemetry stream, per client."""
 PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256
 """Messages one natural batch of the producer (auto_batch) carries at most: bounds the time one

@@ -5,7 +5,7 @@ one line on stdout once its listeners accept connections, and stops cleanly on S
 SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
 checkpoint). The ready lines::
 
-    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911      (standalone)
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 proxy=127.0.0.1:8081 (standalone)
     bolide ready namesrv=127.0.0.1:9876                              (namesrv)
     bolide ready broker=127.0.0.1:10911                              (broker)
 

@@ -33,7 +33,7 @@ class ClientSession:
     client_id: str
     settings: pb.Settings | None = None
     outbox: asyncio.Queue[spb.TelemetryCommand] = field(
-        default_factory=lambda: asyncio.Queue(limits.PROXY_TRANSACTION_CHECK_QUEUE_MAX)
+        default_factory=lambda: asyncio.Queue(limits.PROXY_TRANSACTION_CHECK_QUEUE_MAX_ENTRIES)
     )
     telemetry_open: bool = False
     last_seen: float = field(default_factory=time.monotonic)

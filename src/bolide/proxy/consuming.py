@@ -166,10 +166,10 @@ class Consuming:
         invisible_ms: int,
     ) -> None:
         now_ms = time.time() * 1000
-        if len(self._attempts) >= limits.PROXY_RECEIVE_ATTEMPTS_MAX:
+        if len(self._attempts) >= limits.PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES:
             for stale in [k for k, (until, _) in self._attempts.items() if until <= now_ms]:
                 del self._attempts[stale]
-            if len(self._attempts) >= limits.PROXY_RECEIVE_ATTEMPTS_MAX:
+            if len(self._attempts) >= limits.PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES:
                 self._attempts.pop(next(iter(self._attempts)))
         self._attempts[key] = (now_ms + invisible_ms, messages)
 
