@@ -136,7 +136,8 @@ PULL_BATCH_MAX_BYTES = 256 * KIB
 PULL_SCAN_MIN_BYTES = 16_000
 """Consume-queue bytes scanned per pull at least: max(16000, maxMsgNums * 20)."""
 LONG_POLL_MAX_PARKED_REQUESTS = 100_000
-"""Parked pulls per broker; beyond it a pull is answered at once with PULL_NOT_FOUND."""
+"""Parked pulls per broker; beyond it a pull is answered at once with SYSTEM_BUSY, and the
+client waits PULL_DELAY_ON_ERROR_MS before pulling again (no busy loop)."""
 LONG_POLL_CHECK_INTERVAL_MS = 5_000
 """Parked pulls are re-checked at least this often even without arrivals."""
 LONG_POLL_HEAP_COMPACT_MIN_ENTRIES = 1_024
@@ -494,6 +495,12 @@ PULL_BROKER_DOWN_BACKOFF_MS = 10_000
 broker name (a slave) for this long before trying it again."""
 
 
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
+"""Share of physical memory, in percent, counted back from the commit log's end, that a
+broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
+starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
+
+
 def _check_relations() -> None:
     invariant(FRAME_MAX_BYTES > MESSAGE_BODY_MAX_BYTES, "a frame must carry a maximal body")
     invariant(FRAME_MAX_BYTES <= 2**31 - 1, "the frame length is a signed int32")
@@ -530,3 +537,9 @@ send: bounds the memory a program sending to ever-new topics can pin."""
 SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
 """Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
 larger ones (commit-log chunks) on the prefault thread, off the event loop."""
+PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS = 1
+"""Requests in flight at once for the sends of one topic without a chosen queue under
+auto_batch (a chosen queue always has one, for its order). One makes every send that arrives
+meanwhile wait and batch: measured 32 messages per request and 9 us of client CPU per message
+at 4 x 32 in flight, where 2 gave 16 per request and 12 us; the cost is that a send may wait
+for the previous answer (an fsync under SYNC flush) — Kafka's max.in.flight is 5."""

@@ -72,6 +72,9 @@ __all__ = ["Broker", "store_config_of"]
 
 _log = logging.getLogger("bolide.broker")
 
+_NOT_ON_THE_VIP_CHANNEL = frozenset({RequestCode.PULL_MESSAGE})
+"""Requests a RocketMQ broker serves only on its main port (pulls may park for 30 s)."""
+
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:
     """The store settings a broker configuration implies (storePathRootDir is the store)."""
@@ -131,6 +134,10 @@ class Broker:
             config.listen_port,
             on_connection_close=self._connection_closed,
         )
+        self._host = host
+        self._any_port = config.listen_port == 0
+        self.vip_server: RemotingServer | None = None
+        """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
         self._pool = ClientPool(clock=self._clock)
         self._context: BrokerContext | None = None
         self._store: FileMessageStore | None = None
@@ -182,6 +189,7 @@ class Broker:
             await self._open_parts()
             if not self._listening:
                 await self._listen()
+            await self._listen_vip()
             await self.registration.start()
         except BaseException:
             await self.stop()
@@ -199,6 +207,27 @@ class Broker:
         self._listening = True
         if self.config.listen_port == 0:
             self.config = self.config.replace(listen_port=self.server.port)
+
+    async def _listen_vip(self) -> None:
+        """Open the VIP channel on listenPort - 2 with every handler but the pulls, as a
+        RocketMQ broker does (clients up to 4.4.0 send there). A fixed port that cannot be
+        bound fails the start; with listenPort 0 a taken port only leaves it off."""
+        config = self.config
+        vip_port = config.listen_port - 2
+        if not config.vip_channel_enabled or vip_port <= 0:
+            return
+        view = self._dispatcher.without(_NOT_ON_THE_VIP_CHANNEL)
+        server = RemotingServer(
+            view, self._host, vip_port, on_connection_close=self._connection_closed
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            if self._any_port:  # listenPort 0: best effort
+                _log.info("VIP channel not opened on port %d: %s", vip_port, error)
+                return
+            raise
+        self.vip_server = server
 
     async def _open_parts(self) -> None:
         config, clock = self.config, self._clock
@@ -366,6 +395,9 @@ class Broker:
         if client_scan is not None:
             await client_scan.stop(timeout_ms)
         await self.server.stop(timeout_ms)
+        vip_server, self.vip_server = self.vip_server, None
+        if vip_server is not None:
+            await vip_server.stop(timeout_ms)
         for task in list(self._notifications):
             task.cancel()
         context, self._context = self._context, None
@@ -400,6 +432,8 @@ class Broker:
         return await self._registration.register_once()
 
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
         for connection in channels:
             if connection.is_closed:

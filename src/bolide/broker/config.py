@@ -56,6 +56,8 @@ lockMaxLiveTime (3)
 haListenPort                    ha_listen_port                         listenPort + 1
 haMasterAddress                 ha_master_address                      "" (from name server)
 slaveReadEnable                 slave_read_enable                      false
+vipChannelEnabled (4)           vip_channel_enabled                    true
+newGroupStartRule (5)           new_group_start                        MEMORY
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
@@ -64,6 +66,15 @@ sample configurations use, so a default broker has the same name on every machin
 from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
 (3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
 broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
+(4) The VIP channel: a second listener on listenPort - 2 with every handler but the pulls, as
+RocketMQ brokers open (clients up to 4.4.0 send there by default). RocketMQ has no switch for
+it; Bolide's turns it off (``bolide broker --no-vip``). With listenPort 0 it is opened on the
+real port - 2 when that port is free.
+(5) Where a consumer group without a committed offset starts a queue: MEMORY (RocketMQ's
+rule: at 0 while the queue's first message is still in the broker's memory window, else
+where the client's consumeFromWhere says), QUEUE_START (at 0 while the queue still starts at
+0) or CONSUME_FROM (always the client's consumeFromWhere). ``bolide group progress`` shows,
+for each queue without a committed offset, where the group will start.
 
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
@@ -98,6 +109,7 @@ __all__ = [
     "BrokerRole",
     "ConfigFileWriter",
     "FlushDiskType",
+    "NewGroupStart",
     "VersionedDocument",
     "parse_broker_conf",
     "parse_delay_levels",
@@ -112,6 +124,21 @@ DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 _DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
+
+
+class NewGroupStart(enum.Enum):
+    """Where a consumer group without a committed offset starts a queue (newGroupStartRule):
+    what QUERY_CONSUMER_OFFSET answers it. See docs/architecture.md, "New consumer groups"."""
+
+    MEMORY = "MEMORY"
+    """RocketMQ's rule: offset 0 while the queue still starts at 0 and its first message is
+    in the broker's memory window (within accessMessageInMemoryMaxRatio, 40 %, of physical
+    memory from the commit log's end); else not found, and the client's consumeFromWhere
+    decides (LAST_OFFSET: the max offset)."""
+    QUEUE_START = "QUEUE_START"
+    """Offset 0 whenever the queue still starts at 0, however old its messages."""
+    CONSUME_FROM = "CONSUME_FROM"
+    """Never an offset: the client's consumeFromWhere always decides."""
 
 
 class BrokerRole(enum.Enum):
@@ -403,6 +430,11 @@ class BrokerConfig:
     """-1 (the default): listenPort + 1, as Java's BrokerStartup sets it; 0 picks a free port."""
     ha_master_address: str = field(default="", metadata=_key("haMasterAddress", _parse_any_str))
     slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", _parse_bool))
+    vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
+    new_group_start: NewGroupStart = field(
+        default=NewGroupStart.MEMORY,
+        metadata=_key("newGroupStartRule", _enum_parser(NewGroupStart)),
+    )
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
 
