@@ -88,8 +88,13 @@ async def test_half_is_invisible_until_commit_then_delivered_once(
     assert transaction_type(stored.sys_flag) == 0
     assert service_of(broker).pending_count == 1
 
+    assert service_of(broker).half_messages_by_topic() == {TOPIC: 1}
+    finished: list[tuple[str, int]] = []
+    service_of(broker).on_finish = lambda topic, latency_ms: finished.append((topic, latency_ms))
+    clock_of(broker).advance_ms(1_500)
     response = await producer.end(half, COMMIT)
     assert response.code == ResponseCode.SUCCESS
+    assert finished == [(TOPIC, 1_500)]
     [delivered] = await pull_all(producer, TOPIC, 1)
     assert delivered.body == b"order-17"
     assert delivered.properties[PropertyKey.UNIQ_KEY] == half.unique_key

@@ -108,6 +108,9 @@ async def test_commit_rollback_and_check_back(cluster: Cluster) -> None:
     assert delivered(cluster) == 2
     listing = service(cluster).list_pending("broker-a")
     assert (listing.commit_count, listing.rollback_count) == (2, 1)
+    assert service(cluster).commits_by_topic == {TOPIC: 2}
+    assert service(cluster).rollbacks_by_topic == {TOPIC: 1}
+    assert service(cluster).half_messages_by_topic() == {}
 
 
 async def test_failing_callbacks_count_as_unknown(cluster: Cluster) -> None:
