@@ -27,6 +27,10 @@ pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 TOPIC = "TxCpp"
 
 
+def decide(message: Message, state: LocalTransactionState) -> LocalTransactionState:
+    return state
+
+
 def never_asked(message: object) -> LocalTransactionState:
     raise AssertionError("every transaction here ends at once; no check is expected")
 
@@ -66,8 +70,7 @@ async def test_cpp_consumer_gets_committed_messages_once(
                     else LocalTransactionState.ROLLBACK_MESSAGE
                 )
                 result = await producer.send_in_transaction(
-                    Message(TOPIC, f"order-{index}".encode(), keys=f"k{index}"),
-                    lambda message, arg, state=state: state,
+                    Message(TOPIC, f"order-{index}".encode(), keys=f"k{index}"), decide, state
                 )
                 halves[f"k{index}"] = decode_offset_message_id(result.offset_msg_id)[1]
 
