@@ -408,3 +408,17 @@ async def test_a_given_up_transaction_can_be_resumed_once(
     assert committed.code == ResponseCode.SYSTEM_ERROR
     assert "was committed" in (committed.remark or "")
     assert len(topic_messages(broker, TOPIC, 0)) == 1
+
+
+async def test_check_immunity_time_delays_the_first_check(
+    cluster: Cluster, producer: WireProducer
+) -> None:
+    broker = cluster.brokers[0]
+    service, clock = service_of(broker), clock_of(broker)
+    await producer.send_half(TOPIC, b"slow", extra={"CHECK_IMMUNITY_TIME_IN_SECONDS": "60"})
+    clock.advance_ms(59_999)
+    assert await service.check_once() == 0  # transactionTimeOut (6 s) does not apply
+    clock.advance_ms(1)
+    assert await service.check_once() == 1
+    check = await producer.next_check()
+    assert check.message.properties["CHECK_IMMUNITY_TIME_IN_SECONDS"] == "60"
