@@ -88,7 +88,10 @@ class TransactionHandlers:
             _log.debug("producer %s: %s %s of %s", connection.remote_address, source, decision,
                        header.msg_id)  # fmt: skip
         else:
-            _log.warning(
+            # A check answered after the END it overtook is a normal race, not a problem.
+            level = logging.INFO if header.from_transaction_check else logging.WARNING
+            _log.log(
+                level,
                 "producer %s: %s %s of %s (offset %d) refused: %s",
                 connection.remote_address, source, decision, header.msg_id,
                 header.commit_log_offset, outcome.remark,
