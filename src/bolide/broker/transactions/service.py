@@ -206,11 +206,6 @@ class TransactionService:
         if self._recovered:  # a slave never started: its offsets are the master's
             self._save_offsets()
 
-    def check_soon(self) -> None:
-        """Run a check round now (admin, tests) instead of at the next interval."""
-        if self._checker is not None:
-            self._checker.wakeup()
-
     @property
     def pending_count(self) -> int:
         return len(self._table)
