@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml setup.py $(PYX)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# rocketmq (C++ 4.x client) and rocketmq-python-client (5.x SDK) share the package name
+	# `rocketmq`; the SDK needs its own __init__.py, which the other's empty one may replace.
+	$(BIN)/python -c "from rocketmq import ClientConfiguration" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet --no-deps --force-reinstall 'rocketmq-python-client==5.1.2'
 	touch $(STAMP)
 
 lint: $(STAMP)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bolide.cli import admin_app, bench, servers, transaction
+from bolide.cli import admin_app, bench, proxy, servers, transaction
 
 app = typer.Typer(
     name="bolide",
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 
 servers.register(app)
+proxy.register(app)  # the 5.x gRPC front end on its own
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
 transaction.register(app)
