@@ -27,7 +27,7 @@ import logging
 import random
 from collections.abc import Awaitable
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
@@ -206,6 +206,7 @@ class Broker:
             self.address,
             self.config.store_path_root_dir,
         )
+        _log.info("broker hot path: %s", compiled.describe())
 
     async def _listen(self) -> None:
         await self.server.start()
