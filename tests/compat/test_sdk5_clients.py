@@ -254,3 +254,26 @@ def test_bolide_proxy_runs_apart_from_the_brokers(tmp_path: Path) -> None:
             assert process.wait(60) == 0
             if process.stdout is not None:
                 process.stdout.close()
+
+
+def test_a_recalled_delay_message_is_never_delivered(server: Standalone) -> None:
+    create_topic(server.namesrv, "Recall5", "DELAY")
+    producer = _producer(server, "Recall5")
+    consumer = _simple_consumer(server, "recall5", "Recall5")
+    try:
+        due_s = int(time.time()) + 3
+        recalled = producer.send(sdk_message("Recall5", b"recalled", delivery_timestamp=due_s))
+        kept = producer.send(sdk_message("Recall5", b"kept", delivery_timestamp=due_s))
+        assert recalled.recall_handle
+        assert producer.recall_message("Recall5", recalled.recall_handle) == recalled.message_id
+        got = _receive_all(consumer, 1)
+        assert [m.body for m in got] == [b"kept"] and got[0].message_id == kept.message_id
+        consumer.ack(got[0])
+        assert consumer.receive(32, 20) == []  # the recalled one stays away past its time
+        with pytest.raises(Exception, match=r"delivered|due"):
+            producer.recall_message("Recall5", kept.recall_handle)  # too late now
+        with pytest.raises(Exception, match=r"40000|invalid"):
+            producer.recall_message("Recall5", "not-a-handle")
+    finally:
+        consumer.shutdown()
+        producer.shutdown()

@@ -217,13 +217,7 @@ class MessagingService:
         await self._unary(stream, spb.EndTransactionResponse, self.producing.end_transaction)
 
     async def recall_message(self, stream: Stream[Any, Any]) -> None:
-        async def work(request: spb.RecallMessageRequest) -> spb.RecallMessageResponse:
-            raise ProxyError(
-                pb.NOT_IMPLEMENTED,
-                f"recalling timer messages is not supported (topic {request.topic.name})",
-            )
-
-        await self._unary(stream, spb.RecallMessageResponse, work)
+        await self._unary(stream, spb.RecallMessageResponse, self.producing.recall)
 
     async def notify_client_termination(self, stream: Stream[Any, Any]) -> None:
         client_id = _client_id(stream)
