@@ -569,6 +569,11 @@ PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
 """How often the proxy looks for auto-renewed messages due for renewal."""
 PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
 """Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
+TIMER_RECALLED_MAX_ENTRIES = 100_000
+"""Recalled timer messages remembered between their marker and their own due time (1 ms)."""
+PROXY_SETTINGS_LOOKUP_MS = 3_000
+"""The Telemetry settings reply waits at most this long for the group's settings (push
+consumers give up after 10 s), then answers with the defaults."""
 PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
 """Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
 most 32 messages each)."""

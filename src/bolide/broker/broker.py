@@ -43,6 +43,7 @@ from bolide.broker.handlers.locks import LockHandlers
 from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
+from bolide.broker.handlers.recall import RecallHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
@@ -295,6 +296,7 @@ class Broker:
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
             PopHandlers(context, self._pop_service(context, send_back)),
+            RecallHandlers(context),
             TransactionHandlers(context),
         ):
             handlers.install(self._dispatcher)

@@ -45,7 +45,14 @@ async def start_proxy(
         port=port,
         config=ProxyConfig(min_invisible_time_ms=min_invisible_time_ms),
     )
-    await server.start()
+    try:
+        await server.start()
+    except OSError as error:
+        raise OSError(
+            error.errno,
+            f"the 5.x gRPC proxy cannot listen on {host}:{port} ({error.strerror}); "
+            "choose another --proxy-port, or --no-proxy",
+        ) from error
     return server
 
 
