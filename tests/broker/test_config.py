@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 import pytest
@@ -138,12 +137,45 @@ def test_line_without_separator_is_an_error_with_its_line_number() -> None:
         parse_broker_conf("=5\n")
 
 
-def test_unknown_keys_are_kept_and_warned(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="bolide.broker.config"):
-        config = BrokerConfig.from_mapping({"brokerName": "b", "sendMessageThreadPoolNums": "16"})
+def test_unknown_keys_are_kept_and_named_as_unhonoured() -> None:
+    config = BrokerConfig.from_mapping(
+        {
+            "brokerName": "b",
+            "sendMessageThreadPoolNums": "16",
+            "notifyConsumerIdsChangedEnable": "false",
+        }
+    )
     assert config.extra_properties == {"sendMessageThreadPoolNums": "16"}
-    assert "sendMessageThreadPoolNums" in caplog.text
+    # the broker logs these in one warning when it starts (tests/integration/test_acl_broker.py)
+    assert config.unhonoured_keys() == [
+        "notifyConsumerIdsChangedEnable",
+        "sendMessageThreadPoolNums",
+    ]
     assert config.to_properties()["sendMessageThreadPoolNums"] == "16"
+
+
+CREDENTIALS = '{"accessKey": "broker01", "secretKey": "s3cret-1"}'
+
+
+def test_acl_and_tls_keys() -> None:
+    config = BrokerConfig.from_mapping(
+        {"aclEnable": "true", "tls.server.mode": "Permissive", "tls.server.certPath": "/c.pem",
+         "tls.server.keyPath": "/k.pem", "tls.server.need.client.auth": "require",
+         "innerClientAuthenticationCredentials": CREDENTIALS,
+         "storePathRootDir": "/data/store"}
+    )  # fmt: skip
+    assert config.acl_file_path == Path("/data/conf/plain_acl.yml")
+    assert config.tls_server.mode.value == "permissive"
+    assert config.tls_server.client_auth.value == "require"
+    assert config.inner_client_credentials == ("broker01", "s3cret-1")
+    properties = config.to_properties()
+    assert "s3cret-1" not in properties["innerClientAuthenticationCredentials"]
+    assert properties["tls.server.mode"] == "permissive"
+    with pytest.raises(ConfigError, match="disabled or permissive or enforcing"):
+        BrokerConfig.from_mapping({"tls.server.mode": "strict"})
+    with pytest.raises(ConfigError, match="innerClientAuthenticationCredentials") as caught:
+        BrokerConfig.from_mapping({"innerClientAuthenticationCredentials": "secret-text"})
+    assert "secret-text" not in str(caught.value)
 
 
 def test_overrides_win_and_accept_field_names_and_plain_values(tmp_path: Path) -> None:

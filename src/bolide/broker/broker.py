@@ -31,6 +31,7 @@ from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
@@ -48,6 +49,7 @@ from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
 from bolide.broker.retry import SendBackService
 from bolide.broker.schedule import DelayLevels, ScheduleMessageService
+from bolide.broker.security import BrokerSecurity, inner_request_signer, warn_unhonoured_keys
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
@@ -117,8 +119,10 @@ class Broker:
             host,
             config.listen_port,
             on_connection_close=self._connection_closed,
+            tls=config.tls_server if config.tls_server.enabled else None,
         )
-        self._pool = ClientPool(clock=self._clock)
+        self._pool = ClientPool(clock=self._clock, request_hook=inner_request_signer(config))
+        self._security = BrokerSecurity(config, self._clock, self._service_crashed)
         self._context: BrokerContext | None = None
         self._store: FileMessageStore | None = None
         self._registration: NameServerRegistration | None = None
@@ -162,6 +166,8 @@ class Broker:
         Raises StoreError / CorruptDataError / OSError when the store or a config file cannot
         be opened or the port cannot be bound; nothing keeps running then.
         """
+        warn_unhonoured_keys(self.config)
+        self._security.open(self._dispatcher)  # before listening: never serve without the ACL
         if self.config.listen_port == 0:
             await self._listen()
         try:
@@ -243,8 +249,10 @@ class Broker:
             AdminHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
+            AclAdminHandlers(config, self._security.acl_file),
         ):
             handlers.install(self._dispatcher)
+        self._security.start()
         self._start_services(context)
         for delivery in (context.schedule, context.timer):
             if delivery is not None:
@@ -293,6 +301,7 @@ class Broker:
         if registration is not None:
             await _logged("unregistering", registration.stop())
         await self._pool.close(timeout_ms)
+        await self._security.stop(timeout_ms)
         client_scan, self._client_scan = self._client_scan, None
         if client_scan is not None:
             await client_scan.stop(timeout_ms)

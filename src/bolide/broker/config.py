@@ -48,6 +48,14 @@ traceOn                         trace_on                               true
 enablePropertyFilter            enable_property_filter                 false
 rejectTransactionMessage        reject_transaction_message             false
 aclEnable                       acl_enable                             false
+aclFile (4)                     acl_file                               <data-dir>/conf/plain_acl.yml
+innerClientAuthentication-      inner_client_credentials               none
+Credentials (5)
+tls.server.mode                 tls_server_mode                        disabled
+tls.server.certPath             tls_server_cert_path                   none
+tls.server.keyPath              tls_server_key_path                    none
+tls.server.trustCertPath        tls_server_trust_cert_path             none
+tls.server.need.client.auth     tls_server_need_client_auth            none
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
 =============================== ====================================== ===================
@@ -62,8 +70,15 @@ broker.conf key here: how long an orderly consumer's queue lock lives without re
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
 
-Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties` and logged once
-as a warning, as a typo in a key would otherwise silently leave a default in force.
+(4) Bolide's key: the RocketMQ plain_acl.yml accounts file (docs/security.md); the default is
+beside the store, ``<storePathRootDir>/../conf/plain_acl.yml``.
+(5) RocketMQ 5's key, JSON ``{"accessKey": "...", "secretKey": "..."}``: the account the
+broker signs its own requests to name servers with (a name server with ACL on needs it).
+
+Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`;
+:meth:`BrokerConfig.unhonoured_keys` names them with the known keys whose value Bolide does
+not act on, and the broker logs them in one warning when it starts, as a typo in a key (or a
+setting carried over from a Java broker) would otherwise silently leave a default in force.
 """
 
 from __future__ import annotations
@@ -71,6 +86,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -82,12 +98,14 @@ from typing import Any, Protocol
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.base.fileio import atomic_write_with_backup
+from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.config_files import MetadataFile
 
 __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "NOT_HONOURED_KEYS",
     "BrokerConfig",
     "BrokerRole",
     "ConfigFileWriter",
@@ -156,6 +174,55 @@ def _enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
             raise _bad(key, text, names) from None
 
     return parse
+
+
+def _lower_enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
+    """Enums whose values RocketMQ writes in lower case (tls.server.mode...)."""
+
+    def parse(key: str, text: str) -> Any:
+        try:
+            return kind(text.lower())
+        except ValueError:
+            names = " or ".join(member.value for member in kind)
+            raise _bad(key, text, names) from None
+
+    return parse
+
+
+def _parse_credentials(key: str, text: str) -> tuple[str, str]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("accessKey"), str)
+        or not isinstance(value.get("secretKey"), str)
+    ):
+        # never echo the text: it holds a secret
+        raise ConfigError(
+            f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
+        )
+    return value["accessKey"], value["secretKey"]
+
+
+def _render_credentials(value: object) -> str:
+    if not isinstance(value, tuple):
+        return ""
+    # GET_BROKER_CONFIG shows the settings to any signed account: never the secret.
+    return json.dumps({"accessKey": value[0], "secretKey": "******"})
+
+
+def _parse_optional_path(key: str, text: str) -> Path | None:
+    return None if not text else _parse_path(key, text)
+
+
+def _parse_optional_credentials(key: str, text: str) -> tuple[str, str] | None:
+    return None if not text else _parse_credentials(key, text)
+
+
+def _render_optional(value: object) -> str:
+    return "" if value is None else _render_plain(value)
 
 
 def _parse_addresses(key: str, text: str) -> tuple[str, ...]:
@@ -367,12 +434,42 @@ class BrokerConfig:
         default=False, metadata=_key("rejectTransactionMessage", _parse_bool)
     )
     acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
+    acl_file: Path | None = field(
+        default=None, metadata=_key("aclFile", _parse_optional_path, _render_optional)
+    )
+    inner_client_credentials: tuple[str, str] | None = field(
+        default=None,
+        metadata=_key(
+            "innerClientAuthenticationCredentials",
+            _parse_optional_credentials,
+            _render_credentials,
+        ),
+    )
+    tls_server_mode: TlsMode = field(
+        default=TlsMode.DISABLED, metadata=_key("tls.server.mode", _lower_enum_parser(TlsMode))
+    )
+    tls_server_cert_path: Path | None = field(
+        default=None, metadata=_key("tls.server.certPath", _parse_optional_path, _render_optional)
+    )
+    tls_server_key_path: Path | None = field(
+        default=None, metadata=_key("tls.server.keyPath", _parse_optional_path, _render_optional)
+    )
+    tls_server_trust_cert_path: Path | None = field(
+        default=None,
+        metadata=_key("tls.server.trustCertPath", _parse_optional_path, _render_optional),
+    )
+    tls_server_need_client_auth: ClientAuth = field(
+        default=ClientAuth.NONE,
+        metadata=_key("tls.server.need.client.auth", _lower_enum_parser(ClientAuth)),
+    )
     rebalance_lock_max_live_ms: int = field(
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
         metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
     )
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
+    given_keys: frozenset[str] = field(default=frozenset(), compare=False)
+    """The known keys the file or the command line set (for :meth:`unhonoured_keys`)."""
 
     def __post_init__(self) -> None:
         for name, low, high in _RANGES:
@@ -390,6 +487,31 @@ class BrokerConfig:
             raise _bad("messageDelayLevel", "", "at least one delay level")
         if not self.delete_when_hours:
             raise _bad("deleteWhen", "", "at least one hour of the day")
+
+    @property
+    def acl_file_path(self) -> Path:
+        """aclFile, or ``<storePathRootDir>/../conf/plain_acl.yml`` (``<data-dir>/conf/...``)."""
+        if self.acl_file is not None:
+            return self.acl_file
+        return self.store_path_root_dir.parent / "conf" / "plain_acl.yml"
+
+    @property
+    def tls_server(self) -> TlsServerSettings:
+        """The listeners' TLS settings from the tls.server.* keys."""
+        return TlsServerSettings(
+            mode=self.tls_server_mode,
+            cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path,
+            trust_cert_path=self.tls_server_trust_cert_path,
+            client_auth=self.tls_server_need_client_auth,
+        )
+
+    def unhonoured_keys(self) -> list[str]:
+        """Keys set that Bolide does not act on: unknown ones, and known ones listed in
+        :data:`NOT_HONOURED_KEYS` (sorted)."""
+        ignored = set(self.extra_properties)
+        ignored.update(key for key in self.given_keys if key in NOT_HONOURED_KEYS)
+        return sorted(ignored)
 
     @property
     def broker_address(self) -> str:
@@ -455,9 +577,8 @@ class BrokerConfig:
                 extra[key] = text
                 continue
             arguments[spec.name] = spec.metadata["parse"](key, text.strip())
-        for key in sorted(extra):
-            _log.warning("broker config key %r is not known to Bolide: kept, but ignored", key)
-        return cls(**arguments, extra_properties=MappingProxyType(extra))
+        given = frozenset(key for key in merged if key in _FIELD_BY_JAVA_KEY)
+        return cls(**arguments, extra_properties=MappingProxyType(extra), given_keys=given)
 
     def to_properties(self) -> dict[str, str]:
         """Every setting as broker.conf text, keyed by RocketMQ key (GET_BROKER_CONFIG's body)."""
@@ -472,6 +593,15 @@ class BrokerConfig:
         """A copy with ``changes`` (field names) applied and validated."""
         return dataclasses.replace(self, **changes)
 
+
+NOT_HONOURED_KEYS: frozenset[str] = frozenset(
+    {
+        # Bolide notifies a group's consumers as the group's own setting says
+        # (subscriptionGroup.json); the broker-wide switch is not read.
+        "notifyConsumerIdsChangedEnable",
+    }
+)
+"""Known broker.conf keys whose value Bolide reads but does not act on."""
 
 _KNOWN_FIELDS = tuple(spec for spec in dataclasses.fields(BrokerConfig) if "key" in spec.metadata)
 _FIELD_BY_JAVA_KEY = {spec.metadata["key"]: spec for spec in _KNOWN_FIELDS}

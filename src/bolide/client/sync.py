@@ -27,6 +27,7 @@ from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import Message
 from bolide.remoting.loop import new_event_loop
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["BlockingFacade", "ClientFacade", "LoopThread", "Producer"]
 
@@ -230,6 +231,9 @@ class Producer(ClientFacade[AsyncProducer]):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -242,6 +246,9 @@ class Producer(ClientFacade[AsyncProducer]):
             latency_avoidance=latency_avoidance,
             default_topic=default_topic,
             default_topic_queue_count=default_topic_queue_count,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
         )
         super().__init__(core, f"bolide-producer-{group}")
 

@@ -1,0 +1,245 @@
+"""A broker with aclEnable=true over real sockets: Bolide's signed clients allowed, wrong
+secrets, missing permissions, unsigned raw requests and non-admins refused; the accounts file
+reloaded without a restart; a broken file keeps the rules; a broker without a working file
+refuses to start; unknown broker.conf keys named in one warning."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from bolide.base.errors import ConfigError, RemoteError
+from bolide.broker.broker import Broker
+from bolide.broker.config import BrokerConfig
+from bolide.client.admin import AdminClient
+from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.pull_consumer import PullConsumer
+from bolide.client.producer.producer import Producer
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.message import Message, MessageExt
+from bolide.remoting import ClientPool
+from bolide.testing.cluster import Cluster
+
+pytestmark = pytest.mark.timeout(120)
+
+TOPIC = "AclOrders"
+ACCOUNTS = """
+accounts:
+  - accessKey: producer1
+    secretKey: prod-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: [AclOrders=PUB, Hidden=DENY]
+  - accessKey: consumer1
+    secretKey: cons-secret
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+    groupPerms: [blocked=DENY]
+  - accessKey: admin001
+    secretKey: admin-secret
+    admin: true
+"""
+DEADLINE_S = 20.0
+"""Guard on waiting for a condition: fails a hung test, never a measurement."""
+
+
+async def eventually(condition: Callable[[], bool]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+def write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+async def raises_remote(call: Awaitable[object]) -> RemoteError:
+    with pytest.raises(RemoteError) as caught:
+        await call
+    return caught.value
+
+
+@pytest.fixture
+def acl_file(tmp_path: Path) -> Path:
+    path = tmp_path / "conf" / "plain_acl.yml"
+    path.parent.mkdir()
+    path.write_text(ACCOUNTS)
+    return path
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, acl_file: Path) -> AsyncIterator[Cluster]:
+    settings = {"aclEnable": "true", "aclFile": str(acl_file)}
+    async with Cluster(tmp_path / "cluster", settings=settings) as running:
+        async with AdminClient(
+            running.namesrv_address, access_key="admin001", secret_key="admin-secret"
+        ) as admin:
+            await admin.create_topic(TOPIC, queue_count=2)
+        yield running
+
+
+def producer_for(cluster: Cluster, access_key: str | None, secret_key: str | None) -> Producer:
+    return Producer(
+        "acl-producers",
+        namesrv=cluster.namesrv_address,
+        access_key=access_key,
+        secret_key=secret_key,
+        retry_count=0,
+    )
+
+
+async def test_signed_producer_and_consumer_work(cluster: Cluster) -> None:
+    async with producer_for(cluster, "producer1", "prod-secret") as producer:
+        for index in range(4):
+            await producer.send(Message(TOPIC, f"m{index}".encode()))
+    consumer = PullConsumer(
+        "billing",
+        namesrv=cluster.namesrv_address,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+        access_key="consumer1",
+        secret_key="cons-secret",
+    )
+    consumer.subscribe(TOPIC)
+    received: list[MessageExt] = []
+    async with consumer:
+        for _ in range(50):
+            received += await consumer.poll(timeout_ms=2_000)
+            if len(received) >= 4:
+                break
+    assert sorted(m.body for m in received) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+async def test_wrong_secret_missing_permission_and_unknown_key_are_refused(
+    cluster: Cluster,
+) -> None:
+    async with producer_for(cluster, "producer1", "not-the-secret") as producer:
+        error = await raises_remote(producer.send(Message(TOPIC, b"x")))
+    assert error.code == ResponseCode.SYSTEM_ERROR
+    assert "AclException: Check signature failed for accessKey=producer1" in str(error)
+    assert "not-the-secret" not in str(error)
+    async with producer_for(cluster, "consumer1", "cons-secret") as producer:
+        error = await raises_remote(producer.send(Message(TOPIC, b"x")))
+    assert "No PUB permission for topic=AclOrders, accessKey=consumer1" in str(error)
+    async with producer_for(cluster, "nobody77", "whatever1") as producer:
+        error = await raises_remote(producer.send(Message(TOPIC, b"x")))
+    assert "No acl config for nobody77" in str(error)
+    assert cluster.brokers[0].context.store.max_offset(TOPIC, 0) == 0  # nothing written
+
+
+async def test_denied_group_cannot_consume(cluster: Cluster) -> None:
+    consumer = PullConsumer(
+        "blocked",
+        namesrv=cluster.namesrv_address,
+        access_key="consumer1",
+        secret_key="cons-secret",
+    )
+    consumer.subscribe(TOPIC)
+    async with consumer:
+        assert await consumer.poll(timeout_ms=300) == []
+    assert cluster.brokers[0].context.consumers.get_consumer_group_info("blocked") is None
+
+
+async def test_unsigned_raw_request_is_refused(cluster: Cluster) -> None:
+    pool = ClientPool()
+    try:
+        for code, fields in (
+            (RequestCode.SEND_MESSAGE, {"topic": TOPIC, "producerGroup": "p"}),
+            (RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "Evil"}),
+            (9999, {}),  # an unknown code is refused before anything else
+        ):
+            request = RemotingCommand.request(code, fields, b"raw")
+            response = await pool.invoke(cluster.brokers[0].address, request, 5_000)
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert response.remark == (
+                "org.apache.rocketmq.acl.common.AclException: No accessKey is configured"
+            )
+        # the broker keeps serving signed requests
+        async with producer_for(cluster, "producer1", "prod-secret") as producer:
+            await producer.send(Message(TOPIC, b"after"))
+    finally:
+        await pool.close()
+
+
+async def test_non_admin_cannot_create_delete_topics_or_reset_offsets(cluster: Cluster) -> None:
+    async with AdminClient(
+        cluster.namesrv_address, access_key="consumer1", secret_key="cons-secret"
+    ) as admin:
+        error = await raises_remote(admin.create_topic("NotAllowed"))
+        assert "is not admin" in str(error)
+        error = await raises_remote(admin.delete_topic(TOPIC))
+        assert "is not admin" in str(error)
+        with pytest.raises(RemoteError, match="is not admin"):
+            await admin.reset_offset("billing", TOPIC, 0)
+    assert "NotAllowed" not in cluster.brokers[0].context.topics
+    assert TOPIC in cluster.brokers[0].context.topics
+
+
+async def test_file_changes_apply_without_restart_and_broken_file_keeps_rules(
+    cluster: Cluster, acl_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = cluster.brokers[0]
+    watcher = broker._security.watcher
+    assert watcher is not None
+    async with producer_for(cluster, "producer1", "prod-secret") as producer:
+        await producer.send(Message(TOPIC, b"before"))
+        write(acl_file, ACCOUNTS.replace("AclOrders=PUB", "AclOrders=DENY"))
+        watcher.wakeup()
+        await eventually(lambda: watcher.reload_count == 1)
+        error = await raises_remote(producer.send(Message(TOPIC, b"after-deny")))
+        assert "No PUB permission" in str(error)
+        with caplog.at_level(logging.ERROR, logger="bolide.acl"):
+            write(acl_file, "accounts: [ {accessKey: broken")
+            watcher.wakeup()
+            await eventually(lambda: watcher.last_error is not None)
+        assert "previous rules stay in force" in caplog.text
+        assert "not valid YAML" in caplog.text
+        error = await raises_remote(producer.send(Message(TOPIC, b"still-denied")))
+        assert "No PUB permission" in str(error)
+        write(acl_file, ACCOUNTS)
+        watcher.wakeup()
+        await eventually(lambda: watcher.reload_count == 2)
+        await producer.send(Message(TOPIC, b"allowed-again"))
+
+
+@pytest.mark.parametrize("content", [None, "accounts: {", "accounts:\n  - accessKey: x\n"])
+async def test_broker_refuses_to_start_without_a_working_acl_file(
+    tmp_path: Path, content: str | None
+) -> None:
+    path = tmp_path / "plain_acl.yml"
+    if content is not None:
+        path.write_text(content)
+    config = BrokerConfig.from_mapping(
+        {"aclEnable": "true", "aclFile": str(path), "listenPort": "0",
+         "storePathRootDir": str(tmp_path / "store")}
+    )  # fmt: skip
+    broker = Broker(config)
+    with pytest.raises(ConfigError, match="aclEnable=true but the ACL file cannot be used"):
+        await broker.start()
+    await broker.stop()
+    assert not (tmp_path / "store").exists()  # refused before the store was touched
+
+
+async def test_unknown_and_unhonoured_keys_are_named_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = BrokerConfig.from_mapping(
+        {"listenPort": "0", "storePathRootDir": str(tmp_path / "store"),
+         "sendMessageThreadPoolNums": "16", "notifyConsumerIdsChangedEnable": "false",
+         "brokerClusterNmae": "typo"}
+    )  # fmt: skip
+    broker = Broker(config)
+    with caplog.at_level(logging.WARNING, logger="bolide.broker"):
+        await broker.start()
+    await broker.stop()
+    warnings = [r.getMessage() for r in caplog.records if "not honoured" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].endswith(
+        "brokerClusterNmae, notifyConsumerIdsChangedEnable, sendMessageThreadPoolNums"
+    )
