@@ -121,7 +121,9 @@ class Broker:
             on_connection_close=self._connection_closed,
             tls=config.tls_server if config.tls_server.enabled else None,
         )
-        self._pool = ClientPool(clock=self._clock, request_hook=inner_request_signer(config))
+        self._pool = ClientPool(
+            clock=self._clock, request_hook=inner_request_signer(config), tls=config.tls_client
+        )
         self._security = BrokerSecurity(config, self._clock, self._service_crashed)
         self._context: BrokerContext | None = None
         self._store: FileMessageStore | None = None

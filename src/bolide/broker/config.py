@@ -56,6 +56,11 @@ tls.server.certPath             tls_server_cert_path                   none
 tls.server.keyPath              tls_server_key_path                    none
 tls.server.trustCertPath        tls_server_trust_cert_path             none
 tls.server.need.client.auth     tls_server_need_client_auth            none
+tls.enable (6)                  tls_enable                             false
+tls.client.trustCertPath        tls_client_trust_cert_path             none (system CAs)
+tls.client.certPath             tls_client_cert_path                   none
+tls.client.keyPath              tls_client_key_path                    none
+tls.client.authServer           tls_client_auth_server                 true (7)
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
 =============================== ====================================== ===================
@@ -74,6 +79,8 @@ siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the
 beside the store, ``<storePathRootDir>/../conf/plain_acl.yml``.
 (5) RocketMQ 5's key, JSON ``{"accessKey": "...", "secretKey": "..."}``: the account the
 broker signs its own requests to name servers with (a name server with ACL on needs it).
+(6) RocketMQ's client-side switch: the broker reaches name servers over TLS.
+(7) RocketMQ defaults to false (any server certificate is accepted); Bolide checks it.
 
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`;
 :meth:`BrokerConfig.unhonoured_keys` names them with the known keys whose value Bolide does
@@ -86,7 +93,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -98,7 +104,14 @@ from typing import Any, Protocol
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.base.fileio import atomic_write_with_backup
-from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
+from bolide.broker.config_values import (
+    lower_enum_parser,
+    parse_optional_credentials,
+    parse_optional_path,
+    render_credentials,
+    render_optional,
+)
+from bolide.remoting.tls import ClientAuth, TlsClientSettings, TlsMode, TlsServerSettings
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.config_files import MetadataFile
@@ -174,55 +187,6 @@ def _enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
             raise _bad(key, text, names) from None
 
     return parse
-
-
-def _lower_enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
-    """Enums whose values RocketMQ writes in lower case (tls.server.mode...)."""
-
-    def parse(key: str, text: str) -> Any:
-        try:
-            return kind(text.lower())
-        except ValueError:
-            names = " or ".join(member.value for member in kind)
-            raise _bad(key, text, names) from None
-
-    return parse
-
-
-def _parse_credentials(key: str, text: str) -> tuple[str, str]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("accessKey"), str)
-        or not isinstance(value.get("secretKey"), str)
-    ):
-        # never echo the text: it holds a secret
-        raise ConfigError(
-            f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
-        )
-    return value["accessKey"], value["secretKey"]
-
-
-def _render_credentials(value: object) -> str:
-    if not isinstance(value, tuple):
-        return ""
-    # GET_BROKER_CONFIG shows the settings to any signed account: never the secret.
-    return json.dumps({"accessKey": value[0], "secretKey": "******"})
-
-
-def _parse_optional_path(key: str, text: str) -> Path | None:
-    return None if not text else _parse_path(key, text)
-
-
-def _parse_optional_credentials(key: str, text: str) -> tuple[str, str] | None:
-    return None if not text else _parse_credentials(key, text)
-
-
-def _render_optional(value: object) -> str:
-    return "" if value is None else _render_plain(value)
 
 
 def _parse_addresses(key: str, text: str) -> tuple[str, ...]:
@@ -435,32 +399,46 @@ class BrokerConfig:
     )
     acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
     acl_file: Path | None = field(
-        default=None, metadata=_key("aclFile", _parse_optional_path, _render_optional)
+        default=None, metadata=_key("aclFile", parse_optional_path, render_optional)
     )
     inner_client_credentials: tuple[str, str] | None = field(
         default=None,
         metadata=_key(
             "innerClientAuthenticationCredentials",
-            _parse_optional_credentials,
-            _render_credentials,
+            parse_optional_credentials,
+            render_credentials,
         ),
     )
     tls_server_mode: TlsMode = field(
-        default=TlsMode.DISABLED, metadata=_key("tls.server.mode", _lower_enum_parser(TlsMode))
+        default=TlsMode.DISABLED, metadata=_key("tls.server.mode", lower_enum_parser(TlsMode))
     )
     tls_server_cert_path: Path | None = field(
-        default=None, metadata=_key("tls.server.certPath", _parse_optional_path, _render_optional)
+        default=None, metadata=_key("tls.server.certPath", parse_optional_path, render_optional)
     )
     tls_server_key_path: Path | None = field(
-        default=None, metadata=_key("tls.server.keyPath", _parse_optional_path, _render_optional)
+        default=None, metadata=_key("tls.server.keyPath", parse_optional_path, render_optional)
     )
     tls_server_trust_cert_path: Path | None = field(
         default=None,
-        metadata=_key("tls.server.trustCertPath", _parse_optional_path, _render_optional),
+        metadata=_key("tls.server.trustCertPath", parse_optional_path, render_optional),
     )
     tls_server_need_client_auth: ClientAuth = field(
         default=ClientAuth.NONE,
-        metadata=_key("tls.server.need.client.auth", _lower_enum_parser(ClientAuth)),
+        metadata=_key("tls.server.need.client.auth", lower_enum_parser(ClientAuth)),
+    )
+    tls_enable: bool = field(default=False, metadata=_key("tls.enable", _parse_bool))
+    tls_client_trust_cert_path: Path | None = field(
+        default=None,
+        metadata=_key("tls.client.trustCertPath", parse_optional_path, render_optional),
+    )
+    tls_client_cert_path: Path | None = field(
+        default=None, metadata=_key("tls.client.certPath", parse_optional_path, render_optional)
+    )
+    tls_client_key_path: Path | None = field(
+        default=None, metadata=_key("tls.client.keyPath", parse_optional_path, render_optional)
+    )
+    tls_client_auth_server: bool = field(
+        default=True, metadata=_key("tls.client.authServer", _parse_bool)
     )
     rebalance_lock_max_live_ms: int = field(
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
@@ -504,6 +482,18 @@ class BrokerConfig:
             key_path=self.tls_server_key_path,
             trust_cert_path=self.tls_server_trust_cert_path,
             client_auth=self.tls_server_need_client_auth,
+        )
+
+    @property
+    def tls_client(self) -> TlsClientSettings | None:
+        """TLS toward name servers (tls.enable and the tls.client.* keys), None when off."""
+        if not self.tls_enable:
+            return None
+        return TlsClientSettings(
+            trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path,
+            key_path=self.tls_client_key_path,
+            verify_server=self.tls_client_auth_server,
         )
 
     def unhonoured_keys(self) -> list[str]:
