@@ -7,6 +7,7 @@ import sys
 import typer
 
 from bolide.cli import admin_app, bench, servers
+from bolide.cli.security import hoist_security_options, security_options
 
 app = typer.Typer(
     name="bolide",
@@ -15,6 +16,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
+app.callback()(security_options)
 servers.register(app)
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
@@ -29,4 +31,4 @@ def version() -> None:
 
 
 def main() -> None:
-    sys.exit(app())
+    sys.exit(app(hoist_security_options(sys.argv[1:])))
