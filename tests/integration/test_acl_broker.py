@@ -167,6 +167,31 @@ async def test_unsigned_raw_request_is_refused(cluster: Cluster) -> None:
         await pool.close()
 
 
+async def test_huge_and_binary_ext_fields_are_refused_and_the_broker_keeps_serving(
+    cluster: Cluster,
+) -> None:
+    pool = ClientPool()
+    try:
+        address = cluster.brokers[0].address
+        cases = [
+            {"AccessKey": "k" * 2_000_000, "topic": TOPIC},  # a 2 MB access key
+            {"AccessKey": "producer1", "Signature": "\x00\xff" * 500_000, "topic": TOPIC},
+            {"AccessKey": "\x00\x01bin\xff", "topic": TOPIC},
+            {"AccessKey": "producer1", "topic": "\x00" * 1000, "Signature": "!!"},
+        ]
+        for fields in cases:
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, b"body")
+            response = await pool.invoke(address, request, 10_000)
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert (response.remark or "").startswith("org.apache.rocketmq.acl.common.AclException")
+            assert len(response.remark or "") < 300  # the bad input is not echoed back
+        assert cluster.brokers[0].context.store.max_offset(TOPIC, 0) == 0
+        async with producer_for(cluster, "producer1", "prod-secret") as producer:
+            await producer.send(Message(TOPIC, b"still serving"))
+    finally:
+        await pool.close()
+
+
 async def test_non_admin_cannot_create_delete_topics_or_reset_offsets(cluster: Cluster) -> None:
     async with AdminClient(
         cluster.namesrv_address, access_key="consumer1", secret_key="cons-secret"

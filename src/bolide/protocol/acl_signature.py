@@ -19,7 +19,6 @@ out on both ends: the Java client adds it to QUERY_MESSAGE outside the header it
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Mapping
 
@@ -48,16 +47,15 @@ _UNSIGNED_FIELDS = frozenset({SIGNATURE_FIELD, UNIQUE_KEY_QUERY_FIELD})
 def signature_content(ext_fields: Mapping[str, str], body: Body = b"") -> bytes:
     """The bytes a signature covers: the values of ``ext_fields`` sorted by key (without
     ``Signature`` and ``_UNIQUE_KEY_QUERY``), UTF-8, followed by ``body``."""
-    values = "".join(
-        value for key, value in sorted(ext_fields.items()) if key not in _UNSIGNED_FIELDS
-    )
+    # sorted keys then lookups, a list not a generator: the fastest form measured (bench/acl.py)
+    values = "".join([ext_fields[key] for key in sorted(ext_fields) if key not in _UNSIGNED_FIELDS])
     head = values.encode("utf-8", "surrogatepass")
     return head + bytes(body) if body else head
 
 
 def compute_signature(secret_key: str, content: bytes) -> str:
     """``Base64(HmacSHA1(secret_key, content))`` as an ASCII string."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
+    digest = hmac.digest(secret_key.encode("utf-8"), content, "sha1")  # OpenSSL's one-shot HMAC
     return base64.b64encode(digest).decode("ascii")
 
 
