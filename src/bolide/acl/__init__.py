@@ -25,6 +25,7 @@ from bolide.acl.store import AclFile, AclFileWatcher
 from bolide.acl.validator import ACL_EXCEPTION_PREFIX, AclDeniedError, AclValidator
 from bolide.base.clock import Clock
 from bolide.base.service import CrashHandler
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 
 __all__ = [
     "ACL_EXCEPTION_PREFIX",
@@ -52,7 +53,7 @@ def open_acl(
     path: Path,
     clock: Clock,
     *,
-    trace_topic: str = "RMQ_SYS_TRACE_TOPIC",
+    trace_topic: str = DEFAULT_TRACE_TOPIC,
     on_crash: CrashHandler | None = None,
 ) -> tuple[AclFile, AclFileWatcher]:
     """Load ``path`` (raises AclConfigError / OSError when it is missing or malformed: a

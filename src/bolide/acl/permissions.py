@@ -37,6 +37,7 @@ from bolide.protocol.bodies.heartbeat import HeartbeatData
 from bolide.protocol.bodies.values import get_str, parse_object
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
+from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, is_retry_topic, retry_topic
 
 __all__ = [
     "ADMIN_REQUEST_CODES",
@@ -50,8 +51,6 @@ __all__ = [
     "required_resources",
     "retry_topic",
 ]
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
 class Perm(enum.IntFlag):
@@ -147,11 +146,6 @@ def check_permission(needed: Perm, owned: Perm) -> bool:
     return bool(needed & owned)
 
 
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``: the resource a group's permission is kept under."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
 def required_resources(request: RemotingCommand) -> dict[str, Perm]:
     """Resource -> permission ``request`` needs (empty: the signature suffices).
 
@@ -200,7 +194,7 @@ def _field(fields: Mapping[str, str], name: str, code: int) -> str:
 
 
 def _send(needed: dict[str, Perm], topic: str) -> None:
-    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+    if is_retry_topic(topic):
         needed[topic] = Perm.SUB
     else:
         needed[topic] = Perm.PUB

@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from bolide.acl.addresses import AclConfigError, AddressPattern, compile_address_pattern
-from bolide.acl.permissions import RETRY_GROUP_TOPIC_PREFIX, Perm, format_perm, parse_perm
+from bolide.acl.permissions import Perm, format_perm, parse_perm
 from bolide.base import limits
+from bolide.protocol.system_topics import group_of_retry_topic, is_retry_topic
 
 __all__ = [
     "AclAccount",
@@ -79,7 +80,7 @@ class AclAccount:
     def owned_perm(self, resource: str, *, is_group: bool) -> Perm:
         """The permission on ``resource`` (a topic, or a group's retry topic)."""
         if is_group:
-            group = resource.removeprefix(RETRY_GROUP_TOPIC_PREFIX)
+            group = group_of_retry_topic(resource) or resource
             return self.group_perms.get(group, self.default_group_perm)
         return self.topic_perms.get(resource, self.default_topic_perm)
 
@@ -247,4 +248,4 @@ def _kind(value: object) -> str:
 
 def resource_is_group(resource: str) -> bool:
     """Whether ``resource`` names a group (its retry topic) rather than a topic."""
-    return resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    return is_retry_topic(resource)

@@ -46,6 +46,7 @@ from bolide.protocol.acl_signature import (
 )
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC, group_of_retry_topic
 
 __all__ = [
     "ACL_EXCEPTION_PREFIX",
@@ -94,7 +95,7 @@ class AclValidator:
     own admin codes to :meth:`check`.
     """
 
-    def __init__(self, rules: AclRules, *, trace_topic: str = "RMQ_SYS_TRACE_TOPIC") -> None:
+    def __init__(self, rules: AclRules, *, trace_topic: str = DEFAULT_TRACE_TOPIC) -> None:
         self._rules = rules
         self._trace_topic = trace_topic
         self._inner_accounts: dict[str, AclAccount] = {}
@@ -265,7 +266,8 @@ class AclValidator:
             is_group = resource_is_group(resource)
             if check_permission(perm, account.owned_perm(resource, is_group=is_group)):
                 continue
-            kind, name = ("group", resource[len("%RETRY%") :]) if is_group else ("topic", resource)
+            group = group_of_retry_topic(resource) if is_group else None
+            kind, name = ("group", group) if group is not None else ("topic", resource)
             wanted = "SUB" if perm & Perm.SUB else "PUB" if perm & Perm.PUB else "any"
             raise AclDeniedError(
                 f"No {wanted} permission for {kind}={name},"

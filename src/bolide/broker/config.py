@@ -63,6 +63,9 @@ tls.client.keyPath              tls_client_key_path                    none
 tls.client.authServer           tls_client_auth_server                 true (7)
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
+haListenPort                    ha_listen_port                         listenPort + 1
+haMasterAddress                 ha_master_address                      "" (from name server)
+slaveReadEnable                 slave_read_enable                      false
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
@@ -140,10 +143,16 @@ _DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
 
 
 class BrokerRole(enum.Enum):
-    """RocketMQ's brokerRole. Bolide runs masters only (no replication), so SLAVE is refused."""
+    """RocketMQ's brokerRole (docs/replication.md): a SYNC_MASTER answers a send once a slave
+    has it, an ASYNC_MASTER at once; a SLAVE copies its master and refuses sends."""
 
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
 
 
 # --- value parsers: (key, text) -> value, ConfigError naming both on failure -----------------
@@ -156,6 +165,11 @@ def _bad(key: str, text: str, expected: str) -> ConfigError:
 def _parse_str(key: str, text: str) -> str:
     if not text:
         raise _bad(key, text, "a non-empty string")
+    return text
+
+
+def _parse_any_str(key: str, text: str) -> str:
+    """A string that may be empty (an optional address)."""
     return text
 
 
@@ -444,6 +458,10 @@ class BrokerConfig:
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
         metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
     )
+    ha_listen_port: int = field(default=-1, metadata=_key("haListenPort", _parse_int))
+    """-1 (the default): listenPort + 1, as Java's BrokerStartup sets it; 0 picks a free port."""
+    ha_master_address: str = field(default="", metadata=_key("haMasterAddress", _parse_any_str))
+    slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", _parse_bool))
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
     given_keys: frozenset[str] = field(default=frozenset(), compare=False)
@@ -465,6 +483,13 @@ class BrokerConfig:
             raise _bad("messageDelayLevel", "", "at least one delay level")
         if not self.delete_when_hours:
             raise _bad("deleteWhen", "", "at least one hour of the day")
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0:
+            raise _bad("brokerId", str(self.broker_id), "an id >= 1 on a SLAVE (0 is the master)")
+
+    @property
+    def effective_ha_listen_port(self) -> int:
+        """haListenPort, or listenPort + 1 when it is not set."""
+        return self.listen_port + 1 if self.ha_listen_port < 0 else self.ha_listen_port
 
     @property
     def acl_file_path(self) -> Path:
@@ -626,6 +651,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
     ("short_polling_time_ms", 0, _JAVA_INT_MAX),
     ("rebalance_lock_max_live_ms", 1, _JAVA_INT_MAX),
+    ("ha_listen_port", -1, 65_535),
 )
 
 

@@ -22,8 +22,8 @@ from bolide.cli.common import (
     admin_session,
     report_brokers,
 )
-from bolide.client import admin_acl
 from bolide.client.admin import AdminClient
+from bolide.client.admin import acl as admin_acl
 from bolide.protocol.headers.acl import AclInfoResponseHeader
 
 __all__ = ["register"]

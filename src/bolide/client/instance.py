@@ -41,13 +41,12 @@ from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import (
     BolideError,
     ConfigError,
-    ConnectionClosedError,
     InvariantViolationError,
     NameServerUnavailableError,
     NoRouteError,
     RemoteError,
-    RequestTimeoutError,
     TopicNotFoundError,
+    TransportError,
     invariant,
 )
 from bolide.base.service import Service
@@ -323,7 +322,7 @@ class ClientInstance:
                 break
             try:
                 result = await action(addresses[index], remaining_ms)
-            except (ConnectionClosedError, RequestTimeoutError) as error:
+            except TransportError as error:
                 failures.append(f"{addresses[index]}: {error}")
                 last_error = error
                 continue

@@ -214,7 +214,8 @@ class Producer(ClientFacade[AsyncProducer]):
 
     Same options, errors and behaviour as :class:`bolide.aio.Producer` (see
     :class:`bolide.client.producer.producer.Producer`); each call blocks until the async core
-    is done. ``send_async`` returns a :class:`concurrent.futures.Future` instead.
+    is done. ``send_async`` returns a :class:`concurrent.futures.Future` instead; sends made
+    with ``send_async`` (or from several threads) batch naturally under ``auto_batch``.
     ``with Producer(...) as producer:`` starts and shuts it down.
     """
 
@@ -234,6 +235,7 @@ class Producer(ClientFacade[AsyncProducer]):
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
+        auto_batch: bool = True,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -249,6 +251,7 @@ class Producer(ClientFacade[AsyncProducer]):
             access_key=access_key,
             secret_key=secret_key,
             tls=tls,
+            auto_batch=auto_batch,
         )
         super().__init__(core, f"bolide-producer-{group}")
 

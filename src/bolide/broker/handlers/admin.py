@@ -100,4 +100,6 @@ class AdminHandlers:
                 "longPollingParkedPulls": str(context.long_polling.count),
             }
         )
+        if context.replication is not None:
+            table.update(context.replication.runtime_info())
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

@@ -1,7 +1,8 @@
 """ACL administration over the wire (RocketMQ 4.x codes 50-54), on brokers of a cluster.
 
-Functions over a started :class:`~bolide.client.admin.AdminClient` (its connections, timeout
-and credentials: the broker asks for an admin account). Changes go to every master of the
+Functions over a started admin session (an :class:`~bolide.client.admin.AdminClient`: its
+connections, timeout and credentials; the broker asks for an admin account). They sit beside
+:mod:`.operations` in the package's layers. Changes go to every master of the
 cluster (or the brokers named), as ``mqadmin updateAclConfig -c`` does; each broker writes its
 own accounts file.
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from bolide.base.errors import ProtocolError
+from bolide.client.admin.session import AdminSession
 from bolide.client.rpc.call import call
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -24,9 +26,6 @@ from bolide.protocol.headers.acl import (
     DeleteAccessConfigRequestHeader,
     UpdateGlobalWhiteAddrsRequestHeader,
 )
-
-if TYPE_CHECKING:
-    from bolide.client.admin import AdminClient
 
 __all__ = [
     "AclAccountUpdate",
@@ -76,7 +75,7 @@ class BrokerAclConfig:
 
 
 async def _targets(
-    admin: AdminClient, cluster: str | None, brokers: Iterable[str]
+    admin: AdminSession, cluster: str | None, brokers: Iterable[str]
 ) -> dict[str, str]:
     chosen = list(brokers)
     if chosen:
@@ -84,7 +83,9 @@ async def _targets(
     return await admin.master_addresses(cluster=cluster)
 
 
-async def _each(admin: AdminClient, targets: dict[str, str], request: RemotingCommand) -> list[str]:
+async def _each(
+    admin: AdminSession, targets: dict[str, str], request: RemotingCommand
+) -> list[str]:
     """Send a copy of ``request`` to every target; the names of the brokers, sorted.
     Raises RemoteError (the first refusal) or transport errors."""
     for name in sorted(targets):
@@ -94,7 +95,7 @@ async def _each(admin: AdminClient, targets: dict[str, str], request: RemotingCo
 
 
 async def update_acl_account(
-    admin: AdminClient,
+    admin: AdminSession,
     update: AclAccountUpdate,
     *,
     cluster: str | None = None,
@@ -108,7 +109,7 @@ async def update_acl_account(
 
 
 async def delete_acl_account(
-    admin: AdminClient, access_key: str, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    admin: AdminSession, access_key: str, *, cluster: str | None = None, brokers: Iterable[str] = ()
 ) -> list[str]:
     """DELETE_ACL_CONFIG on each target broker; returns the broker names."""
     header = DeleteAccessConfigRequestHeader(access_key)
@@ -117,7 +118,7 @@ async def delete_acl_account(
 
 
 async def update_global_white_addresses(
-    admin: AdminClient,
+    admin: AdminSession,
     patterns: Sequence[str],
     *,
     cluster: str | None = None,
@@ -132,7 +133,7 @@ async def update_global_white_addresses(
 
 
 async def acl_info(
-    admin: AdminClient, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    admin: AdminSession, *, cluster: str | None = None, brokers: Iterable[str] = ()
 ) -> dict[str, AclInfoResponseHeader]:
     """GET_BROKER_CLUSTER_ACL_INFO of each target broker: broker name -> data version."""
     found: dict[str, AclInfoResponseHeader] = {}
@@ -144,7 +145,7 @@ async def acl_info(
 
 
 async def acl_config(
-    admin: AdminClient, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    admin: AdminSession, *, cluster: str | None = None, brokers: Iterable[str] = ()
 ) -> dict[str, BrokerAclConfig]:
     """GET_BROKER_CLUSTER_ACL_CONFIG of each target broker. Raises ProtocolError for a body
     that is not the expected JSON."""
