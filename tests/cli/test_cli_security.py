@@ -139,3 +139,26 @@ def test_acl_commands_manage_accounts(secured: Secured) -> None:
                         "--secret-key", "user-secret", namesrv=secured.namesrv)  # fmt: skip
     assert denied.code == 1
     assert "is not admin" in denied.stderr
+
+
+def test_name_server_refuses_to_start_without_a_working_acl_file(tmp_path: Path) -> None:
+    missing = run_bolide("namesrv", "--port", "0", "--data-dir", str(tmp_path),
+                         "--acl-file", str(tmp_path / "none.yml"), namesrv=None)  # fmt: skip
+    assert missing.code == 1
+    assert "name server ACL file cannot be used" in missing.stderr
+    bad_mode = run_bolide("namesrv", "--port", "0", "--data-dir", str(tmp_path),
+                          "--tls-mode", "strict", namesrv=None)  # fmt: skip
+    assert bad_mode.code == 2
+    no_cert = run_bolide("namesrv", "--port", "0", "--data-dir", str(tmp_path),
+                         "--tls-mode", "enforcing", namesrv=None)  # fmt: skip
+    assert no_cert.code == 1
+    assert "needs tls.server.certPath" in no_cert.stderr
+
+
+def test_broker_refuses_to_start_with_acl_on_and_no_accounts_file(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"aclEnable=true\naclFile={tmp_path / 'absent.yml'}\n")
+    result = run_bolide("broker", "-c", str(conf), "--port", "0", "--data-dir",
+                        str(tmp_path / "data"), namesrv=None)  # fmt: skip
+    assert result.code == 1
+    assert "aclEnable=true but the ACL file cannot be used" in result.stderr

@@ -3,6 +3,7 @@ certificates, and the errors for unusable files."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -96,6 +97,27 @@ async def test_permissive_serves_both_on_one_port(
         assert await _ask(pools["plain"], server.address) == ""
         assert await _ask(pools["tls"], server.address) == "tls"
         assert len(server.connections) == 2
+    finally:
+        await server.stop()
+
+
+async def test_permissive_drops_a_peer_that_closes_before_sending(
+    certs: CertificateFiles, pools: dict[str, ClientPool]
+) -> None:
+    server = await _server(_settings(certs, TlsMode.PERMISSIVE))
+    try:
+        host, port = server.address.rsplit(":", 1)
+        for _ in range(3):
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.close()
+            await writer.wait_closed()
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"\x00\x00\x00\x05junk!")  # not a frame anyone can read
+        await writer.drain()
+        assert await _ask(pools["plain"], server.address) == ""  # still serving
+        assert await _ask(pools["tls"], server.address) == "tls"
+        writer.close()
+        await writer.wait_closed()
     finally:
         await server.stop()
 

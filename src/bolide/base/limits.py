@@ -450,6 +450,9 @@ TLS_HANDSHAKE_TIMEOUT_MS = 10_000
 """A TLS handshake (either side) that takes longer fails."""
 LISTEN_BACKLOG_COUNT = 100
 """Pending connections the permissive TLS listener lets the kernel queue (asyncio's default)."""
+ACCEPT_ERROR_BACKOFF_MS = 100
+"""After a failed accept (out of file descriptors...) the permissive listener waits this long
+before the next, instead of spinning on the same error."""
 # --- master/slave replication (RocketMQ 4.x HA; round2-facts.md §4) ---------------------------
 
 HA_TRANSFER_BATCH_BYTES = 32 * KIB

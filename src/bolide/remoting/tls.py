@@ -211,7 +211,7 @@ class PermissiveTlsServer:
                 peer, _ = await loop.sock_accept(self._socket)
             except OSError as error:
                 _log.warning("accept failed: %s", error)
-                await asyncio.sleep(0)
+                await asyncio.sleep(limits.ACCEPT_ERROR_BACKOFF_MS / 1000)
                 continue
             task = loop.create_task(self._serve(peer))
             self._tasks.add(task)
