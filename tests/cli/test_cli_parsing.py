@@ -84,3 +84,17 @@ def test_exit_codes() -> None:
     assert exit_code_of(NameServerUnavailableError("n")) == ExitCode.UNREACHABLE
     assert exit_code_of(RequestTimeoutError("slow")) == ExitCode.UNREACHABLE
     assert exit_code_of(RemoteError(1, "refused")) == ExitCode.FAILED
+
+
+def test_security_options_are_hoisted_from_anywhere() -> None:
+    from bolide.cli.security import hoist_security_options
+
+    assert hoist_security_options(
+        ["topic", "list", "--access-key", "K", "--json", "--tls", "--secret-key=S", "--", "--tls"]
+    ) == ["--access-key", "K", "--tls", "--secret-key=S", "topic", "list", "--json", "--", "--tls"]
+    # a trailing option without its value is left for the parser to report
+    assert hoist_security_options(["topic", "list", "--access-key"]) == [
+        "topic",
+        "list",
+        "--access-key",
+    ]

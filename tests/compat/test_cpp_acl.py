@@ -138,6 +138,7 @@ def push_consumers() -> Iterator[list[Any]]:
         destroy_push_consumer(consumer)
 
 
+@pytest.mark.slow  # the C++ consumer rebalances on its own 10-20 s timer
 async def test_consumer_with_right_secret_consumes_and_denied_group_is_refused(
     acl_cluster: Cluster, producers: Producers, push_consumers: list[Any]
 ) -> None:

@@ -16,6 +16,7 @@ from bolide.base.errors import ConfigError, RemoteError
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig
 from bolide.client.admin import AdminClient
+from bolide.client.admin import acl as admin_acl
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.producer.producer import Producer
@@ -44,6 +45,7 @@ accounts:
     secretKey: admin-secret
     admin: true
 """
+SECRET = "long-enough-secret"
 DEADLINE_S = 20.0
 """Guard on waiting for a condition: fails a hung test, never a measurement."""
 
@@ -58,6 +60,10 @@ async def eventually(condition: Callable[[], bool]) -> None:
 
 def write(path: Path, text: str) -> None:
     path.write_text(text)
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes()
 
 
 async def raises_remote(call: Awaitable[object]) -> RemoteError:
@@ -268,3 +274,40 @@ async def test_unknown_and_unhonoured_keys_are_named_in_one_warning(
     assert warnings[0].endswith(
         "brokerClusterNmae, notifyConsumerIdsChangedEnable, sendMessageThreadPoolNums"
     )
+
+
+async def test_acl_admin_requests_change_the_file_and_refuse_bad_input(
+    cluster: Cluster, acl_file: Path
+) -> None:
+    async with AdminClient(
+        cluster.namesrv_address, access_key="admin001", secret_key="admin-secret"
+    ) as admin:
+        update = admin_acl.AclAccountUpdate(
+            "newUser01", secret_key="new-secret", default_topic_perm="PUB",
+            topic_perms=["Hidden=DENY"],
+        )  # fmt: skip
+        assert await admin_acl.update_acl_account(admin, update) == ["broker-a"]
+        config = (await admin_acl.acl_config(admin))["broker-a"]
+        assert {a["accessKey"] for a in config.accounts} >= {"producer1", "newUser01"}
+        info = (await admin_acl.acl_info(admin))["broker-a"]
+        assert '"counter":1' in info.version
+        async with producer_for(cluster, "newUser01", "new-secret") as producer:
+            await producer.send(Message(TOPIC, b"by the new account"))
+        before = read(acl_file)
+        for bad in (
+            admin_acl.AclAccountUpdate("newUser02", secret_key="short"),
+            admin_acl.AclAccountUpdate("newUser02"),  # a new account without a secret
+            admin_acl.AclAccountUpdate("newUser02", secret_key=SECRET, default_topic_perm="X"),
+            admin_acl.AclAccountUpdate("newUser02", secret_key=SECRET, topic_perms=["x"]),
+        ):  # fmt: skip
+            error = await raises_remote(admin_acl.update_acl_account(admin, bad))
+            assert error.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+        error = await raises_remote(admin_acl.delete_acl_account(admin, "nobody99"))
+        assert error.code == ResponseCode.DELETE_ACL_CONFIG_FAILED
+        error = await raises_remote(admin_acl.update_global_white_addresses(admin, ["1.2.3"]))
+        assert error.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+        assert read(acl_file) == before  # nothing written
+        assert await admin_acl.delete_acl_account(admin, "newUser01") == ["broker-a"]
+        async with producer_for(cluster, "newUser01", "new-secret") as producer:
+            error = await raises_remote(producer.send(Message(TOPIC, b"gone")))
+        assert "No acl config for newUser01" in str(error)
