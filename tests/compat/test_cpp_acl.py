@@ -83,9 +83,9 @@ async def producers(acl_cluster: Cluster) -> AsyncIterator[Producers]:
 
 
 def _validator(cluster: Cluster) -> Any:
-    acl_file = cluster.broker("broker-a")._security.acl_file
-    assert acl_file is not None
-    return acl_file.validator
+    validator = cluster.broker("broker-a").acl
+    assert validator is not None
+    return validator
 
 
 async def _refused(

@@ -21,7 +21,7 @@ without anyone noticing. Unknown keys are refused for the same reason.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +38,7 @@ __all__ = [
     "AclRules",
     "account_to_document",
     "load_yaml_document",
+    "merge_rules",
     "parse_account",
     "parse_rules",
     "resource_is_group",
@@ -93,6 +94,40 @@ class AclRules:
     accounts: Mapping[str, AclAccount] = field(default_factory=lambda: MappingProxyType({}))
     data_version_counter: int = 0
     data_version_timestamp_ms: int = 0
+    """The data version of the main file (``aclFile``)."""
+    sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Access key -> the file that defines it (filled by :func:`merge_rules`)."""
+    file_versions: Mapping[str, tuple[int, int]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """File -> (counter, timestamp ms) of its dataVersion."""
+
+
+def merge_rules(parts: Sequence[tuple[str, AclRules]]) -> AclRules:
+    """One set of rules from several files (the main file first): white lists joined,
+    accounts joined. An access key defined in two files is refused (RocketMQ keeps the first
+    and logs a warning; which one applies should not depend on file order). Raises
+    :class:`AclConfigError`."""
+    white: list[AddressPattern] = []
+    accounts: dict[str, AclAccount] = {}
+    sources: dict[str, str] = {}
+    versions: dict[str, tuple[int, int]] = {}
+    for source, rules in parts:
+        white += rules.global_white_addresses
+        for key, account in rules.accounts.items():
+            if key in accounts:
+                raise AclConfigError(f"accessKey {key!r} is defined in {sources[key]} and {source}")
+            accounts[key], sources[key] = account, source
+        versions[source] = (rules.data_version_counter, rules.data_version_timestamp_ms)
+    main = parts[0][1] if parts else AclRules()
+    return AclRules(
+        tuple(white),
+        MappingProxyType(accounts),
+        main.data_version_counter,
+        main.data_version_timestamp_ms,
+        MappingProxyType(sources),
+        MappingProxyType(versions),
+    )
 
 
 def load_yaml_document(text: str, source: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import logging
 import random
 from collections.abc import Awaitable
 
+from bolide.acl import AclValidator
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
@@ -159,6 +160,13 @@ class Broker:
         invariant(self._registration is not None, "registration read before start()")
         assert self._registration is not None  # for mypy
         return self._registration
+
+    @property
+    def acl(self) -> AclValidator | None:
+        """The accounts in force (aclEnable=true, after :meth:`start`), else None: what the
+        broker's other front ends (dashboard, metrics, proxy) check credentials against."""
+        acl_file = self._security.acl_file
+        return None if acl_file is None else acl_file.validator
 
     @property
     def port(self) -> int:

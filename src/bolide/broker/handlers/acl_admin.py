@@ -6,8 +6,10 @@ with ``aclEnable=false`` each answers its FAILED code (or SYSTEM_ERROR) saying s
 * UPDATE_AND_CREATE_ACL_CONFIG (50) -> SUCCESS, or UPDATE_AND_CREATE_ACL_CONFIG_FAILED (209)
   with the reason (a bad permission, a short key, an unknown address pattern...).
 * DELETE_ACL_CONFIG (51) -> SUCCESS, or DELETE_ACL_CONFIG_FAILED (210): no such account.
-* UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53) -> SUCCESS or UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED.
-* GET_BROKER_CLUSTER_ACL_INFO (52) -> the data version and the broker's identity (header).
+* UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53) -> SUCCESS or UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED;
+  ``aclFileFullPath`` chooses one of the accounts files (empty: the main one).
+* GET_BROKER_CLUSTER_ACL_INFO (52) -> the main file's data version, every file's
+  (``allAclFileVersion``), and the broker's identity (header).
 * GET_BROKER_CLUSTER_ACL_CONFIG (54) -> every account (secret keys included, as RocketMQ: an
   admin request) and the global white list, as JSON.
 
@@ -121,7 +123,9 @@ class AclAdminHandlers:
         try:
             async with self._lock:
                 patterns = await asyncio.to_thread(
-                    acl_file.update_global_white_addresses, _split(header.global_white_addrs) or []
+                    acl_file.update_global_white_addresses,
+                    _split(header.global_white_addrs) or [],
+                    header.acl_file_full_path,
                 )
         except (AclConfigError, OSError) as error:
             return request.make_response(failed, str(error))
@@ -142,7 +146,12 @@ class AclAdminHandlers:
             broker_name=config.broker_name,
             broker_addr=config.broker_address,
             cluster_name=config.broker_cluster_name,
-            all_acl_file_version=orjson.dumps({str(acl_file.path): orjson.loads(version)}).decode(),
+            all_acl_file_version=orjson.dumps(
+                {
+                    path: {"counter": counter, "timestamp": timestamp_ms}
+                    for path, (counter, timestamp_ms) in rules.file_versions.items()
+                }
+            ).decode(),
         )
         return request.make_response(ResponseCode.SUCCESS, ext_fields=header.to_ext_fields())
 

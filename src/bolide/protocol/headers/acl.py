@@ -7,7 +7,7 @@
   file's data version as JSON), ``allAclFileVersion``, ``brokerName``, ``brokerAddr``,
   ``clusterName``.
 * UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): ``globalWhiteAddrs`` (comma-separated patterns) and
-  ``aclFileFullPath`` (Bolide has one accounts file and ignores it when empty).
+  ``aclFileFullPath`` (which accounts file; empty: the main one).
 * GET_BROKER_CLUSTER_ACL_CONFIG (54): no header; the body is
   ``{"globalWhiteAddrs": [...], "plainAccessConfigs": [...]}``.
 """
