@@ -105,3 +105,10 @@ def test_malformed_files_are_refused_with_the_reason(text: str, message: str) ->
 def test_binary_file_is_refused() -> None:
     with pytest.raises(AclConfigError):
         parse("\x00\x01\x02: \x03")
+
+
+def test_a_yaml_error_does_not_show_the_line_it_is_on() -> None:
+    with pytest.raises(AclConfigError) as caught:
+        parse('accounts:\n  - accessKey: RocketMQ\n    secretKey: "topSecret99\n')
+    assert "at line 4, column 1" in str(caught.value)
+    assert "topSecret99" not in str(caught.value)

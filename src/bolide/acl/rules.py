@@ -141,12 +141,21 @@ def load_yaml_document(text: str, source: str) -> dict[str, Any]:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise AclConfigError(f"{source}: not valid YAML: {error}") from error
+        raise AclConfigError(f"{source}: not valid YAML: {_yaml_problem(error)}") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
         raise AclConfigError(f"{source}: expected a mapping at the top, got {_kind(document)}")
     return document
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """What is wrong and where, without PyYAML's snippet of the line (it may hold a secret)."""
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        return f"{error.problem or error.context or 'malformed'}{where}"
+    return type(error).__name__
 
 
 def parse_rules(document: Mapping[str, Any], source: str) -> AclRules:
