@@ -6,6 +6,7 @@ refuses to start; unknown broker.conf keys named in one warning."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -154,14 +155,21 @@ async def test_denied_group_cannot_consume(cluster: Cluster) -> None:
 
 async def test_unsigned_raw_request_is_refused(cluster: Cluster) -> None:
     pool = ClientPool()
+    broker = cluster.brokers[0]
+    listeners = [broker.address]
+    if broker.vip_server is not None:  # listenPort - 2 was free: the VIP channel is checked too
+        listeners.append(f"127.0.0.1:{broker.vip_server.port}")
     try:
-        for code, fields in (
-            (RequestCode.SEND_MESSAGE, {"topic": TOPIC, "producerGroup": "p"}),
-            (RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "Evil"}),
-            (9999, {}),  # an unknown code is refused before anything else
+        for (code, fields), address in itertools.product(
+            (
+                (RequestCode.SEND_MESSAGE, {"topic": TOPIC, "producerGroup": "p"}),
+                (RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "Evil"}),
+                (9999, {}),  # an unknown code is refused before anything else
+            ),
+            listeners,
         ):
             request = RemotingCommand.request(code, fields, b"raw")
-            response = await pool.invoke(cluster.brokers[0].address, request, 5_000)
+            response = await pool.invoke(address, request, 5_000)
             assert response.code == ResponseCode.SYSTEM_ERROR
             assert response.remark == (
                 "org.apache.rocketmq.acl.common.AclException: No accessKey is configured"

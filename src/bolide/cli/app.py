@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bolide.cli import admin_app, bench, servers
+from bolide.cli import admin_app, bench, servers, transaction
 from bolide.cli.security import hoist_security_options, security_options
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app.callback()(security_options)
 servers.register(app)
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
+transaction.register(app)
 
 
 @app.command()

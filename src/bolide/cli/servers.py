@@ -72,6 +72,14 @@ ConfigOption = Annotated[
     Path | None, typer.Option("-c", "--config", help="RocketMQ broker.conf to read.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the ready line as JSON.")]
+NoVipOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-vip",
+        help="Do not open the VIP channel (port - 2, clients up to RocketMQ 4.4.0 use it). "
+        "broker.conf: vipChannelEnabled=false.",
+    ),
+]
 
 
 def standalone(
@@ -87,9 +95,11 @@ def standalone(
     flush: FlushOption = None,
     config: ConfigOption = None,
     json_output: JsonOption = False,
+    no_vip: NoVipOption = False,
 ) -> None:
     """Run a name server and a broker in one process."""
-    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, {})
+    flags = {"vipChannelEnabled": "false"} if no_vip else {}
+    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
@@ -173,9 +183,12 @@ def broker(
     ] = None,
     flush: FlushOption = None,
     json_output: JsonOption = False,
+    no_vip: NoVipOption = False,
 ) -> None:
     """Run a broker that registers with the given name servers."""
     flags = {} if name is None else {"brokerName": name}
+    if no_vip:
+        flags["vipChannelEnabled"] = "false"
     if namesrv_addresses is not None:
         flags["namesrvAddr"] = namesrv_addresses
     broker_config, directory = _broker_config(config, data_dir, host, port, flush, flags)
