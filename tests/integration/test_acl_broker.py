@@ -21,6 +21,7 @@ from bolide.client.admin import acl as admin_acl
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.producer.producer import Producer
+from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import Message, MessageExt
@@ -319,3 +320,23 @@ async def test_acl_admin_requests_change_the_file_and_refuse_bad_input(
         async with producer_for(cluster, "newUser01", "new-secret") as producer:
             error = await raises_remote(producer.send(Message(TOPIC, b"gone")))
         assert "No acl config for newUser01" in str(error)
+
+
+async def test_transaction_producer_signs_its_half_and_its_end(cluster: Cluster) -> None:
+    async def never_asked(message: MessageExt) -> LocalTransactionState:
+        raise AssertionError("no check-back expected")
+
+    async with TransactionProducer(
+        "acl-tx-producers",
+        namesrv=cluster.namesrv_address,
+        checker=never_asked,
+        access_key="producer1",
+        secret_key="prod-secret",
+    ) as producer:
+        result = await producer.send_in_transaction(
+            Message(TOPIC, b"committed"), lambda message, arg: LocalTransactionState.COMMIT_MESSAGE
+        )
+        assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    store = cluster.brokers[0].context.store
+    # END_TRANSACTION is oneway: wait until the committed message lands in the topic
+    await eventually(lambda: sum(store.max_offset(TOPIC, queue) for queue in (0, 1)) == 1)
