@@ -18,6 +18,7 @@ from bolide.broker.config import (
     parse_delay_levels,
     read_broker_conf,
 )
+from bolide.broker.security import acl_file_path, tls_server_settings, unhonoured_keys
 from bolide.store.config_files import MetadataFile
 
 # The shape of RocketMQ's distributed conf/broker.conf, with the noise real files carry.
@@ -147,7 +148,7 @@ def test_unknown_keys_are_kept_and_named_as_unhonoured() -> None:
     )
     assert config.extra_properties == {"sendMessageThreadPoolNums": "16"}
     # the broker logs these in one warning when it starts (tests/integration/test_acl_broker.py)
-    assert config.unhonoured_keys() == [
+    assert unhonoured_keys(config) == [
         "notifyConsumerIdsChangedEnable",
         "sendMessageThreadPoolNums",
     ]
@@ -164,9 +165,11 @@ def test_acl_and_tls_keys() -> None:
          "innerClientAuthenticationCredentials": CREDENTIALS,
          "storePathRootDir": "/data/store"}
     )  # fmt: skip
-    assert config.acl_file_path == Path("/data/conf/plain_acl.yml")
-    assert config.tls_server.mode.value == "permissive"
-    assert config.tls_server.client_auth.value == "require"
+    assert acl_file_path(config) == Path("/data/conf/plain_acl.yml")
+    tls = tls_server_settings(config)
+    assert tls is not None and tls.mode.value == "permissive"
+    assert tls.client_auth.value == "require"
+    assert tls_server_settings(BrokerConfig()) is None
     assert config.inner_client_credentials == ("broker01", "s3cret-1")
     properties = config.to_properties()
     assert "s3cret-1" not in properties["innerClientAuthenticationCredentials"]

@@ -55,7 +55,13 @@ from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
 from bolide.broker.retry import SendBackService
 from bolide.broker.schedule import DelayLevels, ScheduleMessageService
-from bolide.broker.security import BrokerSecurity, inner_request_signer, warn_unhonoured_keys
+from bolide.broker.security import (
+    BrokerSecurity,
+    inner_request_signer,
+    tls_client_settings,
+    tls_server_settings,
+    warn_unhonoured_keys,
+)
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
@@ -136,14 +142,16 @@ class Broker:
             host,
             config.listen_port,
             on_connection_close=self._connection_closed,
-            tls=config.tls_server if config.tls_server.enabled else None,
+            tls=tls_server_settings(config),
         )
         self._host = host
         self._any_port = config.listen_port == 0
         self.vip_server: RemotingServer | None = None
         """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
         self._pool = ClientPool(
-            clock=self._clock, request_hook=inner_request_signer(config), tls=config.tls_client
+            clock=self._clock,
+            request_hook=inner_request_signer(config),
+            tls=tls_client_settings(config),
         )
         self._security = BrokerSecurity(config, self._clock, self._service_crashed)
         self._context: BrokerContext | None = None
@@ -238,7 +246,7 @@ class Broker:
             self._host,
             vip_port,
             on_connection_close=self._connection_closed,
-            tls=config.tls_server if config.tls_server.enabled else None,
+            tls=tls_server_settings(config),
         )
         try:
             await server.start()

@@ -99,10 +99,10 @@ broker signs its own requests to name servers with (a name server with ACL on ne
 (6) RocketMQ's client-side switch: the broker reaches name servers over TLS.
 (7) RocketMQ defaults to false (any server certificate is accepted); Bolide checks it.
 
-Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`;
-:meth:`BrokerConfig.unhonoured_keys` names them with the known keys whose value Bolide does
-not act on, and the broker logs them in one warning when it starts, as a typo in a key (or a
-setting carried over from a Java broker) would otherwise silently leave a default in force.
+Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
+names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
+(:mod:`bolide.broker.security`), as a typo in a key or a setting carried over from a Java
+broker would otherwise silently leave a default in force.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ from bolide.broker.config_values import (
     render_credentials,
     render_optional,
 )
-from bolide.remoting.tls import ClientAuth, TlsClientSettings, TlsMode, TlsServerSettings
+from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.config_files import MetadataFile
@@ -536,43 +536,6 @@ class BrokerConfig:
     def effective_ha_listen_port(self) -> int:
         """haListenPort, or listenPort + 1 when it is not set."""
         return self.listen_port + 1 if self.ha_listen_port < 0 else self.ha_listen_port
-
-    @property
-    def acl_file_path(self) -> Path:
-        """aclFile, or ``<storePathRootDir>/../conf/plain_acl.yml`` (``<data-dir>/conf/...``)."""
-        if self.acl_file is not None:
-            return self.acl_file
-        return self.store_path_root_dir.parent / "conf" / "plain_acl.yml"
-
-    @property
-    def tls_server(self) -> TlsServerSettings:
-        """The listeners' TLS settings from the tls.server.* keys."""
-        return TlsServerSettings(
-            mode=self.tls_server_mode,
-            cert_path=self.tls_server_cert_path,
-            key_path=self.tls_server_key_path,
-            trust_cert_path=self.tls_server_trust_cert_path,
-            client_auth=self.tls_server_need_client_auth,
-        )
-
-    @property
-    def tls_client(self) -> TlsClientSettings | None:
-        """TLS toward name servers (tls.enable and the tls.client.* keys), None when off."""
-        if not self.tls_enable:
-            return None
-        return TlsClientSettings(
-            trust_cert_path=self.tls_client_trust_cert_path,
-            cert_path=self.tls_client_cert_path,
-            key_path=self.tls_client_key_path,
-            verify_server=self.tls_client_auth_server,
-        )
-
-    def unhonoured_keys(self) -> list[str]:
-        """Keys set that Bolide does not act on: unknown ones, and known ones listed in
-        :data:`NOT_HONOURED_KEYS` (sorted)."""
-        ignored = set(self.extra_properties)
-        ignored.update(key for key in self.given_keys if key in NOT_HONOURED_KEYS)
-        return sorted(ignored)
 
     @property
     def broker_address(self) -> str:

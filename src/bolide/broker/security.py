@@ -10,25 +10,75 @@ the broker's dispatcher (the VIP channel too), so one request check covers them 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from bolide.acl import AclConfigError, AclFile, AclFileWatcher, acl_request_check, open_acl
 from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError
 from bolide.base.service import CrashHandler
-from bolide.broker.config import BrokerConfig
+from bolide.broker.config import NOT_HONOURED_KEYS, BrokerConfig
 from bolide.protocol.acl_signature import sign_request
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Dispatcher
 from bolide.remoting.client_pool import RequestHook
+from bolide.remoting.tls import TlsClientSettings, TlsMode, TlsServerSettings
 
-__all__ = ["BrokerSecurity", "inner_request_signer", "warn_unhonoured_keys"]
+__all__ = [
+    "BrokerSecurity",
+    "acl_file_path",
+    "inner_request_signer",
+    "tls_client_settings",
+    "tls_server_settings",
+    "unhonoured_keys",
+    "warn_unhonoured_keys",
+]
 
 _log = logging.getLogger("bolide.broker.security")
 
 
+def acl_file_path(config: BrokerConfig) -> Path:
+    """aclFile, or ``<storePathRootDir>/../conf/plain_acl.yml`` (``<data-dir>/conf/...``)."""
+    if config.acl_file is not None:
+        return config.acl_file
+    return config.store_path_root_dir.parent / "conf" / "plain_acl.yml"
+
+
+def tls_server_settings(config: BrokerConfig) -> TlsServerSettings | None:
+    """The listeners' TLS from the tls.server.* keys; None when tls.server.mode=disabled."""
+    if config.tls_server_mode is TlsMode.DISABLED:
+        return None
+    return TlsServerSettings(
+        mode=config.tls_server_mode,
+        cert_path=config.tls_server_cert_path,
+        key_path=config.tls_server_key_path,
+        trust_cert_path=config.tls_server_trust_cert_path,
+        client_auth=config.tls_server_need_client_auth,
+    )
+
+
+def tls_client_settings(config: BrokerConfig) -> TlsClientSettings | None:
+    """TLS toward name servers (tls.enable and the tls.client.* keys); None when off."""
+    if not config.tls_enable:
+        return None
+    return TlsClientSettings(
+        trust_cert_path=config.tls_client_trust_cert_path,
+        cert_path=config.tls_client_cert_path,
+        key_path=config.tls_client_key_path,
+        verify_server=config.tls_client_auth_server,
+    )
+
+
+def unhonoured_keys(config: BrokerConfig) -> list[str]:
+    """Keys set that Bolide does not act on: unknown ones, and known ones listed in
+    :data:`~bolide.broker.config.NOT_HONOURED_KEYS` (sorted)."""
+    ignored = set(config.extra_properties)
+    ignored.update(key for key in config.given_keys if key in NOT_HONOURED_KEYS)
+    return sorted(ignored)
+
+
 def warn_unhonoured_keys(config: BrokerConfig) -> list[str]:
     """Log, in one warning, every broker.conf key the broker does not know or act on."""
-    keys = config.unhonoured_keys()
+    keys = unhonoured_keys(config)
     if keys:
         _log.warning(
             "broker %s: these broker.conf keys are not known to Bolide or not honoured by it,"
@@ -71,7 +121,7 @@ class BrokerSecurity:
         config = self._config
         if not config.acl_enable:
             return
-        path = config.acl_file_path
+        path = acl_file_path(config)
         try:
             self.acl_file, self.watcher = open_acl(
                 path, self._clock, trace_topic=config.msg_trace_topic_name, on_crash=self._on_crash

@@ -37,6 +37,7 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig, read_broker_conf
+from bolide.broker.security import acl_file_path, tls_server_settings
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
@@ -245,8 +246,8 @@ def _standalone_name_server(
     name_server = NameServer(
         host,
         port,
-        tls=config.tls_server,
-        acl_file=config.acl_file_path if config.acl_enable else None,
+        tls=tls_server_settings(config),
+        acl_file=acl_file_path(config) if config.acl_enable else None,
         inner_accounts=inner,
     )
     return name_server, config
