@@ -162,3 +162,33 @@ def test_broker_refuses_to_start_with_acl_on_and_no_accounts_file(tmp_path: Path
                         str(tmp_path / "data"), namesrv=None)  # fmt: skip
     assert result.code == 1
     assert "aclEnable=true but the ACL file cannot be used" in result.stderr
+
+
+def test_name_server_with_tls_and_acl_from_the_command_line(tmp_path: Path) -> None:
+    certs = make_certificates(tmp_path / "certs")
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACCOUNTS)
+    process = subprocess.Popen(
+        [BOLIDE, "namesrv", "--port", "0", "--data-dir", str(tmp_path / "data"),
+         "--acl-file", str(acl_file), "--tls-mode", "enforcing",
+         "--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        address = _read_ready_line(process).split("namesrv=", 1)[1]
+        tls = ["--tls", "--tls-trust-cert", str(certs.ca)]
+        signed = run_bolide("cluster", "list", "--json", *tls, *ADMIN, namesrv=address)
+        assert signed.code == 0, signed.stderr
+        unsigned = run_bolide("cluster", "list", *tls, namesrv=address)
+        assert unsigned.code == 1
+        assert "No accessKey is configured" in unsigned.stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(PROCESS_GUARD_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

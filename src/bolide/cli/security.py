@@ -115,9 +115,28 @@ def security_options(
     )
 
 
+SERVER_COMMANDS = frozenset({"standalone", "namesrv"})
+"""Commands with server-side TLS options of the same names (``--tls-cert``...): left as is."""
+
+
+def _command_name(arguments: Sequence[str]) -> str | None:
+    index = 0
+    while index < len(arguments):
+        argument = arguments[index]
+        if not argument.startswith("-"):
+            return argument
+        if argument in _VALUED:
+            index += 1
+        index += 1
+    return None
+
+
 def hoist_security_options(arguments: Sequence[str]) -> list[str]:
     """``arguments`` (without the program name) with the security options moved to the front,
-    where the app's callback reads them. Nothing after ``--`` is touched."""
+    where the app's callback reads them. Nothing after ``--`` is touched, nor the arguments of
+    the server commands (their TLS options are the server's own)."""
+    if _command_name(arguments) in SERVER_COMMANDS:
+        return list(arguments)
     hoisted: list[str] = []
     rest: list[str] = []
     index = 0
