@@ -163,6 +163,7 @@ def test_acl_and_tls_keys() -> None:
         {"aclEnable": "true", "tls.server.mode": "Permissive", "tls.server.certPath": "/c.pem",
          "tls.server.keyPath": "/k.pem", "tls.server.need.client.auth": "require",
          "innerClientAuthenticationCredentials": CREDENTIALS,
+         "tls.server.keyPassword": "pem-pass-1",
          "storePathRootDir": "/data/store"}
     )  # fmt: skip
     assert acl_file_path(config) == Path("/data/conf/plain_acl.yml")
@@ -173,6 +174,9 @@ def test_acl_and_tls_keys() -> None:
     assert config.inner_client_credentials == ("broker01", "s3cret-1")
     properties = config.to_properties()
     assert "s3cret-1" not in properties["innerClientAuthenticationCredentials"]
+    assert properties["tls.server.keyPassword"] == "******"
+    assert "pem-pass-1" not in repr(config) and "s3cret-1" not in repr(config)
+    assert tls.key_password == "pem-pass-1"
     assert properties["tls.server.mode"] == "permissive"
     with pytest.raises(ConfigError, match="disabled or permissive or enforcing"):
         BrokerConfig.from_mapping({"tls.server.mode": "strict"})

@@ -14,7 +14,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
 from bolide.remoting.tls import ClientAuth, TlsClientSettings, TlsMode, TlsServerSettings
-from tests.remoting.tls_certs import CertificateFiles, make_certificates
+from tests.remoting.tls_certs import KEY_PASSWORD, CertificateFiles, make_certificates
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -135,6 +135,24 @@ async def test_required_client_certificate(
             await _ask(pools["tls"], server.address)
     finally:
         await server.stop()
+
+
+async def test_an_encrypted_key_with_its_password(
+    certs: CertificateFiles, pools: dict[str, ClientPool]
+) -> None:
+    settings = TlsServerSettings(
+        TlsMode.ENFORCING, certs.server_cert, certs.encrypted_server_key, key_password=KEY_PASSWORD
+    )
+    server = await _server(settings)
+    try:
+        assert await _ask(pools["tls"], server.address) == "tls"
+    finally:
+        await server.stop()
+    wrong = TlsServerSettings(
+        TlsMode.ENFORCING, certs.server_cert, certs.encrypted_server_key, key_password="wrong"
+    )
+    with pytest.raises(ConfigError, match="unusable"):
+        wrong.context()
 
 
 async def test_unusable_files_are_configuration_errors(

@@ -23,6 +23,11 @@ class CertificateFiles:
     client_key: Path
     other_ca: Path
     """A CA that signed nothing here (a client trusting only it must refuse the server)."""
+    encrypted_server_key: Path
+    """The server key encrypted with :data:`KEY_PASSWORD`."""
+
+
+KEY_PASSWORD = "key-password-1"
 
 
 def _name(common_name: str) -> x509.Name:
@@ -88,6 +93,7 @@ def make_certificates(directory: Path) -> CertificateFiles:
         client_cert=directory / "client.pem",
         client_key=directory / "client.key",
         other_ca=directory / "other-ca.pem",
+        encrypted_server_key=directory / "server-encrypted.key",
     )
     paths.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     for cert_path, key_path, subject, server in (
@@ -98,6 +104,14 @@ def make_certificates(directory: Path) -> CertificateFiles:
         cert = _certificate(subject, key, ca_cert.subject, ca_key, is_ca=False, server=server)
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         _write_key(key_path, key)
+        if server:
+            paths.encrypted_server_key.write_bytes(
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
+                )
+            )
     other_key = ec.generate_private_key(ec.SECP256R1())
     other = _certificate("Other CA", other_key, _name("Other CA"), other_key, is_ca=True)
     paths.other_ca.write_bytes(other.public_bytes(serialization.Encoding.PEM))

@@ -59,6 +59,7 @@ tls.server.certPath             tls_server_cert_path                   none
 tls.server.keyPath              tls_server_key_path                    none
 tls.server.trustCertPath        tls_server_trust_cert_path             none
 tls.server.need.client.auth     tls_server_need_client_auth            none
+tls.server.keyPassword          tls_server_key_password                none (key not encrypted)
 tls.enable (6)                  tls_enable                             false
 tls.client.trustCertPath        tls_client_trust_cert_path             none (system CAs)
 tls.client.certPath             tls_client_cert_path                   none
@@ -125,8 +126,10 @@ from bolide.broker.config_values import (
     lower_enum_parser,
     parse_optional_credentials,
     parse_optional_path,
+    parse_optional_secret,
     render_credentials,
     render_optional,
+    render_secret,
 )
 from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
@@ -458,6 +461,7 @@ class BrokerConfig:
     )
     inner_client_credentials: tuple[str, str] | None = field(
         default=None,
+        repr=False,
         metadata=_key(
             "innerClientAuthenticationCredentials",
             parse_optional_credentials,
@@ -480,6 +484,11 @@ class BrokerConfig:
     tls_server_need_client_auth: ClientAuth = field(
         default=ClientAuth.NONE,
         metadata=_key("tls.server.need.client.auth", lower_enum_parser(ClientAuth)),
+    )
+    tls_server_key_password: str | None = field(
+        default=None,
+        repr=False,
+        metadata=_key("tls.server.keyPassword", parse_optional_secret, render_secret),
     )
     tls_enable: bool = field(default=False, metadata=_key("tls.enable", _parse_bool))
     tls_client_trust_cert_path: Path | None = field(

@@ -17,8 +17,10 @@ __all__ = [
     "parse_credentials",
     "parse_optional_credentials",
     "parse_optional_path",
+    "parse_optional_secret",
     "render_credentials",
     "render_optional",
+    "render_secret",
 ]
 
 
@@ -68,6 +70,15 @@ def parse_credentials(key: str, text: str) -> tuple[str, str]:
             f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
         )
     return value["accessKey"], value["secretKey"]
+
+
+def parse_optional_secret(key: str, text: str) -> str | None:
+    return text or None
+
+
+def render_secret(value: object) -> str:
+    # GET_BROKER_CONFIG shows the settings to any signed account: never a password.
+    return "" if value is None else "******"
 
 
 def render_credentials(value: object) -> str:

@@ -53,6 +53,7 @@ def tls_server_settings(config: BrokerConfig) -> TlsServerSettings | None:
         key_path=config.tls_server_key_path,
         trust_cert_path=config.tls_server_trust_cert_path,
         client_auth=config.tls_server_need_client_auth,
+        key_password=config.tls_server_key_password,
     )
 
 
