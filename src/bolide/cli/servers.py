@@ -5,7 +5,7 @@ one line on stdout once its listeners accept connections, and stops cleanly on S
 SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
 checkpoint). The ready lines::
 
-    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911      (standalone)
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 proxy=127.0.0.1:8081 (standalone)
     bolide ready namesrv=127.0.0.1:9876                              (namesrv)
     bolide ready broker=127.0.0.1:10911                              (broker)
 
@@ -37,7 +37,13 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig, read_broker_conf
-from bolide.broker.security import acl_file_path, tls_server_settings
+from bolide.broker.security import (
+    acl_file_path,
+    inner_request_signer,
+    tls_client_settings,
+    tls_server_settings,
+)
+from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
@@ -96,24 +102,44 @@ def standalone(
     flush: FlushOption = None,
     config: ConfigOption = None,
     json_output: JsonOption = False,
+    proxy_port: Annotated[
+        int, typer.Option("--proxy-port", help="5.x gRPC proxy port, 0: any.")
+    ] = DEFAULT_PROXY_PORT,
+    no_proxy: Annotated[bool, typer.Option("--no-proxy", help="Run without the proxy.")] = False,
+    proxy_min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
     no_vip: NoVipOption = False,
 ) -> None:
-    """Run a name server and a broker in one process."""
+    """Run a name server, a broker and the 5.x gRPC proxy in one process."""
     flags = {"vipChannelEnabled": "false"} if no_vip else {}
     broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
-        name_server, inner_config = _standalone_name_server(broker_config, host, namesrv_port)
+        name_server, inner_config, inner = _standalone_name_server(
+            broker_config, host, namesrv_port
+        )
         await name_server.start()
         namesrv_address = f"{_advertised(host)}:{name_server.port}"
         server = Broker(inner_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
         try:
             await server.start()
+            proxy = None
             try:
-                _ready(json_output, namesrv=namesrv_address, broker=server.address)
+                listeners = {"namesrv": namesrv_address, "broker": server.address}
+                if not no_proxy:
+                    proxy = await start_proxy(
+                        [namesrv_address],
+                        host,
+                        proxy_port,
+                        proxy_min_invisible_ms,
+                        **_proxy_security(server, inner_config, inner),
+                    )
+                    listeners["proxy"] = f"{_advertised(host)}:{proxy.port}"
+                _ready(json_output, **listeners)
                 await stop.wait()
             finally:
+                if proxy is not None:
+                    await proxy.stop()
                 await server.stop()
         finally:
             await name_server.stop()
@@ -231,11 +257,12 @@ def _tls_server(
 
 def _standalone_name_server(
     config: BrokerConfig, host: str, port: int
-) -> tuple[NameServer, BrokerConfig]:
+) -> tuple[NameServer, BrokerConfig, tuple[tuple[str, str], ...]]:
     """The name server of ``bolide standalone``: the broker's TLS and accounts file. With the
     ACL on, the broker registers with a fresh in-memory admin account (unless broker.conf's
     innerClientAuthenticationCredentials names one); over enforced TLS it registers over TLS
-    on loopback, in the same process, without checking its own certificate."""
+    on loopback, in the same process, without checking its own certificate. Returns the name
+    server, the broker's config, and the in-memory account (if one was made)."""
     inner: tuple[tuple[str, str], ...] = ()
     if config.acl_enable and config.inner_client_credentials is None:
         credentials = (f"bolide-inner-{secrets.token_hex(8)}", secrets.token_urlsafe(24))
@@ -250,7 +277,25 @@ def _standalone_name_server(
         acl_file=acl_file_path(config) if config.acl_enable else None,
         inner_accounts=inner,
     )
-    return name_server, config
+    return name_server, config, inner
+
+
+def _proxy_security(
+    broker: Broker, config: BrokerConfig, inner: tuple[tuple[str, str], ...]
+) -> dict[str, Any]:
+    """The standalone proxy's ACL and TLS: it checks 5.x clients' authorization headers
+    against the broker's accounts and reaches the broker and name server like the broker
+    does (the in-memory account, which the broker then accepts too; TLS when enforced)."""
+    validator = broker.acl
+    if validator is None:
+        return {"tls": tls_client_settings(config)}
+    for access_key, secret_key in inner:
+        validator.add_inner_account(access_key, secret_key)
+    return {
+        "authenticator": validator.verify_grpc_authorization,
+        "sign": inner_request_signer(config),
+        "tls": tls_client_settings(config),
+    }
 
 
 def _broker_config(
