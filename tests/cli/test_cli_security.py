@@ -53,7 +53,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         f"tls.server.certPath={certs.server_cert}\ntls.server.keyPath={certs.server_key}\n"
     )
     process = subprocess.Popen(
-        [BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+        [BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
          "--data-dir", str(root / "data"), "-c", str(conf)],
         cwd=root,
         stdout=subprocess.PIPE,
