@@ -469,6 +469,9 @@ within about this long (RocketMQ's file watcher also looks every 500 ms)."""
 ACL_KEY_MIN_CHARS = 7
 """accessKey and secretKey are longer than 6 characters (RocketMQ's rule, which its admin
 tools enforce too)."""
+ACL_DENIAL_LOG_INTERVAL_MS = 10_000
+"""ACL refusals are logged at WARNING at most once per this interval (with a count of the rest):
+a peer sending bad requests in a loop must not flood the broker's log."""
 ACL_EXT_FIELD_MAX_CHARS = 64 * KIB
 """An AccessKey or Signature longer than this is refused before any lookup or HMAC."""
 TLS_SNIFF_TIMEOUT_MS = 10_000
