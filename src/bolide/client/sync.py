@@ -28,6 +28,7 @@ from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
 from bolide.remoting.loop import new_event_loop
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["BlockingFacade", "ClientFacade", "LoopThread", "Producer"]
 
@@ -232,6 +233,9 @@ class Producer(ClientFacade[AsyncProducer]):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
         compress_type: CompressionType | str = CompressionType.ZLIB,
     ) -> None:
@@ -246,6 +250,9 @@ class Producer(ClientFacade[AsyncProducer]):
             latency_avoidance=latency_avoidance,
             default_topic=default_topic,
             default_topic_queue_count=default_topic_queue_count,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
             auto_batch=auto_batch,
             compress_type=compress_type,
         )

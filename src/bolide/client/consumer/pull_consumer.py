@@ -71,6 +71,7 @@ from bolide.protocol.bodies import (
 )
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import is_retry_topic
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["PullConsumer"]
 
@@ -126,6 +127,9 @@ class PullConsumer(AsyncLifecycle):
         pull_threshold_messages: int = limits.PROCESS_QUEUE_MAX_MESSAGES,
         pull_threshold_bytes: int = limits.PROCESS_QUEUE_MAX_BYTES,
         offset_base_directory: Path | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
@@ -134,7 +138,15 @@ class PullConsumer(AsyncLifecycle):
         if min(poll_timeout_ms, auto_commit_interval_ms, cache_max_messages) <= 0:
             raise ConfigError("timeouts, intervals and cache sizes must be positive")
         self.group = group
-        self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
+        self.instance = instance = client_instance_for(
+            namesrv,
+            instance_name,
+            instance,
+            clock,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+        )
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from

@@ -86,6 +86,7 @@ from bolide.protocol.bodies import (
     SubscriptionData,
 )
 from bolide.protocol.system_topics import is_retry_topic, retry_topic
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
     "PushConsumer",
@@ -134,6 +135,10 @@ def client_instance_for(
     instance_name: str | None,
     instance: ClientInstance | None,
     clock: Clock | None,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: TlsClientSettings | bool | None = None,
 ) -> ClientInstance:
     """``instance`` when given (shared), else a new one for ``namesrv``.
 
@@ -144,7 +149,10 @@ def client_instance_for(
         return instance
     if namesrv is None:
         raise ConfigError("give the name server address (namesrv) or a client instance")
-    return ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
+    config = build_client_config(
+        namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
+    )
+    return ClientInstance(config, clock=clock)
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -197,6 +205,9 @@ class PushConsumer(AsyncLifecycle):
         suspend_time_ms: int = limits.ORDERLY_SUSPEND_DEFAULT_MS,
         lock_renew_interval_ms: int = limits.CLIENT_LOCK_RENEW_INTERVAL_MS,
         client_lock_max_live_ms: int = limits.CLIENT_LOCK_MAX_LIVE_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
@@ -215,7 +226,15 @@ class PushConsumer(AsyncLifecycle):
         if not 0 < lock_renew_interval_ms < client_lock_max_live_ms:
             raise ConfigError("lock_renew_interval_ms must be positive and under the lock's life")
         self.group = group
-        self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
+        self.instance = instance = client_instance_for(
+            namesrv,
+            instance_name,
+            instance,
+            clock,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+        )
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from

@@ -55,6 +55,7 @@ from bolide.protocol.codes import ResponseCode
 from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
 from bolide.protocol.msgid import UniqueKeyGenerator
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["Producer"]
 
@@ -77,6 +78,9 @@ class Producer(AsyncLifecycle):
     ``max_message_bytes`` (default 4 MiB) are refused. ``latency_avoidance`` (default on)
     steers sends away from slow or failing brokers. ``auto_batch`` (default on) sends what
     waits behind a request in flight as one batch request (see :mod:`.batching`).
+    ``access_key``/``secret_key`` sign every request for a broker with ACL on; ``tls``
+    connects over TLS (see :mod:`bolide.client.security`); both apply to an instance the
+    producer makes itself.
 
     Raises:
         ConfigError: neither ``namesrv`` nor ``instance`` is given, or a bad name server list.
@@ -97,6 +101,9 @@ class Producer(AsyncLifecycle):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
         compress_type: CompressionType | str = CompressionType.ZLIB,
     ) -> None:
@@ -107,7 +114,10 @@ class Producer(AsyncLifecycle):
         if instance is None:
             if namesrv is None:
                 raise ConfigError("give the name server address (namesrv) or a client instance")
-            instance = ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
+            config = build_client_config(
+                namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
+            )
+            instance = ClientInstance(config, clock=clock)
         self.group = group
         self.instance = instance
         self.send_timeout_ms = send_timeout_ms
