@@ -59,3 +59,70 @@ async def test_sync_master_answers_after_the_slave_has_the_message(tmp_path: Pat
             assert pulled.ext_fields["suggestWhichBrokerId"] == "0"
         finally:
             await pool.close()
+
+
+async def _send_many(wire: BrokerWire, topic: str, count: int, size: int = 1000) -> list[bytes]:
+    bodies = []
+    for index in range(count):
+        body = f"{index:08d}".encode() + b"x" * size
+        response = await wire.send(topic, body, queue_id=index % 2)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        bodies.append(body)
+    return bodies
+
+
+def _bodies_on(broker: Broker, topic: str) -> list[bytes]:
+    return sorted(m.body for m in stored_messages(broker, topic))
+
+
+async def test_a_slave_started_late_and_restarted_while_copying_catches_up_exactly(
+    tmp_path: Path,
+) -> None:
+    async with Cluster(tmp_path, settings={"ha_listen_port": 0}) as cluster:
+        master = cluster.broker("broker-a")
+        pool = ClientPool()
+        try:
+            wire = BrokerWire(pool, master.address)
+            await _create_topic(wire, "Backlog", queues=2)
+            sent = await _send_many(wire, "Backlog", 3000)
+            slave = await _slave(cluster, tmp_path)
+            store = slave.context.store.stats
+            master_end = master.context.store.stats().commit_log_max_offset
+            # Stop it once it is copying (a record may be half received when it stops).
+            await eventually(lambda: 0 < store().commit_log_max_offset)
+            await slave.stop()
+            cluster.brokers.remove(slave)
+            slave = Broker(slave.config, host="127.0.0.1")
+            await slave.start()
+            cluster.brokers.append(slave)
+            await eventually(
+                lambda: slave.context.store.stats().commit_log_max_offset == master_end
+            )
+            assert _bodies_on(slave, "Backlog") == sorted(sent)
+            for queue_id in range(2):
+                entries = slave.context.store.consume_queue_entries("Backlog", queue_id, 0, 2000)
+                assert len(entries) == 1500  # each record once, queue offsets consecutive
+            ha = master.replication.master
+            assert ha is not None
+            await eventually(lambda: len(ha.links) == 1 and ha.lag().bytes_behind == 0)
+            assert master.replication.runtime_info()["haReplicaLagBytes"] == "0"
+        finally:
+            await pool.close()
+
+
+async def test_sync_master_without_a_slave_in_sync_answers_slave_not_available(
+    tmp_path: Path,
+) -> None:
+    settings = {"broker_role": "SYNC_MASTER", "ha_listen_port": 0}
+    async with Cluster(tmp_path, settings=settings) as cluster:
+        master = cluster.broker("broker-a")
+        pool = ClientPool()
+        try:
+            wire = BrokerWire(pool, master.address)
+            await _create_topic(wire, "Lonely")
+            response = await wire.send("Lonely", b"no slave yet", queue_id=0)
+            assert response.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored all the same
+            assert response.ext_fields["msgId"]
+            assert _bodies_on(master, "Lonely") == [b"no slave yet"]
+        finally:
+            await pool.close()

@@ -99,10 +99,11 @@ class HaSlave:
 
     async def _session(self, address: str) -> None:
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port), limit=limits.HA_READ_BUFFER_BYTES),
-            self._housekeeping_interval_ms / 1000,
-        )
+        # asyncio.timeout, not wait_for: wait_for of 3.11 can swallow a cancellation.
+        async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
+            reader, writer = await asyncio.open_connection(
+                host, int(port), limit=limits.HA_READ_BUFFER_BYTES
+            )
         self.connections += 1
         self.connected_to = address
         _log.info("HA: connected to master %s", address)
@@ -114,20 +115,16 @@ class HaSlave:
             await self._report(writer)
             await self._receive(reader, writer)
         finally:
+            # Not awaited: awaiting a cancelled child here would swallow our own cancellation.
             reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await reporter
             writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
 
     async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = FrameDecoder()
         replica = self._store.replica
         while True:
-            data = await asyncio.wait_for(
-                reader.read(limits.HA_READ_BUFFER_BYTES), self._housekeeping_interval_ms / 1000
-            )
+            async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
+                data = await reader.read(limits.HA_READ_BUFFER_BYTES)
             if not data:
                 raise ConnectionResetError("the master closed the connection")
             self._last_frame_ms = self._clock.monotonic_ms()
