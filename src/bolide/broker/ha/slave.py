@@ -61,6 +61,8 @@ class HaSlave:
         """Connections opened so far."""
         self.master_offset_seen = 0
         """The highest master offset a frame named (where its data reached)."""
+        self.failures = 0
+        """Failed connections since the last good one."""
         self._last_frame_ms = 0
         self._reported = -1
 
@@ -89,7 +91,10 @@ class HaSlave:
                 try:
                     await self._session(address)
                 except (OSError, TimeoutError, ProtocolError, ReplicaOffsetError) as error:
-                    _log.warning("HA: connection to master %s ended: %s", address, error)
+                    self.failures += 1
+                    # Once per outage at WARNING: a dead master is retried every second.
+                    level = logging.WARNING if self.failures == 1 else logging.DEBUG
+                    _log.log(level, "HA: connection to master %s ended: %s", address, error)
                 except StoreError as error:
                     _log.error("HA: the local store refuses copies: %s", error)
                 finally:
@@ -105,6 +110,7 @@ class HaSlave:
                 host, int(port), limit=limits.HA_READ_BUFFER_BYTES
             )
         self.connections += 1
+        self.failures = 0
         self.connected_to = address
         _log.info("HA: connected to master %s", address)
         reporter = asyncio.get_running_loop().create_task(
