@@ -20,17 +20,19 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bolide import aio as aio
-    from bolide.client.admin_sync import AdminClient
+    from bolide.client.admin.blocking import AdminClient
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
+    from bolide.client.producer.sync_transaction import TransactionProducer
+    from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
 
 _EXPORTS = {
-    "AdminClient": "bolide.client.admin_sync",
+    "AdminClient": "bolide.client.admin.blocking",
     "ConsumeContext": "bolide.client.consumer.listener",
     "ConsumeFrom": "bolide.client.config",
     "ConsumeResult": "bolide.client.consumer.listener",
@@ -45,6 +47,9 @@ _EXPORTS = {
     "PushConsumer": "bolide.client.consumer.sync_consumers",
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
+    "LocalTransactionState": "bolide.client.producer.transaction",
+    "TransactionProducer": "bolide.client.producer.sync_transaction",
+    "TransactionSendResult": "bolide.client.producer.transaction",
 }
 
 __all__ = [
@@ -52,6 +57,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -63,6 +69,8 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "__version__",
 ]
 

@@ -186,7 +186,8 @@ class HaGroup:
         """Poll an async predicate (a zero-argument coroutine function) until it is true;
         bounded by ``timeout_s``."""
         async with asyncio.timeout(timeout_s):
-            while not await predicate_coro():  # type: ignore[operator]
+            # Remote state (another process): poll it, bounded by the timeout.
+            while not await predicate_coro():  # type: ignore[operator]  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
 
     async def slave_in_sync(self) -> bool:

@@ -29,7 +29,21 @@ TOPIC = "ChaosReplicated"
 QUEUES = 4
 
 
-async def _sender(group: HaGroup, name: str, acked: list[bytes], stop: asyncio.Event) -> None:
+class Acks(list[bytes]):
+    """Acknowledged bodies; :attr:`reached` is set once ``target`` of them arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target = 0
+        self.reached = asyncio.Event()
+
+    def add(self, body: bytes) -> None:
+        self.append(body)
+        if len(self) >= self.target:
+            self.reached.set()
+
+
+async def _sender(group: HaGroup, name: str, acked: Acks, stop: asyncio.Event) -> None:
     sequence = 0
     while not stop.is_set():
         body = f"{name}-{sequence}".encode()
@@ -40,13 +54,13 @@ async def _sender(group: HaGroup, name: str, acked: list[bytes], stop: asyncio.E
         except BolideError:
             return  # the master died under this send: not acknowledged
         if response.code == ResponseCode.SUCCESS:
-            acked.append(body)
+            acked.add(body)
 
 
 async def test_twenty_master_kills_lose_no_acknowledged_message(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     group = HaGroup(tmp_path / "ha")
-    acked: list[bytes] = []
+    acked = Acks()
     attempts = 0
     try:
         await group.start()
@@ -60,10 +74,10 @@ async def test_twenty_master_kills_lose_no_acknowledged_message(tmp_path: Path) 
                 for index in range(SENDERS)
             ]
             # Kill once a seeded number of sends were acknowledged in this round.
-            target = before + rng.randint(20, 120)
+            acked.target = before + rng.randint(20, 120)
+            acked.reached.clear()
             async with asyncio.timeout(60):
-                while len(acked) < target:
-                    await asyncio.sleep(0.005)
+                await acked.reached.wait()
             await group.kill_master()
             stop.set()
             await asyncio.gather(*senders)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,9 @@ QUEUES = 4
 ACKS_BEFORE_KILL = 150
 
 
-def _produce(producer: Any, acked: list[str], stop: threading.Event) -> None:
+def _produce(
+    producer: Any, acked: list[str], stop: threading.Event, on_ack: Callable[[], None]
+) -> None:
     """The C++ producer's loop (a worker thread): record every SEND_OK body."""
     sequence = 0
     while not stop.is_set():
@@ -36,10 +39,11 @@ def _produce(producer: Any, acked: list[str], stop: threading.Event) -> None:
         sequence += 1
         try:
             result = producer.send_sync(make_message(TOPIC, body))
-        except Exception:  # noqa: BLE001 - the native client raises its own errors
+        except Exception:
             continue  # the master is gone: not acknowledged
         if result.status.name == "OK":
             acked.append(body)
+            on_ack()
 
 
 async def _read_with_bolide(namesrv: str, expected: set[str]) -> set[str]:
@@ -83,10 +87,16 @@ async def test_every_send_ok_survives_a_sigkilled_sync_master(
         await group.create_topic(TOPIC, QUEUES)
         producer = new_quiet_producer("PG_CPP_FAILOVER", group.namesrv_address)
         producer.start()
-        sending = asyncio.create_task(asyncio.to_thread(_produce, producer, acked, stop))
+        loop = asyncio.get_running_loop()
+        enough = asyncio.Event()
+
+        def on_ack() -> None:
+            if len(acked) >= ACKS_BEFORE_KILL:
+                loop.call_soon_threadsafe(enough.set)
+
+        sending = asyncio.create_task(asyncio.to_thread(_produce, producer, acked, stop, on_ack))
         async with asyncio.timeout(60):
-            while len(acked) < ACKS_BEFORE_KILL:
-                await asyncio.sleep(0.01)
+            await enough.wait()
         await group.kill_master()  # mid-stream: sends are in flight
         stop.set()
         await sending

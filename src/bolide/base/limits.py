@@ -136,7 +136,8 @@ PULL_BATCH_MAX_BYTES = 256 * KIB
 PULL_SCAN_MIN_BYTES = 16_000
 """Consume-queue bytes scanned per pull at least: max(16000, maxMsgNums * 20)."""
 LONG_POLL_MAX_PARKED_REQUESTS = 100_000
-"""Parked pulls per broker; beyond it a pull is answered at once with PULL_NOT_FOUND."""
+"""Parked pulls per broker; beyond it a pull is answered at once with SYSTEM_BUSY, and the
+client waits PULL_DELAY_ON_ERROR_MS before pulling again (no busy loop)."""
 LONG_POLL_CHECK_INTERVAL_MS = 5_000
 """Parked pulls are re-checked at least this often even without arrivals."""
 LONG_POLL_HEAP_COMPACT_MIN_ENTRIES = 1_024
@@ -191,6 +192,33 @@ minutes of timers, not three days of them."""
 TIMER_LOG_SEGMENT_ENTRIES = 262_144
 """Entries (20 bytes each, 5 MiB) per timer-log file: whole files are deleted once every
 entry in them has been delivered."""
+TRANSACTION_CHECK_INTERVAL_MS = 60_000
+"""transactionCheckInterval: how often the broker looks for undecided half messages
+(RocketMQ 4.9.7; 5.x uses 30 s)."""
+TRANSACTION_TIMEOUT_MS = 6_000
+"""transactionTimeOut: a half message younger than this is not checked yet (its producer is
+probably still running the local transaction)."""
+TRANSACTION_CHECK_MAX_COUNT = 15
+"""transactionCheckMax: checks sent for one half message before it is given up to
+TRANS_CHECK_MAX_TIME_TOPIC."""
+TRANSACTION_CHECK_ROUND_MAX_MESSAGES = 10_000
+"""Half messages one check round re-appends and asks about; the rest wait for the next round
+(RocketMQ bounds a round by 60 s per queue instead): keeps a round's burst of writes and
+oneway requests bounded when a producer group was down for long."""
+TRANSACTION_OP_TRACKED_MAX_COUNT = 1_000_000
+"""Op records remembered to compute the op queue's consume offset (16 bytes each). Past it the
+oldest are forgotten: after a restart their halves look undecided and are resolved again (a
+commit by the index, a rollback by a new check), never delivered twice."""
+TRANSACTION_RECOVERY_READ_BATCH_ENTRIES = 256
+"""Consume-queue entries read per step while rebuilding the pending table at start."""
+TRANSACTION_CHECK_SEND_TIMEOUT_MS = 10
+"""CHECK_TRANSACTION_STATE is oneway; RocketMQ gives its write 10 ms."""
+TRANSACTION_CHECKER_THREADS_MAX_COUNT = 4
+"""Threads a TransactionProducer runs synchronous checkers on (RocketMQ's checkThreadPoolMin/
+MaxSize are 1; a few let slow checks overlap without unbounded threads)."""
+TRANSACTION_CHECK_QUEUE_MAX_REQUESTS = 2_000
+"""Checks waiting for a checker thread (RocketMQ's checkRequestHoldMax); more are dropped with
+a warning — the broker asks again next round."""
 DELIVERY_MARKER_SCAN_MAX_BYTES = 1 * GIB
 """After a restart, the commit log written since the last durable delivery progress is scanned
 for delivered messages (exactly-once delivery); a longer tail is not scanned (at-least-once)
@@ -467,6 +495,12 @@ PULL_BROKER_DOWN_BACKOFF_MS = 10_000
 broker name (a slave) for this long before trying it again."""
 
 
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
+"""Share of physical memory, in percent, counted back from the commit log's end, that a
+broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
+starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
+
+
 def _check_relations() -> None:
     invariant(FRAME_MAX_BYTES > MESSAGE_BODY_MAX_BYTES, "a frame must carry a maximal body")
     invariant(FRAME_MAX_BYTES <= 2**31 - 1, "the frame length is a signed int32")
@@ -490,3 +524,67 @@ def _check_relations() -> None:
 
 
 _check_relations()
+
+
+# --- POP consumption and the 5.x gRPC proxy -----------------------------------------------------
+
+POP_REVIVE_INTERVAL_MS = 1_000
+"""The revive timer sleeps at most this long (it wakes earlier for the next deadline)."""
+POP_LONG_POLL_MAX_PARKED_REQUESTS = 10_000
+"""Pops waiting for messages at once; beyond it a pop answers POLLING_FULL at once (Java's
+maxPopPollingSize is 100k per broker; Bolide holds a future per waiter)."""
+POP_LOG_COMPACT_BYTES = 64 * MIB
+"""The POP checkpoint log is rewritten from a snapshot when it grows past this."""
+POP_POLL_TIME_MAX_MS = 30_000
+"""A pop waits at most this long for messages (the proxy asks for at most 20 s)."""
+POP_BATCH_MAX_MESSAGES = 32
+"""Messages one pop returns at most (the 5.x receive batch size default)."""
+POP_INVISIBLE_TIME_MAX_MS = 12 * 3_600_000
+"""Longest invisible time (Apache proxy maxInvisibleTimeMills, 12 h)."""
+PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS = 10_000
+"""Shortest invisible time a receive may ask for (Apache minInvisibleTimeMillsForRecv)."""
+PROXY_DEFAULT_INVISIBLE_TIME_MS = 60_000
+"""Invisible time of a receive with auto renew (Apache defaultInvisibleTimeMills)."""
+PROXY_LONG_POLLING_MAX_MS = 20_000
+"""A receive waits at most this long for messages (Apache's long-polling maximum)."""
+PROXY_MESSAGE_BODY_MAX_BYTES = 4 * MIB
+"""Largest body a 5.x producer may send (Settings.publishing.max_body_size)."""
+PROXY_ROUTE_CACHE_MS = 3_000
+"""Topic routes, topic and group configs are cached this long by the proxy."""
+PROXY_RPC_TIMEOUT_MS = 5_000
+"""The proxy's remoting requests to brokers time out after this (plus any long poll)."""
+PROXY_CLIENT_EXPIRY_MS = 120_000
+"""A 5.x client silent this long (no heartbeat, no telemetry) is forgotten."""
+PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS = 10_000
+"""How often the proxy heartbeats brokers for the transactional producer groups it serves."""
+PROXY_AUTO_RENEW_AHEAD_MS = 10_000
+"""An auto-renewed message's invisible time is renewed this long before it ends (Apache
+renewAheadTimeMillis)."""
+PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
+"""How often the proxy looks for auto-renewed messages due for renewal."""
+PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
+"""Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
+PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
+"""Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
+most 32 messages each)."""
+PROXY_TRANSACTION_CHECK_QUEUE_MAX_ENTRIES = 1_000
+"""Transaction checks waiting to be pushed over a Telemetry stream, per client."""
+PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256
+"""Messages one natural batch of the producer (auto_batch) carries at most: bounds the time one
+request holds the broker's put path and the failure blast radius of one request."""
+PRODUCER_AUTO_BATCH_MAX_BYTES = 128 * KIB
+"""Encoded bytes of one natural batch at most (RocketMQ 5's autoBatch batchMaxBytes is 32 KiB,
+Kafka's batch.size 16 KiB; larger here because there is no linger and one request per broker
+round trip carries what waited)."""
+PRODUCER_CHECKED_TOPICS_MAX_ENTRIES = 4_096
+"""Topic names a process remembers as valid so the producer checks each name once, not per
+send: bounds the memory a program sending to ever-new topics can pin."""
+SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
+"""Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
+larger ones (commit-log chunks) on the prefault thread, off the event loop."""
+PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS = 4
+"""Single sends in flight at once for one topic without a chosen queue under auto_batch (a
+chosen queue has one, for its order; Kafka's max.in.flight is 5): sparse sends do not wait
+behind a slow answer. A batch goes alone: once sends come faster than answers, everything
+waits for it and batches (measured at 4 x 32 in flight: 32 messages per request and 9 us of
+client CPU per message, where two requests of any kind gave 16 per request and 12 us)."""

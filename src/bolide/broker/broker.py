@@ -8,6 +8,8 @@ Start order (reverse at stop)::
     consumers, producers, long polling, stats, handlers installed on the dispatcher
     offset flush (5 s), client expiry scan (10 s)
     delay-level and timer delivery    -> delayOffset.json, timerProgress.json, store/timerlog
+    transactions                      -> pending halves rebuilt, checker every
+                                         transactionCheckInterval
     listener bound (when the port was fixed)
     registration with every name server (now, every 30 s, and on topic creation)
 
@@ -25,7 +27,7 @@ import logging
 import random
 from collections.abc import Awaitable
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
@@ -38,25 +40,32 @@ from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.handlers.locks import LockHandlers
+from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
+from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
+from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
-from bolide.broker.retry import SendBackService
+from bolide.broker.retry import VERSION_V3_4_9, SendBackService, SendBackStatus
 from bolide.broker.schedule import DelayLevels, ScheduleMessageService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService, TransactionSettings
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from bolide.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+)
 from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
 from bolide.store.config import FlushDiskType as StoreFlushDiskType
 from bolide.store.config import StoreConfig
@@ -67,6 +76,9 @@ from bolide.store.timer_log import TimerLog, timer_log_dir
 __all__ = ["Broker", "store_config_of"]
 
 _log = logging.getLogger("bolide.broker")
+
+_NOT_ON_THE_VIP_CHANNEL = frozenset({RequestCode.PULL_MESSAGE})
+"""Requests a RocketMQ broker serves only on its main port (pulls may park for 30 s)."""
 
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:
@@ -130,6 +142,10 @@ class Broker:
             config.listen_port,
             on_connection_close=self._connection_closed,
         )
+        self._host = host
+        self._any_port = config.listen_port == 0
+        self.vip_server: RemotingServer | None = None
+        """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
         self._pool = ClientPool(clock=self._clock)
         self._context: BrokerContext | None = None
         self._store: FileMessageStore | None = None
@@ -181,6 +197,7 @@ class Broker:
             await self._open_parts()
             if not self._listening:
                 await self._listen()
+            await self._listen_vip()
             await self.registration.start()
         except BaseException:
             await self.stop()
@@ -192,12 +209,34 @@ class Broker:
             self.address,
             self.config.store_path_root_dir,
         )
+        _log.info("broker hot path: %s", compiled.describe())
 
     async def _listen(self) -> None:
         await self.server.start()
         self._listening = True
         if self.config.listen_port == 0:
             self.config = self.config.replace(listen_port=self.server.port)
+
+    async def _listen_vip(self) -> None:
+        """Open the VIP channel on listenPort - 2 with every handler but the pulls, as a
+        RocketMQ broker does (clients up to 4.4.0 send there). A fixed port that cannot be
+        bound fails the start; with listenPort 0 a taken port only leaves it off."""
+        config = self.config
+        vip_port = config.listen_port - 2
+        if not config.vip_channel_enabled or vip_port <= 0:
+            return
+        view = self._dispatcher.without(_NOT_ON_THE_VIP_CHANNEL)
+        server = RemotingServer(
+            view, self._host, vip_port, on_connection_close=self._connection_closed
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            if self._any_port:  # listenPort 0: best effort
+                _log.info("VIP channel not opened on port %d: %s", vip_port, error)
+                return
+            raise
+        self.vip_server = server
 
     async def _open_parts(self) -> None:
         config, clock = self.config, self._clock
@@ -238,6 +277,7 @@ class Broker:
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
         )
+        context.transactions = self._transaction_service(context)
         send_back = SendBackService(
             store,
             topics,
@@ -257,6 +297,8 @@ class Broker:
             AdminHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
+            PopHandlers(context, self._pop_service(context, send_back)),
+            TransactionHandlers(context),
         ):
             handlers.install(self._dispatcher)
         self._replication = Replication(
@@ -277,10 +319,52 @@ class Broker:
             for delivery in (context.schedule, context.timer):
                 if delivery is not None:
                     await delivery.start()
+            # Nor does it decide transactions: half and op records arrive from the master.
+            if context.transactions is not None:
+                await context.transactions.start()
+
+    def _transaction_service(self, context: BrokerContext) -> TransactionService:
+        config = self.config
+        return TransactionService(
+            context.store,
+            context.topics,
+            context.offsets,
+            context.producers,
+            context.clock,
+            settings=TransactionSettings(
+                check_interval_ms=config.transaction_check_interval_ms,
+                timeout_ms=config.transaction_timeout_ms,
+                check_max=config.transaction_check_max_count,
+                file_reserved_ms=config.file_reserved_time_ms,
+                checker_enabled=config.broker_role.is_master,
+            ),
+            store_host=(config.broker_ip1, config.listen_port),
+            max_message_bytes=config.max_message_size_bytes,
+            on_crash=self._service_crashed,
+        )
+
+    def _pop_service(self, context: BrokerContext, send_back: SendBackService) -> PopService:
+        """The POP engine, its checkpoint log replayed (context.pop)."""
+        service = PopService(
+            context.store,
+            context.offsets,
+            self.config.store_path_root_dir,
+            self._clock,
+            broker_name=self.config.broker_name,
+            dead_letter=functools.partial(_dead_letter, send_back),
+            max_attempts=functools.partial(_max_attempts, context),
+            on_crash=self._service_crashed,
+        )
+        service.open()
+        context.store.add_arrival_listener(functools.partial(_wake_pops, service))
+        context.pop = service
+        return service
 
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
         context.long_polling.start()
+        if context.pop is not None:
+            context.pop.start()
         self._offset_flush = ConsumerOffsetFlushService(
             context.offsets,
             clock=self._clock,
@@ -345,6 +429,9 @@ class Broker:
         if client_scan is not None:
             await client_scan.stop(timeout_ms)
         await self.server.stop(timeout_ms)
+        vip_server, self.vip_server = self.vip_server, None
+        if vip_server is not None:
+            await vip_server.stop(timeout_ms)
         for task in list(self._notifications):
             task.cancel()
         context, self._context = self._context, None
@@ -354,6 +441,10 @@ class Broker:
                 await store.shutdown()
             return
         await context.long_polling.stop(timeout_ms)
+        if context.pop is not None:
+            await _logged("closing the POP log", context.pop.stop(timeout_ms))
+        if context.transactions is not None:
+            await _logged("stopping the transaction checker", context.transactions.stop())
         offset_flush, self._offset_flush = self._offset_flush, None
         if offset_flush is not None:
             await _logged("writing consumer offsets", offset_flush.stop(timeout_ms))
@@ -377,6 +468,8 @@ class Broker:
         return await self._registration.register_once()
 
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
         for connection in channels:
             if connection.is_closed:
@@ -453,6 +546,26 @@ def _wake(
     long_polling: LongPollingService, topic: str, queue_id: int, max_offset: int, tags_code: int
 ) -> None:
     long_polling.notify_message_arriving(topic, queue_id, max_offset, tags_code)
+
+
+def _wake_pops(pop: PopService, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+    del queue_id, max_offset, tags_code
+    pop.notify_arrival(topic)
+
+
+async def _dead_letter(send_back: SendBackService, group: str, commit_log_offset: int) -> bool:
+    """Move a message POP consumers failed too often to %DLQ%group (a send-back with a
+    negative delay level, as the Apache proxy does)."""
+    header = ConsumerSendMsgBackRequestHeader(
+        commit_log_offset=commit_log_offset, group=group, delay_level=-1
+    )
+    outcome = await send_back.send_back(header, VERSION_V3_4_9)
+    return outcome.status in (SendBackStatus.STORED, SendBackStatus.SKIPPED)
+
+
+def _max_attempts(context: BrokerContext, group: str) -> int:
+    config = context.groups.subscription_group_table().get(group)
+    return (config.retry_max_times if config is not None else 16) + 1
 
 
 async def _notify(connection: Connection, request: RemotingCommand, timeout_ms: int) -> None:

@@ -47,6 +47,8 @@ class BrokerStats:
         self.put_total_messages = 0
         self.put_total_bytes = 0
         self.put_failure_count = 0
+        self.put_request_count = 0
+        """Send requests that stored something (a batch counts once)."""
         self.get_total_messages = 0
         self.get_total_bytes = 0
         self._put_today_morning = 0
@@ -55,8 +57,9 @@ class BrokerStats:
         self._get_yesterday_morning = 0
 
     def record_put(self, message_count: int, size_bytes: int) -> None:
-        """``message_count`` messages of ``size_bytes`` bytes in all were stored."""
+        """``message_count`` messages of ``size_bytes`` bytes in all were stored by one request."""
         self._roll_day()
+        self.put_request_count += 1
         self.put_total_messages += message_count
         self.put_total_bytes += size_bytes
 

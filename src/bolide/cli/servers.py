@@ -5,7 +5,7 @@ one line on stdout once its listeners accept connections, and stops cleanly on S
 SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
 checkpoint). The ready lines::
 
-    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911      (standalone)
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 proxy=127.0.0.1:8081 (standalone)
     bolide ready namesrv=127.0.0.1:9876                              (namesrv)
     bolide ready broker=127.0.0.1:10911                              (broker)
 
@@ -36,6 +36,7 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig, read_broker_conf
+from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 
@@ -70,6 +71,14 @@ ConfigOption = Annotated[
     Path | None, typer.Option("-c", "--config", help="RocketMQ broker.conf to read.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the ready line as JSON.")]
+NoVipOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-vip",
+        help="Do not open the VIP channel (port - 2, clients up to RocketMQ 4.4.0 use it). "
+        "broker.conf: vipChannelEnabled=false.",
+    ),
+]
 
 
 def standalone(
@@ -85,9 +94,16 @@ def standalone(
     flush: FlushOption = None,
     config: ConfigOption = None,
     json_output: JsonOption = False,
+    proxy_port: Annotated[
+        int, typer.Option("--proxy-port", help="5.x gRPC proxy port, 0: any.")
+    ] = DEFAULT_PROXY_PORT,
+    no_proxy: Annotated[bool, typer.Option("--no-proxy", help="Run without the proxy.")] = False,
+    proxy_min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
+    no_vip: NoVipOption = False,
 ) -> None:
-    """Run a name server and a broker in one process."""
-    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, {})
+    """Run a name server, a broker and the 5.x gRPC proxy in one process."""
+    flags = {"vipChannelEnabled": "false"} if no_vip else {}
+    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
@@ -97,10 +113,19 @@ def standalone(
         server = Broker(broker_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
         try:
             await server.start()
+            proxy = None
             try:
-                _ready(json_output, namesrv=namesrv_address, broker=server.address)
+                listeners = {"namesrv": namesrv_address, "broker": server.address}
+                if not no_proxy:
+                    proxy = await start_proxy(
+                        [namesrv_address], host, proxy_port, proxy_min_invisible_ms
+                    )
+                    listeners["proxy"] = f"{_advertised(host)}:{proxy.port}"
+                _ready(json_output, **listeners)
                 await stop.wait()
             finally:
+                if proxy is not None:
+                    await proxy.stop()
                 await server.stop()
         finally:
             await name_server.stop()
@@ -155,9 +180,12 @@ def broker(
     ] = None,
     flush: FlushOption = None,
     json_output: JsonOption = False,
+    no_vip: NoVipOption = False,
 ) -> None:
     """Run a broker that registers with the given name servers."""
     flags = {} if name is None else {"brokerName": name}
+    if no_vip:
+        flags["vipChannelEnabled"] = "false"
     if namesrv_addresses is not None:
         flags["namesrvAddr"] = namesrv_addresses
     broker_config, directory = _broker_config(config, data_dir, host, port, flush, flags)

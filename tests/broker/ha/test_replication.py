@@ -93,7 +93,7 @@ async def test_a_slave_started_late_and_restarted_while_copying_catches_up_exact
             store = slave.context.store.stats
             master_end = master.context.store.stats().commit_log_max_offset
             # Stop it once it is copying (a record may be half received when it stops).
-            await eventually(lambda: 0 < store().commit_log_max_offset)
+            await eventually(lambda: store().commit_log_max_offset > 0)
             await slave.stop()
             cluster.brokers.remove(slave)
             slave = Broker(slave.config, host="127.0.0.1")
@@ -170,7 +170,7 @@ async def test_a_silent_peer_is_dropped_after_the_housekeeping_interval(tmp_path
         master = cluster.broker("broker-a")
         ha = master.replication.master
         assert ha is not None
-        ha._housekeeping_interval_ms = 200  # noqa: SLF001 - RocketMQ's 20 s, shortened
+        ha._housekeeping_interval_ms = 200
         reader, writer = await _ha_peer(master)
         writer.write(b"\x00\x00")  # not even one whole offset, then silence
         async with asyncio.timeout(10):
@@ -194,7 +194,7 @@ async def test_a_slave_that_falls_behind_makes_sync_sends_answer_slave_not_avail
             for index in range(20):
                 await wire.send("Behind", f"before {index}".encode(), queue_id=0)
             # A peer that reports offset 1 000 and never acknowledges anything more.
-            reader, writer = await _ha_peer(master)
+            _reader, writer = await _ha_peer(master)
             writer.write(encode_offset_report(1_000))
             await eventually(lambda: bool(ha.links) and ha.links[0].start_offset == 1_000)
             ha.fall_behind_max_bytes = 1_024

@@ -19,14 +19,16 @@ from bolide.broker.consumers import ConsumerManager
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
 from bolide.broker.schedule import ScheduleMessageService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService
+from bolide.protocol.address import SocketAddress, parse_socket_address
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.message import SocketAddress, parse_socket_address
 from bolide.remoting import Connection
 from bolide.store.api import MessageStore, PutResult
 
@@ -93,8 +95,12 @@ class BrokerContext:
     """Delivers delay-level messages; GET_ALL_DELAY_OFFSET reads its progress."""
     timer: TimerMessageService | None = None
     """Plans and delivers timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / _SEC)."""
+    pop: PopService | None = None
+    """POP consumption (POP_MESSAGE / ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME)."""
     replication: ReplicationPort | None = None
     """The master/slave role's parts (set by the broker once they started)."""
+    transactions: TransactionService | None = None
+    """Half messages, END_TRANSACTION and the transaction checker."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:

@@ -16,11 +16,13 @@ broadcasting group shows the brokers' (empty) view, and a note says so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 from bolide.base.errors import BolideError, GroupNotFoundError, RemoteError
-from bolide.client import admin_requests as requests
-from bolide.client.admin_views import GroupProgress, QueueProgress
+from bolide.client.admin.session import AdminSession
+from bolide.client.admin.views import START_BY_CONSUME_FROM, GroupProgress, QueueProgress
+from bolide.client.rpc import admin as requests
+from bolide.client.rpc import query_consumer_offset
 from bolide.protocol.bodies import (
     ConsumerRunningInfo,
     ConsumeStats,
@@ -30,9 +32,6 @@ from bolide.protocol.bodies import (
 )
 from bolide.protocol.codes import ResponseCode
 
-if TYPE_CHECKING:
-    from bolide.client.admin import AdminClient
-
 __all__ = ["group_progress"]
 
 COMMIT_OFFSET_KEY = "commitOffset"
@@ -40,7 +39,7 @@ COMMIT_OFFSET_KEY = "commitOffset"
 
 
 async def _broker_stats(
-    admin: AdminClient, group: str, topic: str | None, notes: list[str]
+    admin: AdminSession, group: str, topic: str | None, notes: list[str]
 ) -> tuple[dict[MessageQueue, OffsetWrapper], float, bool]:
     """Merged consume stats, the summed rate, and whether any broker knows the group."""
     masters = await admin.master_addresses()
@@ -67,7 +66,7 @@ async def _broker_stats(
 
 
 async def _client_reports(
-    admin: AdminClient, group: str, client_ids: list[str], notes: list[str]
+    admin: AdminSession, group: str, client_ids: list[str], notes: list[str]
 ) -> dict[str, ConsumerRunningInfo]:
     results = await admin.fan_out(
         [admin.consumer_running_info(group, client_id) for client_id in client_ids]
@@ -113,7 +112,47 @@ def _broadcast_rows(
     return rows
 
 
-async def group_progress(admin: AdminClient, group: str, topic: str | None) -> GroupProgress:
+async def _new_starts(
+    admin: AdminSession, group: str, rows: list[QueueProgress], notes: list[str]
+) -> list[QueueProgress]:
+    """Rows with nothing committed get where the group starts them: QUERY_CONSUMER_OFFSET,
+    the question a starting consumer asks (the broker answers by its newGroupStartRule)."""
+    fresh = [row for row in rows if row.consumer_offset == 0 and row.broker_offset > 0]
+    if not fresh:
+        return rows
+    masters = await admin.master_addresses()
+    answers = await admin.fan_out(
+        [
+            query_consumer_offset(
+                admin.pool,
+                masters.get(row.queue.broker_name, ""),
+                group,
+                row.queue.topic,
+                row.queue.queue_id,
+                admin.timeout_ms,
+            )
+            for row in fresh
+        ]
+    )
+    starts: dict[MessageQueue, int] = {}
+    for row, answer in zip(fresh, answers, strict=True):
+        if not isinstance(answer, BolideError):
+            starts[row.queue] = START_BY_CONSUME_FROM if answer is None else answer
+    by_consume_from = sum(1 for start in starts.values() if start == START_BY_CONSUME_FROM)
+    if starts:
+        notes.append(
+            f"{len(starts)} queue(s) have nothing committed: the group starts "
+            f"{len(starts) - by_consume_from} at the offset the broker gives (startOffset) and "
+            f"{by_consume_from} where its consumers' consumeFromWhere says (LAST_OFFSET: the "
+            "broker offset); broker.conf newGroupStartRule decides"
+        )
+    return [
+        dataclasses.replace(row, start_offset=starts[row.queue]) if row.queue in starts else row
+        for row in rows
+    ]
+
+
+async def group_progress(admin: AdminSession, group: str, topic: str | None) -> GroupProgress:
     """See the module docstring. Raises GroupNotFoundError when no broker knows ``group``."""
     notes: list[str] = []
     stats, tps, known = await _broker_stats(admin, group, topic, notes)
@@ -145,6 +184,7 @@ async def group_progress(admin: AdminClient, group: str, topic: str | None) -> G
         ]
         if connection is None and rows:
             notes.append(f"group {group} is offline: nobody consumes these queues now")
+        rows = await _new_starts(admin, group, rows, notes)
     rows.sort(key=lambda row: (row.queue, row.client_id or ""))
     return GroupProgress(
         group,

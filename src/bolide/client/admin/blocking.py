@@ -7,15 +7,16 @@ errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts a
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 
 from bolide.base import limits
-from bolide.client.admin import RESET_TO_LATEST, ProgressCallback
-from bolide.client.admin import AdminClient as AsyncAdminClient
-from bolide.client.admin_views import (
+from bolide.client.admin.client import AdminClient as AsyncAdminClient
+from bolide.client.admin.views import (
+    RESET_TO_LATEST,
     BrokerSummary,
     GroupProgress,
     GroupSummary,
+    ProgressCallback,
     QueueStatus,
     ResendOutcome,
     ResetResult,
@@ -31,6 +32,7 @@ from bolide.protocol.bodies import (
     TopicConfig,
     TopicRouteData,
 )
+from bolide.protocol.bodies.transaction import HalfMessageList
 from bolide.protocol.message import Message, MessageExt
 
 __all__ = ["AdminClient"]
@@ -77,9 +79,16 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         order: bool = False,
         cluster: str | None = None,
         brokers: Iterable[str] = (),
+        attributes: Mapping[str, str] | None = None,
     ) -> list[str]:
         coroutine = self._core.create_topic(
-            topic, queue_count=queue_count, perm=perm, order=order, cluster=cluster, brokers=brokers
+            topic,
+            queue_count=queue_count,
+            perm=perm,
+            order=order,
+            cluster=cluster,
+            brokers=brokers,
+            attributes=attributes,
         )
         return self._runner.run(coroutine)
 
@@ -161,6 +170,30 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         return self._runner.run(coroutine)
 
     # ---- messages ----------------------------------------------------------------------------
+
+    def pending_transactions(
+        self,
+        *,
+        group: str | None = None,
+        topic: str | None = None,
+        max_count: int | None = None,
+        given_up: bool = False,
+        cluster: str | None = None,
+        brokers: Iterable[str] = (),
+    ) -> dict[str, HalfMessageList]:
+        return self._run(
+            self._core.pending_transactions(
+                group=group,
+                topic=topic,
+                max_count=max_count,
+                given_up=given_up,
+                cluster=cluster,
+                brokers=brokers,
+            )
+        )
+
+    def resume_transaction(self, offset_msg_id: str) -> str:
+        return self._run(self._core.resume_transaction(offset_msg_id))
 
     def send_message(self, message: Message) -> SendResult:
         return self._runner.run(self._core.send_message(message))
