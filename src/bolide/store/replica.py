@@ -132,8 +132,7 @@ class ReplicaWriter:
                     <= self._commit_log.segment_bytes
                 ):
                     raise ReplicaOffsetError(
-                        f"no record at {record_offset}: size {total_size}, "
-                        f"magic {magic:#x}"
+                        f"no record at {record_offset}: size {total_size}, magic {magic:#x}"
                     )
                 if len(buffer) - cursor < total_size:
                     break
