@@ -140,8 +140,11 @@ class Broker:
         # haListenPort defaults to listenPort + 1; with listenPort 0 (a free port) it is free too.
         self._ha_listen_port = 0 if config.listen_port == 0 and config.ha_listen_port < 0 else -1
         if config.broker_role.is_master and config.broker_id != 0:
-            _log.warning("brokerId=%d on a %s: a master is always id 0", config.broker_id,
-                         config.broker_role.value)  # fmt: skip
+            _log.warning(
+                "brokerId=%d on a %s: a master is always id 0",
+                config.broker_id,
+                config.broker_role.value,
+            )
             self.config = config = config.replace(broker_id=0)
         self.server = RemotingServer(
             self._dispatcher,
@@ -331,10 +334,15 @@ class Broker:
             handlers.install(self._dispatcher)
         self._security.start()
         self._replication = Replication(
-            config, store, context, self._pool, host=self._host, clock=clock,
+            config,
+            store,
+            context,
+            self._pool,
+            host=self._host,
+            clock=clock,
             ha_listen_port=self._ha_listen_port if self._ha_listen_port >= 0 else None,
             on_crash=self._service_crashed,
-        )  # fmt: skip
+        )
         await self._replication.start()
         context.replication = self._replication
         self._start_services(context)

@@ -70,6 +70,7 @@ lockMaxLiveTime (3)
 haListenPort                    ha_listen_port                         listenPort + 1
 haMasterAddress                 ha_master_address                      "" (from name server)
 slaveReadEnable                 slave_read_enable                      false
+accessMessageInMemoryMaxRatio   access_message_in_memory_max_ratio_... 40 (percent of RAM)
 vipChannelEnabled (4)           vip_channel_enabled                    true
 newGroupStartRule (5)           new_group_start                        MEMORY
 =============================== ====================================== ===================
@@ -512,6 +513,11 @@ class BrokerConfig:
     """-1 (the default): listenPort + 1, as Java's BrokerStartup sets it; 0 picks a free port."""
     ha_master_address: str = field(default="", metadata=_key("haMasterAddress", _parse_any_str))
     slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", _parse_bool))
+    access_message_in_memory_max_ratio_percent: int = field(
+        default=limits.HA_PULL_MEMORY_RATIO_PERCENT,
+        metadata=_key("accessMessageInMemoryMaxRatio", _parse_int),
+    )
+    """A consumer whose backlog exceeds this share of RAM is told to read from a slave."""
     vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
     new_group_start: NewGroupStart = field(
         default=NewGroupStart.MEMORY,
@@ -674,6 +680,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("transaction_timeout_ms", 0, _JAVA_INT_MAX),
     ("transaction_check_max_count", 1, _JAVA_INT_MAX),
     ("ha_listen_port", -1, 65_535),
+    ("access_message_in_memory_max_ratio_percent", 0, 100),
 )
 
 

@@ -93,7 +93,7 @@ class PullHandlers:
             lambda: context.store.stats().commit_log_max_offset
         )
         self._slave_read_backlog_bytes = (
-            _memory_share_bytes(limits.HA_PULL_MEMORY_RATIO_PERCENT)
+            _memory_share_bytes(context.config.access_message_in_memory_max_ratio_percent)
             if slave_read_backlog_bytes is None
             else slave_read_backlog_bytes
         )
