@@ -223,7 +223,16 @@ def test_bolide_proxy_runs_apart_from_the_brokers(tmp_path: Path) -> None:
         assert "proxy=" not in server.ready
         create_topic(server.namesrv, "Apart5")
         process = subprocess.Popen(
-            [BOLIDE, "proxy", "--namesrv", server.namesrv, "--port", "0"],
+            [
+                BOLIDE,
+                "proxy",
+                "--namesrv",
+                server.namesrv,
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path / "proxy"),
+            ],  # fmt: skip
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=tmp_path,

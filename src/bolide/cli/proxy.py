@@ -1,7 +1,7 @@
 """``bolide proxy``: the RocketMQ 5.x gRPC front end on its own, and the options
 ``bolide standalone`` uses to run it beside the broker.
 
-    bolide proxy --namesrv 127.0.0.1:9876 [--host 127.0.0.1] [--port 8081]
+    bolide proxy --namesrv 127.0.0.1:9876 [--host 127.0.0.1] [--port 8081] [--data-dir ./data]
 
 prints ``bolide ready proxy=HOST:PORT`` once it accepts connections.
 """
@@ -9,6 +9,7 @@ prints ``bolide ready proxy=HOST:PORT`` once it accepts connections.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -66,13 +67,16 @@ def proxy(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="gRPC port, 0: any.")] = DEFAULT_PROXY_PORT,
     min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where logs/ goes. Default: ./data.")
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
 ) -> None:
     """Run the 5.x gRPC proxy in front of the name servers' brokers."""
     # Imported here: the server helpers live beside the other server commands.
     from bolide.cli.servers import DEFAULT_DATA_DIR, _configure_logging, _ready, _run
 
-    _configure_logging(DEFAULT_DATA_DIR)
+    _configure_logging(data_dir if data_dir is not None else DEFAULT_DATA_DIR)
     addresses = [part.strip() for part in namesrv_addresses.split(";") if part.strip()]
 
     async def serve(stop: asyncio.Event) -> None:
