@@ -232,7 +232,7 @@ def test_bolide_proxy_runs_apart_from_the_brokers(tmp_path: Path) -> None:
                 "0",
                 "--data-dir",
                 str(tmp_path / "proxy"),
-            ],  # fmt: skip
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=tmp_path,
