@@ -459,6 +459,31 @@ maxTriggerDelay default, 15 min), then reads what there is."""
 SPARK_GROUP_COMMIT_TIMEOUT_MS = 3_000
 """Recording a query's progress as a group's offsets is best effort: this long, then a warning."""
 
+# --- ACL and TLS ---------------------------------------------------------------------------------
+ACL_FILE_MAX_BYTES = 4 * MIB
+"""plain_acl.yml larger than this is refused: thousands of accounts fit in far less, and the
+file is parsed whole on every change."""
+ACL_FILE_CHECK_INTERVAL_MS = 500
+"""How often the ACL file's modification time and size are checked: a change takes effect
+within about this long (RocketMQ's file watcher also looks every 500 ms)."""
+ACL_KEY_MIN_CHARS = 7
+"""accessKey and secretKey are longer than 6 characters (RocketMQ's rule, which its admin
+tools enforce too)."""
+ACL_DENIAL_LOG_INTERVAL_MS = 10_000
+"""ACL refusals are logged at WARNING at most once per this interval (with a count of the rest):
+a peer sending bad requests in a loop must not flood the broker's log."""
+ACL_EXT_FIELD_MAX_CHARS = 64 * KIB
+"""An AccessKey or Signature longer than this is refused before any lookup or HMAC."""
+TLS_SNIFF_TIMEOUT_MS = 10_000
+"""In permissive TLS mode a new connection's first byte tells TLS from plain remoting; a peer
+that sends nothing for this long is disconnected."""
+TLS_HANDSHAKE_TIMEOUT_MS = 10_000
+"""A TLS handshake (either side) that takes longer fails."""
+LISTEN_BACKLOG_COUNT = 100
+"""Pending connections the permissive TLS listener lets the kernel queue (asyncio's default)."""
+ACCEPT_ERROR_BACKOFF_MS = 100
+"""After a failed accept (out of file descriptors...) the permissive listener waits this long
+before the next, instead of spinning on the same error."""
 # --- master/slave replication (RocketMQ 4.x HA; round2-facts.md §4) ---------------------------
 
 HA_TRANSFER_BATCH_BYTES = 32 * KIB
@@ -499,6 +524,11 @@ ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
 """Share of physical memory, in percent, counted back from the commit log's end, that a
 broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
 starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
+
+
+SQL_FILTER_COMPILED_MAX_COUNT = 1_024
+"""SQL92 filter expressions kept compiled per broker process (one per distinct subscription
+expression; beyond it the least recently used is compiled again when next needed)."""
 
 
 def _check_relations() -> None:

@@ -1,4 +1,4 @@
-"""ClientInstance: what the producers and consumers of one client id share (seed 001).
+"""ClientInstance: what the producers and consumers of one client id share (RocketMQ's rebalancing).
 
 An explicit object, never a singleton: facades make one per producer or consumer unless the
 caller passes one to share. It owns
@@ -216,7 +216,14 @@ class ClientInstance:
             self._on_check_transaction,
             family=BROKER_REQUEST_FAMILY,
         )
-        self._pool = ClientPool(dispatcher, settings=self._connection_settings, clock=self.clock)
+        credentials = self.config.credentials
+        self._pool = ClientPool(
+            dispatcher,
+            settings=self._connection_settings,
+            clock=self.clock,
+            request_hook=None if credentials is None else credentials.sign,
+            tls=self.config.tls,
+        )
         config = self.config
         loops = (
             ("routes", self._route_step, config.route_poll_interval_ms,
