@@ -8,6 +8,7 @@ STAMP := $(VENV)/.bolide-installed
 
 $(STAMP): pyproject.toml
 	command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

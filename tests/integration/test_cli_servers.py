@@ -18,6 +18,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import UpdateConsumerOffsetRequestHeader
 from bolide.remoting import ClientPool
+from tests.broker.metrics.http_get import http_get
 from tests.integration.wire import BrokerWire
 
 pytestmark = pytest.mark.timeout(120)
@@ -66,13 +67,19 @@ async def running(*arguments: str, cwd: Path) -> AsyncIterator[Server]:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 async def test_standalone_serves_and_stops_cleanly(tmp_path: Path, stop_signal: int) -> None:
     data = tmp_path / "data"
-    arguments = ("standalone", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(data))
+    arguments = (
+        "standalone", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
+        "--data-dir", str(data),
+    )  # fmt: skip
     async with running(*arguments, cwd=tmp_path) as server:
         assert server.ready.startswith("bolide ready namesrv=127.0.0.1:")
         assert server.ready.split()[2].startswith("namesrv=")
         assert server.ready.split()[3].startswith("broker=127.0.0.1:")
         namesrv, broker = server.address("namesrv"), server.address("broker")
         assert not namesrv.endswith(":0") and not broker.endswith(":0")
+        assert server.ready.split()[4].startswith("metrics=127.0.0.1:")
+        status, _, exposition = await http_get(server.address("metrics"), "/metrics")
+        assert status == 200 and b"rocketmq_brokeruntime_msg_put_total_today_now" in exposition
         pool = ClientPool()
         try:
             route = await pool.invoke(
@@ -149,7 +156,7 @@ async def test_a_bad_config_value_is_refused(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=not-a-number\n")
     process = await asyncio.create_subprocess_exec(
-        BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"),
+        BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"), "--no-metrics",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)

@@ -23,13 +23,13 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
-from bolide.broker.config import BrokerConfig
+from bolide.broker.config import BrokerConfig, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
@@ -43,6 +43,7 @@ from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
+from bolide.broker.metrics.exporter import BrokerMetrics
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
 from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
@@ -119,7 +120,12 @@ class Broker:
             on_connection_close=self._connection_closed,
         )
         self._pool = ClientPool(clock=self._clock)
+        self._host = host
         self._context: BrokerContext | None = None
+        self._stats_sampler: Service | None = None
+        self.metrics: BrokerMetrics | None = None
+        """The Prometheus registry (after start); serving /metrics when metricsExporterType
+        is PROM (see :attr:`metrics_address`)."""
         self._store: FileMessageStore | None = None
         self._registration: NameServerRegistration | None = None
         self._offset_flush: ConsumerOffsetFlushService | None = None
@@ -168,6 +174,7 @@ class Broker:
             await self._open_parts()
             if not self._listening:
                 await self._listen()
+            await self._start_metrics()
             await self.registration.start()
         except BaseException:
             await self.stop()
@@ -179,6 +186,24 @@ class Broker:
             self.address,
             self.config.store_path_root_dir,
         )
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of /metrics, or None when the broker serves no metrics."""
+        server = self.metrics.server if self.metrics is not None else None
+        return server.address if server is not None else None
+
+    async def _start_metrics(self) -> None:
+        config = self.config
+        self.metrics = metrics = BrokerMetrics(self.context)
+        kind = config.metrics_exporter_type
+        if kind is MetricsExporterType.PROM:
+            host = config.metrics_prom_exporter_host or self._host
+            await metrics.serve(host, config.metrics_prom_exporter_port)
+        elif kind is not MetricsExporterType.DISABLE:
+            _log.warning(
+                "metricsExporterType=%s is not supported (PROM is): no metrics served", kind.value
+            )
 
     async def _listen(self) -> None:
         await self.server.start()
@@ -217,7 +242,7 @@ class Broker:
             consumers=ConsumerManager(clock, self._notify_consumer_ids_changed),
             producers=ProducerManager(clock),
             long_polling=long_polling,
-            stats=BrokerStats(clock),
+            stats=BrokerStats(clock, cluster_name=config.broker_cluster_name),
             register_soon=self._register_soon,
             register_now=self._register_now,
             locks=RebalanceLockManager(clock, lock_max_live_ms=config.rebalance_lock_max_live_ms),
@@ -268,6 +293,14 @@ class Broker:
             on_crash=self._service_crashed,
         )
         self._client_scan.start()
+        self._stats_sampler = Service(
+            "broker-stats-sampler",
+            _sample(context),
+            interval_ms=limits.STATS_MINUTE_SAMPLE_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=self._service_crashed,
+        )
+        self._stats_sampler.start()
         self._registration = NameServerRegistration(
             BrokerIdentity(
                 cluster_name=config.broker_cluster_name,
@@ -296,6 +329,11 @@ class Broker:
         client_scan, self._client_scan = self._client_scan, None
         if client_scan is not None:
             await client_scan.stop(timeout_ms)
+        sampler, self._stats_sampler = self._stats_sampler, None
+        if sampler is not None:
+            await sampler.stop(timeout_ms)
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.server.stop(timeout_ms)
         for task in list(self._notifications):
             task.cancel()
@@ -330,6 +368,8 @@ class Broker:
 
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
+        if self._context is not None:
+            self._context.stats.rebalance_notifications += 1
         for connection in channels:
             if connection.is_closed:
                 continue
@@ -399,6 +439,13 @@ def _timer_service(
     )
     service.load()
     return service
+
+
+def _sample(context: BrokerContext) -> Callable[[], Awaitable[None]]:
+    async def step() -> None:
+        context.stats.sample()
+
+    return step
 
 
 def _wake(

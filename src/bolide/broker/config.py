@@ -50,6 +50,9 @@ rejectTransactionMessage        reject_transaction_message             false
 aclEnable                       acl_enable                             false
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
+metricsExporterType             metrics_exporter_type                  DISABLE (4)
+metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
+metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
@@ -58,6 +61,8 @@ sample configurations use, so a default broker has the same name on every machin
 from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
 (3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
 broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
+(4) PROM serves Prometheus' /metrics (docs/operations.md); OTLP_GRPC and LOG are RocketMQ 5
+exporters Bolide does not have: the broker warns and serves no metrics.
 
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
@@ -92,6 +97,7 @@ __all__ = [
     "BrokerRole",
     "ConfigFileWriter",
     "FlushDiskType",
+    "MetricsExporterType",
     "VersionedDocument",
     "parse_broker_conf",
     "parse_delay_levels",
@@ -115,6 +121,15 @@ class BrokerRole(enum.Enum):
     SYNC_MASTER = "SYNC_MASTER"
 
 
+class MetricsExporterType(enum.Enum):
+    """RocketMQ 5's metricsExporterType; Bolide serves PROM."""
+
+    DISABLE = "DISABLE"
+    OTLP_GRPC = "OTLP_GRPC"
+    PROM = "PROM"
+    LOG = "LOG"
+
+
 # --- value parsers: (key, text) -> value, ConfigError naming both on failure -----------------
 
 
@@ -125,6 +140,11 @@ def _bad(key: str, text: str, expected: str) -> ConfigError:
 def _parse_str(key: str, text: str) -> str:
     if not text:
         raise _bad(key, text, "a non-empty string")
+    return text
+
+
+def _parse_optional_str(key: str, text: str) -> str:
+    del key
     return text
 
 
@@ -371,6 +391,16 @@ class BrokerConfig:
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
         metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
     )
+    metrics_exporter_type: MetricsExporterType = field(
+        default=MetricsExporterType.DISABLE,
+        metadata=_key("metricsExporterType", _enum_parser(MetricsExporterType)),
+    )
+    metrics_prom_exporter_host: str = field(
+        default="", metadata=_key("metricsPromExporterHost", _parse_optional_str)
+    )
+    metrics_prom_exporter_port: int = field(
+        default=limits.METRICS_PORT_DEFAULT, metadata=_key("metricsPromExporterPort", _parse_int)
+    )
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
 
@@ -485,6 +515,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("broker_id", 0, 2**63 - 1),
     # 0 asks the OS for a free port: tests and embedded brokers use it.
     ("listen_port", 0, 65_535),
+    ("metrics_prom_exporter_port", 0, 65_535),
     ("broker_permission", 0, 0xF),
     ("default_topic_queue_nums", 1, limits.TOPIC_QUEUE_NUMS_MAX_COUNT),
     ("file_reserved_time_hours", 1, _JAVA_INT_MAX),

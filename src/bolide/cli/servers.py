@@ -5,7 +5,8 @@ one line on stdout once its listeners accept connections, and stops cleanly on S
 SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
 checkpoint). The ready lines::
 
-    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911      (standalone)
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 metrics=127.0.0.1:5557 \
+        dashboard=127.0.0.1:8080                                    (standalone)
     bolide ready namesrv=127.0.0.1:9876                              (namesrv)
     bolide ready broker=127.0.0.1:10911                              (broker)
 
@@ -85,9 +86,16 @@ def standalone(
     flush: FlushOption = None,
     config: ConfigOption = None,
     json_output: JsonOption = False,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Prometheus /metrics port, 0: any.")
+    ] = limits.METRICS_PORT_DEFAULT,
+    no_metrics: Annotated[
+        bool, typer.Option("--no-metrics", help="Serve no Prometheus /metrics.")
+    ] = False,
 ) -> None:
     """Run a name server and a broker in one process."""
-    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, {})
+    flags = {} if no_metrics else _metrics_flags(host, metrics_port)
+    broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
@@ -98,7 +106,12 @@ def standalone(
         try:
             await server.start()
             try:
-                _ready(json_output, namesrv=namesrv_address, broker=server.address)
+                _ready(
+                    json_output,
+                    namesrv=namesrv_address,
+                    broker=server.address,
+                    **_metrics_listener(server),
+                )
                 await stop.wait()
             finally:
                 await server.stop()
@@ -169,7 +182,7 @@ def broker(
         server = Broker(broker_config, host=host)
         await server.start()
         try:
-            _ready(json_output, broker=server.address)
+            _ready(json_output, broker=server.address, **_metrics_listener(server))
             await stop.wait()
         finally:
             await server.stop()
@@ -215,6 +228,24 @@ def _broker_config(
     except BolideError as error:
         typer.echo(f"bolide: {error}", err=True)
         raise typer.Exit(code=2) from error
+
+
+def _metrics_flags(host: str, port: int) -> dict[str, str]:
+    """broker.conf keys that turn /metrics on at ``host:port`` (standalone's default)."""
+    return {
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": host,
+        "metricsPromExporterPort": str(port),
+    }
+
+
+def _metrics_listener(server: Broker) -> dict[str, str]:
+    """``{"metrics": "H:P"}`` for the ready line when the broker serves /metrics."""
+    address = server.metrics_address
+    if address is None:
+        return {}
+    host, port = address.rsplit(":", 1)
+    return {"metrics": f"{_advertised(host)}:{port}"}
 
 
 def _flush_disk_type(text: str) -> str:

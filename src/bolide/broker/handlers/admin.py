@@ -20,6 +20,7 @@ from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
 from bolide.broker.handlers.admin_groups import AdminGroupHandlers
 from bolide.broker.handlers.admin_topics import AdminTopicHandlers
 from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.metrics.runtime import runtime_table
 from bolide.protocol.bodies import KVTable, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -85,19 +86,5 @@ class AdminHandlers:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         del connection
-        context = self._context
-        table = dict(context.stats.runtime_info())
-        store = context.store.stats()
-        table.update(
-            {
-                "commitLogMinOffset": str(store.commit_log_min_offset),
-                "commitLogMaxOffset": str(store.commit_log_max_offset),
-                "commitLogDiskRatio": f"{store.disk_used_ratio_percent / 100:.4f}",
-                "remainHowManyDataToFlush": str(
-                    max(0, store.commit_log_max_offset - store.commit_log_flushed_offset)
-                ),
-                "putMessageTimesTotal": str(store.put_message_count),
-                "longPollingParkedPulls": str(context.long_polling.count),
-            }
-        )
+        table = runtime_table(self._context)
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

@@ -112,7 +112,7 @@ class PullHandlers:
                 return None
             result = self._read(header, tag_codes)
             code = _response_code(result, header.queue_offset)
-        return self._response(request, code, result)
+        return self._response(request, code, result, header)
 
     def _commit(self, connection: Connection, header: PullMessageRequestHeader) -> None:
         """Store the piggybacked commit offset; a refusal (table full) does not fail the pull:
@@ -222,12 +222,22 @@ class PullHandlers:
         return max(0, min(header.suspend_timeout_ms, limits.PULL_SUSPEND_MAX_MS))
 
     def _response(
-        self, request: RemotingCommand, code: ResponseCode, result: GetResult
+        self,
+        request: RemotingCommand,
+        code: ResponseCode,
+        result: GetResult,
+        header: PullMessageRequestHeader,
     ) -> RemotingCommand:
         fields = _offset_fields(result.next_begin_offset, result.min_offset, result.max_offset)
         if code != ResponseCode.SUCCESS:
+            self._context.stats.record_get_miss()
             return request.make_response(code, result.status.value, fields)
-        self._context.stats.record_get(result.message_count, result.total_bytes)
+        self._context.stats.record_get(
+            result.message_count,
+            result.total_bytes,
+            topic=header.topic,
+            group=header.consumer_group,
+        )
         return request.make_response(code, None, fields, body_parts=tuple(result.buffers))
 
     def _refusal(
