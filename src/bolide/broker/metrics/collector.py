@@ -223,7 +223,7 @@ class BrokerCollector(Collector):
             elif figures.kind == TopicKind.DLQ:
                 group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
                 dlq.add_metric((cluster, broker, group), figures.total_offset)
-            if figures.kind != TopicKind.SYSTEM:
+            if figures.kind != TopicKind.SYSTEM and figures.has_put_stats:
                 tps.add_metric((cluster, broker, topic), figures.put_tps)
                 size.add_metric((cluster, broker, topic), figures.put_bytes_per_second)
         yield from (offset, retry, dlq, tps, size)
@@ -252,15 +252,19 @@ class BrokerCollector(Collector):
         }
         for each in groups:
             labels = (cluster, broker, each.topic, each.group)
-            for name, value in (
-                ("rocketmq_consumer_tps", each.get_tps),
-                ("rocketmq_group_consume_tps", each.get_tps),
+            values: tuple[tuple[str, float], ...] = (
                 ("rocketmq_consumer_offset", each.broker_offset),
                 ("rocketmq_group_consume_total_offset", each.consumer_offset),
-                ("rocketmq_consumer_message_size", each.get_bytes_per_second),
-                ("rocketmq_send_back_nums", each.send_back_per_minute),
                 ("rocketmq_group_get_latency_by_storetime", each.oldest_unconsumed_age_ms),
-            ):
+            )
+            if each.has_get_stats:  # like the exporter: rates only where stats exist
+                values += (
+                    ("rocketmq_consumer_tps", each.get_tps),
+                    ("rocketmq_group_consume_tps", each.get_tps),
+                    ("rocketmq_consumer_message_size", each.get_bytes_per_second),
+                    ("rocketmq_send_back_nums", each.send_back_per_minute),
+                )
+            for name, value in values:
                 families[name].add_metric(labels, value)
             kind = _diff_kind(each.topic)
             diffs[kind].add_metric(

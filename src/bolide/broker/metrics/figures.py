@@ -52,6 +52,8 @@ class TopicFigures:
     put_bytes: int
     put_tps: float
     put_bytes_per_second: float
+    has_put_stats: bool
+    """Whether the topic has put stats at all (the exporter emits its rates only then)."""
 
     @property
     def total_offset(self) -> int:
@@ -74,6 +76,8 @@ class GroupFigures:
     get_tps: float
     get_bytes_per_second: float
     send_back_per_minute: int
+    has_get_stats: bool
+    """Whether the pair has get stats at all (the exporter emits its rates only then)."""
 
 
 def topic_figures(context: BrokerContext) -> dict[str, TopicFigures]:
@@ -97,6 +101,7 @@ def topic_figures(context: BrokerContext) -> dict[str, TopicFigures]:
             put_bytes=size.value if size is not None else 0,
             put_tps=nums_minute.tps if nums_minute is not None else 0.0,
             put_bytes_per_second=size_minute.tps if size_minute is not None else 0.0,
+            has_put_stats=nums is not None,
         )
     return result
 
@@ -160,4 +165,5 @@ def group_figures(
             get_tps=nums.figures(nums.minute, now_ms).tps if nums is not None else 0.0,
             get_bytes_per_second=size.figures(size.minute, now_ms).tps if size else 0.0,
             send_back_per_minute=back.figures(back.minute, now_ms).sum if back else 0,
+            has_get_stats=nums is not None,
         )

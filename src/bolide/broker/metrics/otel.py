@@ -101,9 +101,6 @@ def otel_families(
     lag = GaugeMetricFamily(
         "rocketmq_consumer_lag_messages", "Messages not yet consumed.", labels=lag_labels
     )
-    ready = GaugeMetricFamily(
-        "rocketmq_consumer_ready_messages", "Messages ready to be consumed.", labels=lag_labels
-    )
     lag_latency = GaugeMetricFamily(
         "rocketmq_consumer_lag_latency",
         "Age of the oldest message not yet consumed, ms.",
@@ -119,9 +116,8 @@ def otel_families(
             str(topics[each.topic].kind == TopicKind.SYSTEM).lower(),
         )
         lag.add_metric((*labels, *flags), each.lag)
-        ready.add_metric((*labels, *flags), each.lag)
         lag_latency.add_metric((*labels, *flags), each.oldest_unconsumed_age_ms)
-    yield from (messages_out, throughput_out, lag, ready, lag_latency)
+    yield from (messages_out, throughput_out, lag, lag_latency)
     dlq = CounterMetricFamily(
         "rocketmq_send_to_dlq_messages",
         "Messages moved to a dead-letter queue, by group.",

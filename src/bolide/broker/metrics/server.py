@@ -1,8 +1,9 @@
 """The /metrics endpoint: a small HTTP/1.1 server on the broker's event loop.
 
 The exposition text is prometheus_client's (``generate_latest``); only the socket handling is
-ours, so a scrape runs on the loop thread that owns the broker's tables (no locks, no copies)
-and needs no web framework in the broker. One request per connection (``Connection: close``)
+ours, so the figures are collected on the loop thread that owns the broker's tables (no locks)
+and no web framework is needed in the broker. Rendering the collected families to text is the
+larger half of a big scrape's cost; it runs on a worker thread from the frozen families. One request per connection (``Connection: close``)
 is all Prometheus needs. ``GET /metrics`` answers the exposition (gzip when asked);
 The content type is the 0.0.4 text format every Prometheus version reads (prometheus_client's
 newest default, 1.0.0, is the same text under a version older servers do not know).
@@ -18,7 +19,11 @@ import gzip
 import logging
 import time
 
+from collections.abc import Iterable, Iterator
+
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from bolide.base import limits
@@ -40,7 +45,9 @@ class MetricsServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.last_scrape_ms = 0.0
-        """How long the latest exposition took to build, ms."""
+        """How long the latest scrape took to build, ms (wall time)."""
+        self.last_collect_ms = 0.0
+        """How long the latest scrape held the event loop (collecting the families), ms."""
 
     @property
     def port(self) -> int:
@@ -74,9 +81,17 @@ class MetricsServer:
         await server.wait_closed()
 
     def exposition(self) -> bytes:
-        """The text a scrape gets (also used by tests and the benchmark)."""
+        """The text a scrape gets, built entirely on the calling thread (tests, benchmark)."""
+        return generate_latest(self._registry)
+
+    async def exposition_off_loop(self) -> bytes:
+        """The text a scrape gets: the families are collected on the loop (they read the
+        broker's live tables), then rendered to text on a worker thread from that frozen
+        snapshot, so the loop is held only for the collection."""
         started = time.perf_counter()
-        text = generate_latest(self._registry)
+        families = list(self._registry.collect())
+        self.last_collect_ms = (time.perf_counter() - started) * 1000
+        text = await asyncio.to_thread(generate_latest, _Snapshot(families))
         self.last_scrape_ms = (time.perf_counter() - started) * 1000
         return text
 
@@ -118,7 +133,7 @@ class MetricsServer:
         if method not in ("GET", "HEAD"):
             await _respond(writer, 405, b"only GET\n", "text/plain", {"Allow": "GET, HEAD"})
         elif path == "/metrics":
-            body = self.exposition()
+            body = await self.exposition_off_loop()
             extra: dict[str, str] = {}
             if "gzip" in headers.get("accept-encoding", ""):
                 body = gzip.compress(body, compresslevel=1)
@@ -161,3 +176,13 @@ async def _respond(
     )
     writer.write(head.encode("latin-1") + b"\r\n" + (b"" if head_only else body))
     await writer.drain()
+
+
+class _Snapshot(Collector):
+    """Families already collected, rendered again as they are."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
