@@ -18,7 +18,6 @@ import resource
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bolide.protocol.bodies import TopicConfig
@@ -44,8 +43,8 @@ async def main(topics: int, queues: int, filled: int, rounds: int, profile: bool
                 context.stats.record_put(queues, 64 * queues, topic=name, elapsed_us=100)
                 context.stats.record_get(1, 64, topic=name, group="BenchGroup")
             metrics = broker.metrics
-            server = metrics.server if metrics is not None else None
-            assert server is not None
+            assert metrics is not None and metrics.server is not None
+            server = metrics.server
             if profile:
                 profiler = cProfile.Profile()
                 profiler.enable()
@@ -73,7 +72,8 @@ async def main(topics: int, queues: int, filled: int, rounds: int, profile: bool
         f"median {statistics.median(collect_ms):.1f}, max {max(collect_ms):.1f}"
     )
     print(
-        f"whole scrape (collect + render on a worker thread) ms: median {statistics.median(timings_ms):.1f}, "
+        "whole scrape (collect + render on a worker thread) ms: "
+        f"median {statistics.median(timings_ms):.1f}, "
         f"min {min(timings_ms):.1f}, max {max(timings_ms):.1f} ({rounds} rounds)"
     )
 

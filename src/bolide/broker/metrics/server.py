@@ -3,7 +3,8 @@
 The exposition text is prometheus_client's (``generate_latest``); only the socket handling is
 ours, so the figures are collected on the loop thread that owns the broker's tables (no locks)
 and no web framework is needed in the broker. Rendering the collected families to text is the
-larger half of a big scrape's cost; it runs on a worker thread from the frozen families. One request per connection (``Connection: close``)
+larger half of a big scrape's cost; it runs on a worker thread from the frozen families.
+One request per connection (``Connection: close``)
 is all Prometheus needs. ``GET /metrics`` answers the exposition (gzip when asked);
 The content type is the 0.0.4 text format every Prometheus version reads (prometheus_client's
 newest default, 1.0.0, is the same text under a version older servers do not know).
@@ -18,13 +19,12 @@ import contextlib
 import gzip
 import logging
 import time
-
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from bolide.base import limits
 
