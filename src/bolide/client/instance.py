@@ -45,6 +45,7 @@ from bolide.base.errors import (
     InvariantViolationError,
     NameServerUnavailableError,
     NoRouteError,
+    ProtocolError,
     RemoteError,
     RequestTimeoutError,
     TopicNotFoundError,
@@ -64,13 +65,17 @@ from bolide.protocol.bodies import (
     ResetOffsetBody,
     TopicRouteData,
 )
+from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import BOLIDE_WIRE_VERSION, RemotingCommand
 from bolide.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     ResetOffsetRequestHeader,
 )
+from bolide.protocol.message import MessageExt
+from bolide.protocol.message_codec import decode_record
 from bolide.remoting import ClientPool, Connection, ConnectionSettings, Dispatcher
 
 __all__ = ["ClientInstance", "InstanceConsumer"]
@@ -116,6 +121,12 @@ class InstanceConsumer(Protocol):
 
     def running_info(self) -> ConsumerRunningInfo:
         """The consumer's state for GET_CONSUMER_RUNNING_INFO."""
+        ...
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """CONSUME_MESSAGE_DIRECTLY: the listener's verdict (None: cannot consume so)."""
         ...
 
 
@@ -197,6 +208,11 @@ class ClientInstance:
         dispatcher.register(
             RequestCode.GET_CONSUMER_RUNNING_INFO,
             self._on_running_info,
+            family=BROKER_REQUEST_FAMILY,
+        )
+        dispatcher.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            self._on_consume_directly,
             family=BROKER_REQUEST_FAMILY,
         )
         self._pool = ClientPool(dispatcher, settings=self._connection_settings, clock=self.clock)
@@ -592,3 +608,26 @@ class ClientInstance:
         }
         info = dataclasses.replace(info, properties=properties)
         return request.make_response(ResponseCode.SUCCESS, body=info.to_json())
+
+    async def _on_consume_directly(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+        consumer = self._consumers.get(header.consumer_group)
+        if consumer is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer group {header.consumer_group} does not run in {self.client_id}",
+            )
+        try:
+            message, _ = decode_record(request.body)
+        except ProtocolError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad message: {error}")
+        result = await consumer.consume_directly(message, header.broker_name or "")
+        if result is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer group {header.consumer_group} cannot consume directly "
+                "(pull or orderly consumer)",
+            )
+        return request.make_response(ResponseCode.SUCCESS, body=result.to_json())

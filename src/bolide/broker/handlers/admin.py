@@ -2,8 +2,9 @@
 installs the rest, which live beside it: :mod:`.admin_topics` (215 delete topic, 202 topic
 stats, 300 who consumes a topic), :mod:`.admin_groups` (203/204 connection lists, 207 delete
 group, 208 consume stats, 314 clone offsets) and :mod:`.admin_consumers` (222 reset offset,
-307 running info forwarded to the client). Subscription groups (200, 201) are
-:mod:`.subscription_group`'s.
+307 running info and 309 consume directly, forwarded to the client) and :mod:`.admin_stats`
+(315 stats windows, 25/26 broker config, 303 consume time span, 321 consume queue).
+Subscription groups (200, 201) are :mod:`.subscription_group`'s.
 
 * UPDATE_AND_CREATE_TOPIC (17): create or update a topic, then register with the name servers
   before answering, so the route exists when the admin tool gets SUCCESS. An invalid or system
@@ -18,6 +19,7 @@ from __future__ import annotations
 from bolide.base.errors import ConfigError
 from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
 from bolide.broker.handlers.admin_groups import AdminGroupHandlers
+from bolide.broker.handlers.admin_stats import AdminStatsHandlers
 from bolide.broker.handlers.admin_topics import AdminTopicHandlers
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.runtime import runtime_table
@@ -50,6 +52,7 @@ class AdminHandlers:
             AdminTopicHandlers(self._context),
             AdminGroupHandlers(self._context),
             AdminConsumerHandlers(self._context),
+            AdminStatsHandlers(self._context),
         ):
             handlers.install(dispatcher)
 

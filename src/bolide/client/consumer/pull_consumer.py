@@ -69,6 +69,7 @@ from bolide.protocol.bodies import (
     SubscriptionData,
 )
 from bolide.protocol.bodies.fastjson import BodyError
+from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
 
 __all__ = ["PullConsumer"]
@@ -590,6 +591,13 @@ class PullConsumer(AsyncLifecycle):
             if state is not None:
                 self._restart(queue, state, offset)
         await store.persist_all(list(self._assigned))
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """A pull consumer has no listener to hand a message to (None)."""
+        del message, broker_name
+        return None
 
     def running_info(self) -> ConsumerRunningInfo:
         table: dict[MessageQueue, dict[str, Any]] = {
