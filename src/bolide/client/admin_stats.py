@@ -14,6 +14,7 @@ from bolide.client.rpc import call
 from bolide.protocol.bodies.stats import (
     BrokerStatsData,
     ConsumeMessageDirectlyResult,
+    ConsumeStatsList,
     QueryConsumeQueueResponseBody,
     QueryConsumeTimeSpanBody,
 )
@@ -28,6 +29,7 @@ from bolide.protocol.headers.stats import (
 
 __all__ = [
     "broker_config",
+    "broker_consume_stats",
     "consume_message_directly",
     "consume_queue",
     "consume_time_span",
@@ -131,3 +133,15 @@ async def consume_message_directly(
         return ConsumeMessageDirectlyResult.from_json(response.body)
     except BolideError as error:
         raise RemoteError(ResponseCode.SYSTEM_ERROR, f"bad answer: {error}") from error
+
+
+async def broker_consume_stats(admin: AdminClient, address: str) -> ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS: every group's progress on the broker at ``address``, in one
+    request (with the online consumer count per group)."""
+    response = await _invoke(
+        admin,
+        address,
+        RequestCode.GET_BROKER_CONSUME_STATS,
+        {"isOrder": "false"},
+    )
+    return ConsumeStatsList.from_json(response.body)

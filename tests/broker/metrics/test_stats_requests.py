@@ -75,6 +75,10 @@ async def test_stats_config_time_span_and_queue(cluster: Cluster) -> None:
             await admin_stats.consume_time_span(admin, address, "NoSuchTopic", GROUP)
         assert missing.value.code == ResponseCode.TOPIC_NOT_EXIST
 
+        listing = await admin_stats.broker_consume_stats(admin, address)
+        assert listing.broker_address == address
+        assert GROUP not in dict(listing.entries)  # it consumed nothing yet: unknown here
+
         entries = await admin_stats.consume_queue(admin, address, TOPIC, 0, 0, 10)
         assert len(entries.queue_data) == 3 and entries.max_queue_index == 3
         assert all(entry.physic_size > 0 for entry in entries.queue_data)
@@ -116,5 +120,12 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
             status = info.status_table[TOPIC]
             assert status["consumeOKTPS"] > 0
             assert status["consumeRT"] >= 0
+            listing = await admin_stats.broker_consume_stats(
+                admin, cluster.broker("broker-a").address
+            )
+            stats = dict(listing.entries)[GROUP]
+            assert sum(w.broker_offset for w in stats.offset_table.values()) == 1
+            assert listing.online_client_counts[GROUP] == 1
+            assert listing.total_diff == 0 or listing.total_diff == 1
         finally:
             await consumer.shutdown()

@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from bolide.protocol.bodies.admin import ConsumeStats, OffsetWrapper
 from bolide.protocol.bodies.fastjson import BodyError, dumps
 from bolide.protocol.bodies.queue import MessageQueue
 from bolide.protocol.bodies.values import (
@@ -37,6 +38,7 @@ __all__ = [
     "CMResult",
     "ConsumeMessageDirectlyResult",
     "ConsumeQueueData",
+    "ConsumeStatsList",
     "QueryConsumeQueueResponseBody",
     "QueryConsumeTimeSpanBody",
     "QueueTimeSpan",
@@ -244,3 +246,64 @@ def _cm_result(value: Any) -> CMResult:
         return CMResult(str(value))
     except ValueError as error:
         raise BodyError(f"'consumeResult' is not a CMResult: {value!r}") from error
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS (317): every group's consume stats on one broker.
+    ``online_client_counts`` is Bolide's addition (other readers ignore it)."""
+
+    broker_address: str
+    entries: tuple[tuple[str, ConsumeStats], ...]
+    online_client_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_diff(self) -> int:
+        return sum(
+            max(0, item.broker_offset - item.consumer_offset)
+            for _, stats in self.entries
+            for item in stats.offset_table.values()
+        )
+
+    def to_json(self) -> bytes:
+        listed = [{group: [_stats_object(stats)]} for group, stats in self.entries]
+        return dumps(
+            {
+                "brokerAddr": self.broker_address,
+                "consumeStatsList": listed,
+                "onlineClientCounts": self.online_client_counts,
+                "totalDiff": self.total_diff,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Data) -> Self:
+        obj = parse_object(data, "consume stats list")
+        entries: list[tuple[str, ConsumeStats]] = []
+        for item in get_list(obj, "consumeStatsList"):
+            for group, stats_list in as_object(item, "consume stats entry").items():
+                for stats in stats_list:
+                    entries.append((str(group), _stats_from_object(stats)))
+        counts = obj.get("onlineClientCounts") or {}
+        return cls(
+            str(obj.get("brokerAddr", "")),
+            tuple(entries),
+            {str(k): int(v) for k, v in as_object(counts, "online client counts").items()},
+        )
+
+
+def _stats_object(stats: ConsumeStats) -> dict[str, Any]:
+    ordered = sorted(stats.offset_table.items(), key=lambda item: item[0])
+    return {
+        "consumeTps": stats.consume_tps,
+        "offsetTable": {queue.to_key(): item.to_object() for queue, item in ordered},
+    }
+
+
+def _stats_from_object(value: Any) -> ConsumeStats:
+    obj = as_object(value, "consume stats")
+    table = get_object(obj, "offsetTable")
+    return ConsumeStats(
+        {MessageQueue.from_key(k): OffsetWrapper.from_object(v) for k, v in table.items()},
+        get_float(obj, "consumeTps"),
+    )
