@@ -69,6 +69,7 @@ async def test_standalone_serves_and_stops_cleanly(tmp_path: Path, stop_signal: 
     data = tmp_path / "data"
     arguments = (
         "standalone", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
+        "--dashboard-port", "0",
         "--data-dir", str(data),
     )  # fmt: skip
     async with running(*arguments, cwd=tmp_path) as server:
@@ -78,6 +79,9 @@ async def test_standalone_serves_and_stops_cleanly(tmp_path: Path, stop_signal: 
         namesrv, broker = server.address("namesrv"), server.address("broker")
         assert not namesrv.endswith(":0") and not broker.endswith(":0")
         assert server.ready.split()[4].startswith("metrics=127.0.0.1:")
+        assert server.ready.split()[5].startswith("dashboard=127.0.0.1:")
+        status, _, page = await http_get(server.address("dashboard"), "/")
+        assert status == 200 and b"Cluster" in page
         status, _, exposition = await http_get(server.address("metrics"), "/metrics")
         assert status == 200 and b"rocketmq_brokeruntime_msg_put_total_today_now" in exposition
         pool = ClientPool()
@@ -156,7 +160,8 @@ async def test_a_bad_config_value_is_refused(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=not-a-number\n")
     process = await asyncio.create_subprocess_exec(
-        BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"), "--no-metrics",
+        BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"),
+        "--no-metrics", "--no-dashboard",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)

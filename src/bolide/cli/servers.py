@@ -37,10 +37,21 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig, read_broker_conf
+from bolide.cli.dashboard import dashboard as dashboard_command
+from bolide.cli.dashboard import start_dashboard
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 
-__all__ = ["broker", "namesrv", "register", "standalone"]
+__all__ = [
+    "advertised_address",
+    "broker",
+    "configure_console_logging",
+    "namesrv",
+    "print_ready",
+    "register",
+    "run_until_signalled",
+    "standalone",
+]
 
 _log = logging.getLogger("bolide.cli")
 
@@ -53,10 +64,11 @@ _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def register(app: typer.Typer) -> None:
-    """Add the three server commands to ``app``."""
+    """Add the server commands to ``app``."""
     app.command("standalone")(standalone)
     app.command("namesrv")(namesrv)
     app.command("broker")(broker)
+    app.command("dashboard")(dashboard_command)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -92,6 +104,12 @@ def standalone(
     no_metrics: Annotated[
         bool, typer.Option("--no-metrics", help="Serve no Prometheus /metrics.")
     ] = False,
+    dashboard_port: Annotated[
+        int, typer.Option("--dashboard-port", help="Web dashboard port, 0: any.")
+    ] = limits.DASHBOARD_PORT_DEFAULT,
+    no_dashboard: Annotated[
+        bool, typer.Option("--no-dashboard", help="Run no web dashboard.")
+    ] = False,
 ) -> None:
     """Run a name server and a broker in one process."""
     flags = {} if no_metrics else _metrics_flags(host, metrics_port)
@@ -105,15 +123,21 @@ def standalone(
         server = Broker(broker_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
         try:
             await server.start()
+            web = None
             try:
-                _ready(
-                    json_output,
-                    namesrv=namesrv_address,
-                    broker=server.address,
-                    **_metrics_listener(server),
-                )
+                if not no_dashboard:
+                    web = await start_dashboard(
+                        namesrv_address, host, dashboard_port, _acl_file(broker_config, directory)
+                    )
+                listeners = {"namesrv": namesrv_address, "broker": server.address}
+                listeners.update(_metrics_listener(server))
+                if web is not None:
+                    listeners["dashboard"] = advertised_address(host, web.port)
+                _ready(json_output, **listeners)
                 await stop.wait()
             finally:
+                if web is not None:
+                    await web.stop()
                 await server.stop()
         finally:
             await name_server.stop()
@@ -228,6 +252,39 @@ def _broker_config(
     except BolideError as error:
         typer.echo(f"bolide: {error}", err=True)
         raise typer.Exit(code=2) from error
+
+
+def _acl_file(config: BrokerConfig, data_dir: Path) -> Path | None:
+    """The accounts file the dashboard logs in against when ACL is on (aclFile, default
+    ``<data-dir>/conf/plain_acl.yml``); None when ACL is off."""
+    if not config.acl_enable:
+        return None
+    configured = config.extra_properties.get("aclFile")
+    return Path(configured) if configured else data_dir / "conf" / "plain_acl.yml"
+
+
+def advertised_address(host: str, port: int) -> str:
+    """``host:port`` as others reach a listener bound to ``host``."""
+    return f"{_advertised(host)}:{port}"
+
+
+def configure_console_logging() -> None:
+    """INFO and above of ``bolide.*`` to stderr (commands without a data directory)."""
+    logger = logging.getLogger("bolide")
+    logger.setLevel(logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    logger.addHandler(handler)
+
+
+def print_ready(json_output: bool, **addresses: str) -> None:
+    """The ready line (see the module docstring)."""
+    _ready(json_output, **addresses)
+
+
+def run_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``serve`` until SIGINT/SIGTERM (see :func:`_run`)."""
+    _run(serve)
 
 
 def _metrics_flags(host: str, port: int) -> dict[str, str]:

@@ -7,6 +7,8 @@ with the broker's code and remark when the broker refuses.
 
 from __future__ import annotations
 
+import orjson
+
 from bolide.base import limits
 from bolide.base.errors import BolideError, NotFoundError, RemoteError
 from bolide.client.admin import AdminClient
@@ -33,6 +35,7 @@ __all__ = [
     "consume_message_directly",
     "consume_queue",
     "consume_time_span",
+    "delay_offsets",
     "update_broker_config",
     "view_broker_stats",
 ]
@@ -145,3 +148,11 @@ async def broker_consume_stats(admin: AdminClient, address: str) -> ConsumeStats
         {"isOrder": "false"},
     )
     return ConsumeStatsList.from_json(response.body)
+
+
+async def delay_offsets(admin: AdminClient, address: str) -> dict[int, int]:
+    """GET_ALL_DELAY_OFFSET: per delay level, the next SCHEDULE_TOPIC_XXXX queue offset the
+    broker at ``address`` will deliver."""
+    response = await _invoke(admin, address, RequestCode.GET_ALL_DELAY_OFFSET)
+    table = orjson.loads(bytes(response.body) or b"{}").get("offsetTable") or {}
+    return {int(level): int(offset) for level, offset in table.items()}

@@ -1,0 +1,79 @@
+"""``bolide dashboard`` and the dashboard inside ``bolide standalone``.
+
+The web framework is imported only when a dashboard starts (the ``dashboard`` extra):
+without it, ``bolide dashboard`` exits with a clear message and ``bolide standalone``
+warns and runs without its dashboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bolide.base import limits
+
+if TYPE_CHECKING:
+    from bolide.dashboard.server import DashboardServer
+
+__all__ = ["dashboard", "start_dashboard"]
+
+_log = logging.getLogger("bolide.cli")
+
+INSTALL_HINT = "the dashboard needs its extra: pip install 'bolide[dashboard]'"
+
+
+async def start_dashboard(
+    namesrv: str, host: str, port: int, acl_file: Path | None
+) -> DashboardServer | None:
+    """A started dashboard over ``namesrv`` on ``host:port`` (0: a free port); logins from
+    ``acl_file``'s accounts when given. None (with a warning) when the extra is missing.
+    Raises OSError when the port cannot be bound."""
+    try:
+        from bolide.dashboard.app import DashboardSettings
+        from bolide.dashboard.auth import PlainAclAccounts
+        from bolide.dashboard.server import DashboardServer
+    except ImportError as error:
+        _log.warning("no dashboard: %s (%s)", INSTALL_HINT, error)
+        return None
+    accounts = PlainAclAccounts(acl_file) if acl_file is not None else None
+    server = DashboardServer(DashboardSettings(namesrv, accounts=accounts), host, port)
+    await server.start()
+    return server
+
+
+def dashboard(
+    namesrv: Annotated[
+        str,
+        typer.Option("--namesrv", envvar="BOLIDE_NAMESRV", help="Name servers, host:port;..."),
+    ] = "127.0.0.1:9876",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", help="Port, 0: any.")
+    ] = limits.DASHBOARD_PORT_DEFAULT,
+    acl_file: Annotated[
+        Path | None,
+        typer.Option("--acl-file", help="plain_acl.yml whose accounts may log in (ACL on)."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
+) -> None:
+    """Run the web dashboard over the given name servers."""
+    from bolide.cli import servers  # servers imports this module: import at call time
+
+    servers.configure_console_logging()
+
+    async def serve(stop: asyncio.Event) -> None:
+        server = await start_dashboard(namesrv, host, port, acl_file)
+        if server is None:
+            raise typer.Exit(code=2)
+        try:
+            print_ready = servers.print_ready
+            print_ready(json_output, dashboard=servers.advertised_address(host, server.port))
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    servers.run_until_signalled(serve)
