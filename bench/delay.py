@@ -39,7 +39,6 @@ from pathlib import Path
 
 from bolide.broker.config import parse_delay_levels
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
-from bolide.broker.schedule import SCHEDULE_TOPIC
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -49,6 +48,7 @@ from bolide.protocol.headers import (
 )
 from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
 from bolide.protocol.message_codec import decode_records
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.remoting import ClientPool
 from bolide.remoting import loop as remoting_loop
 from bolide.store.api import MessageStore

@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bolide import aio as aio
-    from bolide.client.admin_sync import AdminClient
+    from bolide.client.admin.blocking import AdminClient
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from bolide.protocol.bodies import MessageModel, MessageQueue
 
 _EXPORTS = {
-    "AdminClient": "bolide.client.admin_sync",
+    "AdminClient": "bolide.client.admin.blocking",
     "ConsumeContext": "bolide.client.consumer.listener",
     "ConsumeFrom": "bolide.client.config",
     "ConsumeResult": "bolide.client.consumer.listener",

@@ -47,7 +47,7 @@ def test_retriable_flags() -> None:
     assert not ProtocolError.retriable
     assert issubclass(ProtocolError, BolideError)
     error = RemoteError(17, "no topic", retriable=True)
-    assert error.code == 17 and error.is_retriable
+    assert error.code == 17 and error.retriable
 
 
 def test_invariant_raises_only_when_false() -> None:

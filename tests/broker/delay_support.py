@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from bolide.base.clock import ManualClock
-from bolide.protocol.message import MessageExt, SocketAddress, encode_properties
+from bolide.protocol.address import SocketAddress
+from bolide.protocol.message import MessageExt, encode_properties
 from bolide.protocol.message_codec import decode_record
 from bolide.store.api import MessageStore, PutRequest
 from bolide.store.config import StoreConfig

@@ -107,7 +107,7 @@ def test_defaults_are_rocketmq_defaults() -> None:
         ("brokerId", "-1", "between 0"),
         ("autoCreateTopicEnable", "ture", "true or false"),
         ("flushDiskType", "SOMETIMES", "ASYNC_FLUSH or SYNC_FLUSH"),
-        ("brokerRole", "SLAVE", "ASYNC_MASTER or SYNC_MASTER"),
+        ("brokerRole", "MASTER", "ASYNC_MASTER or SYNC_MASTER or SLAVE"),
         ("namesrvAddr", "10.0.0.1", "host:port"),
         ("namesrvAddr", "10.0.0.1:0", "ports between 1 and 65535"),
         ("messageDelayLevel", "1s 5x", "unit s, m, h or d"),

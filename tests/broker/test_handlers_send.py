@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from bolide.base.clock import ManualClock
+from bolide.protocol.address import parse_socket_address
 from bolide.protocol.bodies import PERM_WRITE, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.message import PropertyKey, parse_socket_address
+from bolide.protocol.message import PropertyKey
 from bolide.protocol.msgid import decode_offset_message_id
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import stored_messages

@@ -19,12 +19,13 @@ from bolide.broker.retry import (
     max_reconsume_times,
     plan_send_back,
 )
-from bolide.broker.schedule import SCHEDULE_TOPIC, DelayLevels, ScheduleMessageService
+from bolide.broker.schedule import DelayLevels, ScheduleMessageService
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.topics import TopicConfigManager
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import MessageStore
 from bolide.testing.waiting import until
 

@@ -13,12 +13,12 @@ from bolide.base.errors import ConfigError, CorruptDataError
 from bolide.base.fileio import backup_path
 from bolide.broker.config import BrokerConfig
 from bolide.broker.subscription_groups import (
-    SYSTEM_GROUPS,
     SubscriptionGroupConfig,
     SubscriptionGroupManager,
     validate_group,
 )
 from bolide.broker.topics import TopicValidationCode
+from bolide.protocol.system_topics import SYSTEM_GROUPS
 
 
 def _manager(

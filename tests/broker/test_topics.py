@@ -13,22 +13,24 @@ from bolide.base.errors import ConfigError, CorruptDataError
 from bolide.base.fileio import backup_path
 from bolide.broker.config import BrokerConfig
 from bolide.broker.topics import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
     PermName,
     TopicConfig,
     TopicConfigManager,
     TopicValidationCode,
-    dlq_topic,
     is_inherited,
     is_readable,
-    is_send_forbidden_topic,
     is_writeable,
     perm_to_text,
-    retry_topic,
     validate_topic,
+)
+from bolide.protocol.system_topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    dlq_topic,
+    is_send_forbidden_topic,
+    retry_topic,
 )
 
 TBW102 = AUTO_CREATE_TOPIC_KEY_TOPIC

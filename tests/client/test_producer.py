@@ -101,7 +101,13 @@ async def test_batch_lands_as_consecutive_messages(producer: Producer) -> None:
     assert [m.msg_id for m in stored] == ids
 
 
-async def test_async_sends_with_many_in_flight(producer: Producer) -> None:
+async def test_async_sends_with_many_in_flight(cluster: Cluster) -> None:
+    # One request per send (auto_batch off): each request picks the next queue.
+    async with Producer("pg", namesrv=cluster.namesrv_address, auto_batch=False) as producer:
+        await _many_in_flight(producer)
+
+
+async def _many_in_flight(producer: Producer) -> None:
     results = await asyncio.gather(
         *(producer.send(Message("many", f"{i}".encode())) for i in range(64))
     )

@@ -17,9 +17,9 @@ from bolide.client.consumer.rebalance import (
     StartDecision,
     decide_start_offset,
     plan_topic,
-    retry_topic,
 )
 from bolide.protocol.bodies import ConsumeType, MessageModel, SubscriptionData
+from bolide.protocol.system_topics import retry_topic
 from tests.client.consumer_peers import (
     MemoryOffsetBroker,
     MemoryRebalanceClient,

@@ -118,3 +118,21 @@ def test_blocking_call_from_the_loop_thread_is_refused() -> None:
             runner.run(nested())
     finally:
         runner.stop()
+
+
+def test_the_blocking_producer_batches_send_async(servers: ClusterThread) -> None:
+    namesrv = servers.cluster.namesrv_address
+    bodies = [f"t{i}".encode() for i in range(50)]
+    with bolide.Producer("batching", namesrv=namesrv) as producer:
+        batcher = producer.core.batcher
+        assert batcher is not None
+        producer.send(bolide.Message("blocking", b"warm"))
+        futures = [producer.send_async(bolide.Message("blocking", body)) for body in bodies]
+        results = [future.result(timeout=30) for future in futures]
+        assert batcher.requests_sent <= 51
+    assert len({result.msg_id for result in results}) == 50
+    for result, body in zip(results, bodies, strict=True):
+        assert servers.stored(result)[0].body == body
+    with bolide.Producer("no-batching", namesrv=namesrv, auto_batch=False) as producer:
+        assert producer.core.batcher is None
+        assert producer.send(bolide.Message("blocking", b"one")).status is bolide.SendStatus.SEND_OK

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from bolide.broker.broker import Broker
-from bolide.broker.schedule import SCHEDULE_TOPIC
 from bolide.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import PropertyKey
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import (

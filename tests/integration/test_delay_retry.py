@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
-from bolide.broker.schedule import SCHEDULE_TOPIC
 from bolide.broker.timer import TIMER_TOPIC
 from bolide.protocol.bodies import SubscriptionGroupConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -23,6 +22,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.testing.cluster import Cluster
 from tests.integration.wire import BrokerWire, batch_request, connected, pull_request, records
 

@@ -68,5 +68,5 @@ def test_permanent_failures_are_not_retriable(code: int) -> None:
 def test_remote_error_carries_code_remark_and_retriability() -> None:
     error = remote_error(ResponseCode.TOPIC_NOT_EXIST, "No topic route info")
     assert isinstance(error, RemoteError) and isinstance(error, BolideError)
-    assert (error.code, error.remark, error.is_retriable) == (17, "No topic route info", True)
-    assert not remote_error(ResponseCode.MESSAGE_ILLEGAL, None).is_retriable
+    assert (error.code, error.remark, error.retriable) == (17, "No topic route info", True)
+    assert not remote_error(ResponseCode.MESSAGE_ILLEGAL, None).retriable

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bolide.base.errors import ProtocolError
+from bolide.protocol.address import format_socket_address, pack_ip, parse_socket_address, unpack_ip
 from bolide.protocol.message import (
     BLANK_MAGIC_CODE,
     COMPRESSION_TYPE_MASK,
@@ -18,15 +19,11 @@ from bolide.protocol.message import (
     PropertyKey,
     decode_properties,
     encode_properties,
-    format_socket_address,
     java_string_hash,
     join_properties,
-    pack_ip,
-    parse_socket_address,
     reset_transaction_type,
     tags_code,
     transaction_type,
-    unpack_ip,
 )
 
 # --- magic codes and flags -----------------------------------------------------------------

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from bolide.base import limits
 from bolide.base.errors import InvariantViolationError, ProtocolError
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     MessageSysFlag,
-    SocketAddress,
     decode_properties,
     encode_properties,
 )

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bolide.base.clock import ManualClock
-from bolide.protocol.message import SocketAddress
+from bolide.protocol.address import SocketAddress
 from bolide.store.api import MessageStore, PutRequest
 from bolide.store.config import StoreConfig
 from bolide.store.file_ops import DiskUsage, FileOps

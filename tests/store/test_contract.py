@@ -7,8 +7,9 @@ import itertools
 from bolide.protocol.message import MessageSysFlag, decode_properties, java_string_hash
 from bolide.protocol.message_codec import BatchEntry, body_crc, decode_record
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import BatchPutRequest, GetStatus, PutRequest, PutStatus
-from bolide.store.config import DEFAULT_DELAY_LEVELS_MS, SCHEDULE_TOPIC
+from bolide.store.config import DEFAULT_DELAY_LEVELS_MS
 
 from .conftest import ALL_HOURS, BORN_HOST, STORE_HOST, Harness, StoreFactory, request
 

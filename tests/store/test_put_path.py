@@ -22,12 +22,8 @@ from hypothesis import strategies as st
 from bolide.base import limits
 from bolide.base.clock import ManualClock
 from bolide.base.errors import InvariantViolationError, StoreIOError
-from bolide.protocol.message import (
-    MessageSysFlag,
-    SocketAddress,
-    decode_properties,
-    pack_ip,
-)
+from bolide.protocol.address import SocketAddress, pack_ip
+from bolide.protocol.message import MessageSysFlag, decode_properties
 from bolide.protocol.message_codec import BatchEntry, decode_record
 from bolide.store import record_writer
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus

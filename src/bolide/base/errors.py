@@ -1,19 +1,21 @@
 """The one tree of operating errors.
 
 Every error Bolide raises on purpose derives from :class:`BolideError` and says through
-``retriable`` whether trying the same operation again may succeed. Programmer errors are not
-in this tree: they are :class:`InvariantViolationError`, raised by :func:`invariant`.
+``retriable`` whether trying the same operation again may succeed: the one source every retry
+loop reads (a class default, set per instance by :class:`RemoteError` from the response-code
+table). :class:`TransportError` groups the failures where the peer never answered, which is
+what fail-over between name servers waits for. Programmer errors are not in this tree: they
+are :class:`InvariantViolationError`, raised by :func:`invariant`.
 """
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 
 class BolideError(Exception):
     """Base of every operating error."""
 
-    retriable: ClassVar[bool] = False
+    retriable: bool = False
+    """Whether trying the same operation again (later, or on another peer) may succeed."""
 
 
 class ConfigError(BolideError):
@@ -28,36 +30,33 @@ class FrameTooLargeError(ProtocolError):
     """A frame announces a length above the configured maximum."""
 
 
-class ConnectionClosedError(BolideError):
+class TransportError(BolideError):
+    """The exchange did not complete: the peer never answered (retriable, maybe elsewhere)."""
+
+    retriable = True
+
+
+class ConnectionClosedError(TransportError):
     """The connection closed (or could not be opened) before the exchange completed."""
 
-    retriable = True
 
-
-class RequestTimeoutError(BolideError):
+class RequestTimeoutError(TransportError):
     """No response arrived within the request's timeout."""
 
-    retriable = True
 
-
-class BackpressureError(BolideError):
+class BackpressureError(TransportError):
     """A bounded queue or table is full; the caller should slow down and retry."""
-
-    retriable = True
 
 
 class RemoteError(BolideError):
-    """A peer answered a request with a non-success response code."""
+    """A peer answered a request with a non-success response code; ``retriable`` comes from
+    the response-code table (:func:`bolide.protocol.codes.remote_error`)."""
 
     def __init__(self, code: int, remark: str | None, *, retriable: bool = False) -> None:
         super().__init__(f"remote error code {code}: {remark or ''}".rstrip(": "))
         self.code = code
         self.remark = remark
-        self._retriable = retriable
-
-    @property
-    def is_retriable(self) -> bool:
-        return self._retriable
+        self.retriable = retriable
 
 
 class StoreError(BolideError):
@@ -76,6 +75,11 @@ class StoreIOError(StoreError):
 
 class CorruptDataError(StoreError):
     """Stored bytes failed a checksum or layout check."""
+
+
+class ReplicaOffsetError(StoreError):
+    """Replicated commit-log bytes do not start where the replica's log ends, or do not hold
+    whole, sound records at the offsets they claim (HA stream out of step or garbage)."""
 
 
 class NoRouteError(BolideError):

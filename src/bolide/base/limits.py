@@ -431,6 +431,41 @@ maxTriggerDelay default, 15 min), then reads what there is."""
 SPARK_GROUP_COMMIT_TIMEOUT_MS = 3_000
 """Recording a query's progress as a group's offsets is best effort: this long, then a warning."""
 
+# --- master/slave replication (RocketMQ 4.x HA; round2-facts.md §4) ---------------------------
+
+HA_TRANSFER_BATCH_BYTES = 32 * KIB
+"""haTransferBatchSize: at most this many commit-log bytes in one master -> slave frame."""
+HA_HEARTBEAT_INTERVAL_MS = 5_000
+"""haSendHeartbeatInterval: an idle master sends a header-only frame, and a slave reports its
+offset, at least this often."""
+HA_HOUSEKEEPING_INTERVAL_MS = 20_000
+"""haHousekeepingInterval: a peer silent this long is dropped (master) or left (slave)."""
+HA_SLAVE_FALL_BEHIND_MAX_BYTES = 256 * MIB
+"""haSlaveFallbehindMax: a SYNC_MASTER counts its slave in sync only within this many bytes;
+beyond, sends answer SLAVE_NOT_AVAILABLE at once instead of waiting."""
+HA_SYNC_SLAVE_TIMEOUT_MS = 3_000
+"""syncFlushTimeout's twin for replication (GroupCommitRequest of 3 s in CommitLog): a
+SYNC_MASTER send waits this long for the slave's ack, then answers FLUSH_SLAVE_TIMEOUT."""
+HA_RECONNECT_INTERVAL_MS = 1_000
+"""A slave retries a lost master this often (Java waits 5 s; a shorter wait narrows the
+window in which a SYNC_MASTER answers SLAVE_NOT_AVAILABLE after a slave restart)."""
+HA_READ_BUFFER_BYTES = 64 * KIB
+"""One socket read of the HA stream (two transfer frames)."""
+HA_SLAVE_CONNECTIONS_MAX_COUNT = 16
+"""Slaves one master serves at once; more are refused (each costs a transfer task)."""
+HA_SYNC_WAITERS_MAX_COUNT = 100_000
+"""SYNC_MASTER sends waiting for an ack at once; beyond, sends answer FLUSH_SLAVE_TIMEOUT."""
+HA_SLAVE_SYNC_INTERVAL_MS = 10_000
+"""SlaveSynchronize: a slave copies topics, groups, consumer and delay offsets this often."""
+HA_SLAVE_SYNC_INITIAL_DELAY_MS = 3_000
+"""... the first copy 3 s after the slave starts (BrokerController)."""
+HA_PULL_MEMORY_RATIO_PERCENT = 40
+"""accessMessageInMemoryMaxRatio: a consumer whose unread backlog exceeds this share of RAM is
+told to read from a slave (suggestWhichBrokerId) when slaveReadEnable is on."""
+PULL_BROKER_DOWN_BACKOFF_MS = 10_000
+"""A client that could not reach a broker address pulls from another address of the same
+broker name (a slave) for this long before trying it again."""
+
 
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
@@ -502,3 +537,16 @@ def _check_relations() -> None:
 
 
 _check_relations()
+PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256
+"""Messages one natural batch of the producer (auto_batch) carries at most: bounds the time one
+request holds the broker's put path and the failure blast radius of one request."""
+PRODUCER_AUTO_BATCH_MAX_BYTES = 128 * KIB
+"""Encoded bytes of one natural batch at most (RocketMQ 5's autoBatch batchMaxBytes is 32 KiB,
+Kafka's batch.size 16 KiB; larger here because there is no linger and one request per broker
+round trip carries what waited)."""
+PRODUCER_CHECKED_TOPICS_MAX_ENTRIES = 4_096
+"""Topic names a process remembers as valid so the producer checks each name once, not per
+send: bounds the memory a program sending to ever-new topics can pin."""
+SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
+"""Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
+larger ones (commit-log chunks) on the prefault thread, off the event loop."""

@@ -31,6 +31,8 @@ from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.ha.metadata_sync import ReplicationHandlers
+from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
@@ -113,6 +115,13 @@ class Broker:
                 + limits.HANDLER_CONCURRENCY_MAX_REQUESTS
             }
         )
+        self._host = host
+        # haListenPort defaults to listenPort + 1; with listenPort 0 (a free port) it is free too.
+        self._ha_listen_port = 0 if config.listen_port == 0 and config.ha_listen_port < 0 else -1
+        if config.broker_role.is_master and config.broker_id != 0:
+            _log.warning("brokerId=%d on a %s: a master is always id 0", config.broker_id,
+                         config.broker_role.value)  # fmt: skip
+            self.config = config = config.replace(broker_id=0)
         self.server = RemotingServer(
             self._dispatcher,
             host,
@@ -127,6 +136,7 @@ class Broker:
         """The Prometheus registry (after start); serving /metrics when metricsExporterType
         is PROM (see :attr:`metrics_address`)."""
         self._store: FileMessageStore | None = None
+        self._replication: Replication | None = None
         self._registration: NameServerRegistration | None = None
         self._offset_flush: ConsumerOffsetFlushService | None = None
         self._client_scan: Service | None = None
@@ -260,7 +270,8 @@ class Broker:
         )
         for handlers in (
             SendHandlers(context),
-            PullHandlers(context),
+            PullHandlers(context, commit_log_max_offset=lambda: store.commit_log_max_offset),
+            ReplicationHandlers(context),
             ConsumerManageHandlers(context),
             ClientManageHandlers(context),
             LockHandlers(context.locks),
@@ -270,10 +281,19 @@ class Broker:
             SubscriptionGroupHandlers(context, context.schedule),
         ):
             handlers.install(self._dispatcher)
+        self._replication = Replication(
+            config, store, context, self._pool, host=self._host, clock=clock,
+            ha_listen_port=self._ha_listen_port if self._ha_listen_port >= 0 else None,
+            on_crash=self._service_crashed,
+        )  # fmt: skip
+        await self._replication.start()
+        context.replication = self._replication
         self._start_services(context)
-        for delivery in (context.schedule, context.timer):
-            if delivery is not None:
-                await delivery.start()
+        if config.broker_role.is_master:
+            # A slave delivers nothing itself: delayed messages arrive copied from the master.
+            for delivery in (context.schedule, context.timer):
+                if delivery is not None:
+                    await delivery.start()
 
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
@@ -307,7 +327,7 @@ class Broker:
                 broker_name=config.broker_name,
                 broker_id=config.broker_id,
                 broker_addr=config.broker_address,
-                ha_server_addr=f"{config.broker_ip1}:{config.listen_port + 1}",
+                ha_server_addr=f"{config.broker_ip1}:{self._ha_port()}",
             ),
             config.namesrv_addresses,
             context.topics.wrapper,
@@ -315,7 +335,24 @@ class Broker:
             clock=self._clock,
             interval_ms=config.register_name_server_period_ms,
             on_crash=self._service_crashed,
+            on_registered=self._master_learned,
         )
+
+    def _ha_port(self) -> int:
+        replication = self._replication
+        port = replication.ha_port if replication is not None else None
+        return port if port is not None else self.config.effective_ha_listen_port
+
+    def _master_learned(self, master_address: str | None, ha_address: str | None) -> None:
+        if self._replication is not None:
+            self._replication.master_learned(master_address, ha_address)
+
+    @property
+    def replication(self) -> Replication:
+        """The master/slave parts; valid after :meth:`start`."""
+        invariant(self._replication is not None, "replication read before start()")
+        assert self._replication is not None  # for mypy
+        return self._replication
 
     async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
         """Unregister, stop serving, persist offsets and tables, shut the store down.
@@ -325,6 +362,9 @@ class Broker:
         registration, self._registration = self._registration, None
         if registration is not None:
             await _logged("unregistering", registration.stop())
+        replication, self._replication = self._replication, None
+        if replication is not None:
+            await _logged("stopping replication", replication.stop())
         await self._pool.close(timeout_ms)
         client_scan, self._client_scan = self._client_scan, None
         if client_scan is not None:

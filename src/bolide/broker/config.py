@@ -50,6 +50,9 @@ rejectTransactionMessage        reject_transaction_message             false
 aclEnable                       acl_enable                             false
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
+haListenPort                    ha_listen_port                         listenPort + 1
+haMasterAddress                 ha_master_address                      "" (from name server)
+slaveReadEnable                 slave_read_enable                      false
 metricsExporterType             metrics_exporter_type                  DISABLE (4)
 metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
 metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
@@ -115,10 +118,16 @@ _DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
 
 
 class BrokerRole(enum.Enum):
-    """RocketMQ's brokerRole. Bolide runs masters only (no replication), so SLAVE is refused."""
+    """RocketMQ's brokerRole (docs/replication.md): a SYNC_MASTER answers a send once a slave
+    has it, an ASYNC_MASTER at once; a SLAVE copies its master and refuses sends."""
 
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
 
 
 class MetricsExporterType(enum.Enum):
@@ -143,8 +152,8 @@ def _parse_str(key: str, text: str) -> str:
     return text
 
 
-def _parse_optional_str(key: str, text: str) -> str:
-    del key
+def _parse_any_str(key: str, text: str) -> str:
+    """A string that may be empty (an optional address)."""
     return text
 
 
@@ -391,12 +400,16 @@ class BrokerConfig:
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
         metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
     )
+    ha_listen_port: int = field(default=-1, metadata=_key("haListenPort", _parse_int))
+    """-1 (the default): listenPort + 1, as Java's BrokerStartup sets it; 0 picks a free port."""
+    ha_master_address: str = field(default="", metadata=_key("haMasterAddress", _parse_any_str))
+    slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", _parse_bool))
     metrics_exporter_type: MetricsExporterType = field(
         default=MetricsExporterType.DISABLE,
         metadata=_key("metricsExporterType", _enum_parser(MetricsExporterType)),
     )
     metrics_prom_exporter_host: str = field(
-        default="", metadata=_key("metricsPromExporterHost", _parse_optional_str)
+        default="", metadata=_key("metricsPromExporterHost", _parse_any_str)
     )
     metrics_prom_exporter_port: int = field(
         default=limits.METRICS_PORT_DEFAULT, metadata=_key("metricsPromExporterPort", _parse_int)
@@ -420,6 +433,13 @@ class BrokerConfig:
             raise _bad("messageDelayLevel", "", "at least one delay level")
         if not self.delete_when_hours:
             raise _bad("deleteWhen", "", "at least one hour of the day")
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0:
+            raise _bad("brokerId", str(self.broker_id), "an id >= 1 on a SLAVE (0 is the master)")
+
+    @property
+    def effective_ha_listen_port(self) -> int:
+        """haListenPort, or listenPort + 1 when it is not set."""
+        return self.listen_port + 1 if self.ha_listen_port < 0 else self.ha_listen_port
 
     @property
     def broker_address(self) -> str:
@@ -537,6 +557,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
     ("short_polling_time_ms", 0, _JAVA_INT_MAX),
     ("rebalance_lock_max_live_ms", 1, _JAVA_INT_MAX),
+    ("ha_listen_port", -1, 65_535),
 )
 
 

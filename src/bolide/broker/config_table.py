@@ -71,6 +71,16 @@ class ConfigTable(ABC, Generic[ConfigT]):
         self._version += 1
         self.file.mark_written()
 
+    def replace_from_master(self, table: Mapping[str, ConfigT], data_version: DataVersion) -> bool:
+        """A slave takes its master's whole table and data version (SlaveSynchronize), when
+        the version differs; True if it did (the caller persists)."""
+        if data_version == self._data_version:
+            return False
+        self._table = dict(table)
+        self._data_version = data_version
+        self._version += 1
+        return True
+
     def _changed(self) -> None:
         """Count a change: the file writer and the name servers' data version move on."""
         self._version += 1

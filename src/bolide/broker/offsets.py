@@ -125,6 +125,14 @@ class ConsumerOffsetManager:
         self._version += 1
         self.file.mark_written()
 
+    def merge_from_master(self, table: OffsetTable) -> None:
+        """A slave takes its master's offsets (SlaveSynchronize: Java's putAll), entry per
+        topic@group; entries only this broker has stay."""
+        for key, queues in table.items():
+            self._table[key] = dict(queues)
+        self._entry_count = sum(len(queues) for queues in self._table.values())
+        self._version += 1
+
     def encode(self) -> bytes:
         """The consumerOffset.json bytes of the current table."""
         return encode_offset_table(self._table)

@@ -27,7 +27,12 @@ from bolide.base.service import CrashHandler, Service
 from bolide.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from bolide.protocol.headers import (
+    HeaderError,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
 from bolide.remoting import ClientPool
 
 __all__ = ["BrokerIdentity", "NameServerRegistration"]
@@ -69,8 +74,12 @@ class NameServerRegistration:
         interval_ms: int = limits.BROKER_REGISTER_INTERVAL_MS,
         timeout_ms: int = limits.BROKER_REGISTER_TIMEOUT_MS,
         on_crash: CrashHandler | None = None,
+        on_registered: Callable[[str | None, str | None], None] | None = None,
     ) -> None:
         self.identity = identity
+        self._on_registered = on_registered
+        """Hears (masterAddr, haServerAddr) of each REGISTER_BROKER answer (a slave learns
+        its master from them)."""
         self.namesrv_addresses = tuple(namesrv_addresses)
         self._topics = topics
         self._pool = pool
@@ -167,4 +176,11 @@ class NameServerRegistration:
                 response.remark,
             )
             return False
+        if self._on_registered is not None and request.code == RequestCode.REGISTER_BROKER:
+            try:
+                answer = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
+            except HeaderError as error:
+                _log.warning("REGISTER_BROKER answer from %s unreadable: %s", address, error)
+            else:
+                self._on_registered(answer.master_addr, answer.ha_server_addr)
         return True

@@ -33,10 +33,11 @@ from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
 from bolide.broker.schedule import DelayLevels, schedule_target
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
-from bolide.broker.topics import TopicConfigManager, dlq_topic, is_writeable, retry_topic
+from bolide.broker.topics import TopicConfigManager, is_writeable
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
 from bolide.protocol.message_codec import decode_record
+from bolide.protocol.system_topics import dlq_topic, retry_topic
 from bolide.store.api import MessageStore, PutRequest, PutResult
 
 __all__ = [

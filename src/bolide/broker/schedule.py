@@ -37,7 +37,7 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import ConfigError, ProtocolError, StoreError
+from bolide.base.errors import BolideError, ConfigError, ProtocolError, StoreError
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter, parse_delay_levels
@@ -47,8 +47,8 @@ from bolide.broker.delivery import (
     level_marker,
     scan_delivery_markers,
 )
-from bolide.broker.topics import SCHEDULE_TOPIC
 from bolide.protocol.message import PropertyKey
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import MessageStore, PutStatus
 from bolide.store.config_files import parse_fastjson
 
@@ -347,7 +347,7 @@ class ScheduleMessageService:
         async def step() -> int:
             try:
                 return await self._deliver_due(level)
-            except Exception:
+            except (BolideError, OSError):  # a failed invariant() is a bug: the service crashes
                 _log.exception("schedule level %d: delivery failed; retrying later", level)
                 return self._retry_after_failure_ms
 

@@ -94,6 +94,8 @@ class BrokerStats:
         self.put_total_messages = 0
         self.put_total_bytes = 0
         self.put_failure_count = 0
+        self.put_request_count = 0
+        """Send requests that stored something (a batch counts once)."""
         self.get_total_messages = 0
         self.get_total_bytes = 0
         self._put_today_morning = 0
@@ -109,6 +111,7 @@ class BrokerStats:
         (when named), the request taking ``elapsed_us`` (when measured)."""
         if self._clock.now_ms() >= self._next_day_ms:
             self._roll_day()
+        self.put_request_count += 1
         self.put_total_messages += message_count
         self.put_total_bytes += size_bytes
         if topic:

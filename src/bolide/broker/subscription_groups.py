@@ -32,39 +32,19 @@ from bolide.broker.config_table import ConfigTable
 from bolide.broker.topics import TopicValidation, TopicValidationCode
 from bolide.protocol.bodies.config import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from bolide.protocol.bodies.fastjson import BodyError
+from bolide.protocol.system_topics import SYSTEM_GROUPS, is_system_consumer_group
 
 __all__ = [
-    "SYSTEM_CONSUMER_GROUP_PREFIX",
-    "SYSTEM_GROUPS",
     "SubscriptionGroupConfig",
     "SubscriptionGroupManager",
-    "is_system_consumer_group",
     "validate_group",
 ]
 
 _log = logging.getLogger("bolide.broker.subscription_groups")
 
-SYSTEM_CONSUMER_GROUP_PREFIX = "CID_RMQ_SYS_"
-"""Groups with this prefix are created on demand even when auto-creation is off."""
-
-SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_RMQ_SYS_TRANS",
-)
-"""Groups a RocketMQ broker always has (admin tools, self test, transactions)."""
 
 _GROUP_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 _JAVA_INT_MAX = 2**31 - 1  # the group's numeric settings are Java ints
-
-
-def is_system_consumer_group(group: str) -> bool:
-    return group.startswith(SYSTEM_CONSUMER_GROUP_PREFIX)
 
 
 def validate_group(group: str) -> TopicValidation:

@@ -45,7 +45,13 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import InvalidMessageError, ProtocolError, StoreError, StoreIOError
+from bolide.base.errors import (
+    BolideError,
+    InvalidMessageError,
+    ProtocolError,
+    StoreError,
+    StoreIOError,
+)
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter
@@ -56,9 +62,9 @@ from bolide.broker.delivery import (
     scan_delivery_markers,
     timer_marker,
 )
-from bolide.broker.topics import TIMER_TOPIC
 from bolide.protocol.message import PropertyKey, decode_properties
 from bolide.protocol.message_codec import read_record_header
+from bolide.protocol.system_topics import TIMER_TOPIC
 from bolide.store.api import MessageStore, PutStatus
 from bolide.store.config_files import parse_fastjson
 from bolide.store.timer_log import TimerEntry, TimerLog
@@ -443,7 +449,7 @@ class TimerMessageService:
     async def _step(self) -> int:
         try:
             return await self._deliver_due()
-        except Exception:
+        except (BolideError, OSError):  # a failed invariant() is a bug: the service crashes
             _log.exception("timer delivery failed; retrying later")
             return self._retry_after_failure_ms
 

@@ -39,15 +39,44 @@ from bolide.protocol.bodies.topic import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from bolide.protocol.system_topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    DEFAULT_TRACE_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
+    REPLY_TOPIC_SUFFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    dlq_topic,
+    is_retry_topic,
+    is_send_forbidden_topic,
+    retry_topic,
+)
 
+# The system topic names live in bolide.protocol.system_topics; the re-exports below keep
+# ``from bolide.broker.topics import SCHEDULE_TOPIC`` working for code written before that.
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "BENCHMARK_TOPIC",
     "DLQ_GROUP_TOPIC_PREFIX",
     "OFFSET_MOVED_EVENT",
+    "REPLY_TOPIC_SUFFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
+    "SYSTEM_TOPIC_PREFIX",
     "TIMER_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
     "PermName",
     "TopicConfig",
     "TopicConfigManager",
@@ -67,38 +96,9 @@ __all__ = [
 
 _log = logging.getLogger("bolide.broker.topics")
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-"""The template producers name as ``defaultTopic``; present only with autoCreateTopicEnable."""
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-"""Delayed messages wait here, queue = delay level - 1."""
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-"""Timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC) wait here, queue 0."""
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-BENCHMARK_TOPIC = "BenchmarkTest"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-
-# Producers may not send to these (the send path answers NO_PERMISSION).
-_SEND_FORBIDDEN_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TIMER_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-    }
-)
 # System topics whatever the broker's configuration; the manager adds the cluster-, broker-,
 # reply- and trace-topic names of its own configuration.
-_FIXED_SYSTEM_TOPICS = _SEND_FORBIDDEN_TOPICS | {AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC}
+_FIXED_SYSTEM_TOPICS = SYSTEM_TOPICS - {DEFAULT_TRACE_TOPIC}
 
 _TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 _RETRY_QUEUE_NUMS_FALLBACK = 1
@@ -137,25 +137,6 @@ def perm_to_text(perm: int) -> str:
         letter if perm & bit else "-"
         for letter, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT))
     )
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``: where a group's messages to reconsume wait."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """``%DLQ%<group>``: where a group's messages go after too many retries."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def is_retry_topic(topic: str) -> bool:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-
-
-def is_send_forbidden_topic(topic: str) -> bool:
-    """True for the system topics producers may not send to (SCHEDULE_TOPIC_XXXX, ...)."""
-    return topic in _SEND_FORBIDDEN_TOPICS
 
 
 class TopicValidationCode(enum.Enum):

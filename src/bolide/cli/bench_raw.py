@@ -38,6 +38,7 @@ from bolide.protocol.headers import (
 )
 from bolide.protocol.message import PropertyKey, encode_properties
 from bolide.protocol.message_codec import BatchEntry, encode_batch_body, read_record_header
+from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from bolide.remoting import ClientPool
 
 __all__ = ["QueueTarget", "RawClients"]
@@ -67,7 +68,7 @@ class _RawSender:
         header = SendMessageRequestHeader(
             producer_group=PRODUCER_GROUP,
             topic=topic,
-            default_topic="TBW102",
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             default_topic_queue_count=limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
             queue_id=0,
             sys_flag=0,

@@ -26,7 +26,7 @@ from bolide.cli.common import (
     fail,
 )
 from bolide.client.admin import AdminClient
-from bolide.client.admin_views import BrokerSummary
+from bolide.client.admin.views import BrokerSummary
 
 __all__ = ["broker_group", "register"]
 

@@ -20,7 +20,7 @@ from bolide.cli.common import (
     report_brokers,
 )
 from bolide.client.admin import AdminClient
-from bolide.client.admin_views import GroupProgress, GroupSummary, connection_to_dict
+from bolide.client.admin.views import GroupProgress, GroupSummary, connection_to_dict
 from bolide.protocol.bodies import ConsumerConnection, ConsumerRunningInfo, SubscriptionGroupConfig
 
 __all__ = ["register"]

@@ -23,7 +23,7 @@ from bolide.cli.common import (
     parse_time_ms,
 )
 from bolide.client.admin import AdminClient, ProgressCallback
-from bolide.client.admin_views import ResendOutcome, message_to_dict
+from bolide.client.admin.views import ResendOutcome, message_to_dict
 from bolide.client.message import Message, SendResult
 from bolide.protocol.message import MessageExt
 

@@ -19,7 +19,7 @@ from bolide.cli.common import (
     parse_time_ms,
 )
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
-from bolide.client.admin_views import ResetResult
+from bolide.client.admin.views import ResetResult
 
 __all__ = ["register"]
 

@@ -20,28 +20,15 @@ from bolide.cli.common import (
     report_brokers,
 )
 from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
-from bolide.client.admin_views import QueueStatus
+from bolide.client.admin.views import QueueStatus
 from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicRouteData
+from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 
 __all__ = ["register"]
 
 app = typer.Typer(help="Create, change, delete and inspect topics.", no_args_is_help=True)
 
 _PERM_LETTERS = {"r": PERM_READ, "w": PERM_WRITE, "x": PERM_INHERIT}
-_SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "OFFSET_MOVED_EVENT",
-        "SELF_TEST_TOPIC",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "rmq_sys_wheel_timer",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-    }
-)
 
 TopicArgument = Annotated[str, typer.Argument(help="Topic name.")]
 PermOption = Annotated[
@@ -74,11 +61,11 @@ def perm_text(perm: int) -> str:
 
 def topic_kind(topic: str, internal_names: set[str]) -> str:
     """normal, retry, dlq or system (a cluster or broker name is a system topic too)."""
-    if topic.startswith("%RETRY%"):
+    if is_retry_topic(topic):
         return "retry"
-    if topic.startswith("%DLQ%"):
+    if is_dlq_topic(topic):
         return "dlq"
-    if topic in _SYSTEM_TOPICS or topic in internal_names or topic.startswith("rmq_sys_"):
+    if is_system_topic(topic) or topic in internal_names:
         return "system"
     return "normal"
 

@@ -41,14 +41,13 @@ from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import (
     BolideError,
     ConfigError,
-    ConnectionClosedError,
     InvariantViolationError,
     NameServerUnavailableError,
     NoRouteError,
     ProtocolError,
     RemoteError,
-    RequestTimeoutError,
     TopicNotFoundError,
+    TransportError,
     invariant,
 )
 from bolide.base.service import Service
@@ -332,7 +331,7 @@ class ClientInstance:
                 break
             try:
                 result = await action(addresses[index], remaining_ms)
-            except (ConnectionClosedError, RequestTimeoutError) as error:
+            except TransportError as error:
                 failures.append(f"{addresses[index]}: {error}")
                 last_error = error
                 continue

@@ -29,6 +29,7 @@ from bolide.protocol.bodies import (
     QueueData,
     TopicRouteData,
 )
+from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 __all__ = [
     "DEFAULT_TOPIC",
@@ -39,7 +40,7 @@ __all__ = [
     "subscribe_queues",
 ]
 
-DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC = AUTO_CREATE_TOPIC_KEY_TOPIC
 """The topic whose route producers borrow for topics that do not exist yet (auto-create)."""
 
 _ORDER_CONF_BROKERS_SEPARATOR = ";"

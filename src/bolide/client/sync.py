@@ -213,7 +213,8 @@ class Producer(ClientFacade[AsyncProducer]):
 
     Same options, errors and behaviour as :class:`bolide.aio.Producer` (see
     :class:`bolide.client.producer.producer.Producer`); each call blocks until the async core
-    is done. ``send_async`` returns a :class:`concurrent.futures.Future` instead.
+    is done. ``send_async`` returns a :class:`concurrent.futures.Future` instead; sends made
+    with ``send_async`` (or from several threads) batch naturally under ``auto_batch``.
     ``with Producer(...) as producer:`` starts and shuts it down.
     """
 
@@ -230,6 +231,7 @@ class Producer(ClientFacade[AsyncProducer]):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        auto_batch: bool = True,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -242,6 +244,7 @@ class Producer(ClientFacade[AsyncProducer]):
             latency_avoidance=latency_avoidance,
             default_topic=default_topic,
             default_topic_queue_count=default_topic_queue_count,
+            auto_batch=auto_batch,
         )
         super().__init__(core, f"bolide-producer-{group}")
 

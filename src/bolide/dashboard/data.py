@@ -19,9 +19,10 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.client import admin_stats
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
-from bolide.client.admin_operations import is_system_group
+from bolide.client.admin.operations import is_system_group
 from bolide.protocol.bodies import ConsumerRunningInfo, MessageQueue
 from bolide.protocol.message import MessageExt
+from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 
 __all__ = [
     "BrokerRow",
@@ -37,8 +38,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC_XXXX", "TBW102", "OFFSET_MOVED")
 
 
 class PageError(Exception):
@@ -65,16 +64,14 @@ async def gather(calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
     return list(await asyncio.gather(*(one(call) for call in calls)))
 
 
-def topic_kind(topic: str) -> str:
-    if topic.startswith("%RETRY%"):
+def topic_kind(topic: str, system_names: frozenset[str] = frozenset()) -> str:
+    """normal, retry, dlq or system (RocketMQ's system topics and ``system_names``: the
+    cluster and broker names, which name servers list as topics)."""
+    if is_retry_topic(topic):
         return "retry"
-    if topic.startswith("%DLQ%"):
+    if is_dlq_topic(topic):
         return "dlq"
-    if (
-        topic.startswith(SYSTEM_TOPIC_PREFIXES)
-        or topic == "DefaultCluster"
-        or topic.startswith("broker-")
-    ):
+    if is_system_topic(topic) or topic in system_names:
         return "system"
     return "normal"
 

@@ -13,17 +13,15 @@ from bolide.base import limits
 from bolide.base.errors import BolideError, MessageNotFoundError
 from bolide.client import rpc
 from bolide.client.admin import AdminClient
-from bolide.client.admin_messages import TOOLS_CONSUMER_GROUP
 from bolide.dashboard.app import Dashboard, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError, gather, message_view, parse_time_ms
 from bolide.protocol.bodies import PERM_READ
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt
+from bolide.protocol.system_topics import TOOLS_CONSUMER_GROUP, dlq_topic
 
 __all__ = ["message_routes"]
-
-DLQ_PREFIX = "%DLQ%"
 
 
 def message_routes() -> list[Route]:
@@ -158,7 +156,7 @@ async def message_page(dashboard: Dashboard, request: Request, session: Session)
 
 
 async def _dead_letters(admin: AdminClient, group: str) -> list[MessageExt]:
-    dlq = DLQ_PREFIX + group
+    dlq = dlq_topic(group)
     configs = await admin.topic_configs(dlq)  # TopicNotFoundError: no dead letters, 404
     if any(not config.perm & PERM_READ for config in configs.values()):
         # A DLQ is created write-only; reading it (as resend does) needs the read bit.

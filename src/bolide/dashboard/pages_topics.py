@@ -3,6 +3,8 @@ put rate) with update, delete and "send a test message"."""
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -32,7 +34,10 @@ def topic_routes() -> list[Route]:
 
 async def topics_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
     show = request.query_params.get("show", "normal")
-    topics = [(topic, topic_kind(topic)) for topic in await dashboard.admin.topic_list()]
+    admin = dashboard.admin
+    names, info = await asyncio.gather(admin.topic_list(), admin.cluster_info())
+    system = frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
+    topics = [(topic, topic_kind(topic, system)) for topic in names]
     if show != "all":
         topics = [(topic, kind) for topic, kind in topics if kind == "normal"]
     return dashboard.render(request, session, "topics.html", topics=topics, show=show)

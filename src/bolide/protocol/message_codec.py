@@ -19,6 +19,7 @@ from typing import Any, Final, NamedTuple
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
+from bolide.protocol.address import SocketAddress, pack_ip, unpack_ip
 from bolide.protocol.message import (
     BLANK_MAGIC_CODE,
     COMPRESSION_TYPE_MASK,
@@ -26,10 +27,7 @@ from bolide.protocol.message import (
     MESSAGE_MAGIC_CODE_V2,
     MessageExt,
     MessageSysFlag,
-    SocketAddress,
     decode_properties,
-    pack_ip,
-    unpack_ip,
 )
 
 Buffer = bytes | bytearray | memoryview

@@ -14,7 +14,7 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import SocketAddress, pack_ip, unpack_ip
+from bolide.protocol.address import SocketAddress, pack_ip, unpack_ip
 
 if TYPE_CHECKING:
     # Typing only: bolide.base.clock imports asyncio and the protocol layer stays sans-IO.

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, ConnectionClosedError, RequestTimeoutError
+from bolide.base.errors import BolideError
 from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.remoting.loop import new_event_loop
@@ -30,8 +30,6 @@ __all__ = ["BlockingClient"]
 _log = logging.getLogger("bolide.spark")
 
 T = TypeVar("T")
-
-_TRANSIENT = (ConnectionClosedError, RequestTimeoutError)
 
 
 class BlockingClient:
@@ -64,8 +62,8 @@ class BlockingClient:
         for attempt in range(1, attempts + 1):
             try:
                 return self.run(action())
-            except _TRANSIENT as error:
-                if attempt == attempts:
+            except BolideError as error:
+                if not error.retriable or attempt == attempts:
                     error.add_note(f"{what} failed {attempts} times")
                     raise
                 _log.warning("%s failed (attempt %d of %d): %s", what, attempt, attempts, error)

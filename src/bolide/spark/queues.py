@@ -23,12 +23,9 @@ from typing import TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import (
-    BackpressureError,
     BolideError,
-    ConnectionClosedError,
     DataLossError,
     NoRouteError,
-    RemoteError,
     RequestTimeoutError,
 )
 from bolide.client import rpc
@@ -62,7 +59,6 @@ _STATUS_BY_CODE = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-_RETRIABLE = (ConnectionClosedError, RequestTimeoutError, BackpressureError, NoRouteError)
 
 
 async def _bounded_gather(
@@ -221,11 +217,9 @@ async def _pull(
                 _log.warning("route refresh of %s failed: %s", queue.topic, error)
         try:
             return await _pull_once(instance, queue, offset, count, settings)
-        except RemoteError as error:
-            if not error.is_retriable:
+        except BolideError as error:
+            if not error.retriable:
                 raise
-            last_error = error
-        except _RETRIABLE as error:
             last_error = error
         _log.warning(
             "pull of %s at %d failed (attempt %d): %s", queue, offset, attempt + 1, last_error

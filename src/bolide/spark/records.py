@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bolide.base.errors import ProtocolError
+from bolide.protocol.address import unpack_ip
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import (
     COMPRESSION_TYPE_MASK,
@@ -43,7 +44,6 @@ from bolide.protocol.message import (
     PROPERTY_SEPARATOR,
     MessageSysFlag,
     PropertyKey,
-    unpack_ip,
 )
 from bolide.protocol.message_codec import decompress_body
 from bolide.protocol.msgid import offset_message_id

@@ -16,12 +16,11 @@ from bolide.store.api import (
     RecoveryReport,
     StoreStats,
 )
-from bolide.store.config import SCHEDULE_TOPIC, FlushDiskType, StoreConfig, parse_delete_when
+from bolide.store.config import FlushDiskType, StoreConfig, parse_delete_when
 from bolide.store.file_store import FileMessageStore
 from bolide.store.memory_store import MemoryMessageStore
 
 __all__ = [
-    "SCHEDULE_TOPIC",
     "ArrivalListener",
     "BatchPutRequest",
     "FileMessageStore",

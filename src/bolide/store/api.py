@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bolide.protocol.message import SocketAddress
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import BatchEntry
 
 
@@ -39,6 +39,10 @@ class PutStatus(enum.Enum):
     OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
     """Reserved for a busy page cache; not produced by Bolide stores."""
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    """Stored on a SYNC_MASTER, but the slave did not acknowledge it within 3 s (broker/ha)."""
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    """Stored on a SYNC_MASTER that has no slave in sync (none, or > 256 MiB behind)."""
 
 
 class GetStatus(enum.Enum):

@@ -20,9 +20,9 @@ from typing import Final
 
 from bolide.base.clock import Clock
 from bolide.protocol.message import TRANSACTION_MASK
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import ArrivalListener, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
-from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, queue_tags_code
 from bolide.store.index_file import KeyIndex

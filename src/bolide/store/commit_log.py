@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from bolide.base import limits
-from bolide.base.errors import CorruptDataError, StoreIOError, invariant
+from bolide.base.errors import CorruptDataError, ReplicaOffsetError, StoreIOError, invariant
 from bolide.protocol.message import MESSAGE_MAGIC_CODE, MessageSysFlag
 from bolide.protocol.message_codec import (
     IPV6_HOST_EXTRA_BYTES,
@@ -202,6 +202,45 @@ class CommitLog:
         )
         self._add_segment(segment)
         return segment
+
+    def append_copied(self, offset: int, record: memoryview, *, blank: bool) -> None:
+        """Copy one whole record (or a segment's blank marker) that a master stored at
+        ``offset`` to the same offset here (a slave's log, broker/ha): the end of data, or the
+        start of a segment when the log is empty. A blank marker closes its segment.
+
+        Raises:
+            ReplicaOffsetError: ``offset`` is not where the data ends, or the record does not
+                fit where the master put it (the two logs have different segment sizes).
+            DiskFullError, StoreIOError: as :meth:`reserve`; nothing was written.
+        """
+        size = len(record)
+        if not self.segments:
+            if offset % self.segment_bytes:
+                raise ReplicaOffsetError(f"an empty log cannot start at {offset}, mid-segment")
+            self._new_segment(offset)
+        if offset != self.max_offset:
+            raise ReplicaOffsetError(f"copied record at {offset}, log ends at {self.max_offset}")
+        segment = self.segments[-1]
+        if offset == segment.end_offset:
+            segment = self._new_segment(offset)
+        position = offset - segment.start_offset
+        if segment.poison is not None:
+            raise StoreIOError(f"commit log refuses appends until recovery: {segment.poison}")
+        if blank:
+            if position + size != segment.size_bytes:
+                raise ReplicaOffsetError(f"blank marker at {offset} does not end its segment")
+            segment.ensure_allocated(position + _BLANK_MIN_BYTES)
+            segment.write_length_last(position, encode_blank_marker(size))
+            segment.write_position = segment.size_bytes
+            return
+        if position + size + _BLANK_MIN_BYTES > segment.size_bytes:
+            raise ReplicaOffsetError(
+                f"record of {size} bytes at {offset} overruns its segment of "
+                f"{self.segment_bytes} bytes: master and slave segment sizes differ"
+            )
+        segment.ensure_allocated(position + size)
+        segment.write_length_last(position, record)
+        segment.write_position = position + size
 
     # --- reading ------------------------------------------------------------------------------
 

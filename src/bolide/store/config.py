@@ -20,7 +20,6 @@ from pathlib import Path
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 """Delayed messages wait here; their consume-queue tags code is the delivery time."""
 
 _INT32_MAX = 2**31 - 1

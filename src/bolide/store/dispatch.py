@@ -14,7 +14,7 @@ from bolide.protocol.message import (
     PropertyKey,
     tags_code,
 )
-from bolide.store.config import SCHEDULE_TOPIC
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 
 _NO_QUEUE_ENTRY = frozenset(
     {int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK)}

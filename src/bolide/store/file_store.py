@@ -21,10 +21,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import DiskFullError, ProtocolError, StoreError, invariant
+from bolide.base.errors import (
+    DiskFullError,
+    ProtocolError,
+    ReplicaOffsetError,
+    StoreError,
+    invariant,
+)
 from bolide.base.fileio import fsync_directory
 from bolide.base.service import Service
-from bolide.protocol.message import SocketAddress
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
 from bolide.store import retention
 from bolide.store.api import (
@@ -50,6 +56,7 @@ from bolide.store.index_file import KeyIndex, index_key_hash
 from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
 from bolide.store.records import RecordBuilder, RejectedError
 from bolide.store.recovery import Recovery
+from bolide.store.replica import ReplicaWriter
 
 _log = logging.getLogger("bolide.store")
 
@@ -103,6 +110,17 @@ class FileMessageStore:
             clock=clock,
             delay_levels_ms=config.message_delay_levels_ms,
         )
+        self._replica = ReplicaWriter(
+            commit_log=self._commit_log,
+            queues=self._queues,
+            index=self._index,
+            delay_levels_ms=config.message_delay_levels_ms,
+            listeners=self._appender.listeners,
+            dirty_queues=lambda: self._appender.dirty_queues,
+        )
+        self.refuse_puts: str | None = None
+        """Set on a slave (broker/ha): every put is refused with SERVICE_NOT_AVAILABLE and
+        this remark; the log grows only by :meth:`append_replicated`."""
         self._running = False
         self._started = False
         self._queue_flushed_offset = 0
@@ -385,7 +403,7 @@ class FileMessageStore:
     async def put_message(self, request: PutRequest) -> PutResult:
         """Store one message (see MessageStore.put_message)."""
         try:
-            if not self._running or self._write_failure is not None:
+            if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
             topic, record, born_ip = self._builder.single(request)
             result = self._appender.append(
@@ -412,7 +430,7 @@ class FileMessageStore:
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         """Store a batch (see MessageStore.put_messages)."""
         try:
-            if not self._running or self._write_failure is not None:
+            if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
             topic, records, born_ip = self._builder.batch(request)
             result = self._appender.append(
@@ -439,6 +457,8 @@ class FileMessageStore:
     def _refuse(self) -> None:
         if not self._running:
             raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "store is not running")
+        if self.refuse_puts:
+            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, self.refuse_puts)
         raise RejectedError(
             PutStatus.SERVICE_NOT_AVAILABLE,
             f"store refuses writes until recovery: {self._write_failure}",
@@ -665,3 +685,58 @@ class FileMessageStore:
             topic_count=len(self._queues.queues),
             queue_count=sum(len(by_id) for by_id in self._queues.queues.values()),
         )
+
+    # --- replication (broker/ha: the master reads, the slave appends) --------------------------
+
+    @property
+    def commit_log_max_offset(self) -> int:
+        """End of the commit log's data (a slave: of its whole copied records)."""
+        return self._commit_log.max_offset
+
+    @property
+    def commit_log_min_offset(self) -> int:
+        return self._commit_log.min_offset
+
+    @property
+    def commit_log_segment_bytes(self) -> int:
+        return self._commit_log.segment_bytes
+
+    @property
+    def replica(self) -> ReplicaWriter:
+        """The slave's writer of replicated bytes (its ``end_offset`` is what a slave reports)."""
+        return self._replica
+
+    def read_commit_log(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` of commit-log bytes from ``offset``, never past the end of its
+        segment (a master's HA transfer); None when nothing is written there yet (or any more).
+        """
+        segment = self._commit_log.segment_for(offset) if self._running else None
+        if segment is None:
+            return None
+        position = offset - segment.start_offset
+        end = min(segment.write_position, position + max_bytes)
+        if end <= position:
+            return None
+        return bytes(segment.view[position:end])
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+        """Write bytes a master holds at ``offset`` (see :class:`ReplicaWriter`); returns
+        the offset the next bytes must start at.
+
+        Raises:
+            ReplicaOffsetError: out of step or unsound; the caller reconnects.
+            StoreError: the store is not running or a write failed (sticky, as for puts).
+        """
+        if not self._running or self._write_failure is not None:
+            raise StoreError(f"store refuses replicated bytes: {self._write_failure or 'stopped'}")
+        try:
+            return self._replica.append(offset, data)
+        except (DiskFullError, ReplicaOffsetError):
+            raise  # nothing unknown on disk: the next bytes may succeed
+        except StoreError as error:
+            self._write_failure = str(error)
+            raise
+
+    def store_timestamp_at_offset(self, commit_log_offset: int) -> int:
+        """STORETIMESTAMP of the record at ``commit_log_offset``; -1 when there is none."""
+        return self._commit_log.store_timestamp(commit_log_offset) if self._running else -1

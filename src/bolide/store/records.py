@@ -20,14 +20,13 @@ from collections.abc import Mapping
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
+from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     PropertyKey,
-    SocketAddress,
     encode_properties,
     join_properties,
-    pack_ip,
     tags_code,
 )
 from bolide.protocol.message_codec import (
@@ -36,8 +35,8 @@ from bolide.protocol.message_codec import (
     encode_record,
 )
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
-from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes
 from bolide.store.index_file import index_key_seed

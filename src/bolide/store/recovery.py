@@ -34,10 +34,10 @@ from bolide.protocol.message_codec import (
     body_crc,
     read_record_header,
 )
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import RecoveryReport
 from bolide.store.checkpoint import Checkpoint
 from bolide.store.commit_log import CommitLog
-from bolide.store.config import SCHEDULE_TOPIC
 from bolide.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueEntry,

@@ -89,5 +89,8 @@ class AdminHandlers:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         del connection
-        table = runtime_table(self._context)
+        context = self._context
+        table = runtime_table(context)
+        if context.replication is not None:
+            table.update(context.replication.runtime_info())
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

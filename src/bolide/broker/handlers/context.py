@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bolide.base.clock import Clock
 from bolide.base.errors import ProtocolError
@@ -24,10 +25,10 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.protocol.address import SocketAddress, parse_socket_address
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.message import SocketAddress, parse_socket_address
 from bolide.remoting import Connection
-from bolide.store.api import MessageStore
+from bolide.store.api import MessageStore, PutResult
 
 __all__ = [
     "BORN_HOST_ATTRIBUTE",
@@ -49,6 +50,18 @@ class RefusedError(Exception):
         super().__init__(remark)
         self.code = code
         self.remark = remark
+
+
+class ReplicationPort(Protocol):
+    """What handlers ask of the broker's replication (broker/ha/replication.py)."""
+
+    async def wait_replicated(self, result: PutResult) -> None:
+        """Under SYNC_MASTER, hold a stored put until a slave has it (may change its status)."""
+        ...
+
+    def runtime_info(self) -> dict[str, str]:
+        """Replication's GET_BROKER_RUNTIME_INFO entries."""
+        ...
 
 
 @dataclass(slots=True)
@@ -80,6 +93,8 @@ class BrokerContext:
     """Delivers delay-level messages; GET_ALL_DELAY_OFFSET reads its progress."""
     timer: TimerMessageService | None = None
     """Plans and delivers timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / _SEC)."""
+    replication: ReplicationPort | None = None
+    """The master/slave role's parts (set by the broker once they started)."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:

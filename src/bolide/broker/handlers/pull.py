@@ -30,9 +30,13 @@ SUCCESS is the records themselves, zero-copy views of the store written to the s
 from __future__ import annotations
 
 import logging
+import os
+import struct
+from collections.abc import Callable
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.broker.config import BrokerRole
 from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.long_polling import WakeReason
 from bolide.broker.topics import is_readable
@@ -44,6 +48,7 @@ from bolide.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
 )
+from bolide.protocol.message_codec import PHYSICAL_OFFSET_POSITION
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import GetResult, GetStatus
 
@@ -52,6 +57,7 @@ __all__ = ["PullHandlers"]
 _log = logging.getLogger("bolide.broker.pull")
 
 _MASTER_ID = "0"
+_INT64 = struct.Struct(">q")
 # Plain ints: ``int & IntFlag`` runs IntFlag.__rand__, Python code, on every pull.
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
@@ -72,8 +78,23 @@ _EMPTY_QUEUE_STATUSES = frozenset({GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_M
 class PullHandlers:
     """The PULL_MESSAGE handler of one broker."""
 
-    def __init__(self, context: BrokerContext) -> None:
+    def __init__(
+        self,
+        context: BrokerContext,
+        *,
+        slave_read_backlog_bytes: int | None = None,
+        commit_log_max_offset: Callable[[], int] | None = None,
+    ) -> None:
         self._context = context
+        self._commit_log_max_offset = commit_log_max_offset or (
+            lambda: context.store.stats().commit_log_max_offset
+        )
+        self._slave_read_backlog_bytes = (
+            _memory_share_bytes(limits.HA_PULL_MEMORY_RATIO_PERCENT)
+            if slave_read_backlog_bytes is None
+            else slave_read_backlog_bytes
+        )
+        """Backlog past which a consumer is sent to a slave (accessMessageInMemoryMaxRatio)."""
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Register code 11 in the ``pull`` family (sized for the long-polling table)."""
@@ -97,7 +118,13 @@ class PullHandlers:
         context = self._context
         result = self._read(header, tag_codes)
         code = _response_code(result, header.queue_offset)
-        if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0:
+        slave = context.config.broker_role is BrokerRole.SLAVE
+        if slave and not context.config.slave_read_enable:
+            # Java: a slave that may not serve reads sends the consumer back to the master.
+            return self._response(
+                request, ResponseCode.PULL_RETRY_IMMEDIATELY, result, header, _MASTER_ID
+            )
+        if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0 and not slave:
             self._commit(connection, header)
         if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & _SUSPEND:
             reason = await context.long_polling.hold(
@@ -112,7 +139,24 @@ class PullHandlers:
                 return None
             result = self._read(header, tag_codes)
             code = _response_code(result, header.queue_offset)
-        return self._response(request, code, result, header)
+        return self._response(request, code, result, header, self._suggest(header, result))
+
+    def _suggest(self, header: PullMessageRequestHeader, result: GetResult) -> str:
+        """suggestWhichBrokerId: with slaveReadEnable, the group's whichBrokerWhenConsumeSlowly
+        (default 1) when the consumer's unread backlog in the commit log exceeds 40 % of RAM,
+        else the group's brokerId (0); without it, always the master."""
+        context = self._context
+        if not context.config.slave_read_enable:
+            return _MASTER_ID
+        group = context.groups.find(header.consumer_group)
+        if group is None:
+            return _MASTER_ID
+        if result.buffers:
+            (last_offset,) = _INT64.unpack_from(result.buffers[-1], PHYSICAL_OFFSET_POSITION)
+            backlog = self._commit_log_max_offset() - last_offset
+            if backlog > self._slave_read_backlog_bytes:
+                return str(group.which_broker_when_consume_slowly)
+        return str(group.broker_id)
 
     def _commit(self, connection: Connection, header: PullMessageRequestHeader) -> None:
         """Store the piggybacked commit offset; a refusal (table full) does not fail the pull:
@@ -227,8 +271,11 @@ class PullHandlers:
         code: ResponseCode,
         result: GetResult,
         header: PullMessageRequestHeader,
+        suggest: str,
     ) -> RemotingCommand:
         fields = _offset_fields(result.next_begin_offset, result.min_offset, result.max_offset)
+        if suggest != _MASTER_ID:
+            fields["suggestWhichBrokerId"] = suggest
         if code != ResponseCode.SUCCESS:
             self._context.stats.record_get_miss()
             return request.make_response(code, result.status.value, fields)
@@ -248,6 +295,15 @@ class PullHandlers:
         max_offset = store.max_offset(header.topic, header.queue_id)
         fields = _offset_fields(header.queue_offset, min_offset, max_offset)
         return request.make_response(refused.code, refused.remark, fields)
+
+
+def _memory_share_bytes(percent: int) -> int:
+    """``percent`` of the machine's physical memory (what the page cache may hold)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 * 1024**3  # a platform without sysconf: assume 8 GiB
+    return total * percent // 100
 
 
 def _response_code(result: GetResult, request_offset: int) -> ResponseCode:

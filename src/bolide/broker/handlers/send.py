@@ -44,15 +44,7 @@ from bolide.broker.handlers.context import (
 )
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
-from bolide.broker.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfig,
-    is_retry_topic,
-    is_send_forbidden_topic,
-    is_writeable,
-    validate_topic,
-)
+from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
@@ -68,6 +60,12 @@ from bolide.protocol.message import (
     transaction_type,
 )
 from bolide.protocol.message_codec import BatchEntry, decode_batch_body
+from bolide.protocol.system_topics import (
+    dlq_topic,
+    group_of_retry_topic,
+    is_retry_topic,
+    is_send_forbidden_topic,
+)
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
 
@@ -102,6 +100,11 @@ _STATUS_CODES: dict[PutStatus, tuple[ResponseCode, str]] = {
     ),
     PutStatus.OS_PAGE_CACHE_BUSY: (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED] broker busy"),
     PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "the store failed the message"),
+    PutStatus.FLUSH_SLAVE_TIMEOUT: (
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        "wait for the slave timed out",
+    ),
+    PutStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "no slave is in sync"),
 }
 
 _STORED_CODES = frozenset(
@@ -158,6 +161,13 @@ class SendHandlers:
             self._context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+        replication = self._context.replication
+        if (
+            replication is not None
+            and result.status is PutStatus.PUT_OK
+            and _waits_for_store(header.properties)
+        ):
+            await replication.wait_replicated(result)
         return self._answer(request, result, queue_id, header.topic, started_ns)
 
     # --- checks -----------------------------------------------------------------------------
@@ -295,7 +305,7 @@ class SendHandlers:
         """Where a message sent to ``%RETRY%<group>`` goes: there, or to the group's DLQ
         once it was consumed ``maxReconsumeTimes`` times (delay then dropped)."""
         context = self._context
-        group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group = group_of_retry_topic(header.topic) or ""
         group_config = await find_group_or_refuse(
             context.groups, group, missing_remark=f"subscription group {group} not exist"
         )
@@ -314,9 +324,7 @@ class SendHandlers:
             context.register_soon()
         dlq = creation.config
         if dlq is None:
-            raise RefusedError(
-                ResponseCode.SYSTEM_ERROR, f"topic {DLQ_GROUP_TOPIC_PREFIX}{group} not exist"
-            )
+            raise RefusedError(ResponseCode.SYSTEM_ERROR, f"topic {dlq_topic(group)} not exist")
         if not is_writeable(dlq.perm):
             raise RefusedError(
                 ResponseCode.NO_PERMISSION, f"the topic {dlq.topic_name} is not writable"
@@ -441,6 +449,13 @@ class SendHandlers:
             **self._error_fields,
         }
         return request.make_response(code, result.remark or None, fields)
+
+
+def _waits_for_store(properties: str | None) -> bool:
+    """The WAIT property (waitStoreMsgOK): only WAIT=false skips the SYNC_MASTER wait."""
+    if not properties or "WAIT\x01false" not in properties:
+        return True
+    return not any(pair == "WAIT\x01false" for pair in properties.split(PROPERTY_SEPARATOR))
 
 
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:

@@ -20,11 +20,11 @@ import logging
 from bolide.base.errors import ConfigError
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.schedule import ScheduleMessageService
-from bolide.broker.topics import retry_topic
 from bolide.protocol.bodies import SubscriptionGroupConfig
 from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
+from bolide.protocol.system_topics import retry_topic
 from bolide.remoting import Connection, Dispatcher
 
 __all__ = ["SubscriptionGroupHandlers"]

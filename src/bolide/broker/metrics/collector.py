@@ -37,7 +37,7 @@ from bolide.broker.metrics.figures import (
 )
 from bolide.broker.metrics.otel import bolide_families, gauge, otel_families
 from bolide.broker.metrics.runtime import pmdt_counts, runtime_numbers
-from bolide.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["BrokerCollector", "CommitLogDiffSource"]
 

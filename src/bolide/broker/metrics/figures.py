@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.stats_items import StatsName, group_stats_key
-from bolide.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.bodies.heartbeat import MessageModel
+from bolide.protocol.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["GroupFigures", "TopicFigures", "TopicKind", "group_figures", "topic_figures"]
 

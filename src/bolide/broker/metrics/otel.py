@@ -20,9 +20,8 @@ from prometheus_client.core import (
 from bolide.base.histogram import BucketCounts
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.figures import GroupFigures, TopicFigures, TopicKind
-from bolide.broker.schedule import SCHEDULE_TOPIC
-from bolide.broker.topics import RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.bodies.heartbeat import ConsumeType
+from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 
 __all__ = ["bolide_families", "gauge", "histogram_family", "otel_families"]
 

@@ -44,10 +44,10 @@ from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.listener import AdaptedListener, ConsumeContext, ConsumeResult
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.process_queue import ProcessQueue
-from bolide.client.consumer.rebalance import retry_topic
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.bodies.stats import CMResult, ConsumeMessageDirectlyResult
 from bolide.protocol.message import Message, MessageExt, PropertyKey
+from bolide.protocol.system_topics import retry_topic
 
 __all__ = [
     "ConcurrentConsumeService",

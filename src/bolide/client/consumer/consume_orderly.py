@@ -59,9 +59,9 @@ from bolide.client.consumer.listener import AdaptedListener, ConsumeResult, Orde
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.orderly_locks import QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
-from bolide.client.consumer.rebalance import retry_topic
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.system_topics import retry_topic
 
 __all__ = [
     "DLQ_DELAY_LEVEL",

@@ -15,12 +15,13 @@ from bolide.client import rpc
 from bolide.client.instance import ClientInstance
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import PullResult
+from bolide.protocol.address import format_socket_address
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
-from bolide.protocol.message import Message, MessageExt, format_socket_address
+from bolide.protocol.message import Message, MessageExt
+from bolide.protocol.system_topics import CLIENT_INNER_PRODUCER_GROUP
 
 __all__ = [
-    "CLIENT_INNER_PRODUCER_GROUP",
     "InstanceOffsetBroker",
     "InstancePullClient",
     "InstanceRebalanceClient",
@@ -29,7 +30,6 @@ __all__ = [
 
 _log = logging.getLogger("bolide.client.consumer")
 
-CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 """Producer group of the consumer's own producer (re-sends to %RETRY%), as Java names it."""
 
 

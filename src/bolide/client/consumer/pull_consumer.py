@@ -71,6 +71,7 @@ from bolide.protocol.bodies import (
 from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
+from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = ["PullConsumer"]
 
@@ -179,7 +180,7 @@ class PullConsumer(AsyncLifecycle):
         """
         if self._assign_mode:
             raise ConfigError("subscribe() and assign() cannot be mixed")
-        if not topic or topic.startswith("%RETRY%"):
+        if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
         try:
             subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())

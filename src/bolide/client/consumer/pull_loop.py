@@ -43,6 +43,7 @@ from bolide.protocol.bodies import MessageQueue, SubscriptionData
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt
+from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [
     "PullClient",
@@ -271,7 +272,7 @@ class PullLoop:
     def _error_delay_ms(self, queue: MessageQueue, error: BolideError) -> int:
         if isinstance(error, RemoteError) and error.code == ResponseCode.FLOW_CONTROL:
             return limits.PULL_DELAY_ON_BROKER_FLOW_CONTROL_MS
-        if not queue.topic.startswith("%RETRY%"):
+        if not is_retry_topic(queue.topic):
             _log.warning("%s: pull of %s failed: %s", self.group, queue, error)
         return limits.PULL_DELAY_ON_ERROR_MS
 

@@ -69,7 +69,7 @@ from bolide.client.consumer.offset_store import (
 from bolide.client.consumer.orderly_locks import InstanceLockClient, QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import MessageSink, PullLoop, PullSettings
-from bolide.client.consumer.rebalance import Rebalancer, retry_topic
+from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
@@ -83,6 +83,7 @@ from bolide.protocol.bodies import (
 from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
+from bolide.protocol.system_topics import is_retry_topic, retry_topic
 
 __all__ = [
     "PushConsumer",
@@ -266,7 +267,7 @@ class PushConsumer(AsyncLifecycle):
         Raises:
             ConfigError: an empty topic, a retry topic, or an expression without a tag.
         """
-        if not topic or topic.startswith("%RETRY%"):
+        if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
         try:
             subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())

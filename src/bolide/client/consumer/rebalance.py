@@ -49,9 +49,9 @@ from bolide.client.consumer.allocate import AllocateStrategy
 from bolide.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.protocol.bodies import ConsumeType, MessageModel, MessageQueue, SubscriptionData
+from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [
-    "RETRY_GROUP_TOPIC_PREFIX",
     "QueueGate",
     "QueueOwner",
     "RebalanceClient",
@@ -60,26 +60,10 @@ __all__ = [
     "StartDecision",
     "TopicPlan",
     "decide_start_offset",
-    "is_retry_topic",
     "plan_topic",
-    "retry_topic",
 ]
 
 _log = logging.getLogger("bolide.client.rebalance")
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-"""Prefix of a group's retry topic (Java MixAll.RETRY_GROUP_TOPIC_PREFIX)."""
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``: where a group's failed messages come back."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def is_retry_topic(topic: str) -> bool:
-    """Whether ``topic`` is a group's retry topic."""
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-
 
 # ---- decisions (pure) ---------------------------------------------------------------------
 

@@ -21,25 +21,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bolide.base import limits
-from bolide.base.errors import InvalidMessageError, MessageTooLargeError, ProtocolError
+from bolide.base.errors import (
+    InvalidMessageError,
+    MessageTooLargeError,
+    ProtocolError,
+    invariant,
+)
 from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import Message, MessageSysFlag, PropertyKey, encode_properties
 from bolide.protocol.message_codec import BatchEntry, compress_body, encode_batch_body
+from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [
-    "RETRY_TOPIC_PREFIX",
     "PreparedSend",
     "SendSettings",
     "check_topic",
+    "join_prepared",
     "prepare_batch",
     "prepare_message",
 ]
 
-RETRY_TOPIC_PREFIX = "%RETRY%"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 """Characters a topic may use (Java TopicValidator)."""
 _COMPRESSED_ZLIB = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB
+_DELAY_PROPERTIES = frozenset(
+    {
+        PropertyKey.DELAY,
+        PropertyKey.TIMER_DELIVER_MS,
+        PropertyKey.TIMER_DELAY_MS,
+        PropertyKey.TIMER_DELAY_SEC,
+    }
+)
+"""Properties that delay a message: batches may not hold them (the broker refuses)."""
+_WAIT_TRUE = encode_properties({PropertyKey.WAIT: "true"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +68,14 @@ class SendSettings:
     max_message_bytes: int = limits.MESSAGE_BODY_MAX_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PreparedSend:
-    """A request ready for any queue: :meth:`header_for` fills the queue id in.
+    """A request ready for any queue: :meth:`header_for` fills the queue id in. Not changed
+    once made (not frozen only because a frozen ``__init__`` costs a microsecond per send).
 
-    ``msg_id`` is the UNIQ_KEY (a batch: every inner key joined by ``,``).
+    ``msg_id`` is the UNIQ_KEY (a batch: every inner key joined by ``,``). ``batchable``: a
+    single message that may travel inside a natural batch (:func:`join_prepared`): not
+    compressed, not delayed, not for a retry topic, and waiting for the store.
     """
 
     topic: str
@@ -71,6 +89,7 @@ class PreparedSend:
     max_reconsume_times: int | None
     born_timestamp_ms: int
     settings: SendSettings
+    batchable: bool = False
 
     def header_for(self, queue_id: int) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
@@ -90,9 +109,22 @@ class PreparedSend:
         )
 
 
+_checked_topics: set[str] = set()
+"""Topics :func:`check_topic` passed (up to limits.PRODUCER_CHECKED_TOPICS_MAX_ENTRIES): the
+check runs for every send and its answer for a name never changes."""
+
+
 def check_topic(topic: str) -> None:
     """Raise :class:`InvalidMessageError` unless ``topic`` is a topic a producer may use:
     1..127 characters of ``[%|a-zA-Z0-9_-]``, and not the auto-create template TBW102."""
+    if topic in _checked_topics:
+        return
+    _check_topic_name(topic)
+    if len(_checked_topics) < limits.PRODUCER_CHECKED_TOPICS_MAX_ENTRIES:
+        _checked_topics.add(topic)
+
+
+def _check_topic_name(topic: str) -> None:
     if not topic:
         raise InvalidMessageError("the topic is empty")
     if len(topic) > limits.TOPIC_NAME_MAX_CHARS:
@@ -167,7 +199,7 @@ def prepare_message(
     _check_body(message, settings.max_message_bytes)
     properties = _system_properties(message, unique_key)
     reconsume_times = max_reconsume_times = None
-    if message.topic.startswith(RETRY_TOPIC_PREFIX):
+    if is_retry_topic(message.topic):
         reconsume_times = _pop_int(properties, PropertyKey.RECONSUME_TIME)
         max_reconsume_times = _pop_int(properties, PropertyKey.MAX_RECONSUME_TIMES)
     body = bytes(message.body)
@@ -175,6 +207,14 @@ def prepare_message(
     if len(body) >= settings.compress_over_bytes:
         body = compress_body(body)
         sys_flag |= _COMPRESSED_ZLIB
+    batchable = (
+        sys_flag == 0
+        and reconsume_times is None
+        and max_reconsume_times is None
+        and not is_retry_topic(message.topic)
+        and properties[PropertyKey.WAIT] == "true"
+        and _DELAY_PROPERTIES.isdisjoint(properties)
+    )
     return PreparedSend(
         topic=message.topic,
         body=body,
@@ -187,6 +227,36 @@ def prepare_message(
         max_reconsume_times=max_reconsume_times,
         born_timestamp_ms=now_ms,
         settings=settings,
+        batchable=batchable,
+    )
+
+
+def join_prepared(sends: Sequence[PreparedSend]) -> PreparedSend:
+    """One batch request of batchable single sends of one topic (the natural batch of
+    ``auto_batch``): each keeps its UNIQ_KEY, flag, body and properties, in order.
+
+    The caller keeps to the batch rules (one topic, ``batchable``, at most
+    limits.PRODUCER_AUTO_BATCH_MAX_BYTES); the broker answers with every message's offset id
+    and the first queue offset, the others following one by one.
+    """
+    first = sends[0]
+    invariant(
+        all(send.batchable and send.topic == first.topic for send in sends),
+        "a natural batch joins batchable sends of one topic",
+    )
+    entries = [BatchEntry(send.flag, send.body, send.properties) for send in sends]
+    return PreparedSend(
+        topic=first.topic,
+        body=encode_batch_body(entries),
+        msg_id=",".join([send.msg_id for send in sends]),
+        sys_flag=0,
+        flag=0,
+        properties=_WAIT_TRUE,
+        batch=True,
+        reconsume_times=None,
+        max_reconsume_times=None,
+        born_timestamp_ms=first.born_timestamp_ms,
+        settings=first.settings,
     )
 
 
@@ -209,7 +279,7 @@ def prepare_batch(
         )
     topic = messages[0].topic
     check_topic(topic)
-    if topic.startswith(RETRY_TOPIC_PREFIX):
+    if is_retry_topic(topic):
         raise InvalidMessageError("retry topics cannot be sent in batches")
     entries: list[BatchEntry] = []
     keys: list[str] = []
@@ -236,7 +306,7 @@ def prepare_batch(
         msg_id=",".join(keys),
         sys_flag=0,
         flag=0,
-        properties=encode_properties({PropertyKey.WAIT: "true"}),
+        properties=_WAIT_TRUE,
         batch=True,
         reconsume_times=None,
         max_reconsume_times=None,

@@ -12,6 +12,10 @@ How a send goes (Java's sendDefaultImpl, with latency avoidance on):
 
 Orderly sends (a sharding key), sends to a chosen queue and oneway sends make one attempt:
 retrying elsewhere would break the order or the "at most once" of oneway.
+
+With ``auto_batch`` (the default) sends that wait while an earlier request of the same topic
+and queue is in flight go out together as one batch request, each with its own result
+(:mod:`.batching`); ``auto_batch=False`` sends one request per send.
 """
 
 from __future__ import annotations
@@ -22,10 +26,8 @@ from collections.abc import Iterable, Sequence
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import (
-    BackpressureError,
     BolideError,
     ConfigError,
-    ConnectionClosedError,
     InvalidMessageError,
     NoRouteError,
     ProtocolError,
@@ -39,6 +41,7 @@ from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import SendResult
+from bolide.client.producer.batching import SendBatcher
 from bolide.client.producer.prepare import (
     PreparedSend,
     SendSettings,
@@ -56,8 +59,6 @@ __all__ = ["Producer"]
 
 _log = logging.getLogger("bolide.client.producer")
 
-_TRANSPORT_ERRORS = (ConnectionClosedError, RequestTimeoutError, BackpressureError)
-
 
 class Producer(AsyncLifecycle):
     """Sends messages to the topics of a RocketMQ 4.x cluster.
@@ -71,7 +72,8 @@ class Producer(AsyncLifecycle):
     ``retry_count`` extra attempts on other brokers (default 2). Bodies of at least
     ``compress_over_bytes`` (default 4 KiB) are zlib-compressed; larger than
     ``max_message_bytes`` (default 4 MiB) are refused. ``latency_avoidance`` (default on)
-    steers sends away from slow or failing brokers.
+    steers sends away from slow or failing brokers. ``auto_batch`` (default on) sends what
+    waits behind a request in flight as one batch request (see :mod:`.batching`).
 
     Raises:
         ConfigError: neither ``namesrv`` nor ``instance`` is given, or a bad name server list.
@@ -92,6 +94,7 @@ class Producer(AsyncLifecycle):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        auto_batch: bool = True,
     ) -> None:
         if not group:
             raise ConfigError("a producer needs a group name")
@@ -114,6 +117,8 @@ class Producer(AsyncLifecycle):
         )
         self.selector = QueueSelector(latency_avoidance=latency_avoidance)
         self._unique_keys = _unique_key_generator(instance)
+        self.batcher = SendBatcher(self._send_prepared) if auto_batch else None
+        """The natural batching of sends, None with ``auto_batch=False``."""
         self._running = False
         self._shut_down = False
 
@@ -147,6 +152,8 @@ class Producer(AsyncLifecycle):
             return
         self._running = False
         self._shut_down = True
+        if self.batcher is not None:
+            await self.batcher.wait_idle()
         await self.instance.unregister_producer(self.group)
         await self.instance.release()
         _log.info("producer %s shut down", self.group)
@@ -180,6 +187,8 @@ class Producer(AsyncLifecycle):
                 raise ConfigError("send to a queue or by a sharding key, not both")
             return await self.send_orderly(message, sharding_key, timeout_ms=timeout_ms)
         prepared = self._prepare(message)
+        if self.batcher is not None:
+            return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
         if queue is not None:
             return await self._send_to_queue(prepared, queue, timeout_ms)
         return await self._send_with_retries(prepared, timeout_ms)
@@ -199,6 +208,8 @@ class Producer(AsyncLifecycle):
         self._require_running()
         keys = [self._unique_keys.next_id() for _ in messages]
         prepared = prepare_batch(messages, keys, self.instance.clock.now_ms(), self.settings)
+        if self.batcher is not None:  # in its lane, to keep the order; it goes alone
+            return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
         if queue is not None:
             return await self._send_to_queue(prepared, queue, timeout_ms)
         return await self._send_with_retries(prepared, timeout_ms)
@@ -218,6 +229,8 @@ class Producer(AsyncLifecycle):
             default_topic_queue_count=self.settings.default_topic_queue_count,
         )
         queue = select_by_sharding_key(route.publish_queues, sharding_key)
+        if self.batcher is not None:
+            return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
         return await self._send_to_queue(prepared, queue, timeout_ms)
 
     async def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
@@ -261,6 +274,14 @@ class Producer(AsyncLifecycle):
         if address is None:
             raise NoRouteError(f"broker {queue.broker_name!r} of {queue} has no master address")
         return address
+
+    async def _send_prepared(
+        self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        """One request of the batcher: to ``queue``, or with retries to a queue picked here."""
+        if queue is not None:
+            return await self._send_to_queue(prepared, queue, timeout_ms)
+        return await self._send_with_retries(prepared, timeout_ms)
 
     async def _send_to_queue(
         self, prepared: PreparedSend, queue: MessageQueue, timeout_ms: int | None
@@ -323,14 +344,11 @@ class Producer(AsyncLifecycle):
             try:
                 address = await self._master_address(queue)
                 return await self._attempt(prepared, queue, address, remaining_ms)
-            except RemoteError as error:
+            except BolideError as error:
                 attempts.append(f"{queue.broker_name}: {error}")
                 last_error = error
-                if not error.is_retriable:
+                if not error.retriable:
                     break
-            except (*_TRANSPORT_ERRORS, NoRouteError) as error:
-                attempts.append(f"{queue.broker_name}: {error}")
-                last_error = error
         cost_ms = clock.monotonic_ms() - started_ms
         summary = (
             f"send to {prepared.topic!r} failed after {len(attempts)} attempt(s) in {cost_ms} ms"

@@ -41,7 +41,7 @@ async def call(
 
     Raises:
         RemoteError: any other response code; the message names the peer, the request and
-            the code, ``code``/``remark``/``is_retriable`` come from the codes table.
+            the code, ``code``/``remark``/``retriable`` come from the codes table.
         ConnectionClosedError, RequestTimeoutError, BackpressureError: from the transport.
     """
     response = await pool.invoke(address, request, timeout_ms)

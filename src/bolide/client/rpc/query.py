@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from bolide.base.errors import ProtocolError
 from bolide.client.rpc.call import call
+from bolide.protocol.address import format_socket_address
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
-from bolide.protocol.message import MessageExt, format_socket_address
+from bolide.protocol.message import MessageExt
 from bolide.protocol.message_codec import decode_record, decode_records
 from bolide.protocol.msgid import decode_offset_message_id
 from bolide.remoting import ClientPool

@@ -1,71 +1,35 @@
-"""Multi-step admin operations behind :class:`~bolide.client.admin.AdminClient` (which
-delegates to them), and the helpers they share: listing brokers and groups, deleting a topic
+"""Multi-step admin operations under :class:`~bolide.client.admin.AdminClient` (which
+delegates to them; they take its session layer): listing brokers and groups, deleting a topic
 everywhere, resetting a group's offsets on every broker of a topic."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bolide.base.errors import (
     BolideError,
-    ConnectionClosedError,
     GroupNotFoundError,
     NameServerUnavailableError,
-    RemoteError,
     TopicNotFoundError,
 )
-from bolide.client import admin_requests as requests
-from bolide.client.admin_views import BrokerSummary, GroupSummary, ResetResult
+from bolide.client.admin.session import (
+    ADMIN_PRODUCER_GROUP,
+    AdminSession,
+    is_code,
+    reason,
+    with_broker,
+)
+from bolide.client.admin.views import BrokerSummary, GroupSummary, ResetResult
+from bolide.client.rpc import admin as requests
 from bolide.protocol.bodies import ConsumerConnection, MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import ResetOffsetRequestHeader
+from bolide.protocol.system_topics import is_system_group as is_broker_system_group
 
-if TYPE_CHECKING:
-    from bolide.client.admin import AdminClient
-
-__all__ = [
-    "delete_topic",
-    "is_code",
-    "is_system_group",
-    "list_brokers",
-    "list_groups",
-    "reason",
-    "reset_offset",
-    "with_broker",
-]
-
-ADMIN_PRODUCER_GROUP = "BOLIDE_ADMIN_PRODUCER"
-"""Producer group of the messages the admin client sends (``message send``, resends)."""
-_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "CID_ONS", "TOOLS_CONSUMER", "FILTERSRV_CONSUMER")
-_SYSTEM_GROUPS = frozenset({"SELF_TEST_C_GROUP", "CID_ONSAPI_PULL", ADMIN_PRODUCER_GROUP})
+__all__ = ["delete_topic", "is_system_group", "list_brokers", "list_groups", "reset_offset"]
 
 
 def is_system_group(group: str) -> bool:
     """A group every broker has for its own tools (hidden by ``group list``)."""
-    return group in _SYSTEM_GROUPS or group.startswith(_SYSTEM_GROUP_PREFIXES)
-
-
-def is_code(result: object, code: ResponseCode) -> bool:
-    """Whether ``result`` is a RemoteError with ``code``."""
-    return isinstance(result, RemoteError) and result.code == code
-
-
-def with_broker(error: BolideError, broker: str, what: str | None = None) -> BolideError:
-    """``error`` with a message naming the broker (same type, so callers still match it)."""
-    prefix = f"{what}: " if what else ""
-    error.args = (f"{prefix}broker {broker}: {reason(error)}",)
-    return error
-
-
-def reason(error: BaseException) -> str:
-    """The error's text, with the underlying cause of a connection failure."""
-    text = str(error) or type(error).__name__
-    cause = error.__cause__
-    if isinstance(error, ConnectionClosedError) and cause is not None:
-        detail = str(cause)
-        if detail and detail not in text:
-            text = f"{text} ({detail})"
-    return text
+    return group == ADMIN_PRODUCER_GROUP or is_broker_system_group(group)
 
 
 def _int(text: str | None) -> int:
@@ -75,7 +39,7 @@ def _int(text: str | None) -> int:
         return 0
 
 
-async def list_brokers(admin: AdminClient) -> list[BrokerSummary]:
+async def list_brokers(admin: AdminSession) -> list[BrokerSummary]:
     """See :meth:`AdminClient.list_brokers`."""
     info = await admin.cluster_info()
     cluster_of = {
@@ -109,7 +73,7 @@ async def list_brokers(admin: AdminClient) -> list[BrokerSummary]:
     return summaries
 
 
-async def delete_topic(admin: AdminClient, topic: str, cluster: str | None) -> list[str]:
+async def delete_topic(admin: AdminSession, topic: str, cluster: str | None) -> list[str]:
     """See :meth:`AdminClient.delete_topic`."""
     try:
         targets = await admin.topic_masters(topic)
@@ -154,7 +118,7 @@ async def delete_topic(admin: AdminClient, topic: str, cluster: str | None) -> l
     return sorted(targets)
 
 
-async def list_groups(admin: AdminClient, include_system: bool) -> list[GroupSummary]:
+async def list_groups(admin: AdminSession, include_system: bool) -> list[GroupSummary]:
     """See :meth:`AdminClient.list_groups`."""
     configs = await admin.group_configs()
     names = sorted(name for name in configs if include_system or not is_system_group(name))
@@ -176,7 +140,7 @@ async def list_groups(admin: AdminClient, include_system: bool) -> list[GroupSum
 
 
 async def reset_offset(
-    admin: AdminClient, group: str, topic: str, timestamp_ms: int, force: bool
+    admin: AdminSession, group: str, topic: str, timestamp_ms: int, force: bool
 ) -> ResetResult:
     """See :meth:`AdminClient.reset_offset`."""
     masters = await admin.topic_masters(topic)

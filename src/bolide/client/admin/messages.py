@@ -24,32 +24,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Sequence
-from typing import TYPE_CHECKING
 
 from bolide.base import limits
 from bolide.base.errors import (
     BolideError,
-    ConnectionClosedError,
     MessageNotFoundError,
     NoRouteError,
     ProtocolError,
     RemoteError,
-    RequestTimeoutError,
     TopicNotFoundError,
+    TransportError,
 )
 from bolide.client import rpc
-from bolide.client.admin_views import ResendOutcome
+from bolide.client.admin.session import AdminSession
+from bolide.client.admin.views import ProgressCallback, ResendOutcome
 from bolide.client.route import subscribe_queues
+from bolide.protocol.address import format_socket_address
 from bolide.protocol.bodies import MASTER_BROKER_ID, PERM_READ, MessageQueue, SubscriptionData
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag, QueryMessageRequestHeader
-from bolide.protocol.message import Message, MessageExt, PropertyKey, format_socket_address
+from bolide.protocol.message import Message, MessageExt, PropertyKey
 from bolide.protocol.msgid import decode_offset_message_id
-
-if TYPE_CHECKING:
-    from bolide.client.admin import AdminClient, ProgressCallback
+from bolide.protocol.system_topics import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
 
 __all__ = [
-    "TOOLS_CONSUMER_GROUP",
     "get_message",
     "query_by_key",
     "query_by_time",
@@ -57,10 +54,6 @@ __all__ = [
     "tail",
 ]
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-"""The group admin pulls use (MixAll.TOOLS_CONSUMER_GROUP: built into every broker)."""
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 LATEST = -1
 EARLIEST = 0
 _FAR_FUTURE_MS = 2**62
@@ -88,7 +81,7 @@ start), and what brokers and clients add on their own."""
 # --- by id and key ------------------------------------------------------------------------------
 
 
-async def get_message(admin: AdminClient, msg_id: str, topic: str | None) -> list[MessageExt]:
+async def get_message(admin: AdminSession, msg_id: str, topic: str | None) -> list[MessageExt]:
     """Messages with ``msg_id``: by UNIQ_KEY in ``topic`` when given, else (or when that finds
     nothing) as an offset message id. Raises MessageNotFoundError, TopicNotFoundError."""
     if topic is not None:
@@ -110,7 +103,7 @@ async def get_message(admin: AdminClient, msg_id: str, topic: str | None) -> lis
             f"no message {msg_id}: {address} holds none at commit-log offset "
             f"{commit_log_offset}{hint}"
         ) from error
-    except (ConnectionClosedError, RequestTimeoutError, ValueError) as error:
+    except (TransportError, ValueError) as error:
         raise MessageNotFoundError(
             f"no message {msg_id}: it names broker {address}, which did not answer{hint}"
         ) from error
@@ -118,7 +111,7 @@ async def get_message(admin: AdminClient, msg_id: str, topic: str | None) -> lis
 
 
 async def query_by_key(
-    admin: AdminClient,
+    admin: AdminSession,
     topic: str,
     key: str,
     begin_ms: int,
@@ -174,7 +167,7 @@ def _pull_header(
     )
 
 
-async def _readable_queues(admin: AdminClient, topic: str) -> dict[MessageQueue, str]:
+async def _readable_queues(admin: AdminSession, topic: str) -> dict[MessageQueue, str]:
     """Readable queue -> its master's address. Raises TopicNotFoundError, NoRouteError."""
     route = await admin.topic_route(topic)
     masters = {
@@ -198,7 +191,7 @@ async def _readable_queues(admin: AdminClient, topic: str) -> dict[MessageQueue,
 
 
 async def _start_offset(
-    admin: AdminClient, queue: MessageQueue, address: str, start_ms: int
+    admin: AdminSession, queue: MessageQueue, address: str, start_ms: int
 ) -> int:
     timeout_ms = admin.timeout_ms
     if start_ms == LATEST:
@@ -215,7 +208,7 @@ async def _start_offset(
 
 
 async def _read_range(
-    admin: AdminClient, queue: MessageQueue, address: str, begin_ms: int, end_ms: int, limit: int
+    admin: AdminSession, queue: MessageQueue, address: str, begin_ms: int, end_ms: int, limit: int
 ) -> list[MessageExt]:
     """Messages of one queue stored in [begin_ms, end_ms), oldest first, at most ``limit``."""
     offset = await _start_offset(admin, queue, address, begin_ms)
@@ -239,7 +232,7 @@ async def _read_range(
 
 
 async def query_by_time(
-    admin: AdminClient,
+    admin: AdminSession,
     topic: str,
     begin_ms: int,
     end_ms: int,
@@ -272,7 +265,7 @@ async def query_by_time(
 
 
 async def tail(
-    admin: AdminClient, topic: str, start_ms: int, expression: str
+    admin: AdminSession, topic: str, start_ms: int, expression: str
 ) -> AsyncGenerator[MessageExt, None]:
     """Messages of ``topic`` matching ``expression`` from ``start_ms`` on, as they arrive
     (each queue in order). Runs until the caller stops iterating. Raises TopicNotFoundError,
@@ -323,7 +316,7 @@ async def tail(
 
 
 async def _dead_letters(
-    admin: AdminClient,
+    admin: AdminSession,
     dlq: str,
     msg_ids: Sequence[str],
     begin_ms: int,
@@ -362,7 +355,7 @@ def _resend_message(dead: MessageExt, retry_topic: str) -> Message:
 
 
 async def resend_dead_letters(
-    admin: AdminClient,
+    admin: AdminSession,
     group: str,
     msg_ids: Sequence[str],
     begin_ms: int,
@@ -372,7 +365,7 @@ async def resend_dead_letters(
 ) -> list[ResendOutcome]:
     """Send ``group``'s dead letters back to it (module docstring). Raises
     TopicNotFoundError when the group has no dead-letter or no retry topic."""
-    dlq, retry = DLQ_PREFIX + group, RETRY_PREFIX + group
+    dlq, retry = dlq_topic(group), retry_topic(group)
     try:
         await admin.topic_route(retry)
     except TopicNotFoundError as error:

@@ -16,11 +16,10 @@ broadcasting group shows the brokers' (empty) view, and a note says so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bolide.base.errors import BolideError, GroupNotFoundError, RemoteError
-from bolide.client import admin_requests as requests
-from bolide.client.admin_views import GroupProgress, QueueProgress
+from bolide.client.admin.session import AdminSession
+from bolide.client.admin.views import GroupProgress, QueueProgress
+from bolide.client.rpc import admin as requests
 from bolide.protocol.bodies import (
     ConsumerRunningInfo,
     ConsumeStats,
@@ -30,9 +29,6 @@ from bolide.protocol.bodies import (
 )
 from bolide.protocol.codes import ResponseCode
 
-if TYPE_CHECKING:
-    from bolide.client.admin import AdminClient
-
 __all__ = ["group_progress"]
 
 COMMIT_OFFSET_KEY = "commitOffset"
@@ -40,7 +36,7 @@ COMMIT_OFFSET_KEY = "commitOffset"
 
 
 async def _broker_stats(
-    admin: AdminClient, group: str, topic: str | None, notes: list[str]
+    admin: AdminSession, group: str, topic: str | None, notes: list[str]
 ) -> tuple[dict[MessageQueue, OffsetWrapper], float, bool]:
     """Merged consume stats, the summed rate, and whether any broker knows the group."""
     masters = await admin.master_addresses()
@@ -67,7 +63,7 @@ async def _broker_stats(
 
 
 async def _client_reports(
-    admin: AdminClient, group: str, client_ids: list[str], notes: list[str]
+    admin: AdminSession, group: str, client_ids: list[str], notes: list[str]
 ) -> dict[str, ConsumerRunningInfo]:
     results = await admin.fan_out(
         [admin.consumer_running_info(group, client_id) for client_id in client_ids]
@@ -113,7 +109,7 @@ def _broadcast_rows(
     return rows
 
 
-async def group_progress(admin: AdminClient, group: str, topic: str | None) -> GroupProgress:
+async def group_progress(admin: AdminSession, group: str, topic: str | None) -> GroupProgress:
     """See the module docstring. Raises GroupNotFoundError when no broker knows ``group``."""
     notes: list[str] = []
     stats, tps, known = await _broker_stats(admin, group, topic, notes)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 
 from bolide.base import limits
-from bolide.client.admin import RESET_TO_LATEST, ProgressCallback
-from bolide.client.admin import AdminClient as AsyncAdminClient
-from bolide.client.admin_views import (
+from bolide.client.admin.client import AdminClient as AsyncAdminClient
+from bolide.client.admin.views import (
+    RESET_TO_LATEST,
     BrokerSummary,
     GroupProgress,
     GroupSummary,
+    ProgressCallback,
     QueueStatus,
     ResendOutcome,
     ResetResult,

@@ -7,16 +7,22 @@ are milliseconds since the epoch, 0 when unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bolide.protocol.address import format_socket_address
 from bolide.protocol.bodies import Connection, MessageQueue, SubscriptionGroupConfig
-from bolide.protocol.message import MessageExt, format_socket_address
+from bolide.protocol.message import MessageExt
 
 __all__ = [
+    "DEFAULT_QUEUE_COUNT",
+    "RESET_TO_EARLIEST",
+    "RESET_TO_LATEST",
     "BrokerSummary",
     "GroupProgress",
     "GroupSummary",
+    "ProgressCallback",
     "QueueProgress",
     "QueueStatus",
     "ResendOutcome",
@@ -25,6 +31,18 @@ __all__ = [
     "message_to_dict",
     "queue_to_dict",
 ]
+
+
+RESET_TO_LATEST = -1
+"""Reset timestamp meaning "to the max offset": skip everything not consumed yet."""
+RESET_TO_EARLIEST = 0
+"""Reset timestamp before every message: back to the min offset (everything still stored)."""
+DEFAULT_QUEUE_COUNT = 8
+"""Queues of a topic created without a count (mqadmin updateTopic's default)."""
+
+ProgressCallback = Callable[[int, int], None]
+"""``on_progress(done, total)``: called as a long operation moves (queues read, messages
+resent)."""
 
 
 def queue_to_dict(queue: MessageQueue) -> dict[str, Any]:

@@ -1,8 +1,8 @@
-"""One coroutine per admin request code (protocol.md §2.3, §2.11), in the style of
-:mod:`bolide.client.rpc`: each takes the pool, the peer's address and a timeout, and raises
+"""One coroutine per admin request code (the requests of mqadmin and the dashboard): each
+takes the pool, the peer's address and a timeout, and raises
 :class:`~bolide.base.errors.RemoteError` for an unwanted response code (through
 :func:`bolide.client.rpc.call`), :class:`~bolide.base.errors.ProtocolError` for a body it
-cannot parse, and the transport's errors.
+cannot parse, and the transport's errors. :mod:`bolide.client.admin` builds on them.
 
 Name server: GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206),
 DELETE_TOPIC_IN_NAMESRV (216). Broker: 17, 21, 28, 200, 201, 202, 203, 204, 207, 208, 215,
@@ -43,6 +43,7 @@ from bolide.protocol.headers import (
     ResetOffsetRequestHeader,
     TopicRequestHeader,
 )
+from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from bolide.remoting import ClientPool
 
 __all__ = [
@@ -111,7 +112,7 @@ async def create_or_update_topic(
     """UPDATE_AND_CREATE_TOPIC on one broker (it registers the topic with the name servers)."""
     header = CreateTopicRequestHeader(
         topic=config.topic_name,
-        default_topic="TBW102",
+        default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
         read_queue_count=config.read_queue_count,
         write_queue_count=config.write_queue_count,
         perm=config.perm,

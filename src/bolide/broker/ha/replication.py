@@ -1,0 +1,177 @@
+"""One broker's replication role and the parts it runs (the broker's only entry to broker/ha).
+
+=============== ==============================================================================
+role            parts
+=============== ==============================================================================
+ASYNC_MASTER    HaMaster on haListenPort: streams to slaves; sends answer at once
+SYNC_MASTER     HaMaster, and every stored send waits for a slave's ack (FLUSH_SLAVE_TIMEOUT
+                after 3 s, SLAVE_NOT_AVAILABLE when no slave is in sync)
+SLAVE           the store refuses puts; HaSlave copies the master's commit log;
+                SlaveSynchronize copies its tables every 10 s
+=============== ==============================================================================
+
+The master's addresses come from ``haMasterAddress`` or the name server's answer to
+REGISTER_BROKER (:meth:`Replication.master_learned`). A later controller can promote a slave
+with :meth:`Replication.become_master`: it stops copying, lets the store take puts and opens
+the HA listener; the broker then re-registers as id 0 under the same name.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bolide.base.clock import Clock
+from bolide.base.service import CrashHandler
+from bolide.broker.config import BrokerConfig, BrokerRole
+from bolide.broker.ha.master import HaMaster, ReplicationLag
+from bolide.broker.ha.metadata_sync import SlaveSynchronize
+from bolide.broker.ha.slave import HaSlave
+from bolide.broker.handlers.context import BrokerContext
+from bolide.remoting import ClientPool
+from bolide.store.api import PutResult
+from bolide.store.file_store import FileMessageStore
+
+__all__ = ["SLAVE_PUT_REFUSAL", "Replication", "ReplicationLag"]
+
+_log = logging.getLogger("bolide.broker.ha")
+
+SLAVE_PUT_REFUSAL = (
+    "service not available now. It may be caused by one of the following reasons: the broker's "
+    "disk is full, messages are put to the slave, message store has been shut down, etc. "
+    "(this broker is a SLAVE)"
+)
+"""Java's SERVICE_NOT_AVAILABLE remark for a send to a slave."""
+
+
+class Replication:
+    """The HA parts of one broker, chosen by ``config.broker_role``."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: FileMessageStore,
+        context: BrokerContext,
+        pool: ClientPool,
+        *,
+        host: str,
+        clock: Clock,
+        ha_listen_port: int | None = None,
+        on_crash: CrashHandler | None = None,
+    ) -> None:
+        self.role = config.broker_role
+        self._ha_listen_port = (
+            config.effective_ha_listen_port if ha_listen_port is None else ha_listen_port
+        )
+        self._config = config
+        self._store = store
+        self._context = context
+        self._pool = pool
+        self._host = host
+        self._clock = clock
+        self._on_crash = on_crash
+        self.master: HaMaster | None = None
+        self.slave: HaSlave | None = None
+        self.sync: SlaveSynchronize | None = None
+        self.master_address: str | None = None
+        """The master's remoting address (slaves; from the name server)."""
+        self.master_ha_address: str | None = config.ha_master_address or None
+        """The master's HA address (slaves; haMasterAddress, else from the name server)."""
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the role's parts. Raises OSError when haListenPort cannot be bound."""
+        if self.role.is_master:
+            await self._start_master()
+            return
+        self._store.refuse_puts = SLAVE_PUT_REFUSAL
+        self.slave = HaSlave(self._store, lambda: self.master_ha_address, clock=self._clock)
+        self.slave.start()
+        self.sync = SlaveSynchronize(
+            self._context,
+            self._pool,
+            lambda: self.master_address,
+            clock=self._clock,
+            on_crash=self._on_crash,
+        )
+        self.sync.start()
+
+    async def _start_master(self) -> None:
+        self.master = HaMaster(
+            self._store,
+            host=self._host,
+            port=self._ha_listen_port,
+            clock=self._clock,
+        )
+        await self.master.start()
+
+    async def stop(self) -> None:
+        for part in (self.sync, self.slave, self.master):
+            if part is not None:
+                await part.stop()
+        self.sync = self.slave = self.master = None
+
+    async def become_master(self, role: BrokerRole = BrokerRole.ASYNC_MASTER) -> None:
+        """Promote this slave (a controller's hook): stop copying, take puts, serve slaves."""
+        if self.role.is_master:
+            return
+        for part in (self.sync, self.slave):
+            if part is not None:
+                await part.stop()
+        self.sync = self.slave = None
+        self._store.refuse_puts = None
+        self.role = role
+        await self._start_master()
+        _log.warning("this slave is now the %s", role.value)
+
+    # --- what the broker asks -------------------------------------------------------------
+
+    @property
+    def ha_port(self) -> int | None:
+        """The port the HA service listens on (masters, once started)."""
+        return self.master.port if self.master is not None else None
+
+    def master_learned(self, master_address: str | None, ha_address: str | None) -> None:
+        """The name server's REGISTER_BROKER answer named the master (slaves only)."""
+        if self.role.is_master:
+            return
+        changed = master_address is not None and master_address != self.master_address
+        if master_address is not None:
+            self.master_address = master_address
+        if not self._config.ha_master_address and ha_address:
+            self.master_ha_address = ha_address
+        if changed and self.sync is not None:
+            self.sync.sync_soon()
+
+    async def wait_replicated(self, result: PutResult) -> None:
+        """Under SYNC_MASTER, hold a stored put until a slave has it (see HaMaster)."""
+        if self.role is BrokerRole.SYNC_MASTER and self.master is not None:
+            await self.master.wait_replicated(result)
+
+    def lag(self) -> ReplicationLag:
+        """How far the replica is behind (a master: its best slave; a slave: itself). The
+        metrics exporter reads this (``rocketmq_broker_commitlog_diff``)."""
+        if self.master is not None:
+            return self.master.lag()
+        if self.slave is not None:
+            return self.slave.lag()
+        return ReplicationLag(0, 0)
+
+    def runtime_info(self) -> dict[str, str]:
+        """Replication's part of GET_BROKER_RUNTIME_INFO (Bolide's keys, strings)."""
+        info = {"brokerRole": self.role.value}
+        lag = self.lag()
+        if self.master is not None:
+            info["haListenPort"] = str(self.master.port)
+            info["haConnectionCount"] = str(len(self.master.links))
+            info["haPush2SlaveMaxOffset"] = str(self.master.acked_offset)
+            info["haSlaveInSync"] = str(self.master.slave_ok()).lower()
+            if self.master.last_refusal:
+                info["haLastRefusal"] = self.master.last_refusal
+        if self.slave is not None:
+            info["masterAddr"] = self.master_address or ""
+            info["haMasterAddress"] = self.master_ha_address or ""
+            info["haMasterConnected"] = str(self.slave.connected_to is not None).lower()
+        info["haReplicaLagBytes"] = str(lag.bytes_behind)
+        info["haReplicaLagMs"] = str(lag.time_behind_ms)
+        return info

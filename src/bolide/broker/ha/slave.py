@@ -1,0 +1,158 @@
+"""The slave's HA client: copies the master's commit log into the local store.
+
+A loop (re)connects to the master's HA address (``haMasterAddress``, else what the name
+server's REGISTER_BROKER answer names), reports the local commit-log end, then:
+
+* every transfer frame must start where the local log (plus a partial record held in memory)
+  ends: otherwise the stream is out of step, the connection is closed and opened again, and
+  the report after reconnecting tells the master where to resume;
+* the bytes go to :meth:`FileMessageStore.append_replicated`, which writes whole records and
+  builds consume queues and the index from them;
+* after each read that wrote something, and at least every 5 s, the slave reports its offset
+  (whole records only: an ack means the records are stored);
+* a master silent for 20 s is left, and the slave reconnects after a short pause.
+
+A record half-received when the connection breaks is discarded: the master sends it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import ProtocolError, ReplicaOffsetError, StoreError
+from bolide.broker.ha.master import ReplicationLag
+from bolide.broker.ha.wire import FrameDecoder, encode_offset_report
+from bolide.store.file_store import FileMessageStore
+
+__all__ = ["HaSlave"]
+
+_log = logging.getLogger("bolide.broker.ha.slave")
+
+
+class HaSlave:
+    """Keeps ``store`` a copy of the master named by ``master_address()`` (``host:port`` of
+    its haListenPort, or None while unknown)."""
+
+    def __init__(
+        self,
+        store: FileMessageStore,
+        master_address: Callable[[], str | None],
+        *,
+        clock: Clock,
+        heartbeat_interval_ms: int = limits.HA_HEARTBEAT_INTERVAL_MS,
+        housekeeping_interval_ms: int = limits.HA_HOUSEKEEPING_INTERVAL_MS,
+        reconnect_interval_ms: int = limits.HA_RECONNECT_INTERVAL_MS,
+    ) -> None:
+        self._store = store
+        self._master_address = master_address
+        self._clock = clock
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._housekeeping_interval_ms = housekeeping_interval_ms
+        self._reconnect_interval_ms = reconnect_interval_ms
+        self._task: asyncio.Task[None] | None = None
+        self.connected_to: str | None = None
+        """The master's HA address while a connection is up."""
+        self.connections = 0
+        """Connections opened so far."""
+        self.master_offset_seen = 0
+        """The highest master offset a frame named (where its data reached)."""
+        self._last_frame_ms = 0
+        self._reported = -1
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-slave")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def lag(self) -> ReplicationLag:
+        """Bytes the master named that are not copied yet, and for how long data has been
+        missing (ms since the last frame while behind)."""
+        behind = max(0, self.master_offset_seen - self._store.commit_log_max_offset)
+        if behind == 0:
+            return ReplicationLag(0, 0)
+        return ReplicationLag(behind, max(0, self._clock.monotonic_ms() - self._last_frame_ms))
+
+    async def _run(self) -> None:
+        while True:
+            address = self._master_address()
+            if address is not None:
+                try:
+                    await self._session(address)
+                except (OSError, TimeoutError, ProtocolError, ReplicaOffsetError) as error:
+                    _log.warning("HA: connection to master %s ended: %s", address, error)
+                except StoreError as error:
+                    _log.error("HA: the local store refuses copies: %s", error)
+                finally:
+                    self.connected_to = None
+                    self._store.replica.forget_pending()
+            await self._clock.sleep_ms(self._reconnect_interval_ms)
+
+    async def _session(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port), limit=limits.HA_READ_BUFFER_BYTES),
+            self._housekeeping_interval_ms / 1000,
+        )
+        self.connections += 1
+        self.connected_to = address
+        _log.info("HA: connected to master %s", address)
+        reporter = asyncio.get_running_loop().create_task(
+            self._report_loop(writer), name="ha-slave-report"
+        )
+        try:
+            self._reported = -1
+            await self._report(writer)
+            await self._receive(reader, writer)
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await reporter
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        replica = self._store.replica
+        while True:
+            data = await asyncio.wait_for(
+                reader.read(limits.HA_READ_BUFFER_BYTES), self._housekeeping_interval_ms / 1000
+            )
+            if not data:
+                raise ConnectionResetError("the master closed the connection")
+            self._last_frame_ms = self._clock.monotonic_ms()
+            for offset, body in decoder.feed(data):
+                if not replica.in_step(offset):
+                    raise ReplicaOffsetError(
+                        f"master sent offset {offset}, this slave continues at "
+                        f"{replica.end_offset}: reconnecting"
+                    )
+                self.master_offset_seen = max(self.master_offset_seen, offset + len(body))
+                if body:
+                    self._store.append_replicated(offset, body)
+            if self._store.commit_log_max_offset > self._reported:
+                await self._report(writer)
+
+    async def _report(self, writer: asyncio.StreamWriter) -> None:
+        offset = self._store.commit_log_max_offset
+        writer.write(encode_offset_report(offset))
+        self._reported = offset
+        await writer.drain()
+
+    async def _report_loop(self, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await self._clock.sleep_ms(self._heartbeat_interval_ms)
+            # 8 bytes, no drain: the receive loop drains, and a stuck master is dropped by it.
+            offset = self._store.commit_log_max_offset
+            writer.write(encode_offset_report(offset))
+            self._reported = offset

@@ -1,0 +1,274 @@
+"""Natural batching of the producer's sends (``Producer(..., auto_batch=True)``, the default).
+
+Sends are grouped in *lanes*: one lane per topic, chosen queue (or none: the producer picks
+one per request) and send timeout. A lane has at most one request in flight:
+
+* a send to an idle lane goes out at once, alone, exactly as without batching;
+* sends that arrive while the lane's request is in flight wait in the lane, in arrival order;
+* when the request is answered, everything that waited goes out as ONE batch request
+  (SEND_BATCH_MESSAGE, each message keeping its own UNIQ_KEY and properties), up to
+  limits.PRODUCER_AUTO_BATCH_MAX_MESSAGES messages and PRODUCER_AUTO_BATCH_MAX_BYTES bytes;
+  what is left goes in the next request.
+
+No timer adds delay: a send waits only while an earlier request of its lane is on the wire,
+which is when the throughput is there to batch. Each send still gets its own
+:class:`SendResult` — its UNIQ_KEY, its offset message id (the broker lists one per message)
+and its queue offset (the first message's plus its index: a batch is stored contiguously) —
+or its own error. Per-queue order holds because a lane sends one request at a time, in order.
+
+Sends that cannot travel in a batch (compressed, delayed, retry-topic or not-waiting messages,
+and the caller's own ``send_batch``) still queue in their lane, to keep the order, and go out
+alone. When the broker refuses a whole batch for a message's fault (MESSAGE_ILLEGAL and
+friends), nothing of it was stored: each message is sent again alone, so only the faulty
+one fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from bolide.base import limits
+from bolide.base.errors import (
+    InvalidMessageError,
+    MessageTooLargeError,
+    ProtocolError,
+    RemoteError,
+)
+from bolide.client.message import SendResult
+from bolide.client.producer.prepare import PreparedSend, join_prepared
+from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.codes import ResponseCode
+from bolide.protocol.message_codec import BATCH_ENTRY_OVERHEAD_BYTES
+
+__all__ = ["SendBatcher", "SendPrepared"]
+
+SendPrepared = Callable[[PreparedSend, MessageQueue | None, int], Awaitable[SendResult]]
+"""``send(prepared, queue, timeout_ms)``: one request (retried as the producer retries) to
+``queue``, or to a queue the producer picks when ``queue`` is None."""
+
+LaneKey = tuple[str, MessageQueue | None, int]
+
+_MESSAGE_FAULT_CODES: Final = frozenset({ResponseCode.MESSAGE_ILLEGAL})
+"""Codes a broker gives a whole batch for what one of its messages holds (a body over its
+maxMessageSize, bad properties); nothing of the batch was stored, so each message is tried
+alone."""
+
+
+class _Waiting:
+    __slots__ = ("future", "prepared", "size_bytes")
+
+    def __init__(self, prepared: PreparedSend, future: asyncio.Future[SendResult]) -> None:
+        self.prepared = prepared
+        self.future = future
+        self.size_bytes = (
+            BATCH_ENTRY_OVERHEAD_BYTES + len(prepared.body) + 3 * len(prepared.properties)
+        )
+
+
+class _Lane:
+    __slots__ = ("busy", "key", "waiting")
+
+    def __init__(self, key: LaneKey) -> None:
+        self.key = key
+        self.busy = False
+        self.waiting: deque[_Waiting] = deque()
+
+
+class SendBatcher:
+    """The lanes of one producer; ``send`` is what the producer's sends await.
+
+    ``send_prepared`` makes one request (with the producer's retries); ``max_messages`` and
+    ``max_bytes`` bound a batch (``max_bytes`` also by the producer's ``max_message_bytes``).
+    """
+
+    def __init__(
+        self,
+        send_prepared: SendPrepared,
+        *,
+        max_messages: int = limits.PRODUCER_AUTO_BATCH_MAX_MESSAGES,
+        max_bytes: int = limits.PRODUCER_AUTO_BATCH_MAX_BYTES,
+    ) -> None:
+        self._send_prepared = send_prepared
+        self._max_messages = max_messages
+        self._max_bytes = max_bytes
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._drains: set[asyncio.Task[None]] = set()
+        self.requests_sent = 0
+        """Requests this batcher made (a batch counts once): for tests and benches."""
+
+    async def send(
+        self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        """Send ``prepared`` through its lane: at once if the lane is idle, else with what else
+        waits, when the lane's request in flight is answered. Raises as the producer's send."""
+        key = (prepared.topic, queue, timeout_ms)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(key)
+        elif lane.busy:
+            future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+            lane.waiting.append(_Waiting(prepared, future))
+            return await future
+        lane.busy = True
+        try:
+            self.requests_sent += 1
+            return await self._send_prepared(prepared, queue, timeout_ms)
+        finally:
+            self._release(lane)
+
+    @property
+    def waiting_count(self) -> int:
+        """Sends waiting in a lane for the request in flight to be answered."""
+        return sum(len(lane.waiting) for lane in self._lanes.values())
+
+    async def wait_idle(self) -> None:
+        """Wait until every send that waited in a lane has its answer (for shutdown)."""
+        while self._drains:
+            await asyncio.gather(*self._drains, return_exceptions=True)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _release(self, lane: _Lane) -> None:
+        if not lane.waiting:
+            lane.busy = False
+            del self._lanes[lane.key]
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._drain(lane), name=f"bolide-producer-batch-{lane.key[0]}"
+        )
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _drain(self, lane: _Lane) -> None:
+        """Send what waits in ``lane``, a request at a time, until nothing does.
+
+        When nothing waits after an answer, the lane stays busy for one pass of the event loop:
+        the callers just answered run first, and what they send next goes in one request
+        instead of one alone and the rest behind it (no timer: the loop does not sleep).
+        """
+        try:
+            while True:
+                if not lane.waiting:
+                    await asyncio.sleep(0)
+                    if not lane.waiting:
+                        break
+                group = self._take(lane.waiting)
+                if len(group) == 1:
+                    await self._send_alone(group[0], lane.key)
+                elif group:
+                    await self._send_together(group, lane.key)
+        except BaseException as error:  # cancelled (loop closing) or a bug: nobody hangs
+            for waiting in lane.waiting:
+                _fail(waiting, error)
+            lane.waiting.clear()
+            raise
+        finally:
+            lane.busy = False
+            if self._lanes.get(lane.key) is lane:
+                del self._lanes[lane.key]
+
+    def _take(self, waiting: deque[_Waiting]) -> list[_Waiting]:
+        """The next request's sends: one unbatchable send, or the batchable ones in a row
+        within the bounds. Sends whose caller gave up (cancelled) are dropped unsent."""
+        group: list[_Waiting] = []
+        size_bytes = 0
+        max_bytes = self._max_bytes
+        while waiting and len(group) < self._max_messages:
+            head = waiting[0]
+            if head.future.done():  # cancelled by its caller: never sent
+                waiting.popleft()
+                continue
+            if not head.prepared.batchable:
+                if not group:
+                    group.append(waiting.popleft())
+                break
+            if group and (
+                size_bytes + head.size_bytes > max_bytes
+                or size_bytes + head.size_bytes > head.prepared.settings.max_message_bytes
+            ):
+                break
+            group.append(waiting.popleft())
+            size_bytes += head.size_bytes
+        return group
+
+    async def _send_alone(self, waiting: _Waiting, key: LaneKey) -> None:
+        self.requests_sent += 1
+        try:
+            result = await self._send_prepared(waiting.prepared, key[1], key[2])
+        except Exception as error:  # handed to the caller that awaits it
+            _fail(waiting, error)
+        else:
+            if not waiting.future.done():
+                waiting.future.set_result(result)
+
+    async def _send_together(self, group: list[_Waiting], key: LaneKey) -> None:
+        try:
+            batch = join_prepared([waiting.prepared for waiting in group])
+        except ProtocolError:  # an entry the batch layout cannot carry: each alone
+            await self._send_each_alone(group, key)
+            return
+        self.requests_sent += 1
+        try:
+            result = await self._send_prepared(batch, key[1], key[2])
+        except (InvalidMessageError, MessageTooLargeError):
+            await self._send_each_alone(group, key)
+            return
+        except RemoteError as error:
+            if error.code in _MESSAGE_FAULT_CODES:
+                await self._send_each_alone(group, key)
+                return
+            for waiting in group:
+                _fail(waiting, error)
+            return
+        except Exception as error:  # handed to the callers that await it
+            for waiting in group:
+                _fail(waiting, error)
+            return
+        _split(result, group)
+
+    async def _send_each_alone(self, group: list[_Waiting], key: LaneKey) -> None:
+        for waiting in group:
+            if not waiting.future.done():
+                await self._send_alone(waiting, key)
+
+
+def _split(result: SendResult, group: list[_Waiting]) -> None:
+    """Each send's own result from the batch's: its offset id, the first offset + its index."""
+    offset_ids = result.offset_msg_id.split(",")
+    if len(offset_ids) != len(group):
+        error = ProtocolError(
+            f"the broker answered a batch of {len(group)} messages with"
+            f" {len(offset_ids)} message ids; the messages were stored"
+        )
+        for waiting in group:
+            _fail(waiting, error)
+        return
+    status, queue, first_offset = result.status, result.queue, result.queue_offset
+    transaction_id, region_id = result.transaction_id, result.region_id
+    for index, waiting in enumerate(group):
+        future = waiting.future
+        if not future.done():
+            future.set_result(
+                SendResult(
+                    status,
+                    waiting.prepared.msg_id,
+                    offset_ids[index],
+                    queue,
+                    first_offset + index,
+                    transaction_id,
+                    region_id,
+                )
+            )
+
+
+def _fail(waiting: _Waiting, error: BaseException) -> None:
+    future = waiting.future
+    if future.done():
+        return
+    if isinstance(error, asyncio.CancelledError):
+        future.cancel()
+    else:
+        future.set_exception(error)

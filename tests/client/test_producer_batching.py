@@ -1,0 +1,193 @@
+"""Natural batching of the producer (``auto_batch``) against a real in-process cluster: sends that
+wait behind a request in flight go out as one batch request (counted at the broker), each send
+gets its own result or error, and the order of a queue holds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bolide.base.errors import InvalidMessageError, MessageTooLargeError
+from bolide.client.message import Message, SendResult, SendStatus
+from bolide.client.producer.producer import Producer
+from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.message import PropertyKey
+from bolide.testing.cluster import Cluster
+from tests.client.conftest import pull_all
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def producer(cluster: Cluster) -> AsyncIterator[Producer]:
+    async with Producer("pg", namesrv=cluster.namesrv_address) as started:
+        yield started
+
+
+def _put_requests(cluster: Cluster) -> int:
+    return cluster.broker("broker-a").context.stats.put_request_count
+
+
+async def _check_stored(producer: Producer, results: list[SendResult], bodies: list[bytes]) -> None:
+    """Each result names its own stored message: body, UNIQ_KEY, offset id and queue offset."""
+    stored = {}
+    for queue in {result.queue for result in results}:
+        for message in await pull_all(producer.instance, queue):
+            stored[(queue, message.queue_offset)] = message
+    for result, body in zip(results, bodies, strict=True):
+        message = stored[(result.queue, result.queue_offset)]
+        assert message.body == body
+        assert message.msg_id == result.msg_id == message.properties[PropertyKey.UNIQ_KEY]
+        assert message.offset_msg_id == result.offset_msg_id
+
+
+async def test_sends_waiting_behind_a_request_go_as_one_batch(
+    cluster: Cluster, producer: Producer
+) -> None:
+    await producer.send(Message("natural", b"warm"))  # the route is known from here on
+    before = _put_requests(cluster)
+    bodies = [f"m{i}".encode() for i in range(64)]
+    results = await asyncio.gather(*(producer.send(Message("natural", b)) for b in bodies))
+    # The first goes alone; the 63 that waited behind it go as one batch request.
+    assert _put_requests(cluster) - before == 2
+    assert producer.batcher is not None and producer.batcher.waiting_count == 0
+    assert all(result.status is SendStatus.SEND_OK for result in results)
+    assert len({result.msg_id for result in results}) == 64
+    assert len({result.offset_msg_id for result in results}) == 64
+    batch = results[1:]
+    assert len({result.queue for result in batch}) == 1
+    first = batch[0].queue_offset
+    assert [result.queue_offset for result in batch] == list(range(first, first + 63))
+    await _check_stored(producer, results, bodies)
+
+
+async def test_auto_batch_off_sends_one_request_per_send(cluster: Cluster) -> None:
+    async with Producer("pg", namesrv=cluster.namesrv_address, auto_batch=False) as producer:
+        assert producer.batcher is None
+        await producer.send(Message("single", b"warm"))
+        before = _put_requests(cluster)
+        bodies = [f"s{i}".encode() for i in range(40)]
+        results = await asyncio.gather(*(producer.send(Message("single", b)) for b in bodies))
+        assert _put_requests(cluster) - before == 40
+        await _check_stored(producer, results, bodies)
+
+
+async def test_the_order_of_each_sharding_key_holds(producer: Producer) -> None:
+    await producer.send(Message("keyed", b"warm"))
+    sends = [(f"key-{i % 3}", f"{i % 3}:{i}".encode()) for i in range(300)]
+    results = await asyncio.gather(
+        *(producer.send(Message("keyed", body), sharding_key=key) for key, body in sends)
+    )
+    for key_index in range(3):
+        mine = [
+            (result, body)
+            for result, (key, body) in zip(results, sends, strict=True)
+            if key == f"key-{key_index}"
+        ]
+        assert len({r.queue for r, _ in mine}) == 1
+        offsets = [r.queue_offset for r, _ in mine]
+        assert offsets == sorted(offsets)
+        stored = await pull_all(producer.instance, mine[0][0].queue)
+        in_queue = [m.body for m in stored if m.body.startswith(f"{key_index}:".encode())]
+        assert in_queue == [body for _, body in mine]
+    await _check_stored(producer, results, [body for _, body in sends])
+
+
+async def test_topics_and_queues_batch_apart(cluster: Cluster, producer: Producer) -> None:
+    await producer.send(Message("alpha", b"warm"))
+    await producer.send(Message("beta", b"warm"))
+    queue = MessageQueue("alpha", "broker-a", 2)
+    before = _put_requests(cluster)
+    plan = [("alpha", None), ("beta", None), ("alpha", queue)] * 20
+    bodies = [f"{topic}-{i}".encode() for i, (topic, _) in enumerate(plan)]
+    results = await asyncio.gather(
+        *(
+            producer.send(Message(topic, body), queue=chosen)
+            for (topic, chosen), body in zip(plan, bodies, strict=True)
+        )
+    )
+    # Three lanes (alpha, beta, alpha queue 2): each sends one alone, then one batch.
+    assert _put_requests(cluster) - before == 6
+    for (topic, chosen), result in zip(plan, results, strict=True):
+        assert result.queue.topic == topic
+        if chosen is not None:
+            assert result.queue == chosen
+    await _check_stored(producer, results, bodies)
+
+
+async def test_a_message_the_client_refuses_fails_alone(producer: Producer) -> None:
+    await producer.send(Message("mixed", b"warm"))
+    big = Message("mixed", b"x" * (producer.settings.max_message_bytes + 1))
+    messages = [Message("mixed", f"ok{i}".encode()) for i in range(10)]
+    outcomes = await asyncio.gather(
+        *(producer.send(m) for m in [*messages[:5], big, *messages[5:]]), return_exceptions=True
+    )
+    assert isinstance(outcomes[5], MessageTooLargeError)
+    fine = [o for i, o in enumerate(outcomes) if i != 5]
+    assert all(isinstance(o, SendResult) for o in fine)
+    await _check_stored(producer, fine, [m.body for m in messages])  # type: ignore[arg-type]
+
+
+async def test_a_message_the_broker_refuses_fails_alone(tmp_path: Path) -> None:
+    async with (
+        Cluster(tmp_path, settings={"max_message_size_bytes": 1024}) as cluster,
+        Producer("pg", namesrv=cluster.namesrv_address) as producer,
+    ):
+        await producer.send(Message("strict", b"warm"))
+        queue = MessageQueue("strict", "broker-a", 1)
+        bodies = [b"a0", b"a1", b"b" * 2_000, b"a3", b"a4"]  # under the client's limits
+        outcomes = await asyncio.gather(
+            *(producer.send(Message("strict", b), queue=queue) for b in bodies),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[2], InvalidMessageError)
+        fine = [o for i, o in enumerate(outcomes) if i != 2]
+        assert all(isinstance(o, SendResult) for o in fine)
+        stored = await pull_all(producer.instance, queue, outcomes[0].queue_offset)  # type: ignore[union-attr]
+        assert [m.body for m in stored] == [b"a0", b"a1", b"a3", b"a4"]  # order kept
+        await _check_stored(producer, fine, [b"a0", b"a1", b"a3", b"a4"])  # type: ignore[arg-type]
+
+
+async def test_unbatchable_sends_keep_their_place_in_the_queue(producer: Producer) -> None:
+    await producer.send(Message("places", b"warm"))
+    queue = MessageQueue("places", "broker-a", 0)
+    compressed = b"z" * (producer.settings.compress_over_bytes + 10)
+    messages = [
+        Message("places", b"p0"),
+        Message("places", b"p1"),
+        Message("places", compressed),  # compressed: goes alone
+        Message("places", b"p3"),
+        Message("places", b"p4", properties={PropertyKey.WAIT: "false"}),  # no wait: alone
+        Message("places", b"p5"),
+    ]
+    results = await asyncio.gather(*(producer.send(m, queue=queue) for m in messages))
+    batch_result = await producer.send_batch(
+        [Message("places", b"b0"), Message("places", b"b1")], queue=queue
+    )
+    stored = await pull_all(producer.instance, queue, results[0].queue_offset)
+    assert [m.body for m in stored] == [m.body for m in messages] + [b"b0", b"b1"]
+    assert batch_result.queue_offset == results[-1].queue_offset + 1
+    await _check_stored(producer, results, [m.body for m in messages])
+
+
+async def test_a_cancelled_waiting_send_is_never_sent(producer: Producer) -> None:
+    await producer.send(Message("cancel", b"warm"))
+    queue = MessageQueue("cancel", "broker-a", 3)
+    batcher = producer.batcher
+    assert batcher is not None
+    first = asyncio.create_task(producer.send(Message("cancel", b"c0"), queue=queue))
+    dropped = asyncio.create_task(producer.send(Message("cancel", b"c1"), queue=queue))
+    kept = asyncio.create_task(producer.send(Message("cancel", b"c2"), queue=queue))
+    for _ in range(1_000):
+        if batcher.waiting_count == 2:
+            break
+        await asyncio.sleep(0)
+    assert batcher.waiting_count == 2 and not first.done()
+    dropped.cancel()
+    await asyncio.gather(first, kept)
+    assert dropped.cancelled()
+    stored = await pull_all(producer.instance, queue, (await first).queue_offset)
+    assert [m.body for m in stored] == [b"c0", b"c2"]
