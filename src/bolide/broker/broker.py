@@ -129,7 +129,6 @@ class Broker:
             on_connection_close=self._connection_closed,
         )
         self._pool = ClientPool(clock=self._clock)
-        self._host = host
         self._context: BrokerContext | None = None
         self._stats_sampler: Service | None = None
         self.metrics: BrokerMetrics | None = None
@@ -206,6 +205,9 @@ class Broker:
     async def _start_metrics(self) -> None:
         config = self.config
         self.metrics = metrics = BrokerMetrics(self.context)
+        replication = self._replication
+        if replication is not None:
+            metrics.set_commit_log_diff_source(_slave_diffs(replication, self.context))
         kind = config.metrics_exporter_type
         if kind is MetricsExporterType.PROM:
             host = config.metrics_prom_exporter_host or self._host
@@ -479,6 +481,26 @@ def _timer_service(
     )
     service.load()
     return service
+
+
+def _slave_diffs(
+    replication: Replication, context: BrokerContext
+) -> Callable[[], list[tuple[str, int]]]:
+    """(slave address, master commit-log max offset - slave's acknowledged offset) per slave
+    that reported: ``rocketmq_broker_commitlog_diff``."""
+
+    def diffs() -> list[tuple[str, int]]:
+        master = replication.master
+        if master is None:
+            return []
+        end = context.store.stats().commit_log_max_offset
+        return [
+            (link.peer, max(0, end - link.ack_offset))
+            for link in master.links
+            if link.ack_offset >= 0
+        ]
+
+    return diffs
 
 
 def _sample(context: BrokerContext) -> Callable[[], Awaitable[None]]:
