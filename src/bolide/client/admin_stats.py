@@ -14,6 +14,7 @@ from bolide.base.errors import BolideError, NotFoundError, RemoteError
 from bolide.client.admin import AdminClient
 from bolide.client.rpc import call
 from bolide.protocol.bodies.stats import (
+    LIST_FORM_FIELD,
     BrokerStatsData,
     ConsumeMessageDirectlyResult,
     ConsumeStatsList,
@@ -145,7 +146,7 @@ async def broker_consume_stats(admin: AdminClient, address: str) -> ConsumeStats
         admin,
         address,
         RequestCode.GET_BROKER_CONSUME_STATS,
-        {"isOrder": "false"},
+        {"isOrder": "false", LIST_FORM_FIELD: "true"},
     )
     return ConsumeStatsList.from_json(response.body)
 

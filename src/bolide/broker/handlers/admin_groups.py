@@ -22,7 +22,9 @@
   (ConsumeStatsList: ``brokerAddr``, ``totalDiff``, ``consumeStatsList`` = one
   ``{group: [stats]}`` per group), plus Bolide's ``onlineClientCounts`` (group -> online
   consumers), so a dashboard lists 1,000 groups with one request per broker instead of one
-  per group. 208 and 317 fill ``consumeTps`` from the GROUP_GET_NUMS minute window.
+  per group. With the header field ``listForm=true`` (Bolide's; Java ignores it) the queue
+  tables come as plain JSON lists instead of fastjson's object keys, which Python reads
+  ~20x faster. 208 and 317 fill ``consumeTps`` from the GROUP_GET_NUMS minute window.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from bolide.base.errors import BackpressureError
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.stats_items import StatsName, group_stats_key
 from bolide.protocol.bodies import ConsumeStats, MessageQueue, OffsetWrapper
-from bolide.protocol.bodies.stats import ConsumeStatsList
+from bolide.protocol.bodies.stats import LIST_FORM_FIELD, ConsumeStatsList
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -179,7 +181,9 @@ class AdminGroupHandlers:
             info = context.consumers.get_consumer_group_info(group)
             online[group] = len(info.channels) if info is not None else 0
         body = ConsumeStatsList(context.config.broker_address, tuple(entries), online)
-        return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
+        list_form = request.ext_fields.get(LIST_FORM_FIELD) == "true"
+        encoded = body.to_list_form_json() if list_form else body.to_json()
+        return request.make_response(ResponseCode.SUCCESS, body=encoded)
 
     def _stats_topics(self, group: str, topic: str | None) -> list[str]:
         context = self._context

@@ -18,6 +18,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+import orjson
+
 from bolide.protocol.bodies.admin import ConsumeStats, OffsetWrapper
 from bolide.protocol.bodies.fastjson import BodyError, dumps
 from bolide.protocol.bodies.queue import MessageQueue
@@ -43,6 +45,11 @@ __all__ = [
     "QueryConsumeTimeSpanBody",
     "QueueTimeSpan",
 ]
+
+LIST_FORM_FIELD = "listForm"
+"""Request header field asking GET_BROKER_CONSUME_STATS for :meth:`ConsumeStatsList.
+to_list_form_json` (Bolide's; other brokers ignore it and answer the Java form, which
+:meth:`ConsumeStatsList.from_json` reads as well)."""
 
 Data = bytes | bytearray | memoryview | str
 
@@ -276,20 +283,82 @@ class ConsumeStatsList:
             }
         )
 
+    def to_list_form_json(self) -> bytes:
+        """Standard JSON: ``groups`` = [{"group", "consumeTps", "queues": [[topic,
+        brokerName, queueId, brokerOffset, consumerOffset, lastTimestamp], ...]}]."""
+        groups = [
+            {
+                "consumeTps": stats.consume_tps,
+                "group": group,
+                "queues": [
+                    [
+                        queue.topic,
+                        queue.broker_name,
+                        queue.queue_id,
+                        item.broker_offset,
+                        item.consumer_offset,
+                        item.last_timestamp_ms,
+                    ]
+                    for queue, item in stats.offset_table.items()
+                ],
+            }
+            for group, stats in self.entries
+        ]
+        return orjson.dumps(
+            {
+                "brokerAddr": self.broker_address,
+                "groups": groups,
+                "onlineClientCounts": self.online_client_counts,
+                "totalDiff": self.total_diff,
+            }
+        )
+
     @classmethod
     def from_json(cls, data: Data) -> Self:
+        """Either form (the Java form or :meth:`to_list_form_json`'s)."""
+        try:
+            plain = orjson.loads(bytes(data) if not isinstance(data, str) else data)
+        except orjson.JSONDecodeError:
+            plain = None  # fastjson object keys: the Java form
+        if isinstance(plain, dict) and "groups" in plain:
+            return cls._from_list_form(plain)
         obj = parse_object(data, "consume stats list")
         entries: list[tuple[str, ConsumeStats]] = []
         for item in get_list(obj, "consumeStatsList"):
             for group, stats_list in as_object(item, "consume stats entry").items():
                 for stats in stats_list:
                     entries.append((str(group), _stats_from_object(stats)))
+        return cls._with_counts(obj, entries)
+
+    @classmethod
+    def _from_list_form(cls, obj: dict[str, Any]) -> Self:
+        try:
+            entries = [_list_form_stats(value) for value in get_list(obj, "groups")]
+        except (TypeError, ValueError) as error:
+            raise BodyError(f"bad consume stats list: {error}") from error
+        return cls._with_counts(obj, entries)
+
+    @classmethod
+    def _with_counts(cls, obj: dict[str, Any], entries: list[tuple[str, ConsumeStats]]) -> Self:
         counts = obj.get("onlineClientCounts") or {}
         return cls(
             str(obj.get("brokerAddr", "")),
             tuple(entries),
             {str(k): int(v) for k, v in as_object(counts, "online client counts").items()},
         )
+
+
+def _list_form_stats(value: Any) -> tuple[str, ConsumeStats]:
+    obj = as_object(value, "consume stats")
+    table = {
+        MessageQueue(str(topic), str(broker), int(queue_id)): OffsetWrapper(
+            int(broker_offset), int(consumer_offset), int(last_ms)
+        )
+        for topic, broker, queue_id, broker_offset, consumer_offset, last_ms in get_list(
+            obj, "queues"
+        )
+    }
+    return str(obj.get("group", "")), ConsumeStats(table, get_float(obj, "consumeTps"))
 
 
 def _stats_object(stats: ConsumeStats) -> dict[str, Any]:
