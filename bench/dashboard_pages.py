@@ -74,9 +74,8 @@ async def main(groups: int, queues: int, rounds: int) -> None:
                     "/groups/BenchGroup7",
                     "/api/groups/BenchGroup7",
                 ]
-                print(
-                    f"command: .venv/bin/python {' '.join(['bench/dashboard_pages.py', *sys.argv[1:]])}"
-                )
+                command = " ".join(["bench/dashboard_pages.py", *sys.argv[1:]])
+                print(f"command: .venv/bin/python {command}")
                 print(f"groups: {groups}, each lagging on its own topic of {queues} queues")
                 for path in pages:
                     status, size = await _get(server.address, path)
