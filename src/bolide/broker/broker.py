@@ -205,6 +205,8 @@ class Broker:
     async def _start_metrics(self) -> None:
         config = self.config
         self.metrics = metrics = BrokerMetrics(self.context)
+        if self._store is not None:
+            metrics.collector.flush_latency_us = self._store.flush_latency_us
         replication = self._replication
         if replication is not None:
             metrics.set_commit_log_diff_source(_slave_diffs(replication, self.context))

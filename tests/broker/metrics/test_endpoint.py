@@ -140,3 +140,21 @@ async def test_http_edges(cluster: Cluster) -> None:
     assert status == 200 and body == b""
     # the broker still serves after the bad requests
     assert (await http_get(address, "/metrics"))[0] == 200
+
+
+async def test_sync_flush_latency_histogram(tmp_path: Path) -> None:
+    settings = {
+        "metricsExporterType": "PROM",
+        "metricsPromExporterPort": "0",
+        "flushDiskType": "SYNC_FLUSH",
+    }
+    async with Cluster(tmp_path, settings=settings) as cluster:
+        async with Producer("MetricsProducers", cluster.namesrv_address) as producer:
+            for index in range(5):
+                await producer.send(Message("FlushedTopic", f"m{index}".encode()))
+        address = cluster.broker("broker-a").metrics_address
+        assert address is not None
+        samples = _samples((await http_get(address, "/metrics"))[2].decode())
+        rounds = _one(samples, "bolide_flush_latency_seconds_count").value
+        assert rounds >= 1  # every SYNC_FLUSH send waited for a timed fsync round
+        assert _one(samples, "bolide_flush_latency_seconds_bucket", le="+Inf").value == rounds
