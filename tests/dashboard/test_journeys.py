@@ -18,7 +18,7 @@ from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.message import Message, MessageExt
+from bolide.protocol.message import Message, MessageExt, PropertyKey
 from tests.dashboard.conftest import Screenshots, Standalone
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
@@ -105,6 +105,14 @@ async def test_group_lag_then_reset_offsets(
     assert (await screenshots.take(page, "reset-preview")).exists()
     await page.click("#confirm-reset button")
     await expect(page.locator(".flash")).to_contain_text(f"Offsets of {group} on {topic} reset")
+    await expect(page.locator("#group-lag")).to_have_text("0")
+
+    # Clone the (now caught-up) offsets to a new group: it starts with no lag either.
+    await page.fill("#clone-form input[name=target]", "DashBillingCopy")
+    await page.click("#clone-form button")
+    await expect(page.locator(".flash")).to_contain_text("copied to DashBillingCopy")
+    await expect(page.locator("h1")).to_contain_text("DashBillingCopy")
+    await expect(page.locator("#progress tbody tr")).to_have_count(1)
     await expect(page.locator("#group-lag")).to_have_text("0")
 
 
@@ -216,3 +224,35 @@ async def test_unknown_names_are_404_and_forms_need_their_token(
     assert forged.status == 403
     async with AdminClient(standalone.namesrv) as admin:
         assert "Forged" not in await admin.topic_list()
+
+
+async def test_delay_and_timer_backlog(
+    page: Page, standalone: Standalone, screenshots: Screenshots
+) -> None:
+    topic = "DashLater"
+    async with AdminClient(standalone.namesrv) as admin:
+        await admin.create_topic(topic, queue_count=1)
+    async with Producer("DashboardTestProducers", standalone.namesrv) as producer:
+        await producer.send(Message(topic, b"in two hours", delay_level=18))  # 2 h
+        await producer.send(
+            Message(topic, b"in an hour", properties={PropertyKey.TIMER_DELAY_MS: str(3_600_000)})
+        )
+    await page.goto(standalone.url + "/delay")
+    level = page.locator("#delay tbody tr", has_text="broker-a").filter(
+        has=page.locator("td:nth-child(2)", has_text=re.compile(r"^18$"))
+    )
+    await expect(level.locator("td:nth-child(5)")).to_have_text("1")  # one waiting
+    await expect(page.locator("#timers tbody tr").first).to_contain_text("broker-a")
+    stored = page.locator("#timers tbody tr").first.locator("td:nth-child(2)")
+    await expect(stored).not_to_have_text("0")
+    assert (await screenshots.take(page, "delay")).exists()
+
+
+async def test_producers_page_lists_online_producers(page: Page, standalone: Standalone) -> None:
+    async with Producer("DashOnlineProducers", standalone.namesrv) as producer:
+        await producer.send(Message("DashProduced", b"hello"))
+        await producer.instance.send_heartbeat_to_all_brokers()  # registers, as every 30 s
+        await page.goto(standalone.url + "/producers?group=DashOnlineProducers")
+        row = page.locator("#producers tbody tr").first
+        await expect(row).to_contain_text(producer.instance.client_id)
+        await expect(row).to_contain_text("PYTHON")

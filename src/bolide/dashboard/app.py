@@ -38,7 +38,13 @@ from bolide.dashboard.auth import (
     csrf_ok,
     same_origin,
 )
-from bolide.dashboard.data import PageError, broker_rows, delay_backlog, format_time_ms
+from bolide.dashboard.data import (
+    PageError,
+    broker_rows,
+    delay_backlog,
+    format_time_ms,
+    timer_rows,
+)
 
 __all__ = ["Dashboard", "DashboardSettings", "create_app"]
 
@@ -217,8 +223,10 @@ async def cluster_api(dashboard: Dashboard, request: Request, session: Session) 
 
 
 async def delay_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
-    levels = await delay_backlog(dashboard.admin)
-    return dashboard.render(request, session, "delay.html", levels=levels)
+    levels, timers = await asyncio.gather(
+        delay_backlog(dashboard.admin), timer_rows(dashboard.admin)
+    )
+    return dashboard.render(request, session, "delay.html", levels=levels, timers=timers)
 
 
 async def producers_page(dashboard: Dashboard, request: Request, session: Session) -> Response:

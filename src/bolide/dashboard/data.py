@@ -331,3 +331,31 @@ async def delay_backlog(admin: AdminClient) -> list[DelayLevel]:
         )
         for row in rows
     ]
+
+
+@dataclass(slots=True)
+class TimerRow:
+    broker: str
+    stored: str
+    pending_in_memory: str
+    delivered_up_to_ms: int
+
+
+async def timer_rows(admin: AdminClient) -> list[TimerRow]:
+    """Per master broker: timer messages stored, due soon (in memory), delivered up to."""
+    masters = await admin.master_addresses()
+    names = sorted(masters)
+    infos = await gather([admin.broker_runtime_info(masters[name]) for name in names])
+    rows: list[TimerRow] = []
+    for name, info in zip(names, infos, strict=True):
+        if isinstance(info, BolideError) or "timerMessagesStored" not in info:
+            continue
+        rows.append(
+            TimerRow(
+                name,
+                info["timerMessagesStored"],
+                info.get("timerPendingInMemory", "-"),
+                int(info.get("timerDeliveredUpToMs", "0") or 0),
+            )
+        )
+    return rows

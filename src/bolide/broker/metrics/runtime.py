@@ -15,6 +15,7 @@ import shutil
 
 from bolide.base import limits
 from bolide.broker.handlers.context import BrokerContext
+from bolide.protocol.system_topics import TIMER_TOPIC
 
 __all__ = ["PMDT_BUCKETS", "runtime_numbers", "runtime_table"]
 
@@ -137,6 +138,13 @@ def runtime_table(context: BrokerContext) -> dict[str, str]:
             f"Total : {_gib(numbers['commitLogDirCapacityTotal'])}, "
             f"Free : {_gib(numbers['commitLogDirCapacityFree'])}."
         )
+    timer = context.timer
+    if timer is not None:
+        # Bolide's keys: timer messages stored, due within the load window and waiting in
+        # memory, and the delivery time everything up to which is delivered.
+        table["timerMessagesStored"] = str(context.store.max_offset(TIMER_TOPIC, 0))
+        table["timerPendingInMemory"] = str(timer.pending_in_memory)
+        table["timerDeliveredUpToMs"] = str(max(0, timer.delivered_key[0]))
     table["putMessageDistributeTime"] = " ".join(
         f"[{label}]:{count}" for label, _, count in pmdt_counts(context)
     )
