@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
+    from bolide.client.producer.sync_transaction import TransactionProducer
+    from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
 
@@ -45,6 +47,9 @@ _EXPORTS = {
     "PushConsumer": "bolide.client.consumer.sync_consumers",
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
+    "LocalTransactionState": "bolide.client.producer.transaction",
+    "TransactionProducer": "bolide.client.producer.sync_transaction",
+    "TransactionSendResult": "bolide.client.producer.transaction",
 }
 
 __all__ = [
@@ -52,6 +57,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -63,6 +69,8 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "__version__",
 ]
 

@@ -15,6 +15,11 @@ from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.instance import ClientInstance
 from bolide.client.message import Message, MessageExt, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
+from bolide.client.producer.transaction import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from bolide.protocol.bodies import MessageModel, MessageQueue
 
 __all__ = [
@@ -23,6 +28,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -34,4 +40,6 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

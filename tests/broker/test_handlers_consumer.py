@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from bolide.base.clock import ManualClock
+from bolide.broker.handlers import consumer_manage
 from bolide.protocol.bodies import ConsumeType, MessageModel
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand
@@ -224,3 +225,51 @@ async def test_a_silent_client_expires_after_120_seconds(tmp_path: Path) -> None
         clock.advance_ms(10_000)
         await until(lambda: consumers.get_consumer_group_info("CG_Q") is None)
         await until(lambda: not wire.pool.connections)
+
+
+async def test_broker_conf_can_turn_change_notices_off(tmp_path: Path) -> None:
+    settings = {"notifyConsumerIdsChangedEnable": "false"}
+    async with connected(tmp_path, settings=settings) as (cluster, wire):
+        first, second = NoticeBox(), NoticeBox()
+        try:
+            first_wire = BrokerWire(first.pool, wire.address)
+            second_wire = BrokerWire(second.pool, wire.address)
+            topics = {"CG_OFF": {"T": "*"}}
+            await first_wire.invoke(heartbeat_request("first", consumer_groups=topics))
+            await second_wire.invoke(heartbeat_request("second", consumer_groups=topics))
+            consumers = cluster.brokers[0].context.consumers
+            assert consumers.client_ids("CG_OFF") == ["first", "second"]  # a change...
+            # ...whose notice would have been written before the answers to these requests.
+            await first_wire.invoke(heartbeat_request("first", consumer_groups=topics))
+            await second_wire.invoke(heartbeat_request("second", consumer_groups=topics))
+            assert first.notices == [] and second.notices == []
+        finally:
+            await first.pool.close()
+            await second.pool.close()
+
+
+@pytest.mark.parametrize(
+    ("rule", "young", "old"),
+    [
+        ("MEMORY", "0", None),  # RocketMQ's rule: only while message 0 is in the memory window
+        ("QUEUE_START", "0", "0"),  # while the queue starts at 0, however old
+        ("CONSUME_FROM", None, None),  # the client's consumeFromWhere always decides
+    ],
+)
+async def test_the_new_group_start_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, young: str, old: str | None
+) -> None:
+    # A 2,500-byte machine: the memory window is its last 1,000 bytes of commit log.
+    monkeypatch.setattr(consumer_manage, "physical_memory_bytes", lambda: 2_500)
+    async with connected(tmp_path, settings={"newGroupStartRule": rule}) as (cluster, wire):
+        assert cluster.brokers[0].config.new_group_start.value == rule
+        await wire.send("Old", b"first")
+        for index in range(20):  # push Old's first message out of the window
+            await wire.send("Filler", f"{index:03d}".encode() * 40)
+        await wire.send("Young", b"first")  # inside the window
+        for topic, expected in (("Young", young), ("Old", old)):
+            response = await wire.invoke(_query("NEW", topic, 0))
+            if expected is None:
+                assert response.code == ResponseCode.QUERY_NOT_FOUND, topic
+            else:
+                assert response.ext_fields == {"offset": expected}, topic

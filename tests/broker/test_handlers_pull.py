@@ -267,3 +267,22 @@ async def test_an_offset_below_the_retained_start_moves_to_it(tmp_path: Path) ->
         resumed = await wire.pull("Retained", 0, first)
         assert resumed.code == ResponseCode.SUCCESS
         assert records(resumed)[0].queue_offset == first
+
+
+async def test_a_full_long_poll_table_answers_system_busy(
+    connection: Connected, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the table full a pull used to be answered PULL_NOT_FOUND at once, and clients
+    pulled again at once: a busy loop. SYSTEM_BUSY makes them wait (test_consumer_pull_loop)."""
+    cluster, wire = connection
+    polling = cluster.brokers[0].context.long_polling
+    monkeypatch.setattr(polling, "_max_parked_requests", 1)
+    await wire.send("Busy", b"x")
+    held = asyncio.ensure_future(wire.pull("Busy", 0, 1, sys_flag=HOLD))
+    await until(lambda: polling.count == 1)
+    refused = await wire.pull("Busy", 0, 1, sys_flag=HOLD)
+    assert refused.code == ResponseCode.SYSTEM_BUSY
+    assert "[PULL_BUSY]" in (refused.remark or "")
+    assert _offsets(refused.ext_fields) == ("0", "1", "0", "1")
+    await wire.send("Busy", b"y")
+    assert (await held).code == ResponseCode.SUCCESS

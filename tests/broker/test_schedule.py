@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -374,5 +374,68 @@ async def test_queues_of_removed_levels_still_drain(tmp_path: Path) -> None:
     assert 3 in service.offset_table()
     clock.advance_ms(1_000)  # level 3 is longer than any configured level: corrected to now
     await until(lambda: store.max_offset("orders", 1) == 1)
+    await service.stop()
+    await store.shutdown()
+
+
+class _CountingStore(MemoryMessageStore):
+    """Counts the put rounds of deliveries; refuses (DISK_FULL) the ``fail_at``-th delivery."""
+
+    rounds: list[int]
+    fail_at = 0
+    attempts = 0
+
+    async def put_message(self, request: PutRequest) -> PutResult:
+        if request.topic != SCHEDULE_TOPIC:
+            self.attempts += 1
+            if self.attempts == self.fail_at:
+                return PutResult(PutStatus.DISK_FULL, remark="disk full")
+        return await super().put_message(request)
+
+    async def put_message_list(
+        self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
+    ) -> list[PutResult | None]:
+        self.rounds.append(len(requests))
+        return await super().put_message_list(requests, wait_flushed=wait_flushed)
+
+
+async def test_due_messages_are_re_put_in_one_round(tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = _CountingStore(store_config(tmp_path), clock=clock, store_host=STORE_HOST)
+    store.rounds = []
+    await store.start()
+    for number in range(25):
+        await _put_delayed(store, 1, str(number).encode())
+    service = _service(store, tmp_path / "delayOffset.json", clock)
+    service.load()
+    await service.start()
+    clock.advance_ms(1_000)
+    await until(lambda: store.max_offset("orders", 1) == 25)
+    assert store.rounds == [25]  # one put round: one group commit under SYNC flush
+    assert [m.body for m in read_queue(store, "orders", 1)] == [str(n).encode() for n in range(25)]
+    await service.stop()
+    await store.shutdown()
+
+
+async def test_a_refusal_inside_a_round_retries_from_it_and_delivers_each_once(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    store = _CountingStore(store_config(tmp_path), clock=clock, store_host=STORE_HOST)
+    store.rounds, store.fail_at = [], 3
+    await store.start()
+    for number in range(6):
+        await _put_delayed(store, 1, str(number).encode())
+    service = _service(store, tmp_path / "delayOffset.json", clock, retry_after_failure_ms=5_000)
+    service.load()
+    await service.start()
+    clock.advance_ms(1_000)
+    await until(lambda: store.max_offset("orders", 1) == 2)
+    await until(lambda: clock.sleeper_count >= 2)
+    assert service.offset_table()[1] == 2  # the first two, stored before the refusal
+    clock.advance_ms(5_000)
+    await until(lambda: store.max_offset("orders", 1) == 6)
+    assert [m.body for m in read_queue(store, "orders", 1)] == [str(n).encode() for n in range(6)]
+    assert store.rounds == [6, 4]  # the refused one and those after it, once more
     await service.stop()
     await store.shutdown()

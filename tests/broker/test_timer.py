@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,20 @@ from bolide.broker.timer import (
     timer_deliver_ms,
 )
 from bolide.protocol.message import PropertyKey
-from bolide.store.api import MessageStore
+from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 from bolide.store.file_store import FileMessageStore
+from bolide.store.memory_store import MemoryMessageStore
 from bolide.store.timer_log import TimerLog, timer_log_dir
 from bolide.testing.waiting import until
 
-from .delay_support import SEGMENT_BYTES, put_request, read_queue, started_store
+from .delay_support import (
+    SEGMENT_BYTES,
+    STORE_HOST,
+    put_request,
+    read_queue,
+    started_store,
+    store_config,
+)
 
 NOW = 1_700_000_000_000
 DAY_MS = 86_400_000
@@ -291,4 +299,49 @@ async def test_a_log_that_disagrees_with_the_queue_is_reindexed(tmp_path: Path) 
     await until(lambda: len(setup.delivered()) == 5)
     assert setup.delivered() == [f"m{n}" for n in range(5)]
     await restarted.stop()
+    await store.shutdown()
+
+
+class _RoundCountingStore(MemoryMessageStore):
+    """Records the size of each put round; refuses (DISK_FULL) the ``fail_at``-th delivery."""
+
+    def __init__(self, *args: Any, fail_at: int = 0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rounds: list[int] = []
+        self.fail_at = fail_at
+        self.deliveries = 0
+
+    async def put_message(self, request: PutRequest) -> PutResult:
+        if request.topic != TIMER_TOPIC:
+            self.deliveries += 1
+            if self.deliveries == self.fail_at:
+                return PutResult(PutStatus.DISK_FULL, remark="disk full")
+        return await super().put_message(request)
+
+    async def put_message_list(
+        self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
+    ) -> list[PutResult | None]:
+        self.rounds.append(len(requests))
+        return await super().put_message_list(requests, wait_flushed=wait_flushed)
+
+
+@pytest.mark.parametrize("fail_at", [0, 4])
+async def test_due_timers_are_re_put_in_one_round(tmp_path: Path, fail_at: int) -> None:
+    clock = ManualClock(NOW)
+    store = _RoundCountingStore(
+        store_config(tmp_path), clock=clock, store_host=STORE_HOST, fail_at=fail_at
+    )
+    await store.start()
+    service = await _start(store, tmp_path, clock, retry_after_failure_ms=5_000)
+    setup = Setup(clock, store, service, tmp_path, 0)
+    for number in range(10):
+        await setup.send(f"m{number}", {"TIMER_DELAY_MS": str(100 + number)})
+    await setup.advance(200)
+    await until(lambda: len(setup.delivered()) == (10 if not fail_at else fail_at - 1))
+    if fail_at:
+        await setup.advance(5_000)  # the refused one and those after it, once more
+        await until(lambda: len(setup.delivered()) == 10)
+    assert setup.delivered() == [f"m{number}" for number in range(10)]  # each once, in order
+    assert store.rounds == ([10] if not fail_at else [10, 10 - fail_at + 1])
+    await service.stop()
     await store.shutdown()

@@ -623,3 +623,36 @@ def test_push_consumer_orderly_options_are_checked_and_retries_unbounded_by_defa
         PushConsumer("G", namesrv, orderly=True, lock_renew_interval_ms=30_000)
     with pytest.raises(ConfigError):
         orderly.orderly_service  # noqa: B018  (only after start)
+
+
+# ---- a consume task failing outside the listener ------------------------------------------------
+
+
+async def test_a_failing_consume_task_rolls_back_and_frees_its_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failure outside the listener (here the dead-letter send-back raising what no one
+    expected) used to kill the task with the batch taken and the queue marked active: nothing
+    consumed the queue again until it was re-created. Now the batch is rolled back and the
+    queue tried again after the suspend time."""
+    answers = [OrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT]
+    recorder = Recorder(lambda messages: answers.pop() if answers else OrderlyResult.SUCCESS)
+    harness = Harness(recorder, max_reconsume_times=0)
+    await harness.take(Q0)
+    harness.service.start()
+    failures = [RuntimeError("send-back broken")]
+
+    async def failing_once(*args: object) -> None:
+        raise failures.pop()
+
+    monkeypatch.setattr(harness.send_back, "send_back", failing_once)
+    harness.feed(Q0, range(2))
+    await until(lambda: not failures and harness.clock.sleeper_count == 2)
+    assert recorder.offsets == [0]
+    harness.clock.advance_ms(limits.ORDERLY_SUSPEND_MAX_MS)  # the retry after the suspend time
+    await until(lambda: recorder.offsets == [0, 0, 1])
+    await until(lambda: harness.process_queues[Q0].message_count == 0)
+    assert await harness.committed(Q0) == 2
+    harness.feed(Q0, range(2, 3))  # the queue takes new work as before
+    await until(lambda: recorder.offsets == [0, 0, 1, 2])
+    await harness.service.shutdown()

@@ -144,9 +144,10 @@ async def test_offset_illegal_drops_the_queue_and_fixes_it_10_s_later() -> None:
 
 
 async def test_errors_wait_3_s_and_broker_flow_control_20_ms() -> None:
+    """SYSTEM_BUSY (a full long-poll table) is an error: 3 s, never an immediate re-pull."""
     harness = _Harness()
     harness.client.answer(
-        remote(ResponseCode.SUBSCRIPTION_NOT_EXIST),
+        remote(ResponseCode.SYSTEM_BUSY),
         remote(ResponseCode.FLOW_CONTROL),
         ConnectionClosedError("gone"),
     )

@@ -12,6 +12,8 @@ import pytest
 
 from bolide.base.errors import InvalidMessageError, MessageTooLargeError
 from bolide.client.message import Message, SendResult, SendStatus
+from bolide.client.producer.batching import SendBatcher
+from bolide.client.producer.prepare import PreparedSend, SendSettings, prepare_message
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import PropertyKey
@@ -191,3 +193,45 @@ async def test_a_cancelled_waiting_send_is_never_sent(producer: Producer) -> Non
     assert dropped.cancelled()
     stored = await pull_all(producer.instance, queue, (await first).queue_offset)
     assert [m.body for m in stored] == [b"c0", b"c2"]
+
+
+async def test_a_lane_without_a_queue_may_have_more_requests_in_flight() -> None:
+    answers: list[asyncio.Future[None]] = []
+    sent: list[tuple[str, MessageQueue | None]] = []
+
+    async def send_prepared(
+        prepared: object, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        assert isinstance(prepared, PreparedSend)
+        sent.append((prepared.msg_id, queue))
+        answer = asyncio.get_running_loop().create_future()
+        answers.append(answer)
+        await answer
+        count = prepared.msg_id.count(",") + 1
+        ids = ",".join(f"OFF{i}" for i in range(count))
+        target = queue or MessageQueue(prepared.topic, "b", 0)
+        return SendResult(SendStatus.SEND_OK, prepared.msg_id, ids, target, 10)
+
+    settings = SendSettings("pg")
+    batcher = SendBatcher(send_prepared, max_in_flight=2)
+    chosen = MessageQueue("t", "b", 3)
+
+    def send(key: str, queue: MessageQueue | None) -> asyncio.Task[SendResult]:
+        prepared = prepare_message(Message("t", b"x"), key, 1, settings)
+        return asyncio.create_task(batcher.send(prepared, queue, 3_000))
+
+    free = [send(f"F{i}", None) for i in range(5)]
+    ordered = [send(f"Q{i}", chosen) for i in range(3)]
+    for _ in range(100):
+        await asyncio.sleep(0)
+    # Two requests without a queue and one to the chosen queue are on the wire; the rest wait.
+    assert sent == [("F0", None), ("F1", None), ("Q0", chosen)]
+    assert batcher.waiting_count == 5
+    while not all(task.done() for task in [*free, *ordered]):
+        for answer in answers:
+            if not answer.done():
+                answer.set_result(None)
+        await asyncio.sleep(0)
+    assert ("F2,F3,F4", None) in sent and ("Q1,Q2", chosen) in sent
+    assert [task.result().queue_offset for task in free[2:]] == [10, 11, 12]
+    assert [task.result().offset_msg_id for task in ordered[1:]] == ["OFF0", "OFF1"]

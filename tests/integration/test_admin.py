@@ -13,7 +13,12 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.base.errors import GroupNotFoundError, MessageNotFoundError, TopicNotFoundError
-from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
+from bolide.client.admin import (
+    RESET_TO_EARLIEST,
+    RESET_TO_LATEST,
+    START_BY_CONSUME_FROM,
+    AdminClient,
+)
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.push_consumer import PushConsumer
@@ -135,6 +140,29 @@ async def test_group_lifecycle(admin: AdminClient) -> None:
     ):
         with pytest.raises(GroupNotFoundError, match="G_LIFE"):
             await attempt
+
+
+async def test_progress_says_where_a_new_group_starts(cluster: Cluster, admin: AdminClient) -> None:
+    """A group with nothing committed: each queue's row says where the group will start, as
+    the broker's newGroupStartRule answers (the default: at 0 on a young queue)."""
+    await produce(cluster, 2)
+    await admin.create_group(SubscriptionGroupConfig("G_NEW"))
+    progress = await admin.group_progress("G_NEW", topic=TOPIC)
+    assert [(row.consumer_offset, row.start_offset) for row in progress.queues] == [(0, 0)] * 4
+    assert any("newGroupStartRule" in note for note in progress.notes)
+    assert progress.to_dict()["queues"][0]["startOffset"] == 0
+
+
+async def test_progress_leaves_the_start_to_consume_from_where_the_broker_says(
+    tmp_path: Path,
+) -> None:
+    settings = {"newGroupStartRule": "CONSUME_FROM"}
+    async with admin_cluster(tmp_path / "c", settings=settings) as cluster:
+        await produce(cluster, 2)
+        async with AdminClient(cluster.namesrv_address) as admin:
+            await admin.create_group(SubscriptionGroupConfig("G_NEW"))
+            progress = await admin.group_progress("G_NEW", topic=TOPIC)
+    assert {row.start_offset for row in progress.queues} == {START_BY_CONSUME_FROM}
 
 
 # --- reset offset (seed 002) ----------------------------------------------------------------

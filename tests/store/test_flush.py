@@ -180,3 +180,53 @@ async def test_full_flushed_files_give_back_their_descriptors(tmp_path: Path) ->
         assert store.max_offset("orders", 0) == 100
     finally:
         await store.shutdown()
+
+
+async def test_a_put_list_shares_one_fsync_and_keeps_going_past_a_bad_message(
+    tmp_path: Path,
+) -> None:
+    file_ops = ControlledFileOps()
+    config = tiny_config(
+        tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, commit_log_segment_bytes=1 << 20
+    )
+    store = await _open(config, file_ops)
+    try:
+        before = _commit_log_syncs(file_ops)
+        requests = [request(body=f"m{i}".encode()) for i in range(20)]
+        requests[7] = request(queue_id=1 << 20)  # MESSAGE_ILLEGAL: this one alone
+        results = await store.put_message_list(requests)
+        assert results[7] is not None and results[7].status is PutStatus.MESSAGE_ILLEGAL
+        stored = [result for i, result in enumerate(results) if i != 7]
+        assert all(r is not None and r.status is PutStatus.PUT_OK for r in stored)
+        assert [r.queue_offset for r in stored if r is not None] == list(range(19))
+        assert _commit_log_syncs(file_ops) - before == 1
+        last = stored[-1]
+        assert last is not None
+        assert store.stats().commit_log_flushed_offset >= last.commit_log_offset + last.wrote_bytes
+    finally:
+        await store.shutdown()
+    after = await store.put_message_list([request(), request(), request()])
+    assert after[0] is not None and after[0].status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert after[1:] == [None, None]  # not tried after a refusal that is not theirs
+
+
+async def test_a_put_list_that_does_not_wait_is_flushed_by_a_round_of_its_own(
+    tmp_path: Path,
+) -> None:
+    file_ops = ControlledFileOps()
+    config = tiny_config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    store = await _open(config, file_ops)
+    gate = file_ops.sync_gate = threading.Event()  # holds every fsync from here until set
+    file_ops.sync_entered.clear()
+    try:
+        results = await store.put_message_list([request(), request()], wait_flushed=False)
+        last = results[-1]
+        assert last is not None and last.status is PutStatus.PUT_OK
+        end = last.commit_log_offset + last.wrote_bytes
+        assert store.stats().commit_log_flushed_offset < end  # answered before the fsync
+        await until(file_ops.sync_entered.is_set)
+        gate.set()
+        await until(lambda: store.stats().commit_log_flushed_offset >= end)
+    finally:
+        gate.set()
+        await store.shutdown()

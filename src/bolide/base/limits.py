@@ -136,7 +136,8 @@ PULL_BATCH_MAX_BYTES = 256 * KIB
 PULL_SCAN_MIN_BYTES = 16_000
 """Consume-queue bytes scanned per pull at least: max(16000, maxMsgNums * 20)."""
 LONG_POLL_MAX_PARKED_REQUESTS = 100_000
-"""Parked pulls per broker; beyond it a pull is answered at once with PULL_NOT_FOUND."""
+"""Parked pulls per broker; beyond it a pull is answered at once with SYSTEM_BUSY, and the
+client waits PULL_DELAY_ON_ERROR_MS before pulling again (no busy loop)."""
 LONG_POLL_CHECK_INTERVAL_MS = 5_000
 """Parked pulls are re-checked at least this often even without arrivals."""
 LONG_POLL_HEAP_COMPACT_MIN_ENTRIES = 1_024
@@ -191,6 +192,33 @@ minutes of timers, not three days of them."""
 TIMER_LOG_SEGMENT_ENTRIES = 262_144
 """Entries (20 bytes each, 5 MiB) per timer-log file: whole files are deleted once every
 entry in them has been delivered."""
+TRANSACTION_CHECK_INTERVAL_MS = 60_000
+"""transactionCheckInterval: how often the broker looks for undecided half messages
+(RocketMQ 4.9.7; 5.x uses 30 s)."""
+TRANSACTION_TIMEOUT_MS = 6_000
+"""transactionTimeOut: a half message younger than this is not checked yet (its producer is
+probably still running the local transaction)."""
+TRANSACTION_CHECK_MAX_COUNT = 15
+"""transactionCheckMax: checks sent for one half message before it is given up to
+TRANS_CHECK_MAX_TIME_TOPIC."""
+TRANSACTION_CHECK_ROUND_MAX_MESSAGES = 10_000
+"""Half messages one check round re-appends and asks about; the rest wait for the next round
+(RocketMQ bounds a round by 60 s per queue instead): keeps a round's burst of writes and
+oneway requests bounded when a producer group was down for long."""
+TRANSACTION_OP_TRACKED_MAX_COUNT = 1_000_000
+"""Op records remembered to compute the op queue's consume offset (16 bytes each). Past it the
+oldest are forgotten: after a restart their halves look undecided and are resolved again (a
+commit by the index, a rollback by a new check), never delivered twice."""
+TRANSACTION_RECOVERY_READ_BATCH_ENTRIES = 256
+"""Consume-queue entries read per step while rebuilding the pending table at start."""
+TRANSACTION_CHECK_SEND_TIMEOUT_MS = 10
+"""CHECK_TRANSACTION_STATE is oneway; RocketMQ gives its write 10 ms."""
+TRANSACTION_CHECKER_THREADS_MAX_COUNT = 4
+"""Threads a TransactionProducer runs synchronous checkers on (RocketMQ's checkThreadPoolMin/
+MaxSize are 1; a few let slow checks overlap without unbounded threads)."""
+TRANSACTION_CHECK_QUEUE_MAX_REQUESTS = 2_000
+"""Checks waiting for a checker thread (RocketMQ's checkRequestHoldMax); more are dropped with
+a warning — the broker asks again next round."""
 DELIVERY_MARKER_SCAN_MAX_BYTES = 1 * GIB
 """After a restart, the commit log written since the last durable delivery progress is scanned
 for delivered messages (exactly-once delivery); a longer tail is not scanned (at-least-once)
@@ -467,6 +495,11 @@ PULL_BROKER_DOWN_BACKOFF_MS = 10_000
 broker name (a slave) for this long before trying it again."""
 
 
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
+"""Share of physical memory, in percent, counted back from the commit log's end, that a
+broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
+starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
+
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
 """The stats cells are sampled this often (RocketMQ's minute window: every 10 s)."""
@@ -550,3 +583,9 @@ send: bounds the memory a program sending to ever-new topics can pin."""
 SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
 """Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
 larger ones (commit-log chunks) on the prefault thread, off the event loop."""
+PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS = 1
+"""Requests in flight at once for the sends of one topic without a chosen queue under
+auto_batch (a chosen queue always has one, for its order). One makes every send that arrives
+meanwhile wait and batch: measured 32 messages per request and 9 us of client CPU per message
+at 4 x 32 in flight, where 2 gave 16 per request and 12 us; the cost is that a send may wait
+for the previous answer (an fsync under SYNC flush) — Kafka's max.in.flight is 5."""

@@ -8,6 +8,8 @@ Start order (reverse at stop)::
     consumers, producers, long polling, stats, handlers installed on the dispatcher
     offset flush (5 s), client expiry scan (10 s)
     delay-level and timer delivery    -> delayOffset.json, timerProgress.json, store/timerlog
+    transactions                      -> pending halves rebuilt, checker every
+                                         transactionCheckInterval
     listener bound (when the port was fixed)
     registration with every name server (now, every 30 s, and on topic creation)
 
@@ -43,6 +45,7 @@ from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
+from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.metrics.exporter import BrokerMetrics
@@ -55,6 +58,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService, TransactionSettings
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import NotifyConsumerIdsChangedRequestHeader
@@ -68,6 +72,9 @@ from bolide.store.timer_log import TimerLog, timer_log_dir
 __all__ = ["Broker", "store_config_of"]
 
 _log = logging.getLogger("bolide.broker")
+
+_NOT_ON_THE_VIP_CHANNEL = frozenset({RequestCode.PULL_MESSAGE})
+"""Requests a RocketMQ broker serves only on its main port (pulls may park for 30 s)."""
 
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:
@@ -128,6 +135,10 @@ class Broker:
             config.listen_port,
             on_connection_close=self._connection_closed,
         )
+        self._host = host
+        self._any_port = config.listen_port == 0
+        self.vip_server: RemotingServer | None = None
+        """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
         self._pool = ClientPool(clock=self._clock)
         self._context: BrokerContext | None = None
         self._stats_sampler: Service | None = None
@@ -183,6 +194,7 @@ class Broker:
             await self._open_parts()
             if not self._listening:
                 await self._listen()
+            await self._listen_vip()
             await self._start_metrics()
             await self.registration.start()
         except BaseException:
@@ -225,6 +237,27 @@ class Broker:
         if self.config.listen_port == 0:
             self.config = self.config.replace(listen_port=self.server.port)
 
+    async def _listen_vip(self) -> None:
+        """Open the VIP channel on listenPort - 2 with every handler but the pulls, as a
+        RocketMQ broker does (clients up to 4.4.0 send there). A fixed port that cannot be
+        bound fails the start; with listenPort 0 a taken port only leaves it off."""
+        config = self.config
+        vip_port = config.listen_port - 2
+        if not config.vip_channel_enabled or vip_port <= 0:
+            return
+        view = self._dispatcher.without(_NOT_ON_THE_VIP_CHANNEL)
+        server = RemotingServer(
+            view, self._host, vip_port, on_connection_close=self._connection_closed
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            if self._any_port:  # listenPort 0: best effort
+                _log.info("VIP channel not opened on port %d: %s", vip_port, error)
+                return
+            raise
+        self.vip_server = server
+
     async def _open_parts(self) -> None:
         config, clock = self.config, self._clock
         store = FileMessageStore(
@@ -264,6 +297,7 @@ class Broker:
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
         )
+        context.transactions = self._transaction_service(context)
         send_back = SendBackService(
             store,
             topics,
@@ -283,6 +317,7 @@ class Broker:
             AdminHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
+            TransactionHandlers(context),
         ):
             handlers.install(self._dispatcher)
         self._replication = Replication(
@@ -298,6 +333,29 @@ class Broker:
             for delivery in (context.schedule, context.timer):
                 if delivery is not None:
                     await delivery.start()
+            # Nor does it decide transactions: half and op records arrive from the master.
+            if context.transactions is not None:
+                await context.transactions.start()
+
+    def _transaction_service(self, context: BrokerContext) -> TransactionService:
+        config = self.config
+        return TransactionService(
+            context.store,
+            context.topics,
+            context.offsets,
+            context.producers,
+            context.clock,
+            settings=TransactionSettings(
+                check_interval_ms=config.transaction_check_interval_ms,
+                timeout_ms=config.transaction_timeout_ms,
+                check_max=config.transaction_check_max_count,
+                file_reserved_ms=config.file_reserved_time_ms,
+                checker_enabled=config.broker_role.is_master,
+            ),
+            store_host=(config.broker_ip1, config.listen_port),
+            max_message_bytes=config.max_message_size_bytes,
+            on_crash=self._service_crashed,
+        )
 
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
@@ -379,6 +437,9 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.stop()
         await self.server.stop(timeout_ms)
+        vip_server, self.vip_server = self.vip_server, None
+        if vip_server is not None:
+            await vip_server.stop(timeout_ms)
         for task in list(self._notifications):
             task.cancel()
         context, self._context = self._context, None
@@ -388,6 +449,8 @@ class Broker:
                 await store.shutdown()
             return
         await context.long_polling.stop(timeout_ms)
+        if context.transactions is not None:
+            await _logged("stopping the transaction checker", context.transactions.stop())
         offset_flush, self._offset_flush = self._offset_flush, None
         if offset_flush is not None:
             await _logged("writing consumer offsets", offset_flush.stop(timeout_ms))
@@ -411,6 +474,8 @@ class Broker:
         return await self._registration.register_once()
 
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
         if self._context is not None:
             self._context.stats.rebalance_notifications += 1

@@ -47,13 +47,18 @@ regionId                        region_id                              DefaultRe
 traceOn                         trace_on                               true
 enablePropertyFilter            enable_property_filter                 false
 rejectTransactionMessage        reject_transaction_message             false
+transactionCheckInterval        transaction_check_interval_ms          60000
+transactionTimeOut              transaction_timeout_ms                 6000
+transactionCheckMax             transaction_check_max_count            15
 aclEnable                       acl_enable                             false
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
 haListenPort                    ha_listen_port                         listenPort + 1
 haMasterAddress                 ha_master_address                      "" (from name server)
 slaveReadEnable                 slave_read_enable                      false
-metricsExporterType             metrics_exporter_type                  DISABLE (4)
+vipChannelEnabled (4)           vip_channel_enabled                    true
+newGroupStartRule (5)           new_group_start                        MEMORY
+metricsExporterType             metrics_exporter_type                  DISABLE (6)
 metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
 metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
 =============================== ====================================== ===================
@@ -64,7 +69,16 @@ sample configurations use, so a default broker has the same name on every machin
 from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
 (3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
 broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
-(4) PROM serves Prometheus' /metrics (docs/operations.md); OTLP_GRPC and LOG are RocketMQ 5
+(4) The VIP channel: a second listener on listenPort - 2 with every handler but the pulls, as
+RocketMQ brokers open (clients up to 4.4.0 send there by default). RocketMQ has no switch for
+it; Bolide's turns it off (``bolide broker --no-vip``). With listenPort 0 it is opened on the
+real port - 2 when that port is free.
+(5) Where a consumer group without a committed offset starts a queue: MEMORY (RocketMQ's
+rule: at 0 while the queue's first message is still in the broker's memory window, else
+where the client's consumeFromWhere says), QUEUE_START (at 0 while the queue still starts at
+0) or CONSUME_FROM (always the client's consumeFromWhere). ``bolide group progress`` shows,
+for each queue without a committed offset, where the group will start.
+(6) PROM serves Prometheus' /metrics (docs/operations.md); OTLP_GRPC and LOG are RocketMQ 5
 exporters Bolide does not have: the broker warns and serves no metrics.
 
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
@@ -101,6 +115,7 @@ __all__ = [
     "ConfigFileWriter",
     "FlushDiskType",
     "MetricsExporterType",
+    "NewGroupStart",
     "VersionedDocument",
     "parse_broker_conf",
     "parse_delay_levels",
@@ -115,6 +130,21 @@ DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 _DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
+
+
+class NewGroupStart(enum.Enum):
+    """Where a consumer group without a committed offset starts a queue (newGroupStartRule):
+    what QUERY_CONSUMER_OFFSET answers it. See docs/architecture.md, "New consumer groups"."""
+
+    MEMORY = "MEMORY"
+    """RocketMQ's rule: offset 0 while the queue still starts at 0 and its first message is
+    in the broker's memory window (within accessMessageInMemoryMaxRatio, 40 %, of physical
+    memory from the commit log's end); else not found, and the client's consumeFromWhere
+    decides (LAST_OFFSET: the max offset)."""
+    QUEUE_START = "QUEUE_START"
+    """Offset 0 whenever the queue still starts at 0, however old its messages."""
+    CONSUME_FROM = "CONSUME_FROM"
+    """Never an offset: the client's consumeFromWhere always decides."""
 
 
 class BrokerRole(enum.Enum):
@@ -395,6 +425,17 @@ class BrokerConfig:
     reject_transaction_message: bool = field(
         default=False, metadata=_key("rejectTransactionMessage", _parse_bool)
     )
+    transaction_check_interval_ms: int = field(
+        default=limits.TRANSACTION_CHECK_INTERVAL_MS,
+        metadata=_key("transactionCheckInterval", _parse_int),
+    )
+    transaction_timeout_ms: int = field(
+        default=limits.TRANSACTION_TIMEOUT_MS, metadata=_key("transactionTimeOut", _parse_int)
+    )
+    transaction_check_max_count: int = field(
+        default=limits.TRANSACTION_CHECK_MAX_COUNT,
+        metadata=_key("transactionCheckMax", _parse_int),
+    )
     acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
     rebalance_lock_max_live_ms: int = field(
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
@@ -413,6 +454,11 @@ class BrokerConfig:
     )
     metrics_prom_exporter_port: int = field(
         default=limits.METRICS_PORT_DEFAULT, metadata=_key("metricsPromExporterPort", _parse_int)
+    )
+    vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
+    new_group_start: NewGroupStart = field(
+        default=NewGroupStart.MEMORY,
+        metadata=_key("newGroupStartRule", _enum_parser(NewGroupStart)),
     )
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
@@ -557,6 +603,10 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("register_name_server_period_ms", 1, limits.BROKER_EXPIRY_MS - 1),
     ("short_polling_time_ms", 0, _JAVA_INT_MAX),
     ("rebalance_lock_max_live_ms", 1, _JAVA_INT_MAX),
+    # A check round needs time to pass; a half message may be checked at once (0 ms).
+    ("transaction_check_interval_ms", 1, _JAVA_INT_MAX),
+    ("transaction_timeout_ms", 0, _JAVA_INT_MAX),
+    ("transaction_check_max_count", 1, _JAVA_INT_MAX),
     ("ha_listen_port", -1, 65_535),
 )
 

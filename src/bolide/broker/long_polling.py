@@ -17,7 +17,7 @@ parks the request here instead of answering; the request is woken
 The woken handler re-runs the pull without suspension and answers with the original opaque;
 an expired hold therefore answers PULL_NOT_FOUND. The table is bounded
 (``LONG_POLL_MAX_PARKED_REQUESTS``): when it is full, parking is refused and the caller
-answers at once.
+answers SYSTEM_BUSY at once, so the client backs off before it pulls again.
 
 The pull handler's intended use::
 

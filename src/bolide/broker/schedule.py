@@ -49,7 +49,7 @@ from bolide.broker.delivery import (
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.store.api import MessageStore, PutStatus
+from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 from bolide.store.config_files import parse_fastjson
 
 __all__ = [
@@ -354,7 +354,8 @@ class ScheduleMessageService:
         return step
 
     async def _deliver_due(self, level: int) -> int:
-        """Deliver the due entries of ``level`` in order; returns ms until the next step."""
+        """Deliver the due entries of ``level`` in order, all in one store put round (one group
+        commit under SYNC flush); returns ms until the next step."""
         store = self._store
         queue_id = level - 1
         offset = self._checked_offset(level)
@@ -362,14 +363,19 @@ class ScheduleMessageService:
             SCHEDULE_TOPIC, queue_id, offset, self._batch_max_messages
         )
         delay_ms = self._levels.delay_ms(level)
+        now_ms = self._clock.now_ms()
+        wait_ms = None
+        due: list[tuple[int, int]] = []
         for commit_log_offset, size, tags_code in entries:
-            now_ms = self._clock.now_ms()
             deliver_ms = correct_deliver_timestamp(now_ms, tags_code, delay_ms)
             if deliver_ms > now_ms:
-                return deliver_ms - now_ms
-            if not await self._deliver_one(level, offset, commit_log_offset, size):
-                return self._retry_after_failure_ms
-            offset += 1
+                wait_ms = deliver_ms - now_ms
+                break
+            due.append((commit_log_offset, size))
+        if due and not await self._deliver_entries(level, offset, due):
+            return self._retry_after_failure_ms
+        if wait_ms is not None:
+            return wait_ms
         if len(entries) == self._batch_max_messages:
             return 0
         self._idle[level] = True
@@ -390,31 +396,57 @@ class ScheduleMessageService:
             self._ledgers[level].advanced(corrected)
         return corrected
 
-    async def _deliver_one(
-        self, level: int, queue_offset: int, commit_log_offset: int, size: int
+    async def _deliver_entries(
+        self, level: int, first_offset: int, entries: list[tuple[int, int]]
     ) -> bool:
-        """Put the entry's record on its real topic. True when done with the entry (stored, or
-        dropped as undeliverable); False when the put should be retried later."""
-        ledger = self._ledgers[level]
+        """Put the records of ``entries`` (commit-log offset, size), the entries of ``level``
+        from ``first_offset`` on, on their real topics in one put round. True when done with
+        all of them (stored, or dropped as undeliverable); False when the rest should be
+        retried later (the store stopped appending at a refusal: nothing after it stored)."""
+        requests = [
+            self._delivery_request(level, first_offset + index, commit_log_offset, size)
+            for index, (commit_log_offset, size) in enumerate(entries)
+        ]
+        # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
+        # passes its record, and the next due messages go in without waiting for the disk.
+        puts = [request for request in requests if request is not None]
+        results = iter(await self._store.put_message_list(puts, wait_flushed=False))
+        for index, request in enumerate(requests):
+            queue_offset = first_offset + index
+            result = None if request is None else next(results)
+            if request is not None and result is None:
+                return False  # not tried: a refusal before it
+            if not self._settle(level, queue_offset, result):
+                return False
+        return True
+
+    def _delivery_request(
+        self, level: int, queue_offset: int, commit_log_offset: int, size: int
+    ) -> PutRequest | None:
+        """The put of the entry's record on its real topic; None when it cannot be delivered."""
         record = self._store.read_record(commit_log_offset)
-        request = None
         if record is None or len(record) != size:
             _log.error(
                 "schedule level %d offset %d: record at %d is gone (retention?); skipped",
                 level, queue_offset, commit_log_offset,
             )  # fmt: skip
-        else:
-            try:
-                request = delivery_request(
-                    record, drop=_DROPPED_ON_DELIVERY, marker=level_marker(level, queue_offset)
-                )
-            except ProtocolError as error:
-                _log.error("schedule level %d offset %d: dropped: %s", level, queue_offset, error)
-        if request is None:
+            return None
+        try:
+            return delivery_request(
+                record, drop=_DROPPED_ON_DELIVERY, marker=level_marker(level, queue_offset)
+            )
+        except ProtocolError as error:
+            _log.error("schedule level %d offset %d: dropped: %s", level, queue_offset, error)
+            return None
+
+    def _settle(self, level: int, queue_offset: int, result: PutResult | None) -> bool:
+        """Move ``level`` past the entry at ``queue_offset`` given its put's ``result`` (None:
+        undeliverable, skipped). False when the put should be retried later."""
+        ledger = self._ledgers[level]
+        if result is None:
             self._offsets[level] = queue_offset + 1
             ledger.advanced(queue_offset + 1)
             return True
-        result = await self._store.put_message(request)
         if result.status in _STORED:
             self._offsets[level] = queue_offset + 1
             ledger.delivered(queue_offset + 1, result.commit_log_offset + result.wrote_bytes)

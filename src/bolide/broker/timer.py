@@ -65,7 +65,7 @@ from bolide.broker.delivery import (
 from bolide.protocol.message import PropertyKey, decode_properties
 from bolide.protocol.message_codec import read_record_header
 from bolide.protocol.system_topics import TIMER_TOPIC
-from bolide.store.api import MessageStore, PutStatus
+from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 from bolide.store.config_files import parse_fastjson
 from bolide.store.timer_log import TimerEntry, TimerLog
 
@@ -459,15 +459,17 @@ class TimerMessageService:
         if now_ms >= self._horizon_ms - self._window_ms // 2:
             await self._advance_window(now_ms)
         heap = self._heap
-        delivered = 0
-        while heap and heap[0][0] <= now_ms:
-            if delivered == self._batch_max_messages:
-                return 0
-            item = heapq.heappop(heap)
-            if not await self._deliver_one(item):
-                heapq.heappush(heap, item)
+        due: list[_HeapItem] = []
+        while heap and heap[0][0] <= now_ms and len(due) < self._batch_max_messages:
+            due.append(heapq.heappop(heap))
+        if due:
+            settled = await self._deliver_items(due)
+            if settled < len(due):
+                for item in due[settled:]:
+                    heapq.heappush(heap, item)
                 return self._retry_after_failure_ms
-            delivered += 1
+            if len(due) == self._batch_max_messages:
+                return 0
             now_ms = self._clock.now_ms()
         wake_ms = self._horizon_ms - self._window_ms // 2
         if heap:
@@ -494,28 +496,49 @@ class TimerMessageService:
         # Here, not in a worker thread's way: files whose entries are all durably delivered.
         self._log.delete_before(self._low_durable_index)
 
-    async def _deliver_one(self, item: _HeapItem) -> bool:
-        """Re-put one due message. True when done with it (stored, or dropped as
-        undeliverable); False when the put should be retried later."""
-        deliver_ms, queue_offset, commit_log_offset, size = item
-        key = (deliver_ms, queue_offset)
+    async def _deliver_items(self, items: list[_HeapItem]) -> int:
+        """Re-put the due ``items`` (in key order) in one store put round (one group commit
+        under SYNC flush). Returns how many, from the first, are done with (stored, or dropped
+        as undeliverable); the rest are to be retried later (the store stopped appending at a
+        refusal: nothing after it was stored)."""
+        requests = [self._delivery_request(item) for item in items]
+        # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
+        # passes its record, and the next due messages go in without waiting for the disk.
+        puts = [request for request in requests if request is not None]
+        results = iter(await self._store.put_message_list(puts, wait_flushed=False))
+        for index, (item, request) in enumerate(zip(items, requests, strict=True)):
+            result = None if request is None else next(results)
+            if request is not None and result is None:
+                return index  # not tried: a refusal before it
+            if not self._settle(item, result):
+                return index
+        return len(items)
+
+    def _delivery_request(self, item: _HeapItem) -> PutRequest | None:
+        """The put of a due message on its real topic; None when it cannot be delivered."""
+        _, queue_offset, commit_log_offset, size = item
         record = self._store.read_record(commit_log_offset)
-        request = None
         if record is None or len(record) != size:
             _log.error("timer message %d: record at %d is gone (retention?); skipped",
                        queue_offset, commit_log_offset)  # fmt: skip
-        else:
-            try:
-                request = delivery_request(
-                    record, drop=TIMER_TRIGGER_PROPERTIES, marker=timer_marker(queue_offset)
-                )
-            except ProtocolError as error:
-                _log.error("timer message %d dropped: %s", queue_offset, error)
-        if request is None:
+            return None
+        try:
+            return delivery_request(
+                record, drop=TIMER_TRIGGER_PROPERTIES, marker=timer_marker(queue_offset)
+            )
+        except ProtocolError as error:
+            _log.error("timer message %d dropped: %s", queue_offset, error)
+            return None
+
+    def _settle(self, item: _HeapItem, result: PutResult | None) -> bool:
+        """Move past ``item`` given its put's ``result`` (None: undeliverable, skipped). False
+        when the put should be retried later."""
+        deliver_ms, queue_offset, _, _ = item
+        key = (deliver_ms, queue_offset)
+        if result is None:
             self._delivered = max(self._delivered, key)
             self._ledger.advanced(self._delivered)
             return True
-        result = await self._store.put_message(request)
         if result.status in _STORED:
             self._delivered = max(self._delivered, key)
             self._ledger.delivered(self._delivered, result.commit_log_offset + result.wrote_bytes)

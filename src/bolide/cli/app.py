@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bolide.cli import admin_app, bench, servers
+from bolide.cli import admin_app, bench, servers, transaction
 
 app = typer.Typer(
     name="bolide",
@@ -18,6 +18,7 @@ app = typer.Typer(
 servers.register(app)
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
+transaction.register(app)
 
 
 @app.command()

@@ -19,7 +19,7 @@ from bolide.cli.common import (
     format_time_ms,
     report_brokers,
 )
-from bolide.client.admin import AdminClient
+from bolide.client.admin import START_BY_CONSUME_FROM, AdminClient
 from bolide.client.admin.views import GroupProgress, GroupSummary, connection_to_dict
 from bolide.protocol.bodies import ConsumerConnection, ConsumerRunningInfo, SubscriptionGroupConfig
 
@@ -208,7 +208,7 @@ def progress(
     output.table(
         f"progress of {group} ({state}); total lag {result.total_lag}",
         ("topic", "broker", "queue", "broker offset", "consumer offset", "lag", "client",
-         "last consumed"),
+         "last consumed", "new start"),
         [
             (
                 row.queue.topic,
@@ -219,12 +219,22 @@ def progress(
                 row.lag,
                 row.client_id,
                 format_time_ms(row.last_timestamp_ms),
+                _new_start(row.start_offset),
             )
             for row in result.queues
         ],
     )  # fmt: skip
     for note in result.notes:
         output.note(f"note: {note}")
+
+
+def _new_start(start_offset: int | None) -> str:
+    """Where the group starts a queue it has committed nothing on (see QueueProgress)."""
+    if start_offset is None:
+        return ""
+    if start_offset == START_BY_CONSUME_FROM:
+        return "consumeFromWhere"
+    return str(start_offset)
 
 
 @app.command("connections")

@@ -83,6 +83,14 @@ ConfigOption = Annotated[
     Path | None, typer.Option("-c", "--config", help="RocketMQ broker.conf to read.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the ready line as JSON.")]
+NoVipOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-vip",
+        help="Do not open the VIP channel (port - 2, clients up to RocketMQ 4.4.0 use it). "
+        "broker.conf: vipChannelEnabled=false.",
+    ),
+]
 
 
 def standalone(
@@ -110,9 +118,12 @@ def standalone(
     no_dashboard: Annotated[
         bool, typer.Option("--no-dashboard", help="Run no web dashboard.")
     ] = False,
+    no_vip: NoVipOption = False,
 ) -> None:
     """Run a name server and a broker in one process."""
-    flags = {} if no_metrics else _metrics_flags(host, metrics_port)
+    flags = {"vipChannelEnabled": "false"} if no_vip else {}
+    if not no_metrics:
+        flags.update(_metrics_flags(host, metrics_port))
     broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
     _configure_logging(directory)
 
@@ -192,9 +203,12 @@ def broker(
     ] = None,
     flush: FlushOption = None,
     json_output: JsonOption = False,
+    no_vip: NoVipOption = False,
 ) -> None:
     """Run a broker that registers with the given name servers."""
     flags = {} if name is None else {"brokerName": name}
+    if no_vip:
+        flags["vipChannelEnabled"] = "false"
     if namesrv_addresses is not None:
         flags["namesrvAddr"] = namesrv_addresses
     broker_config, directory = _broker_config(config, data_dir, host, port, flush, flags)

@@ -20,6 +20,7 @@ caller passes one to share. It owns
   ==============  ==============================  ===========================================
 
 * the broker requests: NOTIFY_CONSUMER_IDS_CHANGED wakes the rebalance loop;
+  CHECK_TRANSACTION_STATE goes to the transaction producer of the half message's group;
   RESET_CONSUMER_CLIENT_OFFSET (Java object-key body or C++ list body) and
   GET_CONSUMER_RUNNING_INFO go to the registered consumer of the group.
 
@@ -68,16 +69,24 @@ from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import BOLIDE_WIRE_VERSION, RemotingCommand
 from bolide.protocol.headers import (
+    CheckTransactionStateRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     ResetOffsetRequestHeader,
 )
-from bolide.protocol.message import MessageExt
+from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.message_codec import decode_record
 from bolide.remoting import ClientPool, Connection, ConnectionSettings, Dispatcher
 
-__all__ = ["ClientInstance", "InstanceConsumer"]
+__all__ = ["ClientInstance", "InstanceConsumer", "TransactionCheckHandler"]
+
+TransactionCheckHandler = Callable[
+    [Connection, CheckTransactionStateRequestHeader, MessageExt], None
+]
+"""Takes a CHECK_TRANSACTION_STATE (the connection it came on, its header, the decoded half
+message) and must not block: it schedules the check and the answer."""
+_PRODUCER_GROUP_PROPERTY = PropertyKey.PGROUP
 
 _log = logging.getLogger("bolide.client.instance")
 
@@ -150,6 +159,7 @@ class ClientInstance:
         self._producers: set[str] = set()
         self._publish_topics: set[str] = set()
         self._consumers: dict[str, InstanceConsumer] = {}
+        self._transaction_checkers: dict[str, TransactionCheckHandler] = {}
         self._pool: ClientPool | None = None
         self._services: dict[str, Service] = {}
         self._users = 0
@@ -207,6 +217,11 @@ class ClientInstance:
         dispatcher.register(
             RequestCode.GET_CONSUMER_RUNNING_INFO,
             self._on_running_info,
+            family=BROKER_REQUEST_FAMILY,
+        )
+        dispatcher.register(
+            RequestCode.CHECK_TRANSACTION_STATE,
+            self._on_check_transaction,
             family=BROKER_REQUEST_FAMILY,
         )
         dispatcher.register(
@@ -273,6 +288,14 @@ class ClientInstance:
         """Drop a producer group and tell every known broker (errors are logged)."""
         self._producers.discard(group)
         await self._unregister_everywhere(producer_group=group)
+
+    def register_transaction_checker(self, group: str, handler: TransactionCheckHandler) -> None:
+        """Send CHECK_TRANSACTION_STATE requests for producer ``group`` to ``handler``
+        (its transaction producer); ``None``-safe to call again after a restart."""
+        self._transaction_checkers[group] = handler
+
+    def unregister_transaction_checker(self, group: str) -> None:
+        self._transaction_checkers.pop(group, None)
 
     def register_consumer(self, consumer: InstanceConsumer) -> None:
         """Add a consumer (its group must be new on this instance).
@@ -570,6 +593,24 @@ class ClientInstance:
             header.consumer_group,
         )
         self.rebalance_now()
+
+    async def _on_check_transaction(self, connection: Connection, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (oneway): hand it to the producer of the group the half
+        message names (its PGROUP property), as Java's ClientRemotingProcessor does."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
+            message, _ = decode_record(request.body)
+        except ProtocolError as error:
+            _log.warning("bad CHECK_TRANSACTION_STATE from %s: %s", connection.remote_address,
+                         error)  # fmt: skip
+            return
+        group = message.properties.get(_PRODUCER_GROUP_PROPERTY, "")
+        handler = self._transaction_checkers.get(group)
+        if handler is None:
+            _log.warning("CHECK_TRANSACTION_STATE for group %r, which no transaction producer "
+                         "here runs; ignored", group)  # fmt: skip
+            return
+        handler(connection, header, message)
 
     async def _on_reset(self, connection: Connection, request: RemotingCommand) -> None:
         header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)

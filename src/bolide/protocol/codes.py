@@ -140,6 +140,10 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    BOLIDE_QUERY_HALF_MESSAGES = 90_016
+    """Bolide's own code (RocketMQ has no request listing pending transactions): the
+    undecided half messages of a broker (:mod:`bolide.protocol.bodies.transaction`). Apache
+    RocketMQ uses no code between 10 000 and its controller codes (200 001 and up)."""
 
 
 class ResponseCode(enum.IntEnum):

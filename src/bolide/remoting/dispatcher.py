@@ -23,7 +23,7 @@ import asyncio
 import contextvars
 import logging
 import sys
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Collection, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,17 @@ class Dispatcher:
             limit = self._family_limits.get(family, self._default_family_limit)
             bucket = self._families[family] = _Family(family, limit)
         self._routes[code] = _Route(handler, bucket)
+
+    def without(self, codes: Collection[int]) -> Dispatcher:
+        """A dispatcher for a second listener: the handlers registered here now, except
+        ``codes`` (answered REQUEST_CODE_NOT_SUPPORTED), with the same family bounds (the
+        in-flight counts are shared). The broker's VIP channel is such a view."""
+        view = Dispatcher(default_family_limit=self._default_family_limit, eager=self._eager)
+        view._family_limits = self._family_limits
+        view._families = self._families
+        excluded = frozenset(codes)
+        view._routes = {code: route for code, route in self._routes.items() if code not in excluded}
+        return view
 
     def is_registered(self, code: int) -> bool:
         """Whether a handler is registered for ``code``."""

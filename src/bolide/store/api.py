@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import BatchEntry
@@ -110,6 +110,10 @@ class BatchPutRequest:
     born_host: SocketAddress = ("127.0.0.1", 0)
     reconsume_times: int = 0
     extra_properties: str = ""
+
+
+MESSAGE_REFUSALS: Final = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
+"""Refusals for what one message holds: the next request of a put_message_list is still tried."""
 
 
 @dataclass(slots=True)
@@ -224,6 +228,20 @@ class MessageStore(Protocol):
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         """Store a batch as consecutive records (all or nothing). Never raises: see PutStatus."""
+        ...
+
+    async def put_message_list(
+        self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
+    ) -> list[PutResult | None]:
+        """Store each request as :meth:`put_message` would, in order, sharing one flush wait
+        (under SYNC_FLUSH one group commit covers them all). Appending stops at the first
+        refusal that is not the message's own fault (anything but MESSAGE_ILLEGAL and
+        PROPERTIES_SIZE_EXCEEDED): the requests after it are not tried and get None, so a
+        stored message never follows one that may be tried again. Never raises.
+
+        ``wait_flushed=False``: answer once appended; under SYNC_FLUSH a group-commit round is
+        started for them but not awaited (for callers that track durability themselves from
+        the flushed offset, as the delivery ledgers do)."""
         ...
 
     def get_message(

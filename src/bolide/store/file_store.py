@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from bolide.base import limits
@@ -35,6 +35,7 @@ from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
 from bolide.store import retention
 from bolide.store.api import (
+    MESSAGE_REFUSALS,
     ArrivalListener,
     BatchPutRequest,
     GetResult,
@@ -424,11 +425,37 @@ class FileMessageStore:
 
     async def put_message(self, request: PutRequest) -> PutResult:
         """Store one message (see MessageStore.put_message)."""
+        result = self._append_one(request)
+        if self._sync_flush and result.ok:
+            await self._wait_flushed(result)
+        return result
+
+    async def put_message_list(
+        self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
+    ) -> list[PutResult | None]:
+        """Store each request in order, one flush wait for all (see
+        MessageStore.put_message_list): delayed and timer deliveries share a group commit."""
+        results: list[PutResult | None] = []
+        for request in requests:
+            result = self._append_one(request)
+            results.append(result)
+            if not result.ok and result.status not in MESSAGE_REFUSALS:
+                results += [None] * (len(requests) - len(results))
+                break
+        if self._sync_flush:
+            stored = [result for result in results if result is not None and result.ok]
+            if stored and wait_flushed:
+                await self._wait_flushed(*stored)
+            elif stored and self._sync_flusher is not None:
+                self._sync_flusher.request()  # a round covers them soon; nobody waits for it
+        return results
+
+    def _append_one(self, request: PutRequest) -> PutResult:
         try:
             if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
             topic, record, born_ip = self._builder.single(request)
-            result = self._appender.append(
+            return self._appender.append(
                 topic,
                 request.queue_id,
                 [record],
@@ -445,9 +472,6 @@ class FileMessageStore:
             return PutResult(rejected.status, remark=rejected.remark)
         except StoreError as error:
             return self._failed_put(error)
-        if self._sync_flush:
-            await self._wait_flushed(result)
-        return result
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         """Store a batch (see MessageStore.put_messages)."""
@@ -495,8 +519,10 @@ class FileMessageStore:
         self._write_failure = str(error)
         return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
 
-    async def _wait_flushed(self, result: PutResult) -> None:
-        end_offset = result.commit_log_offset + result.wrote_bytes
+    async def _wait_flushed(self, *results: PutResult) -> None:
+        """Wait for the fsync covering ``results`` (appended in order: the last ends last)."""
+        last = results[-1]
+        end_offset = last.commit_log_offset + last.wrote_bytes
         if self._commit_log.flushed_offset >= end_offset:
             return
         deadline_ms = self._clock.monotonic_ms() + self.config.sync_flush_timeout_ms
@@ -504,10 +530,12 @@ class FileMessageStore:
         if self._sync_flusher is not None:
             self._sync_flusher.request()
         if not await future:
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = self._write_failure or (
+            remark = self._write_failure or (
                 f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
             )
+            for result in results:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = remark
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._appender.listeners.append(listener)

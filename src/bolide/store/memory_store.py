@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bolide.base import limits
@@ -21,6 +21,7 @@ from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
 from bolide.store import retention
 from bolide.store.api import (
+    MESSAGE_REFUSALS,
     ArrivalListener,
     BatchPutRequest,
     GetResult,
@@ -124,6 +125,18 @@ class MemoryMessageStore:
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)
+
+    async def put_message_list(
+        self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
+    ) -> list[PutResult | None]:
+        results: list[PutResult | None] = []
+        for request in requests:
+            result = await self.put_message(request)
+            results.append(result)
+            if not result.ok and result.status not in MESSAGE_REFUSALS:
+                results += [None] * (len(requests) - len(results))
+                break
+        return results
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         try:

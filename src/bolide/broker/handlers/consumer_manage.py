@@ -1,17 +1,25 @@
 """Consumer progress and membership: UPDATE_CONSUMER_OFFSET (15), QUERY_CONSUMER_OFFSET (14),
 GET_CONSUMER_LIST_BY_GROUP (38) (protocol.md §2.5, §2.6; seed 000).
 
-QUERY_CONSUMER_OFFSET for a group without a committed offset follows the Java broker: when
-the queue still holds its very first message (min offset 0 and the record at offset 0
-readable) — or holds nothing yet — the answer is SUCCESS with offset 0, so a brand-new group
-reads the queue from its start even with CONSUME_FROM_LAST_OFFSET (the only start a C++
-consumer has). Otherwise QUERY_NOT_FOUND, and the client applies its own ConsumeFromWhere.
-(Java also requires that first message to still be in memory, not swapped out; Bolide asks
-only that it still exists.)
+QUERY_CONSUMER_OFFSET for a group without a committed offset follows broker.conf's
+``newGroupStartRule`` (:class:`~bolide.broker.config.NewGroupStart`). With the default, MEMORY,
+it is RocketMQ's rule: when the queue still holds its very first message (min offset 0, the
+record at offset 0 readable) and that message lies in the memory window (its commit-log
+position within ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT of physical memory from the commit
+log's end) — or the queue holds nothing yet — the answer is SUCCESS with offset 0, so a
+brand-new group reads a young queue from its start even with CONSUME_FROM_LAST_OFFSET (the
+only start a C++ consumer has). Otherwise QUERY_NOT_FOUND, and the client applies its own
+ConsumeFromWhere (LAST_OFFSET: the max offset). QUEUE_START drops the memory condition;
+CONSUME_FROM always answers QUERY_NOT_FOUND.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+
+from bolide.base import limits
+from bolide.broker.config import NewGroupStart
 from bolide.broker.handlers.context import BrokerContext
 from bolide.protocol.bodies import GetConsumerListByGroupResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -24,7 +32,7 @@ from bolide.protocol.headers import (
 )
 from bolide.remoting import Connection, Dispatcher
 
-__all__ = ["ConsumerManageHandlers"]
+__all__ = ["ConsumerManageHandlers", "physical_memory_bytes"]
 
 _NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
@@ -95,9 +103,28 @@ class ConsumerManageHandlers:
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
     def _starts_at_zero(self, topic: str, queue_id: int) -> bool:
+        rule = self._context.config.new_group_start
         store = self._context.store
-        if store.min_offset(topic, queue_id) > 0:
+        if rule is NewGroupStart.CONSUME_FROM or store.min_offset(topic, queue_id) > 0:
             return False
         if store.max_offset(topic, queue_id) == 0:
             return True  # nothing stored yet: the first message will be at 0
-        return store.store_time_at(topic, queue_id, 0) >= 0
+        if rule is NewGroupStart.QUEUE_START:
+            return store.store_time_at(topic, queue_id, 0) >= 0
+        entries = store.consume_queue_entries(topic, queue_id, 0, 1)
+        if not entries:
+            return False
+        first_position = entries[0][0]
+        behind_bytes = store.stats().commit_log_max_offset - first_position
+        return behind_bytes <= self._memory_window_bytes
+
+    @property
+    def _memory_window_bytes(self) -> int:
+        """ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT of this machine's physical memory."""
+        return physical_memory_bytes() * limits.ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT // 100
+
+
+@functools.cache
+def physical_memory_bytes() -> int:
+    """This machine's physical memory (what RocketMQ's memory window is a share of)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

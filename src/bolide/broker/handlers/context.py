@@ -25,6 +25,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.transactions import TransactionService
 from bolide.protocol.address import SocketAddress, parse_socket_address
 from bolide.protocol.codes import ResponseCode
 from bolide.remoting import Connection
@@ -95,6 +96,8 @@ class BrokerContext:
     """Plans and delivers timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / _SEC)."""
     replication: ReplicationPort | None = None
     """The master/slave role's parts (set by the broker once they started)."""
+    transactions: TransactionService | None = None
+    """Half messages, END_TRANSACTION and the transaction checker."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:

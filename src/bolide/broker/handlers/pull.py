@@ -137,6 +137,13 @@ class PullHandlers:
             )
             if reason is WakeReason.CANCELLED:
                 return None
+            if reason is WakeReason.REFUSED:
+                # Answering "not found" at once made clients pull again at once: a busy
+                # loop. SYSTEM_BUSY is an error to them: they wait before the next pull
+                # (Java and Bolide 3 s, pullTimeDelayMillsWhenException).
+                remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
+                busy = RefusedError(ResponseCode.SYSTEM_BUSY, remark)
+                return self._refusal(request, header, busy)
             result = self._read(header, tag_codes)
             code = _response_code(result, header.queue_offset)
         return self._response(request, code, result, header, self._suggest(header, result))

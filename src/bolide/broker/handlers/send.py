@@ -20,7 +20,10 @@ The path of one send, in the Java broker's order:
    TIMER_DELIVER_MS / TIMER_DELAY_MS / TIMER_DELAY_SEC re-target it to the timer topic
    (:mod:`bolide.broker.timer`; MESSAGE_ILLEGAL beyond timerMaxDelaySec); batches may carry
    neither; the born host is the peer's address;
-8. the store's status becomes the response code.
+8. a half message (TRAN_MSG=true or a PREPARED sysFlag) goes to RMQ_SYS_TRANS_HALF_TOPIC
+   through :mod:`bolide.broker.transactions` (NO_PERMISSION under rejectTransactionMessage,
+   MESSAGE_ILLEGAL with a delay; batches may not be transactional);
+9. the store's status becomes the response code.
 
 Whether a request is a batch is decided by the header's ``batch`` flag alone (``"true"`` or
 the C++ client's ``"1"``), never by the code. Every response carries extFields (MSG_REGION
@@ -45,6 +48,7 @@ from bolide.broker.handlers.context import (
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
+from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
@@ -252,12 +256,15 @@ class SendHandlers:
         topic, store_queue_id = header.topic, queue_id
         text = header.properties or ""
         properties: dict[str, str] | str
-        if not is_retry_topic(topic) and _plain_properties(text):
+        if (
+            not is_retry_topic(topic)
+            and _plain_properties(text)
+            and transaction_type(sys_flag) != MessageSysFlag.TRANSACTION_PREPARED
+        ):
             # The common send (no DELAY/TIMER/CLUSTER/BOLIDE_DELIVERED_FROM, well formed): the
             # client's string without WAIT, plus CLUSTER — the pairs that decoding, editing and
             # encoding again would give, in ~0.6 µs instead of ~1.8 µs (docs/benchmarks.md
             # "Broker profile"). The store reads TAGS/KEYS from a string as from a mapping.
-            self._refuse_prepared(sys_flag)
             properties = join_properties(_without_wait(text), self._cluster_pair)
         else:
             properties = decode_properties(text)
@@ -268,7 +275,9 @@ class SendHandlers:
                 topic, store_queue_id = await self._retry_target(
                     header, request.version, queue_id, properties
                 )
-            self._refuse_prepared(sys_flag)
+            if self._is_half(properties, sys_flag, header):
+                return await self._put_half(connection, request, header, properties, topic,
+                                            store_queue_id, sys_flag)  # fmt: skip
             topic, store_queue_id = self._wait_target(properties, sys_flag, topic, store_queue_id)
         return await context.store.put_message(
             PutRequest(
@@ -284,16 +293,57 @@ class SendHandlers:
             ),
         )
 
-    def _refuse_prepared(self, sys_flag: int) -> None:
-        config = self._context.config
-        if (
-            transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
-            and config.reject_transaction_message
-        ):
+    def _is_half(
+        self, properties: dict[str, str], sys_flag: int, header: SendMessageRequestHeader
+    ) -> bool:
+        """A half message: TRAN_MSG=true or a PREPARED sysFlag — except a transactional
+        message a pre-4.6.1 client sends back for a retry with a delay level, which Java
+        stores as an ordinary message."""
+        if not is_transaction_half(properties, sys_flag):
+            return False
+        retried = (header.reconsume_times or 0) > 0
+        return not (retried and properties.get(PropertyKey.DELAY, "0") not in ("", "0"))
+
+    async def _put_half(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        properties: dict[str, str],
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+    ) -> PutResult:
+        """Store a half message (round2-facts §5 step 1); refused (NO_PERMISSION) when
+        rejectTransactionMessage is set, and (MESSAGE_ILLEGAL) when it asks for a delay."""
+        context = self._context
+        config = context.config
+        service = context.transactions
+        if config.reject_transaction_message or service is None:
             raise RefusedError(
                 ResponseCode.NO_PERMISSION,
-                f"the broker {config.broker_address} refuses transaction messages",
+                f"the broker[{config.broker_ip1}] sending transaction message is forbidden",
             )
+        if _has_delay(properties):
+            raise RefusedError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "a transactional message cannot be delayed (DELAY or TIMER_* property)",
+            )
+        half_topic, half_queue_id, half_sys_flag = half_target(
+            properties, topic, queue_id, header.producer_group, sys_flag
+        )
+        put = PutRequest(
+            topic=half_topic,
+            queue_id=half_queue_id,
+            body=request.body,
+            flag=header.flag,
+            properties=properties,
+            sys_flag=half_sys_flag,
+            born_timestamp_ms=header.born_timestamp_ms,
+            born_host=born_host_of(connection),
+            reconsume_times=header.reconsume_times or 0,
+        )
+        return await service.put_half(put, header.producer_group)
 
     async def _retry_target(
         self,
@@ -398,6 +448,8 @@ class SendHandlers:
         shared.pop(DELIVERED_FROM, None)
         if _has_delay(shared):
             raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
+        if is_transaction_half(shared, 0):
+            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
         shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
         sys_flag = header.sys_flag
         if config.topic_filter_type == _MULTI_TAG:
@@ -488,6 +540,10 @@ def _clean_entry(entry: BatchEntry) -> BatchEntry:
     properties = decode_properties(entry.properties)
     if _has_delay(properties):
         raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
+    if is_transaction_half(properties, 0):
+        raise RefusedError(
+            ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages"
+        )
     waited = properties.pop(PropertyKey.WAIT, None)
     forged = properties.pop(DELIVERED_FROM, None)
     if waited is None and forged is None:
@@ -504,7 +560,13 @@ _WAIT_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}"
 _WAIT_NAME = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}"
 _SLOW_NAMES = tuple(
     f"{name}{NAME_VALUE_SEPARATOR}"
-    for name in (PropertyKey.DELAY, PropertyKey.CLUSTER, DELIVERED_FROM, *TIMER_TRIGGER_PROPERTIES)
+    for name in (
+        PropertyKey.DELAY,
+        PropertyKey.CLUSTER,
+        DELIVERED_FROM,
+        *TIMER_TRIGGER_PROPERTIES,
+        TRAN_MSG,
+    )
 )
 """Properties the broker acts on: a string holding one of them (even as the end of a longer
 name) takes the decoding path."""

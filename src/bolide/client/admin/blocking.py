@@ -32,6 +32,7 @@ from bolide.protocol.bodies import (
     TopicConfig,
     TopicRouteData,
 )
+from bolide.protocol.bodies.transaction import HalfMessageList
 from bolide.protocol.message import Message, MessageExt
 
 __all__ = ["AdminClient"]
@@ -162,6 +163,30 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         return self._runner.run(coroutine)
 
     # ---- messages ----------------------------------------------------------------------------
+
+    def pending_transactions(
+        self,
+        *,
+        group: str | None = None,
+        topic: str | None = None,
+        max_count: int | None = None,
+        given_up: bool = False,
+        cluster: str | None = None,
+        brokers: Iterable[str] = (),
+    ) -> dict[str, HalfMessageList]:
+        return self._run(
+            self._core.pending_transactions(
+                group=group,
+                topic=topic,
+                max_count=max_count,
+                given_up=given_up,
+                cluster=cluster,
+                brokers=brokers,
+            )
+        )
+
+    def resume_transaction(self, offset_msg_id: str) -> str:
+        return self._run(self._core.resume_transaction(offset_msg_id))
 
     def send_message(self, message: Message) -> SendResult:
         return self._runner.run(self._core.send_message(message))

@@ -34,7 +34,7 @@ from collections.abc import AsyncGenerator, Iterable, Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, GroupNotFoundError
-from bolide.client.admin import messages, operations, progress
+from bolide.client.admin import messages, operations, progress, transactions
 from bolide.client.admin.session import AdminSession
 from bolide.client.admin.views import (
     DEFAULT_QUEUE_COUNT,
@@ -56,6 +56,7 @@ from bolide.protocol.bodies import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
+from bolide.protocol.bodies.transaction import HalfMessageList
 from bolide.protocol.headers import CloneGroupOffsetRequestHeader
 from bolide.protocol.message import MessageExt
 
@@ -338,3 +339,31 @@ class AdminClient(AdminSession):
         return await messages.resend_dead_letters(
             self, group, msg_ids, begin_ms, end_ms, max_count, on_progress
         )
+
+    # ---- transactions ------------------------------------------------------------------------
+
+    async def pending_transactions(
+        self,
+        *,
+        group: str | None = None,
+        topic: str | None = None,
+        max_count: int | None = None,
+        given_up: bool = False,
+        cluster: str | None = None,
+        brokers: Iterable[str] = (),
+    ) -> dict[str, HalfMessageList]:
+        """Broker name -> its undecided transactions (oldest first, with age and check count;
+        only ``group``'s / ``topic``'s when given) and transaction counters. With
+        ``given_up``, the newest messages given up to TRANS_CHECK_MAX_TIME_TOPIC instead."""
+        return await transactions.pending_transactions(
+            self, group=group, topic=topic, max_count=max_count, given_up=given_up,
+            cluster=cluster, brokers=brokers,
+        )  # fmt: skip
+
+    async def resume_transaction(self, offset_msg_id: str) -> str:
+        """Have the broker check a given-up transaction again (RESUME_CHECK_HALF_MESSAGE);
+        ``offset_msg_id`` names it and its broker. Returns the broker address.
+
+        Raises InvalidMessageError for an id that is no offset message id; RemoteError when
+        the broker refuses (not a given-up message, already pending or committed)."""
+        return await transactions.resume_transaction(self, offset_msg_id)

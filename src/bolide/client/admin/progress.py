@@ -16,10 +16,13 @@ broadcasting group shows the brokers' (empty) view, and a note says so.
 
 from __future__ import annotations
 
+import dataclasses
+
 from bolide.base.errors import BolideError, GroupNotFoundError, RemoteError
 from bolide.client.admin.session import AdminSession
-from bolide.client.admin.views import GroupProgress, QueueProgress
+from bolide.client.admin.views import START_BY_CONSUME_FROM, GroupProgress, QueueProgress
 from bolide.client.rpc import admin as requests
+from bolide.client.rpc import query_consumer_offset
 from bolide.protocol.bodies import (
     ConsumerRunningInfo,
     ConsumeStats,
@@ -109,6 +112,46 @@ def _broadcast_rows(
     return rows
 
 
+async def _new_starts(
+    admin: AdminSession, group: str, rows: list[QueueProgress], notes: list[str]
+) -> list[QueueProgress]:
+    """Rows with nothing committed get where the group starts them: QUERY_CONSUMER_OFFSET,
+    the question a starting consumer asks (the broker answers by its newGroupStartRule)."""
+    fresh = [row for row in rows if row.consumer_offset == 0 and row.broker_offset > 0]
+    if not fresh:
+        return rows
+    masters = await admin.master_addresses()
+    answers = await admin.fan_out(
+        [
+            query_consumer_offset(
+                admin.pool,
+                masters.get(row.queue.broker_name, ""),
+                group,
+                row.queue.topic,
+                row.queue.queue_id,
+                admin.timeout_ms,
+            )
+            for row in fresh
+        ]
+    )
+    starts: dict[MessageQueue, int] = {}
+    for row, answer in zip(fresh, answers, strict=True):
+        if not isinstance(answer, BolideError):
+            starts[row.queue] = START_BY_CONSUME_FROM if answer is None else answer
+    by_consume_from = sum(1 for start in starts.values() if start == START_BY_CONSUME_FROM)
+    if starts:
+        notes.append(
+            f"{len(starts)} queue(s) have nothing committed: the group starts "
+            f"{len(starts) - by_consume_from} at the offset the broker gives (startOffset) and "
+            f"{by_consume_from} where its consumers' consumeFromWhere says (LAST_OFFSET: the "
+            "broker offset); broker.conf newGroupStartRule decides"
+        )
+    return [
+        dataclasses.replace(row, start_offset=starts[row.queue]) if row.queue in starts else row
+        for row in rows
+    ]
+
+
 async def group_progress(admin: AdminSession, group: str, topic: str | None) -> GroupProgress:
     """See the module docstring. Raises GroupNotFoundError when no broker knows ``group``."""
     notes: list[str] = []
@@ -141,6 +184,7 @@ async def group_progress(admin: AdminSession, group: str, topic: str | None) -> 
         ]
         if connection is None and rows:
             notes.append(f"group {group} is offline: nobody consumes these queues now")
+        rows = await _new_starts(admin, group, rows, notes)
     rows.sort(key=lambda row: (row.queue, row.client_id or ""))
     return GroupProgress(
         group,

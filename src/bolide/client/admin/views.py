@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_QUEUE_COUNT",
     "RESET_TO_EARLIEST",
     "RESET_TO_LATEST",
+    "START_BY_CONSUME_FROM",
     "BrokerSummary",
     "GroupProgress",
     "GroupSummary",
@@ -39,6 +40,10 @@ RESET_TO_EARLIEST = 0
 """Reset timestamp before every message: back to the min offset (everything still stored)."""
 DEFAULT_QUEUE_COUNT = 8
 """Queues of a topic created without a count (mqadmin updateTopic's default)."""
+
+START_BY_CONSUME_FROM = -1
+"""QueueProgress.start_offset when the broker leaves the start to the client's
+consumeFromWhere (it answers QUERY_NOT_FOUND to the group)."""
 
 ProgressCallback = Callable[[int, int], None]
 """``on_progress(done, total)``: called as a long operation moves (queues read, messages
@@ -146,6 +151,11 @@ class QueueProgress:
     consumer_offset: int
     client_id: str | None = None
     last_timestamp_ms: int = 0
+    start_offset: int | None = None
+    """For a queue with nothing committed (consumer offset 0): where a consumer of the group
+    starting now begins it — the offset the broker answers (its newGroupStartRule), or
+    START_BY_CONSUME_FROM when the client's consumeFromWhere decides (LAST_OFFSET: the broker
+    offset). None when the group has progress on the queue."""
 
     @property
     def lag(self) -> int:
@@ -159,6 +169,7 @@ class QueueProgress:
             "lag": self.lag,
             "clientId": self.client_id,
             "lastTimestamp": self.last_timestamp_ms,
+            "startOffset": self.start_offset,
         }
 
 

@@ -486,8 +486,26 @@ class OrderlyConsumeService:
                     self._relock_later(queue, process_queue, limits.ORDERLY_RELOCK_FIRST_DELAY_MS)
                 return
             begin_ms = self._clock.monotonic_ms()
-            while await self._consume_batch(queue, process_queue, begin_ms) is _Outcome.CONTINUE:
-                pass
+            try:
+                outcome = _Outcome.CONTINUE
+                while outcome is _Outcome.CONTINUE:
+                    outcome = await self._consume_batch(queue, process_queue, begin_ms)
+            except Exception:  # outside the listener (which is guarded): send-back, commit
+                self._recover(queue, process_queue)
+
+    def _recover(self, queue: MessageQueue, process_queue: ProcessQueue) -> None:
+        """A consume task failed outside the listener: roll its batch back (the messages are
+        consumed again, in order) and try the queue again after the suspend time, so the
+        queue is never left marked active with nobody consuming it."""
+        _log.exception(
+            "%s: the consume task of %s failed; its batch is rolled back and retried",
+            self.group,
+            queue,
+        )
+        process_queue.rollback()
+        if self._ends(process_queue):
+            return
+        self._schedule(queue, process_queue, self._suspend_time_ms)
 
     async def _consume_batch(
         self, queue: MessageQueue, process_queue: ProcessQueue, begin_ms: int
@@ -591,7 +609,9 @@ class OrderlyConsumeService:
 
     def _commit(self, queue: MessageQueue, process_queue: ProcessQueue, state: _QueueState) -> None:
         offset = process_queue.commit()
-        if offset >= 0 and not state.frozen:
+        # A normal hand-over lets the batch in flight commit (quiesce waits for it); a reset
+        # does not: its offsets are written after the quiesce and must stay.
+        if offset >= 0 and not state.frozen and not process_queue.offset_reset:
             self._offset_store.update_offset(queue, offset, increase_only=False)
 
     async def _dead_letter(

@@ -45,6 +45,9 @@ class ProcessQueue:
         self.dropped = False
         """Set when the queue is no longer ours (rebalance, offset illegal): results of work
         already handed out must not be committed."""
+        self.offset_reset = False
+        """Set (with ``dropped``) by an offset reset: even a batch that finishes while the
+        queue is handed over must not commit, or it would undo the reset."""
         self.consuming = False
         """Orderly: a consume task runs for this queue."""
         self.locked = False

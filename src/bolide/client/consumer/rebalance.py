@@ -348,9 +348,19 @@ class Rebalancer:
         if process_queue is None:
             return
         process_queue.dropped = True
+        if await self._quiesce(queue, process_queue):
+            await self._give_up(queue, process_queue)
+
+    async def _quiesce(self, queue: MessageQueue, process_queue: ProcessQueue) -> bool:
+        """Wait (bounded, through the gate) until no batch of the dropped ``process_queue``
+        runs; False (and kept, dropped, for a later rebalance) when it is still busy."""
         if self._gate is not None and not await self._gate.quiesce(queue, process_queue):
             self._deferred.add(queue)
-            return
+            return False
+        return True
+
+    async def _give_up(self, queue: MessageQueue, process_queue: ProcessQueue) -> None:
+        """Leave the table with the offset persisted, then unlock (the queue is quiesced)."""
         self._deferred.discard(queue)
         del self.process_queues[queue]
         await self._offset_store.persist(queue)
@@ -412,14 +422,30 @@ class Rebalancer:
                 self._owner.on_queue_removed(queue, process_queue)
 
     async def reset_offsets(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET: store the new offsets, drop every queue of ``topic``
-        (each persisted, the reset ones with their new offset), and rebalance so that pulls
-        resume at once from what the store now says."""
+        """RESET_CONSUMER_CLIENT_OFFSET, in Java's order: mark every queue of ``topic``
+        dropped at once (no pull answer or finishing batch commits from then on: the orderly
+        service skips commits of a queue dropped by a reset), wait until each is quiesced,
+        then write the new offsets, then give the queues up (each persisted with its new
+        offset) and rebalance, so pulls resume from what the store now says. A queue still
+        busy after the gate's wait stays dropped with its new offset and is given up later."""
         async with self._lock:
+            affected = {
+                queue: process_queue
+                for queue, process_queue in self.process_queues.items()
+                if queue.topic == topic
+            }
+            for process_queue in affected.values():  # no await between these marks
+                process_queue.dropped = True
+                process_queue.offset_reset = True
+            quiesced = [
+                queue
+                for queue, process_queue in affected.items()
+                if await self._quiesce(queue, process_queue)
+            ]
             for queue, offset in offsets.items():
                 self._offset_store.update_offset(queue, offset, increase_only=False)
-            for queue in [queue for queue in self.process_queues if queue.topic == topic]:
-                await self._drop(queue)
+            for queue in quiesced:
+                await self._give_up(queue, affected[queue])
             for queue in offsets:  # reset queues this consumer did not hold
                 if queue.topic == topic and queue not in self.process_queues:
                     await self._offset_store.persist(queue)

@@ -1,20 +1,23 @@
 """Natural batching of the producer's sends (``Producer(..., auto_batch=True)``, the default).
 
 Sends are grouped in *lanes*: one lane per topic, chosen queue (or none: the producer picks
-one per request) and send timeout. A lane has at most one request in flight:
+one per request) and send timeout. A lane of a chosen queue (``queue=``, a sharding key) has at
+most one request in flight, which keeps the queue's order; a lane without one at most
+limits.PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS (one: the limit explains the trade-off):
 
-* a send to an idle lane goes out at once, alone, exactly as without batching;
-* sends that arrive while the lane's request is in flight wait in the lane, in arrival order;
-* when the request is answered, everything that waited goes out as ONE batch request
+* a send to a lane with room goes out at once, alone, exactly as without batching;
+* sends that arrive while the lane is full wait in the lane, in arrival order;
+* when a request is answered, everything that waited goes out as ONE batch request
   (SEND_BATCH_MESSAGE, each message keeping its own UNIQ_KEY and properties), up to
   limits.PRODUCER_AUTO_BATCH_MAX_MESSAGES messages and PRODUCER_AUTO_BATCH_MAX_BYTES bytes;
   what is left goes in the next request.
 
-No timer adds delay: a send waits only while an earlier request of its lane is on the wire,
-which is when the throughput is there to batch. Each send still gets its own
+No timer adds delay: a send waits only while its lane's requests are on the wire, which is
+when the throughput is there to batch. Each send still gets its own
 :class:`SendResult` — its UNIQ_KEY, its offset message id (the broker lists one per message)
 and its queue offset (the first message's plus its index: a batch is stored contiguously) —
-or its own error. Per-queue order holds because a lane sends one request at a time, in order.
+or its own error. The order of a chosen queue holds because its lane sends one request at a
+time, in order.
 
 Sends that cannot travel in a batch (compressed, delayed, retry-topic or not-waiting messages,
 and the caller's own ``send_batch``) still queue in their lane, to keep the order, and go out
@@ -69,11 +72,12 @@ class _Waiting:
 
 
 class _Lane:
-    __slots__ = ("busy", "key", "waiting")
+    __slots__ = ("in_flight", "key", "max_in_flight", "waiting")
 
-    def __init__(self, key: LaneKey) -> None:
+    def __init__(self, key: LaneKey, max_in_flight: int) -> None:
         self.key = key
-        self.busy = False
+        self.in_flight = 0
+        self.max_in_flight = max_in_flight
         self.waiting: deque[_Waiting] = deque()
 
 
@@ -81,7 +85,9 @@ class SendBatcher:
     """The lanes of one producer; ``send`` is what the producer's sends await.
 
     ``send_prepared`` makes one request (with the producer's retries); ``max_messages`` and
-    ``max_bytes`` bound a batch (``max_bytes`` also by the producer's ``max_message_bytes``).
+    ``max_bytes`` bound a batch (``max_bytes`` also by the producer's ``max_message_bytes``);
+    ``max_in_flight`` bounds the requests in flight of a lane without a chosen queue (a lane
+    of a chosen queue has one, to keep its order).
     """
 
     def __init__(
@@ -90,10 +96,12 @@ class SendBatcher:
         *,
         max_messages: int = limits.PRODUCER_AUTO_BATCH_MAX_MESSAGES,
         max_bytes: int = limits.PRODUCER_AUTO_BATCH_MAX_BYTES,
+        max_in_flight: int = limits.PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS,
     ) -> None:
         self._send_prepared = send_prepared
         self._max_messages = max_messages
         self._max_bytes = max_bytes
+        self._max_in_flight = max_in_flight
         self._lanes: dict[LaneKey, _Lane] = {}
         self._drains: set[asyncio.Task[None]] = set()
         self.requests_sent = 0
@@ -102,26 +110,28 @@ class SendBatcher:
     async def send(
         self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
     ) -> SendResult:
-        """Send ``prepared`` through its lane: at once if the lane is idle, else with what else
-        waits, when the lane's request in flight is answered. Raises as the producer's send."""
+        """Send ``prepared`` through its lane: at once while the lane has room for another
+        request in flight, else with what else waits, when one of them is answered. Raises as
+        the producer's send."""
         key = (prepared.topic, queue, timeout_ms)
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(key)
-        elif lane.busy:
+            max_in_flight = self._max_in_flight if queue is None else 1
+            lane = self._lanes[key] = _Lane(key, max_in_flight)
+        elif lane.waiting or lane.in_flight >= lane.max_in_flight:
             future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
             lane.waiting.append(_Waiting(prepared, future))
             return await future
-        lane.busy = True
+        lane.in_flight += 1
+        self.requests_sent += 1
         try:
-            self.requests_sent += 1
             return await self._send_prepared(prepared, queue, timeout_ms)
         finally:
-            self._release(lane)
+            self._request_done(lane)
 
     @property
     def waiting_count(self) -> int:
-        """Sends waiting in a lane for the request in flight to be answered."""
+        """Sends waiting in a lane for a request in flight to be answered."""
         return sum(len(lane.waiting) for lane in self._lanes.values())
 
     async def wait_idle(self) -> None:
@@ -131,44 +141,42 @@ class SendBatcher:
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _release(self, lane: _Lane) -> None:
-        if not lane.waiting:
-            lane.busy = False
+    def _request_done(self, lane: _Lane) -> None:
+        """A request of ``lane`` was answered: what waits goes next, or the lane is dropped."""
+        lane.in_flight -= 1
+        while lane.waiting and lane.in_flight < lane.max_in_flight:
+            group = self._take(lane.waiting)
+            if not group:
+                continue  # every one of them was cancelled
+            lane.in_flight += 1
+            task = asyncio.get_running_loop().create_task(
+                self._send_group(lane, group), name=f"bolide-producer-batch-{lane.key[0]}"
+            )
+            self._drains.add(task)
+            task.add_done_callback(self._drains.discard)
+        if lane.in_flight == 0 and not lane.waiting and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._drain(lane), name=f"bolide-producer-batch-{lane.key[0]}"
-        )
-        self._drains.add(task)
-        task.add_done_callback(self._drains.discard)
 
-    async def _drain(self, lane: _Lane) -> None:
-        """Send what waits in ``lane``, a request at a time, until nothing does.
+    async def _send_group(self, lane: _Lane, group: list[_Waiting]) -> None:
+        """Send ``group`` (one request) for ``lane``.
 
-        When nothing waits after an answer, the lane stays busy for one pass of the event loop:
-        the callers just answered run first, and what they send next goes in one request
-        instead of one alone and the rest behind it (no timer: the loop does not sleep).
+        After a batch the request still counts for one pass of the event loop: the callers
+        just answered run first, and what they send next joins what waits, in one request,
+        instead of going alone or behind it (no timer: the loop does not sleep).
         """
         try:
-            while True:
-                if not lane.waiting:
-                    await asyncio.sleep(0)
-                    if not lane.waiting:
-                        break
-                group = self._take(lane.waiting)
-                if len(group) == 1:
-                    await self._send_alone(group[0], lane.key)
-                elif group:
-                    await self._send_together(group, lane.key)
+            if len(group) == 1:
+                await self._send_alone(group[0], lane.key)
+            else:
+                await self._send_together(group, lane.key)
+                await asyncio.sleep(0)
         except BaseException as error:  # cancelled (loop closing) or a bug: nobody hangs
-            for waiting in lane.waiting:
+            for waiting in (*group, *lane.waiting):
                 _fail(waiting, error)
             lane.waiting.clear()
             raise
         finally:
-            lane.busy = False
-            if self._lanes.get(lane.key) is lane:
-                del self._lanes[lane.key]
+            self._request_done(lane)
 
     def _take(self, waiting: deque[_Waiting]) -> list[_Waiting]:
         """The next request's sends: one unbatchable send, or the batchable ones in a row
