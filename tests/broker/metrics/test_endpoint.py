@@ -4,6 +4,7 @@ parses with Prometheus' own parser."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.producer.producer import Producer
+from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.message import Message
+from bolide.protocol.message import Message, MessageExt
 from bolide.testing.cluster import Cluster
 from tests.broker.metrics.http_get import http_get
 
@@ -158,3 +160,28 @@ async def test_sync_flush_latency_histogram(tmp_path: Path) -> None:
         rounds = _one(samples, "bolide_flush_latency_seconds_count").value
         assert rounds >= 1  # every SYNC_FLUSH send waited for a timed fsync round
         assert _one(samples, "bolide_flush_latency_seconds_bucket", le="+Inf").value == rounds
+
+
+async def test_transaction_metrics(cluster: Cluster) -> None:
+    def never_asked(message: MessageExt) -> LocalTransactionState:
+        del message
+        return LocalTransactionState.UNKNOW
+
+    async with TransactionProducer(
+        "MetricsTx", cluster.namesrv_address, checker=never_asked
+    ) as producer:
+        for state in (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE):
+            await producer.send_in_transaction(
+                Message("MetricsTxTopic", b"tx"), lambda message, arg, s=state: s
+            )
+    address = cluster.broker("broker-a").metrics_address
+    assert address is not None
+    # END_TRANSACTION is oneway: poll (bounded) until the broker has settled both halves.
+    async with asyncio.timeout(10):
+        while True:
+            samples = _samples((await http_get(address, "/metrics"))[2].decode())
+            if _one(samples, "rocketmq_half_messages").value == 0:
+                break
+            await asyncio.sleep(0.05)
+    assert _one(samples, "rocketmq_commit_messages_total").value == 1
+    assert _one(samples, "rocketmq_rollback_messages_total").value == 1

@@ -40,12 +40,16 @@ def test_hour_and_day_windows_sample_less_often() -> None:
     assert len(cell.day) == 2
 
 
-def test_forget_drops_a_deleted_topics_cells() -> None:
+def test_forget_drops_a_deleted_topics_or_groups_cells() -> None:
     table = StatsTable(now_ms=0)
     table.add(StatsName.GROUP_GET_NUMS, "T@G1", 1, now_ms=0)
     table.add(StatsName.GROUP_GET_NUMS, "U@G1", 1, now_ms=0)
-    assert table.forget("@G1", suffix=True) == 2
-    assert table.find(StatsName.GROUP_GET_NUMS, "T@G1") is None
+    table.add(StatsName.TOPIC_PUT_NUMS, "T", 1, now_ms=0)
+    table.add(StatsName.TOPIC_PUT_NUMS, "TT", 1, now_ms=0)
+    assert table.forget_topic("T") == 2  # T and T@G1, not TT
+    assert table.find(StatsName.TOPIC_PUT_NUMS, "TT") is not None
+    assert table.forget_group("G1") == 1  # U@G1
+    assert table.find(StatsName.GROUP_GET_NUMS, "U@G1") is None
 
 
 def test_broker_stats_feed_cells_rates_and_histograms() -> None:

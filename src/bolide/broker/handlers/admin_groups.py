@@ -126,6 +126,7 @@ class AdminGroupHandlers:
         context = self._context
         existed = await context.groups.delete(header.group_name)
         topics = context.offsets.remove_group(header.group_name) if header.remove_offset else []
+        context.stats.table.forget_group(header.group_name)
         if topics:
             await flush_offsets(context)
         _log.info(

@@ -151,6 +151,31 @@ def otel_families(
         config.broker_permission,
     )
     yield from _storage(context, node)
+    yield from _transactions(context, node)
+
+
+def _transactions(context: BrokerContext, node: tuple[str, str, str]) -> Iterator[Metric]:
+    service = context.transactions
+    if service is None:
+        return
+    for name, documentation, value in (
+        ("rocketmq_commit_messages", "Transactional messages committed.", service.commit_count),
+        (
+            "rocketmq_rollback_messages",
+            "Transactional messages rolled back.",
+            service.rollback_count,
+        ),
+    ):
+        family = CounterMetricFamily(name, documentation, labels=_NODE)
+        family.add_metric(node, value)
+        yield family
+    yield gauge(
+        "rocketmq_half_messages",
+        "Half (prepared) messages waiting for their commit or rollback.",
+        _NODE,
+        node,
+        service.pending_count,
+    )
 
 
 def _connections(context: BrokerContext, node: tuple[str, str, str]) -> Iterator[Metric]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bolide.base import limits
@@ -138,16 +139,19 @@ class StatsTable:
                 if day_due:
                     cell.day.append(sample)
 
-    def forget(self, predicate_key: str, *, suffix: bool = False) -> int:
-        """Drop the cells whose key is ``predicate_key`` (or ends with it when ``suffix``):
-        a deleted topic or group stops being reported. Returns how many were dropped."""
+    def forget_topic(self, topic: str) -> int:
+        """Drop the cells of a deleted topic (keys ``topic`` and ``topic@group``)."""
+        return self._forget(lambda key: key == topic or key.startswith(f"{topic}@"))
+
+    def forget_group(self, group: str) -> int:
+        """Drop the cells of a deleted group (keys ``topic@group``)."""
+        return self._forget(lambda key: key.endswith(f"@{group}"))
+
+    def _forget(self, doomed_key: Callable[[str], bool]) -> int:
+        """Drop the cells whose key ``doomed_key`` accepts; how many were dropped."""
         dropped = 0
         for cells in self._cells.values():
-            doomed = [
-                key
-                for key in cells
-                if key == predicate_key or (suffix and key.endswith(predicate_key))
-            ]
+            doomed = [key for key in cells if doomed_key(key)]
             for key in doomed:
                 del cells[key]
             dropped += len(doomed)
