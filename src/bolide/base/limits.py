@@ -545,6 +545,11 @@ CONSUME_DIRECTLY_TIMEOUT_MS = 10_000
 verdict (the listener runs user code)."""
 CONSUME_STATS_WINDOW_MS = 60_000
 """A consumer's consume TPS and RT (GET_CONSUMER_RUNNING_INFO) are over the last minute."""
+CLIENT_STATS_POLL_INTERVAL_MS = 60_000
+"""With /metrics on, each online consumer is asked for its running info this often (the
+``rocketmq_client_*`` family); rocketmq-exporter polls once a minute too."""
+CLIENT_STATS_POLL_CONCURRENCY = 16
+"""Consumers asked at once by that poll."""
 
 
 def _check_relations() -> None:

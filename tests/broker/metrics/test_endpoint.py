@@ -14,7 +14,9 @@ from prometheus_client.samples import Sample
 
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.pull_consumer import PullConsumer
+from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.bodies import MessageQueue
@@ -185,3 +187,38 @@ async def test_transaction_metrics(cluster: Cluster) -> None:
             await asyncio.sleep(0.05)
     assert _one(samples, "rocketmq_commit_messages_total").value == 1
     assert _one(samples, "rocketmq_rollback_messages_total").value == 1
+
+
+async def test_client_family_from_the_consumers_running_info(cluster: Cluster) -> None:
+    arrived = asyncio.Event()
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        del messages
+        arrived.set()
+        return ConsumeResult.SUCCESS
+
+    async with AdminClient(cluster.namesrv_address) as admin:
+        await admin.create_topic("ClientStatsTopic", queue_count=1)
+    consumer = PushConsumer(
+        "ClientStatsGroup", cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET
+    )
+    consumer.subscribe("ClientStatsTopic")
+    consumer.register_listener(listener)
+    await consumer.start()
+    try:
+        async with Producer("MetricsProducers", cluster.namesrv_address) as producer:
+            await producer.send(Message("ClientStatsTopic", b"x"))
+        async with asyncio.timeout(20):
+            await arrived.wait()
+        broker = cluster.broker("broker-a")
+        assert broker.metrics is not None and broker.metrics_address is not None
+        await broker.metrics.client_stats.poll_once()  # the minute's poll, now
+        samples = _samples((await http_get(broker.metrics_address, "/metrics"))[2].decode())
+        ok = _one(samples, "rocketmq_client_consume_ok_msg_tps", group="ClientStatsGroup")
+        assert list(ok.labels) == ["clientAddr", "clientId", "group", "topic"]
+        assert ok.labels["clientId"] == consumer.instance.client_id
+        assert ok.labels["topic"] == "ClientStatsTopic"
+        assert ok.value > 0
+        assert _one(samples, "rocketmq_client_consume_rt", group="ClientStatsGroup").value >= 0
+    finally:
+        await consumer.shutdown()

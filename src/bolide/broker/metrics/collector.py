@@ -6,8 +6,9 @@ Three sets of names (every one listed with its meaning in docs/operations.md):
   emits them, so Grafana dashboard 10477 and its alert rules work unchanged
   (``rocketmq_producer_tps{cluster,broker,topic}``, ``rocketmq_group_diff{group,topic,
   countOfOnlineConsumers,msgModel}``, ``rocketmq_brokeruntime_*{cluster,brokerIP,brokerHost,
-  des,boottime,broker_version}``, ...). The exporter's ``rocketmq_client_*`` family needs a
-  GET_CONSUMER_RUNNING_INFO round trip to every client and is left to the exporter.
+  des,boottime,broker_version}``, ...). The ``rocketmq_client_*`` family comes from the
+  consumers' running info, asked in the background (:mod:`.client_stats`), never during a
+  scrape.
 * RocketMQ 5's OpenTelemetry names as its Prometheus exporter writes them
   (``rocketmq_messages_in_total``, ``rocketmq_consumer_lag_messages``, ...), each with
   ``cluster``, ``node_type="broker"`` and ``node_id`` (the broker name).
@@ -28,6 +29,7 @@ from prometheus_client.registry import Collector
 
 from bolide.base.histogram import BucketCounts
 from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.metrics.client_stats import ClientFigures
 from bolide.broker.metrics.figures import (
     GroupFigures,
     TopicFigures,
@@ -182,6 +184,8 @@ class BrokerCollector(Collector):
         """Set by replication (the master) to export ``rocketmq_broker_commitlog_diff``."""
         self.flush_latency_us: BucketCounts | None = None
         """The store's fsync round durations (µs), when the store measures them."""
+        self.client_figures: Callable[[], list[ClientFigures]] = list
+        """The consumers' latest running-info figures (the ``rocketmq_client_*`` family)."""
 
     def collect(self) -> Iterator[Metric]:
         context = self._context
@@ -191,6 +195,7 @@ class BrokerCollector(Collector):
         yield from self._exporter_groups(groups)
         yield from self._exporter_broker()
         yield from self._exporter_runtime()
+        yield from _client_families(self.client_figures())
         yield from self._otel(topics, groups)
         yield from self._bolide()
 
@@ -362,6 +367,31 @@ class BrokerCollector(Collector):
 
     def _bolide(self) -> Iterator[Metric]:
         yield from bolide_families(self._context, self.flush_latency_us)
+
+
+_CLIENT_FAMILIES = (
+    (
+        "rocketmq_client_consume_fail_msg_count",
+        "consumerClientFailedMsgCounts",
+        "consumeFailedMsgs",
+    ),
+    ("rocketmq_client_consume_fail_msg_tps", "consumerClientFailedTPS", "consumeFailedTPS"),
+    ("rocketmq_client_consume_ok_msg_tps", "consumerClientOKTPS", "consumeOKTPS"),
+    ("rocketmq_client_consume_rt", "consumerClientRT", "consumeRT"),
+    ("rocketmq_client_consumer_pull_rt", "consumerClientPullRT", "pullRT"),
+    ("rocketmq_client_consumer_pull_tps", "consumerClientPullTPS", "pullTPS"),
+)
+CLIENT_LABELS = ("clientAddr", "clientId", "group", "topic")
+
+
+def _client_families(figures: list[ClientFigures]) -> Iterator[Metric]:
+    for name, documentation, key in _CLIENT_FAMILIES:
+        family = GaugeMetricFamily(name, documentation, labels=CLIENT_LABELS)
+        for each in figures:
+            if key in each.status:
+                labels = (each.client_address, each.client_id, each.group, each.topic)
+                family.add_metric(labels, each.status[key])
+        yield family
 
 
 def _diff_kind(topic: str) -> str:
