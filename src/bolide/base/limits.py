@@ -503,40 +503,39 @@ starts a queue at 0 only while its first message lies in that window (newGroupSt
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
 """The stats cells are sampled this often (RocketMQ's minute window: every 10 s)."""
-STATS_MINUTE_SAMPLES = 7
+STATS_MINUTE_SAMPLES_COUNT = 7
 """Minute-window samples kept: 7 samples 10 s apart span one minute, as in RocketMQ."""
 STATS_HOUR_SAMPLE_INTERVAL_MS = 10 * 60_000
 """Hour-window sampling interval (RocketMQ: every 10 min)."""
-STATS_HOUR_SAMPLES = 7
+STATS_HOUR_SAMPLES_COUNT = 7
 """Hour-window samples kept (7 x 10 min = one hour)."""
 STATS_DAY_SAMPLE_INTERVAL_MS = 60 * 60_000
 """Day-window sampling interval (RocketMQ: every hour)."""
-STATS_DAY_SAMPLES = 25
+STATS_DAY_SAMPLES_COUNT = 25
 """Day-window samples kept (25 x 1 h = one day)."""
-METRICS_PORT_DEFAULT = 5557
-"""rocketmq-exporter's and RocketMQ 5's Prometheus port."""
 METRICS_REQUEST_HEAD_MAX_BYTES = 16 * KIB
 """A /metrics request line plus headers larger than this is refused (431): scrapers send
 a few hundred bytes."""
 METRICS_REQUEST_READ_TIMEOUT_MS = 10_000
 """A scraper that does not finish sending its request head within this is disconnected."""
-METRICS_MAX_CONNECTIONS = 64
+METRICS_CONNECTIONS_MAX_COUNT = 64
 """Concurrent /metrics connections; more are closed at once (Prometheus uses one)."""
-DASHBOARD_PORT_DEFAULT = 8080
-"""rocketmq-dashboard's port."""
 DASHBOARD_PAGE_DEADLINE_MS = 5_000
 """One deadline for all the admin calls behind one dashboard page; what has not answered by
 then is shown as unavailable instead of holding the page (the N x 3 s complaint)."""
-DASHBOARD_ADMIN_CONCURRENCY = 64
+DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS = 64
 """Admin requests one dashboard page keeps in flight at once (batched, never one per group
 in sequence, never unbounded)."""
-DASHBOARD_MESSAGES_MAX = 64
+DASHBOARD_QUERY_MAX_MESSAGES = 64
 """Messages one message or dead-letter query shows (and resends or exports at once)."""
 DASHBOARD_FORM_MAX_BYTES = 64 * KIB
 """A dashboard form (a test message body included) larger than this is refused."""
-DASHBOARD_SESSION_MAX_AGE_S = 8 * 3600
+DASHBOARD_SESSION_MAX_AGE_MS = 8 * 3_600_000
 """A dashboard login lasts a working day."""
-DASHBOARD_TPS_POINTS = 60
+DASHBOARD_SESSIONS_MAX_COUNT = 10_000
+"""Dashboard sessions kept in memory; past this the oldest is dropped (its user logs in
+again)."""
+DASHBOARD_CHART_POINTS_COUNT = 60
 """Points of the live TPS chart kept per broker in the browser (one per refresh)."""
 DASHBOARD_REFRESH_MS = 5_000
 """Live figures (TPS, lag) refresh this often in the browser."""
@@ -548,7 +547,7 @@ CONSUME_STATS_WINDOW_MS = 60_000
 CLIENT_STATS_POLL_INTERVAL_MS = 60_000
 """With /metrics on, each online consumer is asked for its running info this often (the
 ``rocketmq_client_*`` family); rocketmq-exporter polls once a minute too."""
-CLIENT_STATS_POLL_CONCURRENCY = 16
+CLIENT_STATS_POLL_MAX_REQUESTS = 16
 """Consumers asked at once by that poll."""
 
 

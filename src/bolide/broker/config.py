@@ -110,6 +110,7 @@ from bolide.store.config_files import MetadataFile
 
 __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "DEFAULT_METRICS_PORT",
     "BrokerConfig",
     "BrokerRole",
     "ConfigFileWriter",
@@ -158,6 +159,10 @@ class BrokerRole(enum.Enum):
     @property
     def is_master(self) -> bool:
         return self is not BrokerRole.SLAVE
+
+
+DEFAULT_METRICS_PORT = 5557
+"""metricsPromExporterPort's default: rocketmq-exporter's and RocketMQ 5's Prometheus port."""
 
 
 class MetricsExporterType(enum.Enum):
@@ -453,7 +458,7 @@ class BrokerConfig:
         default="", metadata=_key("metricsPromExporterHost", _parse_any_str)
     )
     metrics_prom_exporter_port: int = field(
-        default=limits.METRICS_PORT_DEFAULT, metadata=_key("metricsPromExporterPort", _parse_int)
+        default=DEFAULT_METRICS_PORT, metadata=_key("metricsPromExporterPort", _parse_int)
     )
     vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
     new_group_start: NewGroupStart = field(

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bolide.base import limits
-
 if TYPE_CHECKING:
     from bolide.dashboard.server import DashboardServer
 
-__all__ = ["dashboard", "start_dashboard"]
+__all__ = ["DEFAULT_DASHBOARD_PORT", "dashboard", "start_dashboard"]
 
 _log = logging.getLogger("bolide.cli")
 
+DEFAULT_DASHBOARD_PORT = 8080
+"""rocketmq-dashboard's port."""
 INSTALL_HINT = "the dashboard needs its extra: pip install 'bolide[dashboard]'"
 
 
@@ -51,9 +51,7 @@ def dashboard(
         typer.Option("--namesrv", envvar="BOLIDE_NAMESRV", help="Name servers, host:port;..."),
     ] = "127.0.0.1:9876",
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option("--port", help="Port, 0: any.")
-    ] = limits.DASHBOARD_PORT_DEFAULT,
+    port: Annotated[int, typer.Option("--port", help="Port, 0: any.")] = DEFAULT_DASHBOARD_PORT,
     acl_file: Annotated[
         Path | None,
         typer.Option("--acl-file", help="plain_acl.yml whose accounts may log in (ACL on)."),

@@ -36,9 +36,9 @@ import typer
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
-from bolide.broker.config import BrokerConfig, read_broker_conf
+from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
+from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard
 from bolide.cli.dashboard import dashboard as dashboard_command
-from bolide.cli.dashboard import start_dashboard
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 
@@ -108,13 +108,13 @@ def standalone(
     json_output: JsonOption = False,
     metrics_port: Annotated[
         int, typer.Option("--metrics-port", help="Prometheus /metrics port, 0: any.")
-    ] = limits.METRICS_PORT_DEFAULT,
+    ] = DEFAULT_METRICS_PORT,
     no_metrics: Annotated[
         bool, typer.Option("--no-metrics", help="Serve no Prometheus /metrics.")
     ] = False,
     dashboard_port: Annotated[
         int, typer.Option("--dashboard-port", help="Web dashboard port, 0: any.")
-    ] = limits.DASHBOARD_PORT_DEFAULT,
+    ] = DEFAULT_DASHBOARD_PORT,
     no_dashboard: Annotated[
         bool, typer.Option("--no-dashboard", help="Run no web dashboard.")
     ] = False,

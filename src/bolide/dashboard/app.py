@@ -91,6 +91,7 @@ class Dashboard:
             can_change=self.can_change(session),
             login_required=self.settings.accounts is not None,
             refresh_ms=self.settings.refresh_ms,
+            chart_points=limits.DASHBOARD_CHART_POINTS_COUNT,
             flashes=flashes,
             path=request.url.path,
             **context,
@@ -116,7 +117,7 @@ def _with_cookie(response: Response, session: Session, fresh: bool) -> Response:
         response.set_cookie(
             SESSION_COOKIE,
             session.token,
-            max_age=limits.DASHBOARD_SESSION_MAX_AGE_S,
+            max_age=limits.DASHBOARD_SESSION_MAX_AGE_MS // 1000,
             httponly=True,
             samesite="strict",
         )

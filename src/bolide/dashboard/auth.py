@@ -106,9 +106,9 @@ class Session:
 
 
 class SessionStore:
-    """Sessions by token, expiring DASHBOARD_SESSION_MAX_AGE_S after their creation."""
+    """Sessions by token, expiring DASHBOARD_SESSION_MAX_AGE_MS after their creation."""
 
-    def __init__(self, max_sessions: int = 10_000) -> None:
+    def __init__(self, max_sessions: int = limits.DASHBOARD_SESSIONS_MAX_COUNT) -> None:
         self._sessions: dict[str, Session] = {}
         self._max_sessions = max_sessions
 
@@ -132,7 +132,7 @@ class SessionStore:
         session = Session(
             token=secrets.token_urlsafe(32),
             csrf=secrets.token_urlsafe(32),
-            expires_s=time.monotonic() + limits.DASHBOARD_SESSION_MAX_AGE_S,
+            expires_s=time.monotonic() + limits.DASHBOARD_SESSION_MAX_AGE_MS / 1000,
         )
         self._sessions[session.token] = session
         return session

@@ -1,9 +1,9 @@
 """What each dashboard page shows, gathered through the admin client with one deadline per
 page and batched requests: a page asks each broker once (GET_BROKER_CONSUME_STATS gives every
 group's lag in one answer), never once per group in sequence — the rocketmq-dashboard
-complaint of 3-4 s pages at 800 groups. Requests to several brokers run concurrently (at most
-DASHBOARD_ADMIN_CONCURRENCY); a broker that does not answer shows as unavailable instead of
-holding the page.
+complaint of 3-4 s pages at 800 groups. Requests to several brokers run concurrently (at
+most DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS); a broker that does not answer shows as
+unavailable instead of holding the page.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ class PageError(Exception):
 
 
 async def gather(calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
-    """Run ``calls`` at most DASHBOARD_ADMIN_CONCURRENCY at a time; each result is the value
-    or the operating error it raised."""
-    gate = asyncio.Semaphore(limits.DASHBOARD_ADMIN_CONCURRENCY)
+    """Run ``calls``, at most DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS at a time; each result
+    is the value or the operating error it raised."""
+    gate = asyncio.Semaphore(limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
 
     async def one(call: Awaitable[T]) -> T | BolideError:
         async with gate:

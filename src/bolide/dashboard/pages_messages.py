@@ -64,7 +64,7 @@ async def _search(dashboard: Dashboard, request: Request) -> tuple[str, list[Mes
     mode = params.get("mode", "key")
     topic = params.get("topic", "").strip()
     admin = dashboard.admin
-    limit = limits.DASHBOARD_MESSAGES_MAX
+    limit = limits.DASHBOARD_QUERY_MAX_MESSAGES
     if mode == "id":
         msg_id = params.get("id", "").strip()
         if not msg_id:
@@ -105,7 +105,7 @@ async def messages_page(dashboard: Dashboard, request: Request, session: Session
         "messages.html",
         mode=mode,
         params=dict(request.query_params),
-        messages=[message_view(m) for m in found[: limits.DASHBOARD_MESSAGES_MAX]],
+        messages=[message_view(m) for m in found[: limits.DASHBOARD_QUERY_MAX_MESSAGES]],
         searched=bool(request.query_params),
     )
 
@@ -162,7 +162,7 @@ async def _dead_letters(admin: AdminClient, group: str) -> list[MessageExt]:
         # A DLQ is created write-only; reading it (as resend does) needs the read bit.
         await admin.update_topic(dlq, perm=max(c.perm for c in configs.values()) | PERM_READ)
     return await admin.query_by_time(
-        dlq, 0, admin.clock.now_ms() + 1, max_count=limits.DASHBOARD_MESSAGES_MAX
+        dlq, 0, admin.clock.now_ms() + 1, max_count=limits.DASHBOARD_QUERY_MAX_MESSAGES
     )
 
 
@@ -177,7 +177,9 @@ async def dlq_page(dashboard: Dashboard, request: Request, session: Session) -> 
 async def dlq_resend(dashboard: Dashboard, request: Request, session: Session) -> Response:
     form = await request.form()
     group = str(form.get("group", "")).strip()
-    msg_ids = [str(value) for value in form.getlist("msg_id")][: limits.DASHBOARD_MESSAGES_MAX]
+    msg_ids = [str(value) for value in form.getlist("msg_id")][
+        : limits.DASHBOARD_QUERY_MAX_MESSAGES
+    ]
     if not group or not msg_ids:
         raise PageError(400, "Tick the dead letters to resend; nothing was sent.")
     outcomes = await dashboard.admin.resend_dead_letters(group, msg_ids=msg_ids)

@@ -4,7 +4,7 @@ rocketmq-exporter asks every online consumer for GET_CONSUMER_RUNNING_INFO (307)
 its ConsumeStatus per topic (consume OK/failed TPS, consume RT, pull RT/TPS, failed messages).
 A scrape must not wait on clients, so when the broker serves /metrics a background service
 asks each online consumer once every CLIENT_STATS_POLL_INTERVAL_MS (at most
-CLIENT_STATS_POLL_CONCURRENCY at a time, each bounded by BROKER_CALL_CONSUMER_TIMEOUT_MS) and
+CLIENT_STATS_POLL_MAX_REQUESTS at a time, each bounded by BROKER_CALL_CONSUMER_TIMEOUT_MS) and
 keeps the latest answers; the collector exports what is kept. A client that does not answer
 keeps no figures (its series disappear rather than freeze).
 """
@@ -60,7 +60,7 @@ class ClientStatsPoller:
                     targets.append(
                         (group, channel.client_id, channel.remote_address, channel.channel)
                     )
-        gate = asyncio.Semaphore(limits.CLIENT_STATS_POLL_CONCURRENCY)
+        gate = asyncio.Semaphore(limits.CLIENT_STATS_POLL_MAX_REQUESTS)
 
         async def ask(target: tuple[str, str, str, Connection]) -> list[ClientFigures]:
             async with gate:

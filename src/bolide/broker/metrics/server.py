@@ -98,7 +98,7 @@ class MetricsServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
-            if len(self._connections) >= limits.METRICS_MAX_CONNECTIONS:
+            if len(self._connections) >= limits.METRICS_CONNECTIONS_MAX_COUNT:
                 writer.close()
                 return
             self._connections.add(task)

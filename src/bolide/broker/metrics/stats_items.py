@@ -77,9 +77,9 @@ class StatsCell:
         # Every window starts with a zero sample at birth, so a new key's first burst has
         # a rate at once.
         birth = ((born_ms, 0, 0),)
-        self.minute = collections.deque(birth, maxlen=limits.STATS_MINUTE_SAMPLES)
-        self.hour = collections.deque(birth, maxlen=limits.STATS_HOUR_SAMPLES)
-        self.day = collections.deque(birth, maxlen=limits.STATS_DAY_SAMPLES)
+        self.minute = collections.deque(birth, maxlen=limits.STATS_MINUTE_SAMPLES_COUNT)
+        self.hour = collections.deque(birth, maxlen=limits.STATS_HOUR_SAMPLES_COUNT)
+        self.day = collections.deque(birth, maxlen=limits.STATS_DAY_SAMPLES_COUNT)
 
     def add(self, value: int) -> None:
         self.value += value

@@ -2,7 +2,7 @@
 "use strict";
 (function () {
   const refreshMs = Number(document.body.dataset.refreshMs || 5000);
-  const maxPoints = 60;
+  const maxPoints = Number(document.body.dataset.chartPoints || 60);
 
   function drawChart(svg, series) {
     const width = 600, height = 160, pad = 6;
