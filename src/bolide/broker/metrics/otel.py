@@ -67,11 +67,27 @@ def _message_type(context: BrokerContext, topic: str) -> str:
     return "normal"
 
 
+Node = tuple[str, str, str]
+"""(cluster, node_type, node_id) label values."""
+
+
 def otel_families(
     context: BrokerContext, topics: dict[str, TopicFigures], groups: list[GroupFigures]
 ) -> Iterator[Metric]:
+    """Every RocketMQ 5 family of the broker."""
     config = context.config
     node = (config.broker_cluster_name, "broker", config.broker_name)
+    yield from _traffic_in(context, topics, node)
+    yield from _traffic_out_and_lag(topics, groups, node)
+    yield from _broker_figures(context, topics, node)
+    yield from _connections(context, node)
+    yield from _storage(context, node)
+    yield from _transactions(context, node)
+
+
+def _traffic_in(
+    context: BrokerContext, topics: dict[str, TopicFigures], node: Node
+) -> Iterator[Metric]:
     messages_in = CounterMetricFamily(
         "rocketmq_messages_in",
         "Messages stored, by topic.",
@@ -89,6 +105,19 @@ def otel_families(
             messages_in.add_metric(labels, figures.put_messages)
             throughput_in.add_metric(labels, figures.put_bytes)
     yield from (messages_in, throughput_in)
+    yield histogram_family(
+        "rocketmq_message_size",
+        "Stored message sizes, bytes.",
+        context.stats.message_size_bytes,
+        1.0,
+        _NODE,
+        node,
+    )
+
+
+def _traffic_out_and_lag(
+    topics: dict[str, TopicFigures], groups: list[GroupFigures], node: Node
+) -> Iterator[Metric]:
     out_labels = (*_NODE, "topic", "consumer_group")
     messages_out = CounterMetricFamily(
         "rocketmq_messages_out", "Messages delivered, by topic and group.", labels=out_labels
@@ -126,15 +155,11 @@ def otel_families(
         if figures.kind == TopicKind.DLQ:
             dlq.add_metric((*node, topic.removeprefix("%DLQ%")), figures.total_offset)
     yield dlq
-    yield histogram_family(
-        "rocketmq_message_size",
-        "Stored message sizes, bytes.",
-        context.stats.message_size_bytes,
-        1.0,
-        _NODE,
-        node,
-    )
-    yield from _connections(context, node)
+
+
+def _broker_figures(
+    context: BrokerContext, topics: dict[str, TopicFigures], node: Node
+) -> Iterator[Metric]:
     yield gauge("rocketmq_topic_number", "Topics on the broker.", _NODE, node, len(topics))
     yield gauge(
         "rocketmq_consumer_group_number",
@@ -148,10 +173,8 @@ def otel_families(
         "The broker's permission bits (6: read and write).",
         _NODE,
         node,
-        config.broker_permission,
+        context.config.broker_permission,
     )
-    yield from _storage(context, node)
-    yield from _transactions(context, node)
 
 
 def _transactions(context: BrokerContext, node: tuple[str, str, str]) -> Iterator[Metric]:
