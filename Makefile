@@ -4,14 +4,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.bolide-installed
 
-.PHONY: test run lint typecheck contracts unit bench clean
+.PHONY: test run lint typecheck contracts unit unit-pure bench clean
 
-$(STAMP): pyproject.toml
+PYX := $(wildcard src/bolide/*/*.pyx)
+
+# The editable install also compiles the hot path (setup.py): a changed .pyx re-runs it.
+$(STAMP): pyproject.toml setup.py $(PYX)
 	command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# rocketmq (C++ 4.x client) and rocketmq-python-client (5.x SDK) share the package name
+	# `rocketmq`; the SDK needs its own __init__.py, which the other's empty one may replace.
+	$(BIN)/python -c "from rocketmq import ClientConfiguration" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet --no-deps --force-reinstall 'rocketmq-python-client==5.1.2'
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -27,7 +34,11 @@ contracts: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck contracts unit
+# The suites of the compiled layers again on their pure-Python twins (issue 14: CI runs both).
+unit-pure: $(STAMP)
+	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/protocol tests/store tests/remoting
+
+test: lint typecheck contracts unit unit-pure
 
 run: $(STAMP)
 	$(BIN)/bolide standalone
@@ -36,4 +47,5 @@ bench: $(STAMP)
 	$(BIN)/python bench/codec.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build
+	rm -f src/bolide/*/*.so src/bolide/*/_*_c.c

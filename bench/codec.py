@@ -10,7 +10,12 @@ Workloads:
   PullMessageResponseHeader (the records themselves are counted by ``records``).
 * ``records``: stored message records with 1 KiB bodies decoded from one pull body
   (bolide.protocol.message_codec.decode_records), in records per second.
-* the same command workloads with the ROCKETMQ binary header.
+* the same command workloads with the ROCKETMQ binary header;
+* ``twins``: every function of the compiled wire codec (bolide.protocol._wire_c) beside its
+  pure-Python twin (bolide.protocol.wire), per call: pull-body decode (32 x 1 KiB records,
+  into MessageExt), recovery's record check, record header read, properties parse, record
+  write into a mapping (one 1 KiB record). The command rows above use whichever twin the
+  install chose (``BOLIDE_PURE_PYTHON=1`` forces the pure one).
 
     .venv/bin/python bench/codec.py [--seconds 5]
 """
@@ -23,6 +28,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from bolide.base import compiled
+from bolide.protocol import wire
 from bolide.protocol.command import (
     RemotingCommand,
     decode_command,
@@ -36,6 +43,7 @@ from bolide.protocol.headers import (
 )
 from bolide.protocol.message import PropertyKey, encode_properties
 from bolide.protocol.message_codec import body_crc, decode_records, encode_record
+from bolide.protocol.wire_rows import RowSink
 
 BODY_BYTES = 1024
 PULL_BATCH_MESSAGES = 32
@@ -185,6 +193,91 @@ def _records_rate(seconds: float) -> float:
     return _rate(lambda: len(decode_records(pull_body)), seconds)
 
 
+def _twin_calls() -> dict[str, tuple[object, ...]]:
+    from bolide.protocol.message import MessageExt
+
+    pull_body = _pull_body()
+    one = pull_body[: len(pull_body) // PULL_BATCH_MESSAGES]
+    header = wire.read_record_header(one)
+    properties = str(
+        one[header.properties_offset : header.properties_offset + header.properties_length],
+        "utf-8",
+    )
+
+    class Record:
+        body = one[header.body_offset : header.body_offset + header.body_length]
+        body_crc = header.body_crc
+        flag = 0
+        properties_bytes = properties.encode()
+        size = header.total_size
+
+    target = memoryview(bytearray(len(one)))
+    topic_tail = bytes((len(header.topic),)) + header.topic.encode()
+    ip = b"\x7f\0\0\1"
+    return {
+        "decode_messages (32 x 1 KiB)": (pull_body, MessageExt, False),
+        "scan_rows (32 x 1 KiB, Spark)": (pull_body, 2**62, RowSink, _no_inflate),
+        "read_stored_record": (one, 0, header.commit_log_offset),
+        "read_record_header": (one, 0),
+        "decode_properties": (properties,),
+        "write_records (1 x 1 KiB)": (
+            target,
+            0,
+            [Record()],
+            topic_tail,
+            0,
+            0,
+            0,
+            0,
+            0,
+            ip,
+            1,
+            0,
+            ip,
+            2,
+            0,
+            0,
+        ),
+    }
+
+
+def _no_inflate(payload: bytes, sys_flag: int) -> bytes:
+    return payload
+
+
+def _twins(seconds: float) -> None:
+    try:
+        import bolide.protocol._wire_c as fast  # type: ignore[import-not-found]
+    except ImportError:
+        print("twins: the compiled wire codec is not built (pure-Python install)")
+        return
+    print(f"{'twins (µs per call)':<34}{'pure':>12}{'compiled':>12}{'gain':>8}")
+    for label, arguments in _twin_calls().items():
+        name = label.split(" ")[0]
+        twin = "bolide.protocol.wire_rows" if name == "scan_rows" else "bolide.protocol.wire"
+        pure = compiled.pure_twin(twin, name)
+        native = getattr(fast, name)
+        rates = []
+        for function in (pure, native):
+            rates.append(_rate(_calls(function, arguments), seconds / 2))
+        print(f"{label:<34}{1e6 / rates[0]:>12.2f}{1e6 / rates[1]:>12.2f}"
+              f"{rates[1] / rates[0]:>7.1f}x")  # fmt: skip
+
+
+def _calls(function: Callable[..., object], arguments: tuple[object, ...]) -> Callable[[], int]:
+    fresh_sink = RowSink in arguments  # scan_rows: a new sink a call, as the Spark reader
+
+    def run() -> int:
+        for _ in range(100):
+            if fresh_sink:
+                function(*[RowSink() if item is RowSink else item for item in arguments])
+            else:
+                function(*arguments)
+        return 100
+
+    return run
+
+
 def _print_row(workload: str, encode_rate: float, decode_rate: float) -> None:
     print(f"{workload:<34}{encode_rate:>12,.0f}{decode_rate:>12,.0f}")
 
@@ -195,6 +288,7 @@ def main() -> None:
     arguments = parser.parse_args()
     print(f"command: {' '.join([sys.executable.rsplit('/', 1)[-1], *sys.argv])}")
     print(f"python {platform.python_version()} on {platform.machine()}")
+    print(f"hot path: {compiled.describe()}")
     print(f"{'workload':<34}{'encode/s':>12}{'decode/s':>12}")
     for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
         name = serialize_type.name
@@ -204,6 +298,7 @@ def main() -> None:
         _print_row(f"pull_response 32x1 KiB ({name})", pull["encode"], pull["decode"])
     records = _records_rate(arguments.seconds)
     print(f"{'records 1 KiB decoded':<34}{'':>12}{records:>12,.0f}")
+    _twins(arguments.seconds)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ class Standalone:
     def __init__(self, data_dir: Path) -> None:
         bolide = str(Path(sys.executable).parent / "bolide")
         self.process = subprocess.Popen(
-            [bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+            [bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
              "--no-metrics", "--no-dashboard",
              "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

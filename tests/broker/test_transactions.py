@@ -88,8 +88,13 @@ async def test_half_is_invisible_until_commit_then_delivered_once(
     assert transaction_type(stored.sys_flag) == 0
     assert service_of(broker).pending_count == 1
 
+    assert service_of(broker).half_messages_by_topic() == {TOPIC: 1}
+    finished: list[tuple[str, int]] = []
+    service_of(broker).on_finish = lambda topic, latency_ms: finished.append((topic, latency_ms))
+    clock_of(broker).advance_ms(1_500)
     response = await producer.end(half, COMMIT)
     assert response.code == ResponseCode.SUCCESS
+    assert finished == [(TOPIC, 1_500)]
     [delivered] = await pull_all(producer, TOPIC, 1)
     assert delivered.body == b"order-17"
     assert delivered.properties[PropertyKey.UNIQ_KEY] == half.unique_key
@@ -403,3 +408,17 @@ async def test_a_given_up_transaction_can_be_resumed_once(
     assert committed.code == ResponseCode.SYSTEM_ERROR
     assert "was committed" in (committed.remark or "")
     assert len(topic_messages(broker, TOPIC, 0)) == 1
+
+
+async def test_check_immunity_time_delays_the_first_check(
+    cluster: Cluster, producer: WireProducer
+) -> None:
+    broker = cluster.brokers[0]
+    service, clock = service_of(broker), clock_of(broker)
+    await producer.send_half(TOPIC, b"slow", extra={"CHECK_IMMUNITY_TIME_IN_SECONDS": "60"})
+    clock.advance_ms(59_999)
+    assert await service.check_once() == 0  # transactionTimeOut (6 s) does not apply
+    clock.advance_ms(1)
+    assert await service.check_once() == 1
+    check = await producer.next_check()
+    assert check.message.properties["CHECK_IMMUNITY_TIME_IN_SECONDS"] == "60"

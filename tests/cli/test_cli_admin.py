@@ -53,9 +53,9 @@ def test_topic_commands(standalone: Standalone) -> None:
             ("topic", "status", "CliTopic", "--json"),
         ),
     )
-    assert {"topic": "CliTopic", "kind": "normal"} in topics
+    assert {"topic": "CliTopic", "kind": "normal", "messageType": "NORMAL"} in topics
     assert all(item["kind"] == "normal" for item in topics)
-    assert {"topic": "TBW102", "kind": "system"} in every
+    assert {"topic": "TBW102", "kind": "system", "messageType": "NORMAL"} in every
     [broker] = route["brokers"]
     assert (broker["readQueues"], broker["writeQueues"], broker["perm"]) == (4, 4, 6)
     assert broker["addresses"] == {"0": standalone.broker}
@@ -68,6 +68,15 @@ def test_topic_commands(standalone: Standalone) -> None:
     gone = bolide(standalone, "topic", "status", "CliTopic")
     assert gone.code == 3
     assert "topic 'CliTopic' does not exist" in gone.stderr
+
+
+def test_topic_message_types_and_orderly_groups(standalone: Standalone) -> None:
+    ok_json(standalone, "topic", "create", "CliFifo", "--queues", "2", "--type", "fifo")
+    listed = ok_json(standalone, "topic", "list")
+    assert {"topic": "CliFifo", "kind": "normal", "messageType": "FIFO"} in listed
+    refused = bolide(standalone, "topic", "create", "CliOdd", "--type", "odd")
+    assert refused.code != 0 and "--type" in refused.stderr
+    ok_json(standalone, "group", "create", "CliOrderly", "--orderly")
 
 
 def test_message_commands(standalone: Standalone) -> None:

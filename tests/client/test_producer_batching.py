@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bolide.base import limits
 from bolide.base.errors import InvalidMessageError, MessageTooLargeError
 from bolide.client.message import Message, SendResult, SendStatus
 from bolide.client.producer.batching import SendBatcher
@@ -53,16 +54,18 @@ async def test_sends_waiting_behind_a_request_go_as_one_batch(
     before = _put_requests(cluster)
     bodies = [f"m{i}".encode() for i in range(64)]
     results = await asyncio.gather(*(producer.send(Message("natural", b)) for b in bodies))
-    # The first goes alone; the 63 that waited behind it go as one batch request.
-    assert _put_requests(cluster) - before == 2
+    # The first ones go alone (up to the lane's bound of single sends in flight); the rest,
+    # made while those are on the wire, go as one batch request.
+    alone = limits.PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS
+    assert _put_requests(cluster) - before == alone + 1
     assert producer.batcher is not None and producer.batcher.waiting_count == 0
     assert all(result.status is SendStatus.SEND_OK for result in results)
     assert len({result.msg_id for result in results}) == 64
     assert len({result.offset_msg_id for result in results}) == 64
-    batch = results[1:]
+    batch = results[alone:]
     assert len({result.queue for result in batch}) == 1
     first = batch[0].queue_offset
-    assert [result.queue_offset for result in batch] == list(range(first, first + 63))
+    assert [result.queue_offset for result in batch] == list(range(first, first + 64 - alone))
     await _check_stored(producer, results, bodies)
 
 
@@ -111,8 +114,10 @@ async def test_topics_and_queues_batch_apart(cluster: Cluster, producer: Produce
             for (topic, chosen), body in zip(plan, bodies, strict=True)
         )
     )
-    # Three lanes (alpha, beta, alpha queue 2): each sends one alone, then one batch.
-    assert _put_requests(cluster) - before == 6
+    # Three lanes (alpha, beta, alpha queue 2): each sends what it may alone (one for the
+    # chosen queue), then one batch.
+    alone = limits.PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS
+    assert _put_requests(cluster) - before == 2 * (alone + 1) + 2
     for (topic, chosen), result in zip(plan, results, strict=True):
         assert result.queue.topic == topic
         if chosen is not None:
@@ -235,3 +240,44 @@ async def test_a_lane_without_a_queue_may_have_more_requests_in_flight() -> None
     assert ("F2,F3,F4", None) in sent and ("Q1,Q2", chosen) in sent
     assert [task.result().queue_offset for task in free[2:]] == [10, 11, 12]
     assert [task.result().offset_msg_id for task in ordered[1:]] == ["OFF0", "OFF1"]
+
+
+async def test_single_sends_overlap_but_a_batch_goes_alone() -> None:
+    answers: dict[str, asyncio.Future[None]] = {}
+
+    async def send_prepared(
+        prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        answer = answers[prepared.msg_id] = asyncio.get_running_loop().create_future()
+        await answer
+        ids = ",".join(f"OFF-{key}" for key in prepared.msg_id.split(","))
+        return SendResult(SendStatus.SEND_OK, prepared.msg_id, ids, MessageQueue("t", "b", 0), 0)
+
+    batcher = SendBatcher(send_prepared, max_in_flight=3)
+    settings = SendSettings("pg")
+
+    def send(key: str) -> asyncio.Task[SendResult]:
+        prepared = prepare_message(Message("t", b"x"), key, 1, settings)
+        return asyncio.create_task(batcher.send(prepared, None, 3_000))
+
+    async def settle() -> None:
+        for _ in range(50):
+            await asyncio.sleep(0)
+
+    tasks = [send(f"A{i}") for i in range(5)]
+    await settle()
+    assert list(answers) == ["A0", "A1", "A2"]  # sparse sends never wait for an answer
+    answers["A0"].set_result(None)
+    await settle()
+    assert list(answers)[-1] == "A3,A4"  # what waited goes as one batch
+    tasks.append(send("A5"))  # room for a request, but a batch is on the wire: A5 waits
+    await settle()
+    assert "A5" not in answers and batcher.waiting_count == 1
+    answers["A3,A4"].set_result(None)
+    await settle()
+    assert "A5" in answers
+    for answer in answers.values():
+        if not answer.done():
+            answer.set_result(None)
+    results = await asyncio.gather(*tasks)
+    assert [result.offset_msg_id for result in results] == [f"OFF-A{i}" for i in range(6)]

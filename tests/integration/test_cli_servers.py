@@ -68,18 +68,19 @@ async def running(*arguments: str, cwd: Path) -> AsyncIterator[Server]:
 async def test_standalone_serves_and_stops_cleanly(tmp_path: Path, stop_signal: int) -> None:
     data = tmp_path / "data"
     arguments = (
-        "standalone", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
-        "--dashboard-port", "0",
+        "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+        "--metrics-port", "0", "--dashboard-port", "0",
         "--data-dir", str(data),
     )  # fmt: skip
     async with running(*arguments, cwd=tmp_path) as server:
         assert server.ready.startswith("bolide ready namesrv=127.0.0.1:")
         assert server.ready.split()[2].startswith("namesrv=")
         assert server.ready.split()[3].startswith("broker=127.0.0.1:")
+        assert server.ready.split()[4].startswith("proxy=127.0.0.1:")
         namesrv, broker = server.address("namesrv"), server.address("broker")
         assert not namesrv.endswith(":0") and not broker.endswith(":0")
-        assert server.ready.split()[4].startswith("metrics=127.0.0.1:")
-        assert server.ready.split()[5].startswith("dashboard=127.0.0.1:")
+        assert server.ready.split()[5].startswith("metrics=127.0.0.1:")
+        assert server.ready.split()[6].startswith("dashboard=127.0.0.1:")
         status, _, page = await http_get(server.address("dashboard"), "/")
         assert status == 200 and b"Cluster" in page
         status, _, exposition = await http_get(server.address("metrics"), "/metrics")
@@ -160,7 +161,7 @@ async def test_a_bad_config_value_is_refused(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=not-a-number\n")
     process = await asyncio.create_subprocess_exec(
-        BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"),
+        BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"), "--no-proxy",
         "--no-metrics", "--no-dashboard",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

@@ -99,7 +99,7 @@ async def _standalone(
     data_dir: Path, conf: Path
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     process = await asyncio.create_subprocess_exec(
-        BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+        BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
         "--no-metrics", "--no-dashboard",
         "--data-dir", str(data_dir), "-c", str(conf),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,

@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.clock import ManualClock
 from bolide.base.errors import InvariantViolationError, StoreIOError
+from bolide.protocol import wire
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import MessageSysFlag, decode_properties
 from bolide.protocol.message_codec import BatchEntry, decode_record
@@ -148,7 +149,12 @@ def test_a_put_writes_its_first_length_last(monkeypatch: pytest.MonkeyPatch) -> 
         prepared_transaction_offset=0,
     )[0]
     check = _LengthLastCheck(reference[4:])
-    monkeypatch.setattr(record_writer, "_INT32", check)
+    # Observable in the pure twin only (the compiled one writes with plain stores, in the same
+    # order: tests/protocol/test_wire_twins.py holds both to the same bytes).
+    monkeypatch.setattr(wire, "_INT32", check)
+    monkeypatch.setattr(
+        record_writer, "write_records", compiled.pure_twin("bolide.protocol.wire", "write_records")
+    )
     buffer = bytearray(len(reference))
     RecordWriter(pack_ip(STORE_HOST[0]), STORE_HOST[1]).write(
         memoryview(buffer), 0, [record], topic.tail_prefix, 0, 0, 0, 0, 0, born_ip,

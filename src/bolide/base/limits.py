@@ -574,6 +574,51 @@ def _check_relations() -> None:
 
 
 _check_relations()
+
+
+# --- POP consumption and the 5.x gRPC proxy -----------------------------------------------------
+
+POP_REVIVE_INTERVAL_MS = 1_000
+"""The revive timer sleeps at most this long (it wakes earlier for the next deadline)."""
+POP_LONG_POLL_MAX_PARKED_REQUESTS = 10_000
+"""Pops waiting for messages at once; beyond it a pop answers POLLING_FULL at once (Java's
+maxPopPollingSize is 100k per broker; Bolide holds a future per waiter)."""
+POP_LOG_COMPACT_BYTES = 64 * MIB
+"""The POP checkpoint log is rewritten from a snapshot when it grows past this."""
+POP_POLL_TIME_MAX_MS = 30_000
+"""A pop waits at most this long for messages (the proxy asks for at most 20 s)."""
+POP_BATCH_MAX_MESSAGES = 32
+"""Messages one pop returns at most (the 5.x receive batch size default)."""
+POP_INVISIBLE_TIME_MAX_MS = 12 * 3_600_000
+"""Longest invisible time (Apache proxy maxInvisibleTimeMills, 12 h)."""
+PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS = 10_000
+"""Shortest invisible time a receive may ask for (Apache minInvisibleTimeMillsForRecv)."""
+PROXY_DEFAULT_INVISIBLE_TIME_MS = 60_000
+"""Invisible time of a receive with auto renew (Apache defaultInvisibleTimeMills)."""
+PROXY_LONG_POLLING_MAX_MS = 20_000
+"""A receive waits at most this long for messages (Apache's long-polling maximum)."""
+PROXY_MESSAGE_BODY_MAX_BYTES = 4 * MIB
+"""Largest body a 5.x producer may send (Settings.publishing.max_body_size)."""
+PROXY_ROUTE_CACHE_MS = 3_000
+"""Topic routes, topic and group configs are cached this long by the proxy."""
+PROXY_RPC_TIMEOUT_MS = 5_000
+"""The proxy's remoting requests to brokers time out after this (plus any long poll)."""
+PROXY_CLIENT_EXPIRY_MS = 120_000
+"""A 5.x client silent this long (no heartbeat, no telemetry) is forgotten."""
+PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS = 10_000
+"""How often the proxy heartbeats brokers for the transactional producer groups it serves."""
+PROXY_AUTO_RENEW_AHEAD_MS = 10_000
+"""An auto-renewed message's invisible time is renewed this long before it ends (Apache
+renewAheadTimeMillis)."""
+PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
+"""How often the proxy looks for auto-renewed messages due for renewal."""
+PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
+"""Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
+PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
+"""Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
+most 32 messages each)."""
+PROXY_TRANSACTION_CHECK_QUEUE_MAX_ENTRIES = 1_000
+"""Transaction checks waiting to be pushed over a Telemetry stream, per client."""
 PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256
 """Messages one natural batch of the producer (auto_batch) carries at most: bounds the time one
 request holds the broker's put path and the failure blast radius of one request."""
@@ -587,9 +632,9 @@ send: bounds the memory a program sending to ever-new topics can pin."""
 SEGMENT_PREFAULT_INLINE_MAX_BYTES = 256 * KIB
 """Reserved ranges up to this size are pre-faulted on the caller's thread (~0.4 ms at most);
 larger ones (commit-log chunks) on the prefault thread, off the event loop."""
-PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS = 1
-"""Requests in flight at once for the sends of one topic without a chosen queue under
-auto_batch (a chosen queue always has one, for its order). One makes every send that arrives
-meanwhile wait and batch: measured 32 messages per request and 9 us of client CPU per message
-at 4 x 32 in flight, where 2 gave 16 per request and 12 us; the cost is that a send may wait
-for the previous answer (an fsync under SYNC flush) — Kafka's max.in.flight is 5."""
+PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS = 4
+"""Single sends in flight at once for one topic without a chosen queue under auto_batch (a
+chosen queue has one, for its order; Kafka's max.in.flight is 5): sparse sends do not wait
+behind a slow answer. A batch goes alone: once sends come faster than answers, everything
+waits for it and batches (measured at 4 x 32 in flight: 32 messages per request and 9 us of
+client CPU per message, where two requests of any kind gave 16 per request and 12 us)."""

@@ -27,7 +27,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
@@ -40,6 +40,7 @@ from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.handlers.locks import LockHandlers
+from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.send import SendHandlers
@@ -50,9 +51,10 @@ from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.metrics.exporter import BrokerMetrics
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
+from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
-from bolide.broker.retry import SendBackService
+from bolide.broker.retry import VERSION_V3_4_9, SendBackService, SendBackStatus
 from bolide.broker.schedule import DelayLevels, ScheduleMessageService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
@@ -61,7 +63,10 @@ from bolide.broker.topics import TopicConfigManager
 from bolide.broker.transactions import TransactionService, TransactionSettings
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from bolide.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+)
 from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
 from bolide.store.config import FlushDiskType as StoreFlushDiskType
 from bolide.store.config import StoreConfig
@@ -207,6 +212,7 @@ class Broker:
             self.address,
             self.config.store_path_root_dir,
         )
+        _log.info("broker hot path: %s", compiled.describe())
 
     @property
     def metrics_address(self) -> str | None:
@@ -317,6 +323,7 @@ class Broker:
             AdminHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
+            PopHandlers(context, self._pop_service(context, send_back)),
             TransactionHandlers(context),
         ):
             handlers.install(self._dispatcher)
@@ -357,9 +364,28 @@ class Broker:
             on_crash=self._service_crashed,
         )
 
+    def _pop_service(self, context: BrokerContext, send_back: SendBackService) -> PopService:
+        """The POP engine, its checkpoint log replayed (context.pop)."""
+        service = PopService(
+            context.store,
+            context.offsets,
+            self.config.store_path_root_dir,
+            self._clock,
+            broker_name=self.config.broker_name,
+            dead_letter=functools.partial(_dead_letter, send_back),
+            max_attempts=functools.partial(_max_attempts, context),
+            on_crash=self._service_crashed,
+        )
+        service.open()
+        context.store.add_arrival_listener(functools.partial(_wake_pops, service))
+        context.pop = service
+        return service
+
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
         context.long_polling.start()
+        if context.pop is not None:
+            context.pop.start()
         self._offset_flush = ConsumerOffsetFlushService(
             context.offsets,
             clock=self._clock,
@@ -449,6 +475,8 @@ class Broker:
                 await store.shutdown()
             return
         await context.long_polling.stop(timeout_ms)
+        if context.pop is not None:
+            await _logged("closing the POP log", context.pop.stop(timeout_ms))
         if context.transactions is not None:
             await _logged("stopping the transaction checker", context.transactions.stop())
         offset_flush, self._offset_flush = self._offset_flush, None
@@ -581,6 +609,26 @@ def _wake(
     long_polling: LongPollingService, topic: str, queue_id: int, max_offset: int, tags_code: int
 ) -> None:
     long_polling.notify_message_arriving(topic, queue_id, max_offset, tags_code)
+
+
+def _wake_pops(pop: PopService, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+    del queue_id, max_offset, tags_code
+    pop.notify_arrival(topic)
+
+
+async def _dead_letter(send_back: SendBackService, group: str, commit_log_offset: int) -> bool:
+    """Move a message POP consumers failed too often to %DLQ%group (a send-back with a
+    negative delay level, as the Apache proxy does)."""
+    header = ConsumerSendMsgBackRequestHeader(
+        commit_log_offset=commit_log_offset, group=group, delay_level=-1
+    )
+    outcome = await send_back.send_back(header, VERSION_V3_4_9)
+    return outcome.status in (SendBackStatus.STORED, SendBackStatus.SKIPPED)
+
+
+def _max_attempts(context: BrokerContext, group: str) -> int:
+    config = context.groups.subscription_group_table().get(group)
+    return (config.retry_max_times if config is not None else 16) + 1
 
 
 async def _notify(connection: Connection, request: RemotingCommand, timeout_ms: int) -> None:

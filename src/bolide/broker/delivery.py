@@ -22,8 +22,9 @@ from typing import Final, Generic, TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import PropertyKey, decode_properties, encode_properties
+from bolide.protocol.message import PropertyKey
 from bolide.protocol.message_codec import decode_record, read_record_header
+from bolide.protocol.wire import NAME_VALUE_SEPARATOR, decode_properties, encode_properties
 from bolide.store.api import MessageStore, PutRequest
 
 __all__ = [
@@ -45,7 +46,7 @@ DELIVERED_FROM: Final = "BOLIDE_DELIVERED_FROM"
 drops it) and send-back removes it, so only deliveries carry it."""
 TIMER_OUT_MS: Final = "TIMER_OUT_MS"
 """Property of a timer message: its delivery time, epoch ms (as RocketMQ 5 names it)."""
-_MARKER_BYTES = DELIVERED_FROM.encode() + b"\x01"
+_MARKER_BYTES = DELIVERED_FROM.encode() + NAME_VALUE_SEPARATOR.encode()
 _LEVEL_PREFIX = "L"
 _TIMER_PREFIX = "T"
 

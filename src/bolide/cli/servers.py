@@ -5,8 +5,8 @@ one line on stdout once its listeners accept connections, and stops cleanly on S
 SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
 checkpoint). The ready lines::
 
-    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 metrics=127.0.0.1:5557 \
-        dashboard=127.0.0.1:8080                                    (standalone)
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 proxy=127.0.0.1:8081 \
+        metrics=127.0.0.1:5557 dashboard=127.0.0.1:8080                (standalone)
     bolide ready namesrv=127.0.0.1:9876                              (namesrv)
     bolide ready broker=127.0.0.1:10911                              (broker)
 
@@ -39,6 +39,7 @@ from bolide.broker.broker import Broker
 from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
 from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard
 from bolide.cli.dashboard import dashboard as dashboard_command
+from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 
@@ -106,6 +107,11 @@ def standalone(
     flush: FlushOption = None,
     config: ConfigOption = None,
     json_output: JsonOption = False,
+    proxy_port: Annotated[
+        int, typer.Option("--proxy-port", help="5.x gRPC proxy port, 0: any.")
+    ] = DEFAULT_PROXY_PORT,
+    no_proxy: Annotated[bool, typer.Option("--no-proxy", help="Run without the proxy.")] = False,
+    proxy_min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
     metrics_port: Annotated[
         int, typer.Option("--metrics-port", help="Prometheus /metrics port, 0: any.")
     ] = DEFAULT_METRICS_PORT,
@@ -120,7 +126,7 @@ def standalone(
     ] = False,
     no_vip: NoVipOption = False,
 ) -> None:
-    """Run a name server and a broker in one process."""
+    """Run a name server, a broker and the 5.x gRPC proxy in one process."""
     flags = {"vipChannelEnabled": "false"} if no_vip else {}
     if not no_metrics:
         flags.update(_metrics_flags(host, metrics_port))
@@ -134,14 +140,19 @@ def standalone(
         server = Broker(broker_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
         try:
             await server.start()
-            web = None
+            proxy = web = None
             try:
+                listeners = {"namesrv": namesrv_address, "broker": server.address}
+                if not no_proxy:
+                    proxy = await start_proxy(
+                        [namesrv_address], host, proxy_port, proxy_min_invisible_ms
+                    )
+                    listeners["proxy"] = f"{_advertised(host)}:{proxy.port}"
+                listeners.update(_metrics_listener(server))
                 if not no_dashboard:
                     web = await start_dashboard(
                         namesrv_address, host, dashboard_port, _acl_file(broker_config, directory)
                     )
-                listeners = {"namesrv": namesrv_address, "broker": server.address}
-                listeners.update(_metrics_listener(server))
                 if web is not None:
                     listeners["dashboard"] = advertised_address(host, web.port)
                 _ready(json_output, **listeners)
@@ -149,6 +160,8 @@ def standalone(
             finally:
                 if web is not None:
                     await web.stop()
+                if proxy is not None:
+                    await proxy.stop()
                 await server.stop()
         finally:
             await name_server.stop()

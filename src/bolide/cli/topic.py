@@ -21,7 +21,9 @@ from bolide.cli.common import (
 )
 from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
 from bolide.client.admin.views import QueueStatus
+from bolide.client.rpc import admin as admin_rpc
 from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicRouteData
+from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES
 from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 
 __all__ = ["register"]
@@ -80,6 +82,14 @@ def create(
     write_queues: Annotated[int | None, typer.Option("--write-queues", min=1)] = None,
     perm: PermOption = None,
     order: Annotated[bool, typer.Option("--order", help="An ordered topic.")] = False,
+    message_type: Annotated[
+        str | None,
+        typer.Option(
+            "--type",
+            help="5.x message type (attribute message.type): normal, fifo, delay, transaction "
+            "or mixed.",
+        ),
+    ] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
     namesrv: NamesrvOption = DEFAULT_NAMESRV,
@@ -89,6 +99,11 @@ def create(
     """Create a topic (or replace its settings) on every broker, or on those chosen."""
     output = Output(json_output)
     permission = parse_perm(perm)
+    if message_type is not None and message_type.upper() not in MESSAGE_TYPES:
+        raise typer.BadParameter(
+            f"--type {message_type!r}: give one of {', '.join(t.lower() for t in MESSAGE_TYPES)}"
+        )
+    attributes = {} if message_type is None else {MESSAGE_TYPE_ATTRIBUTE: message_type.upper()}
 
     async def action(admin: AdminClient) -> list[str]:
         return await admin.create_topic(
@@ -97,9 +112,10 @@ def create(
             read_queue_count=read_queues,
             write_queue_count=write_queues,
             perm=permission if permission is not None else PERM_READ | PERM_WRITE,
-            order=order,
+            order=order or (message_type is not None and message_type.upper() == "FIFO"),
             cluster=cluster,
             brokers=broker or (),
+            attributes=attributes,
         )
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
@@ -163,23 +179,27 @@ def list_topics(
     timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
     json_output: JsonOption = False,
 ) -> None:
-    """Topics the name servers route, with their kind."""
+    """Topics the name servers route, with their kind and 5.x message type."""
     output = Output(json_output)
 
-    async def action(admin: AdminClient) -> tuple[list[str], set[str]]:
+    async def action(admin: AdminClient) -> tuple[list[str], set[str], dict[str, str]]:
         info = await admin.cluster_info()
         internal = set(info.cluster_addr_table) | set(info.broker_addr_table)
         internal |= {f"{cluster}_REPLY_TOPIC" for cluster in info.cluster_addr_table}
-        return await admin.topic_list(), internal
+        types: dict[str, str] = {}
+        for address in (await admin.master_addresses()).values():
+            table = await admin_rpc.get_all_topic_config(admin.pool, address, admin.timeout_ms)
+            types.update({name: config.message_type for name, config in table.items()})
+        return await admin.topic_list(), internal, types
 
-    topics, internal = admin_session(output, namesrv, timeout_ms, action)
-    rows = [(topic, topic_kind(topic, internal)) for topic in topics]
+    topics, internal, types = admin_session(output, namesrv, timeout_ms, action)
+    rows = [(topic, topic_kind(topic, internal), types.get(topic, "")) for topic in topics]
     if not show_all:
         rows = [row for row in rows if row[1] == "normal"]
     if json_output:
-        output.json([{"topic": topic, "kind": kind} for topic, kind in rows])
+        output.json([{"topic": t, "kind": kind, "messageType": m} for t, kind, m in rows])
     else:
-        output.table(None, ("topic", "kind"), rows)
+        output.table(None, ("topic", "kind", "message type"), rows)
 
 
 @app.command("route")

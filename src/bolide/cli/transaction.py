@@ -78,21 +78,28 @@ def list_pending(
 
     listings = admin_session(output, namesrv, timeout_ms, action)
     if json_output:
-        output.json(
-            [
-                {
-                    "broker": name,
-                    "givenUp" if given_up else "pending": listing.pending_count,
-                    "halfMessages": [info.to_object() for info in listing.half_messages],
-                    "counters": _counters(listing),
-                }
-                for name, listing in sorted(listings.items())
-            ]
-        )
-        return
-    if given_up:
+        _json(output, listings, given_up)
+    elif given_up:
         _given_up_table(output, listings)
-        return
+    else:
+        _pending_table(output, listings)
+
+
+def _json(output: Output, listings: dict[str, HalfMessageList], given_up: bool) -> None:
+    output.json(
+        [
+            {
+                "broker": name,
+                "givenUp" if given_up else "pending": listing.pending_count,
+                "halfMessages": [info.to_object() for info in listing.half_messages],
+                "counters": _counters(listing),
+            }
+            for name, listing in sorted(listings.items())
+        ]
+    )
+
+
+def _pending_table(output: Output, listings: dict[str, HalfMessageList]) -> None:
     rows = [
         (
             name, info.topic, info.queue_id, info.producer_group, info.msg_id,

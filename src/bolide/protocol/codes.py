@@ -140,6 +140,10 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
     BOLIDE_QUERY_HALF_MESSAGES = 90_016
     """Bolide's own code (RocketMQ has no request listing pending transactions): the
     undecided half messages of a broker (:mod:`bolide.protocol.bodies.transaction`). Apache

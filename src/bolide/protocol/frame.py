@@ -20,7 +20,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.errors import FrameTooLargeError, ProtocolError, invariant
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "RawFrame",
     "SerializeType",
     "encode_frame_prefix",
+    "split_frames",
 ]
 
 FRAME_PREFIX_BYTES = 8
@@ -151,37 +152,52 @@ class FrameDecoder:
 
     def _split(self, view: memoryview, frames: list[RawFrame]) -> int:
         """Append the whole frames found at the start of ``view``; return the bytes they span."""
-        position = 0
-        end = len(view)
-        max_total_length = self._max_frame_bytes - limits.FRAME_LENGTH_FIELD_BYTES
-        while end - position >= limits.FRAME_LENGTH_FIELD_BYTES:
-            (total_length,) = _TOTAL_LENGTH.unpack_from(view, position)
-            if total_length > max_total_length:
-                raise FrameTooLargeError(
-                    f"frame of {total_length + 4} bytes exceeds the limit of "
-                    f"{self._max_frame_bytes} bytes"
-                )
-            if total_length < _TYPE_WORD_BYTES:
-                raise ProtocolError(f"frame total length {total_length} is below 4")
-            if end - position < FRAME_PREFIX_BYTES:
-                break
-            (type_word,) = _TYPE_AND_HEADER_LENGTH.unpack_from(view, position + 4)
-            serialize_type = type_word >> 24
-            header_length = type_word & _HEADER_LENGTH_MASK
-            if serialize_type not in _KNOWN_SERIALIZE_TYPES:
-                raise ProtocolError(f"unknown serialize type {serialize_type}")
-            if header_length > total_length - _TYPE_WORD_BYTES:
-                raise ProtocolError(
-                    f"header length {header_length} exceeds frame length {total_length} - 4"
-                )
-            frame_end = position + limits.FRAME_LENGTH_FIELD_BYTES + total_length
-            if frame_end > end:
-                break
-            header_end = position + FRAME_PREFIX_BYTES + header_length
-            frame = _new_frame(RawFrame)
-            _set_serialize_type(frame, serialize_type)
-            _set_header(frame, bytes(view[position + FRAME_PREFIX_BYTES : header_end]))
-            _set_body(frame, bytes(view[header_end:frame_end]))
-            frames.append(frame)
-            position = frame_end
-        return position
+        return split_frames(view, self._max_frame_bytes, frames)
+
+
+def split_frames(view: memoryview, max_frame_bytes: int, frames: list[RawFrame]) -> int:
+    """Append to ``frames`` the whole frames at the start of ``view``; return the bytes they
+    span (a partial frame at the end is left). The checks and errors of :class:`FrameDecoder`.
+
+    Raises:
+        FrameTooLargeError: a frame's total size exceeds ``max_frame_bytes``.
+        ProtocolError: a total length below 4, an unknown serialize type or a header longer
+            than its frame.
+    """
+    position = 0
+    end = len(view)
+    max_total_length = max_frame_bytes - limits.FRAME_LENGTH_FIELD_BYTES
+    while end - position >= limits.FRAME_LENGTH_FIELD_BYTES:
+        (total_length,) = _TOTAL_LENGTH.unpack_from(view, position)
+        if total_length > max_total_length:
+            raise FrameTooLargeError(
+                f"frame of {total_length + 4} bytes exceeds the limit of {max_frame_bytes} bytes"
+            )
+        if total_length < _TYPE_WORD_BYTES:
+            raise ProtocolError(f"frame total length {total_length} is below 4")
+        if end - position < FRAME_PREFIX_BYTES:
+            break
+        (type_word,) = _TYPE_AND_HEADER_LENGTH.unpack_from(view, position + 4)
+        serialize_type = type_word >> 24
+        header_length = type_word & _HEADER_LENGTH_MASK
+        if serialize_type not in _KNOWN_SERIALIZE_TYPES:
+            raise ProtocolError(f"unknown serialize type {serialize_type}")
+        if header_length > total_length - _TYPE_WORD_BYTES:
+            raise ProtocolError(
+                f"header length {header_length} exceeds frame length {total_length} - 4"
+            )
+        frame_end = position + limits.FRAME_LENGTH_FIELD_BYTES + total_length
+        if frame_end > end:
+            break
+        header_end = position + FRAME_PREFIX_BYTES + header_length
+        frame = _new_frame(RawFrame)
+        _set_serialize_type(frame, serialize_type)
+        _set_header(frame, bytes(view[position + FRAME_PREFIX_BYTES : header_end]))
+        _set_body(frame, bytes(view[header_end:frame_end]))
+        frames.append(frame)
+        position = frame_end
+    return position
+
+
+# The compiled twin (bolide/protocol/_frame_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol._frame_c", ("split_frames",))

@@ -2,8 +2,8 @@
 
 * :class:`Message` is what a producer sends: topic, body, user flag and a properties map.
 * :class:`MessageExt` is one decoded stored record (pull bodies, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE);
-  the binary layout lives in :mod:`bolide.protocol.message_codec`.
-* The properties string (protocol.md §3.3), the system property names, the message sysFlag bits
+  the binary layout lives in :mod:`bolide.protocol.wire`, its codec in ``message_codec``.
+* The system property names, the message sysFlag bits
   (§3.2) and the tags hash code that consume queues store (§4.1).
 
 Sans-IO: nothing here touches a socket or a file.
@@ -23,17 +23,18 @@ from bolide.protocol.address import (
 )
 from bolide.protocol.msgid import offset_message_id
 
-MESSAGE_MAGIC_CODE: Final = -626843481
-"""0xDAA320A7 as a signed int32: the magic of every 4.x record (topic length in one byte)."""
-MESSAGE_MAGIC_CODE_V2: Final = -626843477
-"""0xDAA320AB: the 5.x magic whose topic length is an int16. Decoded, never written."""
-BLANK_MAGIC_CODE: Final = -875286124
-"""0xCBD43194: marks the unused tail of a commit-log segment (never sent on the wire)."""
+# The record layout and the properties string live in bolide.protocol.wire (one home); these
+# names stay importable from here, where they always were.
+from bolide.protocol.wire import BLANK_MAGIC_CODE as BLANK_MAGIC_CODE
+from bolide.protocol.wire import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
+from bolide.protocol.wire import MESSAGE_MAGIC_CODE_V2 as MESSAGE_MAGIC_CODE_V2
+from bolide.protocol.wire import NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR
+from bolide.protocol.wire import PROPERTY_SEPARATOR as PROPERTY_SEPARATOR
+from bolide.protocol.wire import SYS_FLAG_BORNHOST_V6, SYS_FLAG_COMPRESSED, SYS_FLAG_STOREHOST_V6
+from bolide.protocol.wire import decode_properties as decode_properties
+from bolide.protocol.wire import encode_properties as encode_properties
+from bolide.protocol.wire import join_properties as join_properties
 
-NAME_VALUE_SEPARATOR: Final = "\x01"
-"""Between a property name and its value."""
-PROPERTY_SEPARATOR: Final = "\x02"
-"""Between two name/value pairs (Java writes none after the last pair, C++ writes one)."""
 KEY_SEPARATOR: Final = " "
 """Between the keys of the KEYS property."""
 
@@ -45,13 +46,13 @@ class MessageSysFlag(enum.IntFlag):
     the three bits of :data:`COMPRESSION_TYPE_MASK` (0 and 3 both mean zlib).
     """
 
-    COMPRESSED = 0x1
+    COMPRESSED = SYS_FLAG_COMPRESSED
     MULTI_TAGS = 0x2
     TRANSACTION_PREPARED = 0x4
     TRANSACTION_COMMIT = 0x8
     TRANSACTION_ROLLBACK = 0xC
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
+    BORNHOST_V6 = SYS_FLAG_BORNHOST_V6
+    STOREHOST_V6 = SYS_FLAG_STOREHOST_V6
     NEED_UNWRAP = 0x40
     INNER_BATCH = 0x80
     COMPRESSION_LZ4 = 0x100
@@ -124,77 +125,6 @@ class PropertyKey:
     TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
     TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
     SHARDING_KEY: Final = "__SHARDINGKEY"
-
-
-# --- properties string ----------------------------------------------------------------------
-#
-#   name \x01 value \x02 name \x01 value            Java (no trailing separator)
-#   name \x01 value \x02 name \x01 value \x02       C++ (a separator after every pair)
-
-
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """The properties string in Java's form: pairs joined by ``\\x02``, no trailing separator.
-
-    An empty mapping gives ``""``. Empty values are written (``name\\x01``); note that the C++
-    client drops them when it parses.
-
-    Raises:
-        ProtocolError: a name is empty, or a name or value contains ``\\x01`` or ``\\x02``
-            (the string could not be parsed back).
-    """
-    if not properties:
-        return ""
-    text = PROPERTY_SEPARATOR.join(
-        [f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items()]
-    )
-    count = len(properties)
-    # One C-level count per separator checks every name and value at once.
-    if text.count(NAME_VALUE_SEPARATOR) != count or text.count(PROPERTY_SEPARATOR) != count - 1:
-        raise ProtocolError(_separator_complaint(properties))
-    if "" in properties:
-        raise ProtocolError("a property name is empty")
-    return text
-
-
-def _separator_complaint(properties: Mapping[str, str]) -> str:
-    for name, value in properties.items():
-        for separator in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR):
-            if separator in name or separator in value:
-                return f"property {name!r} contains the separator {separator!r}"
-    return "a property contains a separator"
-
-
-def decode_properties(text: str) -> dict[str, str]:
-    """Parse a properties string written by Java, C++ or anyone else.
-
-    Tolerant, as the Java parser is: a trailing separator and empty chunks are skipped, a chunk
-    without ``\\x01`` or with an empty name is skipped, an empty value is kept as ``""``, a value
-    keeps any further ``\\x01``, and a repeated name keeps its last value. Never raises.
-    """
-    result: dict[str, str] = {}
-    if not text:
-        return result
-    for chunk in text.split(PROPERTY_SEPARATOR):
-        name, separator, value = chunk.partition(NAME_VALUE_SEPARATOR)
-        if separator and name:
-            result[name] = value
-    return result
-
-
-def join_properties(first: str, second: str) -> str:
-    """Append the properties string ``second`` to ``first`` (either may be empty).
-
-    A separator is inserted only when ``first`` does not already end with one: the broker
-    applies this rule when it appends a batch's own properties and CLUSTER to each inner
-    message (protocol.md §2.2).
-    """
-    if not first:
-        return second
-    if not second:
-        return first
-    if first.endswith(PROPERTY_SEPARATOR):
-        return first + second
-    return first + PROPERTY_SEPARATOR + second
 
 
 # --- tags hash --------------------------------------------------------------------------------

@@ -15,20 +15,42 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
-from bolide.protocol.address import SocketAddress, pack_ip, unpack_ip
+from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import (
-    BLANK_MAGIC_CODE,
     COMPRESSION_TYPE_MASK,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
     MessageExt,
     MessageSysFlag,
-    decode_properties,
 )
+from bolide.protocol.wire import BLANK_MAGIC_CODE as BLANK_MAGIC_CODE
+
+# The layout is drawn, and its constants defined, in bolide.protocol.wire (one home); these
+# names stay importable from here, where they always were.
+from bolide.protocol.wire import BLANK_MARKER_BYTES as BLANK_MARKER_BYTES
+from bolide.protocol.wire import (
+    FIXED_PART_BY_HOSTS,
+    RECORD_PREFIX,
+    RecordDecodeError,
+    decode_messages,
+    decode_properties,
+    utf8_text,
+)
+from bolide.protocol.wire import IPV6_HOST_EXTRA_BYTES as IPV6_HOST_EXTRA_BYTES
+from bolide.protocol.wire import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
+from bolide.protocol.wire import PHYSICAL_OFFSET_POSITION as PHYSICAL_OFFSET_POSITION
+from bolide.protocol.wire import QUEUE_OFFSET_POSITION as QUEUE_OFFSET_POSITION
+from bolide.protocol.wire import RECORD_FIXED_BYTES as RECORD_FIXED_BYTES
+from bolide.protocol.wire import RECORD_OVERHEAD_BYTES as RECORD_OVERHEAD_BYTES
+from bolide.protocol.wire import SYS_FLAG_POSITION as SYS_FLAG_POSITION
+from bolide.protocol.wire import RecordHeader as RecordHeader
+from bolide.protocol.wire import body_crc as body_crc
+from bolide.protocol.wire import patch_queue_and_physical_offset as patch_queue_and_physical_offset
+from bolide.protocol.wire import patch_store_timestamp as patch_store_timestamp
+from bolide.protocol.wire import read_record_header as read_record_header
+from bolide.protocol.wire import record_size as record_size
 
 Buffer = bytes | bytearray | memoryview
 WritableBuffer = bytearray | memoryview
@@ -36,132 +58,11 @@ WritableBuffer = bytearray | memoryview
 ZLIB_LEVEL_DEFAULT: Final = 5
 """zlib level of the Java producer (compressMsgBodyOverHowmuch bodies are deflated at 5)."""
 
-# Stored / transferred record, big-endian. Offsets are for IPv4 hosts: an IPv6 born host (sysFlag
-# BORNHOST_V6) moves every field after it by 12 bytes, an IPv6 store host (STOREHOST_V6) too.
-#
-#   offset  size  field
-#   ------  ----  ---------------------------------------------------------------
-#        0     4  TOTALSIZE          whole record, this field included
-#        4     4  MAGICCODE          MESSAGE_MAGIC_CODE (0xDAA320A7)
-#        8     4  BODYCRC            crc32(stored body) & 0x7FFFFFFF
-#       12     4  QUEUEID
-#       16     4  FLAG               the user flag
-#       20     8  QUEUEOFFSET        logical offset in the consume queue
-#       28     8  PHYSICALOFFSET     commit-log offset of this record
-#       36     4  SYSFLAG            MessageSysFlag
-#       40     8  BORNTIMESTAMP      ms
-#       48   4+4  BORNHOST           ip + port (int32); 16+4 with BORNHOST_V6
-#       56     8  STORETIMESTAMP     ms
-#       64   4+4  STOREHOST          ip + port (int32); 16+4 with STOREHOST_V6
-#       72     4  RECONSUMETIMES
-#       76     8  PREPARED TRANSACTION OFFSET
-#       84     4  BODY length n      --- end of the fixed part: 88 bytes, one struct ---
-#       88     n  BODY               as sent (deflated when SYSFLAG has COMPRESSED)
-#     88+n     1  TOPIC length t     t <= 127 (an int16 under the 5.x MAGIC_CODE_V2)
-#     89+n     t  TOPIC              UTF-8
-#   89+n+t     2  PROPERTIES length p, p <= 32767
-#   91+n+t     p  PROPERTIES         UTF-8 properties string (protocol.md §3.3)
-#
-# Blank marker at the unused end of a commit-log segment (never on the wire):
-#
-#        0     4  TOTALSIZE          the bytes left in the segment
-#        4     4  MAGICCODE          BLANK_MAGIC_CODE (0xCBD43194)
-
-
-def _fixed_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    born_ip = "16s" if born_v6 else "4s"
-    store_ip = "16s" if store_v6 else "4s"
-    return struct.Struct(f">iiiiiqqiq{born_ip}iq{store_ip}iiqi")
-
-
-# Indexed by (sysFlag >> 4) & 3: bit 0 is BORNHOST_V6, bit 1 STOREHOST_V6.
-_FIXED_BY_HOSTS: Final = (
-    _fixed_struct(False, False),
-    _fixed_struct(True, False),
-    _fixed_struct(False, True),
-    _fixed_struct(True, True),
-)
-_PREFIX: Final = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
-_INT32: Final = struct.Struct(">i")
+# The record layout is drawn in bolide.protocol.wire.
+_FIXED_BY_HOSTS: Final = FIXED_PART_BY_HOSTS
+_PREFIX: Final = RECORD_PREFIX
 _UINT16: Final = struct.Struct(">H")
-_QUEUE_AND_PHYSICAL_OFFSET: Final = struct.Struct(">qq")
-_INT64: Final = struct.Struct(">q")
 _ONE_BYTE: Final = tuple(bytes((length,)) for length in range(256))
-
-SYS_FLAG_POSITION: Final = 36
-"""Offset of SYSFLAG inside a record."""
-QUEUE_OFFSET_POSITION: Final = 20
-"""Offset of QUEUEOFFSET inside a record (PHYSICALOFFSET follows at 28)."""
-PHYSICAL_OFFSET_POSITION: Final = 28
-"""Offset of PHYSICALOFFSET inside a record."""
-RECORD_FIXED_BYTES: Final = _FIXED_BY_HOSTS[0].size
-"""88: the fixed part of a record with IPv4 hosts, body length included."""
-RECORD_OVERHEAD_BYTES: Final = RECORD_FIXED_BYTES + 1 + 2
-"""91: a record with IPv4 hosts is this plus body, topic and properties lengths."""
-IPV6_HOST_EXTRA_BYTES: Final = 12
-"""An IPv6 host takes 16 + 4 bytes instead of 4 + 4."""
-BLANK_MARKER_BYTES: Final = _PREFIX.size
-"""8: TOTALSIZE and MAGICCODE of the blank marker that closes a segment."""
-
-
-class RecordHeader(NamedTuple):
-    """What the store needs of a record without decoding it (recovery, dispatch, index).
-
-    Offsets are absolute positions in the buffer that was read. For a blank marker only
-    ``position``, ``total_size`` and ``magic`` are meaningful; the rest is zero or empty.
-    """
-
-    position: int
-    total_size: int
-    magic: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    commit_log_offset: int
-    sys_flag: int
-    born_timestamp_ms: int
-    store_timestamp_ms: int
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body_offset: int
-    body_length: int
-    topic: str
-    properties_offset: int
-    properties_length: int
-
-    @property
-    def is_blank(self) -> bool:
-        """This is the end-of-segment marker, not a message."""
-        return self.magic == BLANK_MAGIC_CODE
-
-    @property
-    def end(self) -> int:
-        """Position just after the record."""
-        return self.position + self.total_size
-
-
-def body_crc(body: bytes | bytearray | memoryview) -> int:
-    """The BODYCRC of a stored body: ``zlib.crc32(body) & 0x7FFFFFFF`` (Java's UtilAll.crc32)."""
-    return zlib.crc32(body) & 0x7FFFFFFF
-
-
-def record_size(
-    *,
-    body_length: int,
-    topic_length: int,
-    properties_length: int,
-    born_v6: bool = False,
-    store_v6: bool = False,
-) -> int:
-    """Bytes of a record: 91 + body + topic + properties, plus 12 per IPv6 host."""
-    return (
-        RECORD_OVERHEAD_BYTES
-        + body_length
-        + topic_length
-        + properties_length
-        + IPV6_HOST_EXTRA_BYTES * (born_v6 + store_v6)
-    )
 
 
 _BORNHOST_V6: Final = int(MessageSysFlag.BORNHOST_V6)
@@ -350,133 +251,7 @@ def encode_blank_marker(total_size: int) -> bytes:
     return _PREFIX.pack(total_size, BLANK_MAGIC_CODE)
 
 
-def patch_queue_and_physical_offset(
-    buffer: WritableBuffer, position: int, queue_offset: int, commit_log_offset: int
-) -> None:
-    """Overwrite QUEUEOFFSET and PHYSICALOFFSET of the record at ``position``.
-
-    Raises:
-        ProtocolError: the record's fixed part is not inside ``buffer``, or a value does not
-            fit int64.
-    """
-    try:
-        _QUEUE_AND_PHYSICAL_OFFSET.pack_into(
-            buffer, position + QUEUE_OFFSET_POSITION, queue_offset, commit_log_offset
-        )
-    except struct.error as error:
-        raise ProtocolError(f"cannot patch offsets at {position}: {error}") from error
-
-
-def patch_store_timestamp(buffer: WritableBuffer, position: int, store_timestamp_ms: int) -> None:
-    """Overwrite STORETIMESTAMP of the record at ``position`` (its place depends on the born host).
-
-    Raises:
-        ProtocolError: the record's fixed part is not inside ``buffer``.
-    """
-    try:
-        (sys_flag,) = _INT32.unpack_from(buffer, position + SYS_FLAG_POSITION)
-        offset = 56 + (IPV6_HOST_EXTRA_BYTES if sys_flag & _BORNHOST_V6 else 0)
-        _INT64.pack_into(buffer, position + offset, store_timestamp_ms)
-    except struct.error as error:
-        raise ProtocolError(f"cannot patch the store timestamp at {position}: {error}") from error
-
-
 # --- decoding ---------------------------------------------------------------------------------
-
-
-def _unpack_prefix(buffer: Buffer, position: int) -> tuple[int, int]:
-    if position < 0:
-        raise ProtocolError(f"negative record position {position}")
-    try:
-        total_size, magic = _PREFIX.unpack_from(buffer, position)
-    except struct.error as error:
-        raise ProtocolError(f"truncated record at {position}") from error
-    return total_size, magic
-
-
-def _unpack_fixed(
-    buffer: Buffer, position: int, total_size: int, magic: int
-) -> tuple[tuple[Any, ...], int]:
-    """The fixed part's fields and size, after checking magic and that the record fits."""
-    if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
-        raise ProtocolError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {position}")
-    if total_size < RECORD_OVERHEAD_BYTES:
-        raise ProtocolError(f"record at {position} claims {total_size} bytes, below the minimum")
-    if position + total_size > len(buffer):
-        raise ProtocolError(
-            f"record of {total_size} bytes at {position} runs past the end ({len(buffer)})"
-        )
-    (sys_flag,) = _INT32.unpack_from(buffer, position + SYS_FLAG_POSITION)
-    fixed = _FIXED_BY_HOSTS[(sys_flag >> 4) & 3]
-    if total_size < fixed.size + 3:
-        raise ProtocolError(f"record at {position} too short for its IPv6 hosts")
-    return fixed.unpack_from(buffer, position), fixed.size
-
-
-def _tail_spans(
-    buffer: Buffer, body_offset: int, body_length: int, magic: int, end: int
-) -> tuple[int, int, int, int]:
-    """(topic offset, topic length, properties offset, properties length), checked against
-    ``end``, the record's end: the lengths must add up to TOTALSIZE exactly."""
-    topic_at = body_offset + body_length
-    # The 4.x magic has a one-byte topic length, the 5.x V2 magic an int16.
-    topic_length_bytes = 1 if magic == MESSAGE_MAGIC_CODE else 2
-    if body_length < 0 or topic_at + topic_length_bytes > end:
-        raise ProtocolError(f"body length {body_length} runs past the record end")
-    if topic_length_bytes == 1:
-        topic_length = buffer[topic_at]
-    else:
-        (topic_length,) = _UINT16.unpack_from(buffer, topic_at)
-    topic_offset = topic_at + topic_length_bytes
-    properties_at = topic_offset + topic_length
-    if properties_at + 2 > end:
-        raise ProtocolError(f"topic length {topic_length} runs past the record end")
-    (properties_length,) = _UINT16.unpack_from(buffer, properties_at)
-    properties_offset = properties_at + 2
-    if properties_offset + properties_length != end:
-        raise ProtocolError("record field lengths do not add up to its TOTALSIZE")
-    return topic_offset, topic_length, properties_offset, properties_length
-
-
-def _utf8(buffer: Buffer, offset: int, length: int, what: str) -> str:
-    try:
-        return str(buffer[offset : offset + length], "utf-8")
-    except UnicodeDecodeError as error:
-        raise ProtocolError(f"{what} is not valid UTF-8") from error
-
-
-def read_record_header(buffer: Buffer, position: int = 0) -> RecordHeader:
-    """Check the record (or blank marker) at ``position`` and return its header fields.
-
-    Checks the magic code, that TOTALSIZE lies inside ``buffer`` and that the body, topic and
-    properties lengths add up to it exactly; the topic must be UTF-8. The body CRC is not
-    checked here: compare ``body_crc(buffer[h.body_offset:h.body_offset + h.body_length])``
-    with ``h.body_crc`` when that is wanted.
-
-    Raises:
-        ProtocolError: any of those checks fails (a torn or corrupt record).
-    """
-    total_size, magic = _unpack_prefix(buffer, position)
-    end = position + total_size
-    if magic == BLANK_MAGIC_CODE:
-        if total_size < BLANK_MARKER_BYTES or end > len(buffer):
-            raise ProtocolError(f"blank marker of {total_size} bytes at {position} is invalid")
-        return RecordHeader(position, total_size, magic, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                            end, 0, "", end, 0)  # fmt: skip
-    fields, fixed_size = _unpack_fixed(buffer, position, total_size, magic)
-    (_, _, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-     born_timestamp_ms, _, _, store_timestamp_ms, _, _, reconsume_times,
-     prepared_transaction_offset, body_length) = fields  # fmt: skip
-    body_offset = position + fixed_size
-    spans = _tail_spans(buffer, body_offset, body_length, magic, end)
-    topic_offset, topic_length, properties_offset, properties_length = spans
-    topic = _utf8(buffer, topic_offset, topic_length, "topic")
-    return RecordHeader(
-        position, total_size, magic, stored_crc, queue_id, flag, queue_offset,
-        commit_log_offset, sys_flag, born_timestamp_ms, store_timestamp_ms, reconsume_times,
-        prepared_transaction_offset, body_offset, body_length, topic, properties_offset,
-        properties_length,
-    )  # fmt: skip
 
 
 def read_record_properties(buffer: Buffer, header: RecordHeader) -> dict[str, str]:
@@ -485,7 +260,7 @@ def read_record_properties(buffer: Buffer, header: RecordHeader) -> dict[str, st
     Raises:
         ProtocolError: the properties are not UTF-8.
     """
-    text = _utf8(buffer, header.properties_offset, header.properties_length, "properties")
+    text = utf8_text(buffer, header.properties_offset, header.properties_length, "properties")
     return decode_properties(text)
 
 
@@ -503,74 +278,47 @@ def decode_record(
             ``position``, the CRC differs (``verify_crc``), the compression type is LZ4 or
             ZSTD, or the body does not inflate.
     """
-    return _decode_one(buffer, position, decompress, verify_crc, {})
+    header = read_record_header(buffer, position)
+    if header.is_blank:
+        raise ProtocolError(f"blank marker at {position}, not a message")
+    with memoryview(buffer) as view:
+        try:
+            (message,) = decode_messages(view[position : header.end], MessageExt, verify_crc)
+        except RecordDecodeError as error:
+            raise ProtocolError(f"{error} (the record at {position})") from error
+    if decompress and message.sys_flag & _COMPRESSED:
+        message.body = _inflate(message.body, message.sys_flag)
+    return message, header.end
 
 
 def decode_records(
     buffer: Buffer, *, decompress: bool = True, verify_crc: bool = False
 ) -> list[MessageExt]:
-    """Decode a concatenation of records (a PULL_MESSAGE or QUERY_MESSAGE body).
+    """Decode a concatenation of records (a PULL_MESSAGE or QUERY_MESSAGE body) in one pass
+    (compiled, see bolide.protocol.wire.decode_messages).
 
     Raises:
-        ProtocolError: any record is malformed or the last one is cut short.
+        RecordDecodeError: (a ProtocolError) any record is malformed, the last one is cut
+            short, or a compressed body does not inflate; it names the record's index and
+            carries the records decoded before it, so a caller may flag that one record and
+            go on from ``next_position``.
     """
-    messages: list[MessageExt] = []
-    # Records of one body share a few hosts: render each address once per call.
-    ip_cache: dict[bytes, str] = {}
-    position = 0
-    end = len(buffer)
-    while position < end:
-        message, position = _decode_one(buffer, position, decompress, verify_crc, ip_cache)
-        messages.append(message)
+    messages: list[MessageExt] = decode_messages(buffer, MessageExt, verify_crc)
+    if decompress:
+        for index, message in enumerate(messages):
+            if message.sys_flag & _COMPRESSED:
+                try:
+                    message.body = _inflate(message.body, message.sys_flag)
+                except ProtocolError as error:
+                    position = sum(decoded.store_size for decoded in messages[:index])
+                    raise RecordDecodeError(
+                        str(error),
+                        index=index,
+                        position=position,
+                        decoded=messages[:index],
+                        next_position=position + message.store_size,
+                    ) from error
     return messages
-
-
-def _decode_one(
-    buffer: Buffer, position: int, decompress: bool, verify_crc: bool, ip_cache: dict[bytes, str]
-) -> tuple[MessageExt, int]:
-    total_size, magic = _unpack_prefix(buffer, position)
-    if magic == BLANK_MAGIC_CODE:
-        raise ProtocolError(f"blank marker at {position}, not a message")
-    fields, fixed_size = _unpack_fixed(buffer, position, total_size, magic)
-    (_, _, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-     born_timestamp_ms, born_ip, born_port, store_timestamp_ms, store_ip, store_port,
-     reconsume_times, prepared_transaction_offset, body_length) = fields  # fmt: skip
-    end = position + total_size
-    body_offset = position + fixed_size
-    spans = _tail_spans(buffer, body_offset, body_length, magic, end)
-    topic_offset, topic_length, properties_offset, properties_length = spans
-    body = bytes(buffer[body_offset : body_offset + body_length])
-    if verify_crc and body_crc(body) != stored_crc:
-        raise ProtocolError(f"body CRC mismatch in the record at {position}")
-    if decompress and sys_flag & _COMPRESSED:
-        body = _inflate(body, sys_flag)
-    born_text = ip_cache.get(born_ip)
-    if born_text is None:
-        born_text = ip_cache[born_ip] = unpack_ip(born_ip)
-    store_text = ip_cache.get(store_ip)
-    if store_text is None:
-        store_text = ip_cache[store_ip] = unpack_ip(store_ip)
-    properties_text = _utf8(buffer, properties_offset, properties_length, "properties")
-    # Positional: keyword construction of a 16-field dataclass costs twice as much.
-    message = MessageExt(
-        _utf8(buffer, topic_offset, topic_length, "topic"),
-        body,
-        flag,
-        decode_properties(properties_text),
-        queue_id,
-        queue_offset,
-        commit_log_offset,
-        sys_flag,
-        born_timestamp_ms,
-        (born_text, born_port),
-        store_timestamp_ms,
-        (store_text, store_port),
-        reconsume_times,
-        prepared_transaction_offset,
-        stored_crc,
-        total_size,
-    )
-    return message, end
 
 
 # --- compression --------------------------------------------------------------------------------
@@ -680,7 +428,9 @@ def decode_batch_body(body: Buffer) -> list[BatchEntry]:
             BatchEntry(
                 flag=flag,
                 body=bytes(body[body_offset:properties_at]),
-                properties=_utf8(body, properties_offset, properties_length, "batch properties"),
+                properties=utf8_text(
+                    body, properties_offset, properties_length, "batch properties"
+                ),
             )
         )
     return entries

@@ -26,13 +26,16 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import CorruptDataError, ReplicaOffsetError, StoreIOError, invariant
-from bolide.protocol.message import MESSAGE_MAGIC_CODE, MessageSysFlag
-from bolide.protocol.message_codec import (
+from bolide.protocol.message_codec import encode_blank_marker
+from bolide.protocol.wire import (
     IPV6_HOST_EXTRA_BYTES,
+    MESSAGE_MAGIC_CODE,
     PHYSICAL_OFFSET_POSITION,
     RECORD_OVERHEAD_BYTES,
+    RECORD_PREFIX,
+    STORE_TIMESTAMP_POSITION,
+    SYS_FLAG_BORNHOST_V6,
     SYS_FLAG_POSITION,
-    encode_blank_marker,
 )
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
@@ -40,12 +43,10 @@ from bolide.store.segment import MappedSegment, remove_leftovers
 
 _log = logging.getLogger("bolide.store.commit_log")
 
-_PREFIX: Final = struct.Struct(">ii")
+_PREFIX: Final = RECORD_PREFIX
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _BLANK_MIN_BYTES: Final = limits.COMMIT_LOG_BLANK_MIN_BYTES
-_STORE_TIMESTAMP_POSITION: Final = 56
-"""STORETIMESTAMP with an IPv4 born host (12 bytes later with BORNHOST_V6)."""
 
 
 class CommitLog:
@@ -287,8 +288,8 @@ class CommitLog:
             return -1
         view = segment.view
         (sys_flag,) = _INT32.unpack_from(view, position + SYS_FLAG_POSITION)
-        timestamp_at = position + _STORE_TIMESTAMP_POSITION
-        if sys_flag & MessageSysFlag.BORNHOST_V6:
+        timestamp_at = position + STORE_TIMESTAMP_POSITION
+        if sys_flag & SYS_FLAG_BORNHOST_V6:
             timestamp_at += IPV6_HOST_EXTRA_BYTES
         (timestamp_ms,) = _INT64.unpack_from(view, timestamp_at)
         return int(timestamp_ms)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.errors import CorruptDataError, invariant
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
@@ -167,33 +167,13 @@ class IndexFile:
             entry_at + ENTRY_BYTES * adding > self.segment.allocated_position
         ):
             invariant(False, f"{adding} index entries added without room")
-        view = self.segment.view
         if count == 0:
             self.begin_time_ms = records[0][1]
             self.begin_commit_log_offset = records[0][0]
-        begin_time_ms, end_time_ms = self.begin_time_ms, self.end_time_ms
-        begin_offset, slot_count = self.begin_commit_log_offset, self.slot_count
-        read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
-        write_header = _HEADER_TAIL.pack_into
-        for commit_log_offset, store_timestamp_ms, key_hashes in records:
-            delta_s = (store_timestamp_ms - begin_time_ms) // 1000
-            if delta_s < 0:
-                delta_s = 0
-            if store_timestamp_ms > end_time_ms:
-                end_time_ms = store_timestamp_ms
-            for key_hash in key_hashes:
-                count += 1
-                slot_at = HEADER_BYTES + 4 * (key_hash % slot_count)
-                previous = read_slot(view, slot_at)[0]
-                if not 0 <= previous < count:
-                    previous = 0  # a slot written just before a crash, past the entry count
-                write_entry(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
-                write_slot(view, slot_at, count)
-                entry_at += ENTRY_BYTES
-            write_header(
-                view, 8, begin_time_ms, end_time_ms, begin_offset, commit_log_offset, slot_count,
-                count,
-            )  # fmt: skip
+        count, entry_at, end_time_ms = write_index_entries(
+            self.segment.view, records, entry_at, count, self.slot_count, self.begin_time_ms,
+            self.end_time_ms, self.begin_commit_log_offset,
+        )  # fmt: skip
         self.end_time_ms = end_time_ms
         self.end_commit_log_offset = records[-1][0]
         self.entry_count = count
@@ -437,3 +417,45 @@ class KeyIndex:
             index_file.segment.close()
         self.files.clear()
         self._active = -1
+
+
+def write_index_entries(
+    view: memoryview,
+    records: Sequence[PendingRecord],
+    entry_at: int,
+    count: int,
+    slot_count: int,
+    begin_time_ms: int,
+    end_time_ms: int,
+    begin_offset: int,
+) -> tuple[int, int, int]:
+    """Write the entries of ``records`` into the index file mapped at ``view`` (layout in the
+    module docstring; room checked by the caller), entry number ``count + 1`` at byte
+    ``entry_at``: each entry, then its slot, then the header after each record. Returns the
+    new entry count, the next entry's position and the end time (ms)."""
+    read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+    write_header = _HEADER_TAIL.pack_into
+    for commit_log_offset, store_timestamp_ms, key_hashes in records:
+        delta_s = (store_timestamp_ms - begin_time_ms) // 1000
+        if delta_s < 0:
+            delta_s = 0
+        if store_timestamp_ms > end_time_ms:
+            end_time_ms = store_timestamp_ms
+        for key_hash in key_hashes:
+            count += 1
+            slot_at = HEADER_BYTES + 4 * (key_hash % slot_count)
+            previous = read_slot(view, slot_at)[0]
+            if not 0 <= previous < count:
+                previous = 0  # a slot written just before a crash, past the entry count
+            write_entry(view, entry_at, key_hash, commit_log_offset, delta_s, previous)
+            write_slot(view, slot_at, count)
+            entry_at += ENTRY_BYTES
+        write_header(
+            view, 8, begin_time_ms, end_time_ms, begin_offset, commit_log_offset, slot_count,
+            count,
+        )  # fmt: skip
+    return count, entry_at, end_time_ms
+
+
+# The compiled twin (bolide/store/_index_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.store._index_c", ("write_index_entries",))

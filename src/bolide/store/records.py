@@ -21,21 +21,22 @@ from collections.abc import Mapping
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
-from bolide.protocol.message import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    PropertyKey,
-    encode_properties,
-    join_properties,
-    tags_code,
-)
-from bolide.protocol.message_codec import (
-    IPV6_HOST_EXTRA_BYTES,
-    RECORD_OVERHEAD_BYTES,
-    encode_record,
-)
+from bolide.protocol.message import PropertyKey, tags_code
+from bolide.protocol.message_codec import encode_record
 from bolide.protocol.msgid import offset_message_id
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
+from bolide.protocol.wire import (
+    DELAY_MARK,
+    IPV6_HOST_EXTRA_BYTES,
+    KEYS_MARK,
+    PROPERTY_SEPARATOR,
+    RECORD_OVERHEAD_BYTES,
+    TAGS_MARK,
+    UNIQ_KEY_MARK,
+    encode_properties,
+    join_properties,
+    property_value,
+)
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes
@@ -44,28 +45,6 @@ from bolide.store.index_file import index_key_seed
 _FIELDS: struct.Struct = struct.Struct(">iiqqH")
 """sys flag, reconsume times, born timestamp, prepared transaction offset, born port: packing
 them checks every range at once (struct.error when one does not fit its record field)."""
-
-# What property_value() looks for: the four properties the store reads.
-TAGS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.TAGS}{NAME_VALUE_SEPARATOR}"
-KEYS_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.KEYS}{NAME_VALUE_SEPARATOR}"
-UNIQ_KEY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
-DELAY_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.DELAY}{NAME_VALUE_SEPARATOR}"
-
-
-def property_value(padded: str, mark: str) -> str | None:
-    """The value of the last ``name=value`` pair whose name is in ``mark`` (``"\\x02NAME\\x01"``)
-    in ``padded`` (a properties string with ``"\\x02"`` put in front), or None.
-
-    Same answer as ``decode_properties(text).get(NAME)``: a pair starts after a separator, its
-    name ends at the first ``\\x01``, its value runs to the next separator, the last pair of a
-    repeated name wins.
-    """
-    at = padded.rfind(mark)
-    if at < 0:
-        return None
-    start = at + len(mark)
-    end = padded.find(PROPERTY_SEPARATOR, start)
-    return padded[start:] if end < 0 else padded[start:end]
 
 
 class RejectedError(Exception):

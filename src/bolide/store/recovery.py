@@ -26,15 +26,17 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import BLANK_MAGIC_CODE, PROPERTY_SEPARATOR
-from bolide.protocol.message_codec import (
-    PHYSICAL_OFFSET_POSITION,
-    QUEUE_OFFSET_POSITION,
-    RecordHeader,
-    body_crc,
-    read_record_header,
-)
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
+from bolide.protocol.wire import (
+    BLANK_MAGIC_CODE,
+    PHYSICAL_OFFSET_POSITION,
+    QUEUE_ID_POSITION,
+    QUEUE_OFFSET_POSITION,
+    RECORD_PREFIX,
+    RecordHeader,
+    StoreProperties,
+    read_stored_record,
+)
 from bolide.store.api import RecoveryReport
 from bolide.store.checkpoint import Checkpoint
 from bolide.store.commit_log import CommitLog
@@ -46,20 +48,13 @@ from bolide.store.consume_queue import (
 )
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
 from bolide.store.index_file import KeyIndex, index_key_seed
-from bolide.store.records import (
-    DELAY_MARK,
-    KEYS_MARK,
-    TAGS_MARK,
-    UNIQ_KEY_MARK,
-    property_value,
-)
+from bolide.store.segment import MappedSegment
 
 _log = logging.getLogger("bolide.store.recovery")
 
-_PREFIX: Final = struct.Struct(">ii")
+_PREFIX: Final = RECORD_PREFIX
 _QUEUE_ID: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
-_QUEUE_ID_POSITION: Final = 12
 _ZERO_CHUNK_BYTES: Final = 64 * 1024
 
 
@@ -89,6 +84,8 @@ class Recovery:
         self._counters = _Counters()
         self._tags_codes: dict[str, int] = {}
         self._key_seeds: dict[str, int] = {}
+        self._sound_topics: set[str] = set()
+        self._queue_by_id: dict[tuple[str, int], ConsumeQueue] = {}
 
     def run(self, *, checkpoint: Checkpoint | None, abort_present: bool) -> RecoveryReport:
         """Load, trim, scan and cut; returns what was found.
@@ -171,7 +168,7 @@ class Recovery:
         if record is None:
             return False
         total_size, _ = _PREFIX.unpack_from(record, 0)
-        (queue_id,) = _QUEUE_ID.unpack_from(record, _QUEUE_ID_POSITION)
+        (queue_id,) = _QUEUE_ID.unpack_from(record, QUEUE_ID_POSITION)
         (stored_queue_offset,) = _INT64.unpack_from(record, QUEUE_OFFSET_POSITION)
         (physical_offset,) = _INT64.unpack_from(record, PHYSICAL_OFFSET_POSITION)
         return bool(
@@ -196,40 +193,65 @@ class Recovery:
             segment = commit_log.segment_for(offset)
             if segment is None:
                 return offset, None
-            position = offset - segment.start_offset
-            view = segment.view
-            if position + limits.COMMIT_LOG_BLANK_MIN_BYTES > segment.size_bytes:
-                return offset, f"record boundary {offset} too close to its segment end"
+            offset, reason, next_segment = self._scan_segment(segment, offset)
+            if not next_segment:
+                return offset, reason
+
+    def _scan_segment(self, segment: MappedSegment, offset: int) -> tuple[int, str | None, bool]:
+        """Dispatch the sound records of ``segment`` from ``offset``: (where the data ends or
+        the next segment starts, cut reason, whether to go on with the next segment)."""
+        view = segment.view
+        size = segment.size_bytes
+        position = offset - segment.start_offset
+        dispatch, problem_of = self._dispatch, self._record_problem
+        while position < size:
+            if position + limits.COMMIT_LOG_BLANK_MIN_BYTES > size:
+                return offset, f"record boundary {offset} too close to its segment end", False
             total_size, magic = _PREFIX.unpack_from(view, position)
             if total_size == 0:
-                return offset, None
+                return offset, None, False
             if magic == BLANK_MAGIC_CODE:
-                if total_size != segment.size_bytes - position:
-                    return offset, f"blank marker of {total_size} bytes at {offset} is wrong"
-                offset = segment.end_offset
-                continue
+                if total_size != size - position:
+                    return offset, f"blank marker of {total_size} bytes at {offset} is wrong", False
+                return segment.end_offset, None, True
             try:
-                header = read_record_header(view, position)
-                start = header.properties_offset
-                properties = str(view[start : start + header.properties_length], "utf-8")
+                # Magic, sizes, PHYSICALOFFSET, body CRC, UTF-8 and a torn tail, compiled.
+                header, properties = read_stored_record(view, position, offset)
             except ProtocolError as error:
-                return offset, f"unreadable record at {offset}: {error}"
-            except UnicodeDecodeError:
-                return offset, f"unreadable record at {offset}: properties are not UTF-8"
-            problem = _record_problem(header, offset, view)
+                return offset, f"unsound record at {offset}: {error}", False
+            problem = problem_of(header, offset)
             if problem is not None:
-                return offset, problem
-            self._dispatch(header, offset, PROPERTY_SEPARATOR + properties)
+                return offset, problem, False
+            dispatch(header, offset, properties)
             offset += total_size
+            position += total_size
+        return offset, None, True
 
-    def _dispatch(self, header: RecordHeader, offset: int, padded_properties: str) -> None:
-        """Re-create the consume-queue and index entries of a sound record
-        (``padded_properties``: its properties string with a separator put in front)."""
+    def _record_problem(self, header: RecordHeader, offset: int) -> str | None:
+        """The store's own rules on a record the codec found sound (read_stored_record)."""
+        if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
+            return f"record at {offset} has queue id {header.queue_id}"
+        topic = header.topic
+        if topic not in self._sound_topics:
+            if not topic_is_storable(topic):
+                return f"record at {offset} has an impossible topic {topic!r}"
+            if len(self._sound_topics) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                self._sound_topics.add(topic)
+        return None
+
+    def _dispatch(self, header: RecordHeader, offset: int, properties: StoreProperties) -> None:
+        """Re-create the consume-queue and index entries of a sound record (``properties``:
+        its TAGS, KEYS, UNIQ_KEY and DELAY)."""
+        tags, keys, unique_key, delay = properties
         counters = self._counters
         counters.records += 1
         topic = header.topic
         if gets_queue_entry(header.sys_flag):
-            queue = self._queues.get_or_create(topic, header.queue_id)
+            queue = self._queue_by_id.get((topic, header.queue_id))
+            if queue is None:
+                queue = self._queues.get_or_create(topic, header.queue_id)
+                if len(self._queue_by_id) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                    self._queue_by_id[(topic, header.queue_id)] = queue
             if header.queue_offset >= queue.max_offset:
                 if header.queue_offset > queue.max_offset:
                     if queue.max_offset == queue.min_offset:
@@ -247,12 +269,8 @@ class Recovery:
                         )
                 tags_code = queue_tags_code(
                     topic,
-                    property_value(padded_properties, TAGS_MARK),
-                    (
-                        property_value(padded_properties, DELAY_MARK)
-                        if topic == SCHEDULE_TOPIC
-                        else None
-                    ),
+                    tags,
+                    delay if topic == SCHEDULE_TOPIC else None,
                     header.store_timestamp_ms,
                     self._delay_levels_ms,
                     self._tags_codes,
@@ -266,10 +284,6 @@ class Recovery:
             key_seed = index_key_seed(topic)
             if len(self._key_seeds) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
                 self._key_seeds[topic] = key_seed
-        keys = (
-            property_value(padded_properties, KEYS_MARK) if KEYS_MARK in padded_properties else None
-        )
-        unique_key = property_value(padded_properties, UNIQ_KEY_MARK)
         hashes = index_hashes(key_seed, keys, unique_key, self._index.max_entries)
         if hashes:
             self._index.prepare_one(offset, len(hashes))
@@ -302,20 +316,3 @@ def _segment_end_after(commit_log: CommitLog, end: int) -> int:
     if segment is not None:
         return segment.end_offset
     return end
-
-
-def _record_problem(header: RecordHeader, offset: int, view: memoryview) -> str | None:
-    if header.commit_log_offset != offset:
-        return f"record at {offset} names physical offset {header.commit_log_offset}"
-    crc = body_crc(view[header.body_offset : header.body_offset + header.body_length])
-    if crc != header.body_crc:
-        return f"body CRC mismatch in the record at {offset}"
-    if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
-        return f"record at {offset} has queue id {header.queue_id}"
-    if not topic_is_storable(header.topic):
-        return f"record at {offset} has an impossible topic {header.topic!r}"
-    if header.properties_length and view[header.end - 1] == 0:
-        # Puts never store properties ending in NUL: zeros there are a tail that never
-        # reached the disk (the body CRC does not cover the properties).
-        return f"record at {offset} ends in zero bytes (torn tail)"
-    return None

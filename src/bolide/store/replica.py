@@ -24,27 +24,37 @@ long-polling pulls on the slave are answered as soon as a message is copied.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable
 from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, ReplicaOffsetError
-from bolide.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, PROPERTY_SEPARATOR
-from bolide.protocol.message_codec import RecordHeader, body_crc, read_record_header
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
+from bolide.protocol.wire import (
+    BLANK_MAGIC_CODE,
+    DELAY_MARK,
+    KEYS_MARK,
+    MESSAGE_MAGIC_CODE,
+    PROPERTY_SEPARATOR,
+    RECORD_PREFIX,
+    TAGS_MARK,
+    UNIQ_KEY_MARK,
+    RecordHeader,
+    body_crc,
+    property_value,
+    read_record_header,
+)
 from bolide.store.api import ArrivalListener
 from bolide.store.commit_log import CommitLog
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
 from bolide.store.index_file import KeyIndex, index_key_seed
-from bolide.store.records import DELAY_MARK, KEYS_MARK, TAGS_MARK, UNIQ_KEY_MARK, property_value
 
 __all__ = ["ReplicaWriter"]
 
 _log = logging.getLogger("bolide.store.replica")
 
-_PREFIX: Final = struct.Struct(">ii")
+_PREFIX: Final = RECORD_PREFIX
 
 
 class ReplicaWriter:

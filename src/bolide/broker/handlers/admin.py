@@ -23,7 +23,8 @@ from bolide.broker.handlers.admin_stats import AdminStatsHandlers
 from bolide.broker.handlers.admin_topics import AdminTopicHandlers
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.runtime import runtime_table
-from bolide.protocol.bodies import KVTable, TopicConfig
+from bolide.protocol.bodies import BodyError, KVTable, TopicConfig
+from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES, parse_attributes
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
@@ -63,6 +64,17 @@ class AdminHandlers:
         configuration is refused."""
         del connection
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        try:
+            attributes = parse_attributes(header.attributes)
+        except BodyError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        message_type = dict(attributes).get(MESSAGE_TYPE_ATTRIBUTE)
+        if message_type is not None and message_type.upper() not in MESSAGE_TYPES:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"value {message_type!r} of attribute message.type is not one of "
+                f"{', '.join(MESSAGE_TYPES)}",
+            )
         config = TopicConfig(
             topic_name=header.topic,
             read_queue_count=header.read_queue_count,
@@ -71,6 +83,7 @@ class AdminHandlers:
             topic_filter_type=header.topic_filter_type,
             topic_sys_flag=header.topic_sys_flag or 0,
             order=header.order,
+            attributes=attributes,
         )
         try:
             await self._context.topics.update_topic_config(config)

@@ -139,6 +139,10 @@ class AdminConsumerHandlers:
             )
         except BackpressureError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        if context.pop is not None:  # POP consumers of the group start again there too
+            context.pop.reset(
+                header.group, header.topic, {queue.queue_id: o for queue, o in offsets.items()}
+            )
         await flush_offsets(context)
         notified = self._notify_consumers(header, offsets)
         _log.info(

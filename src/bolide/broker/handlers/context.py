@@ -19,6 +19,7 @@ from bolide.broker.consumers import ConsumerManager
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
 from bolide.broker.schedule import ScheduleMessageService
 from bolide.broker.stats import BrokerStats
@@ -94,6 +95,8 @@ class BrokerContext:
     """Delivers delay-level messages; GET_ALL_DELAY_OFFSET reads its progress."""
     timer: TimerMessageService | None = None
     """Plans and delivers timer messages (TIMER_DELIVER_MS / TIMER_DELAY_MS / _SEC)."""
+    pop: PopService | None = None
+    """POP consumption (POP_MESSAGE / ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME)."""
     replication: ReplicationPort | None = None
     """The master/slave role's parts (set by the broker once they started)."""
     transactions: TransactionService | None = None

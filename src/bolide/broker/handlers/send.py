@@ -53,14 +53,9 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
 from bolide.protocol.message import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
     PropertyKey,
-    decode_properties,
-    encode_properties,
-    join_properties,
     transaction_type,
 )
 from bolide.protocol.message_codec import BatchEntry, decode_batch_body
@@ -69,6 +64,15 @@ from bolide.protocol.system_topics import (
     group_of_retry_topic,
     is_retry_topic,
     is_send_forbidden_topic,
+)
+from bolide.protocol.wire import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    decode_properties,
+    encode_properties,
+    join_properties,
+    properties_are_plain,
+    without_property,
 )
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
@@ -503,11 +507,14 @@ class SendHandlers:
         return request.make_response(code, result.remark or None, fields)
 
 
+_WAIT_FALSE = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}false"
+
+
 def _waits_for_store(properties: str | None) -> bool:
     """The WAIT property (waitStoreMsgOK): only WAIT=false skips the SYNC_MASTER wait."""
-    if not properties or "WAIT\x01false" not in properties:
+    if not properties or _WAIT_FALSE not in properties:
         return True
-    return not any(pair == "WAIT\x01false" for pair in properties.split(PROPERTY_SEPARATOR))
+    return not any(pair == _WAIT_FALSE for pair in properties.split(PROPERTY_SEPARATOR))
 
 
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -551,54 +558,20 @@ def _clean_entry(entry: BatchEntry) -> BatchEntry:
     return BatchEntry(entry.flag, entry.body, encode_properties(properties))
 
 
-# The properties string of a send (protocol.md §3.3), edited as a string on the hot path:
-#
-#   +------+----+-------+----+------+----+-------+------
-#   | name | 01 | value | 02 | name | 01 | value | (02)     a 02 after the last pair: C++
-#   +------+----+-------+----+------+----+-------+------
-_WAIT_MARK = f"{PROPERTY_SEPARATOR}{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}"
-_WAIT_NAME = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}"
-_SLOW_NAMES = tuple(
-    f"{name}{NAME_VALUE_SEPARATOR}"
-    for name in (
-        PropertyKey.DELAY,
-        PropertyKey.CLUSTER,
-        DELIVERED_FROM,
-        *TIMER_TRIGGER_PROPERTIES,
-        TRAN_MSG,
-    )
+# Properties the broker acts on: a string holding one of them (even as the end of a longer
+# name) takes the decoding path; the others are edited as a string (bolide.protocol.wire).
+_SLOW_NAMES = (
+    PropertyKey.DELAY,
+    PropertyKey.CLUSTER,
+    DELIVERED_FROM,
+    *TIMER_TRIGGER_PROPERTIES,
+    TRAN_MSG,
 )
-"""Properties the broker acts on: a string holding one of them (even as the end of a longer
-name) takes the decoding path."""
-_EMPTY_NAME = f"{PROPERTY_SEPARATOR}{NAME_VALUE_SEPARATOR}"
 
 
 def _plain_properties(text: str) -> bool:
-    """Whether ``text`` may skip decoding: none of ``_SLOW_NAMES``, every pair with a name and
-    exactly one ``\\x01``, no empty chunk — then decoding and encoding again would give back
-    the same pairs."""
-    if not text:
-        return True
-    if any(name in text for name in _SLOW_NAMES):
-        return False
-    pairs = text.count(PROPERTY_SEPARATOR) + (0 if text.endswith(PROPERTY_SEPARATOR) else 1)
-    return (
-        text.count(NAME_VALUE_SEPARATOR) == pairs
-        and not text.startswith((NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR))
-        and _EMPTY_NAME not in text
-        and PROPERTY_SEPARATOR * 2 not in text
-    )
+    return properties_are_plain(text, _SLOW_NAMES)
 
 
 def _without_wait(text: str) -> str:
-    """``text`` without its WAIT pairs, the others untouched; ``text`` itself when it has
-    none."""
-    if _WAIT_NAME not in text:
-        return text
-    padded = PROPERTY_SEPARATOR + text
-    at = padded.find(_WAIT_MARK)
-    while at >= 0:
-        end = padded.find(PROPERTY_SEPARATOR, at + 1)
-        padded = padded[:at] if end < 0 else padded[:at] + padded[end:]
-        at = padded.find(_WAIT_MARK, at)
-    return padded[1:]
+    return without_property(text, PropertyKey.WAIT)

@@ -38,7 +38,6 @@ _DECISIONS = {
     int(MessageSysFlag.TRANSACTION_COMMIT): "commit",
     int(MessageSysFlag.TRANSACTION_ROLLBACK): "rollback",
 }
-_SLAVE_ROLE = "SLAVE"
 
 
 class TransactionHandlers:
@@ -68,7 +67,7 @@ class TransactionHandlers:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand | None:
         """Commit or roll back a half message; see the module docstring."""
-        if getattr(self._context.config.broker_role, "value", "") == _SLAVE_ROLE:
+        if not self._context.config.broker_role.is_master:
             _log.warning("END_TRANSACTION refused: this broker is a slave")
             return request.make_response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
         try:
@@ -89,7 +88,10 @@ class TransactionHandlers:
             _log.debug("producer %s: %s %s of %s", connection.remote_address, source, decision,
                        header.msg_id)  # fmt: skip
         else:
-            _log.warning(
+            # A check answered after the END it overtook is a normal race, not a problem.
+            level = logging.INFO if header.from_transaction_check else logging.WARNING
+            _log.log(
+                level,
                 "producer %s: %s %s of %s (offset %d) refused: %s",
                 connection.remote_address, source, decision, header.msg_id,
                 header.commit_log_offset, outcome.remark,

@@ -29,6 +29,7 @@ refused (Java would store a second copy of a committed message).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
@@ -169,6 +170,13 @@ class TransactionService:
         """Half messages stored since start."""
         self.commit_count = 0
         self.rollback_count = 0
+        self.commits_by_topic: collections.Counter[str] = collections.Counter()
+        """Commits per real topic since start (rocketmq_commit_messages_total)."""
+        self.rollbacks_by_topic: collections.Counter[str] = collections.Counter()
+        """Rollbacks per real topic since start (rocketmq_rollback_messages_total)."""
+        self.on_finish: Callable[[str, int], None] | None = None
+        """Called with (real topic, ms from the first store to the decision) for every
+        commit and rollback: a metrics exporter's rocketmq_finish_message_latency."""
         self.discard_count = 0
         """Halves given up to TRANS_CHECK_MAX_TIME_TOPIC since start."""
         self.check_count = 0
@@ -198,14 +206,27 @@ class TransactionService:
         if self._recovered:  # a slave never started: its offsets are the master's
             self._save_offsets()
 
-    def check_soon(self) -> None:
-        """Run a check round now (admin, tests) instead of at the next interval."""
-        if self._checker is not None:
-            self._checker.wakeup()
-
     @property
     def pending_count(self) -> int:
         return len(self._table)
+
+    def half_messages_by_topic(self) -> dict[str, int]:
+        """Undecided transactions per real topic now (rocketmq_half_messages)."""
+        counts: collections.Counter[str] = collections.Counter(
+            pending.record.real_topic for pending in self._table
+        )
+        return dict(counts)
+
+    def _finished(self, pending: PendingHalf, committed: bool) -> None:
+        topic = pending.record.real_topic
+        if committed:
+            self.commit_count += 1
+            self.commits_by_topic[topic] += 1
+        else:
+            self.rollback_count += 1
+            self.rollbacks_by_topic[topic] += 1
+        if self.on_finish is not None:
+            self.on_finish(topic, pending.age_ms(self._clock.now_ms()))
 
     # --- step 1: the half message -----------------------------------------------------------
 
@@ -267,7 +288,7 @@ class TransactionService:
                 "commit of %s to %s failed: %s", record.unique_key, record.real_topic, result.status
             )
             return outcome
-        self.commit_count += 1
+        self._finished(pending, committed=True)
         if not await self._write_op(pending):
             _log.error(
                 "op record of committed %s not written; the index settles it at the next start",
@@ -279,7 +300,7 @@ class TransactionService:
     async def _rollback(self, pending: PendingHalf) -> EndOutcome:
         if not await self._write_op(pending):
             return EndOutcome(ResponseCode.SYSTEM_ERROR, "the op record could not be stored")
-        self.rollback_count += 1
+        self._finished(pending, committed=False)
         self._decided(pending)
         return EndOutcome(ResponseCode.SUCCESS)
 
@@ -426,8 +447,7 @@ class TransactionService:
             pending = PendingHalf(record, first_store_ms if first_store_ms >= 0
                                   else record.store_timestamp_ms)  # fmt: skip
             if self._committed(record):
-                settled += await self._write_op(pending)
-                self.commit_count += 1
+                settled += await self._write_op(pending)  # committed before the crash
                 continue
             self._table.add(pending)
         self._recovered = True

@@ -7,7 +7,7 @@ errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts a
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 
 from bolide.base import limits
 from bolide.client.admin.client import AdminClient as AsyncAdminClient
@@ -79,9 +79,16 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         order: bool = False,
         cluster: str | None = None,
         brokers: Iterable[str] = (),
+        attributes: Mapping[str, str] | None = None,
     ) -> list[str]:
         coroutine = self._core.create_topic(
-            topic, queue_count=queue_count, perm=perm, order=order, cluster=cluster, brokers=brokers
+            topic,
+            queue_count=queue_count,
+            perm=perm,
+            order=order,
+            cluster=cluster,
+            brokers=brokers,
+            attributes=attributes,
         )
         return self._runner.run(coroutine)
 

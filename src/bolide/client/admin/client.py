@@ -30,7 +30,7 @@ broker that cannot be reached.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, GroupNotFoundError
@@ -86,6 +86,7 @@ class AdminClient(AdminSession):
         order: bool = False,
         cluster: str | None = None,
         brokers: Iterable[str] = (),
+        attributes: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Create (or replace) ``topic`` on the given brokers, else on every master of
         ``cluster``, else on every master; returns the broker names. Each broker registers
@@ -101,6 +102,7 @@ class AdminClient(AdminSession):
             write_queue_count if write_queue_count is not None else queue_count,
             perm,
             order=order,
+            attributes=tuple(sorted((attributes or {}).items())),
         )
         await self._on_each(
             targets,

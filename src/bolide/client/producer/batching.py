@@ -2,11 +2,14 @@
 
 Sends are grouped in *lanes*: one lane per topic, chosen queue (or none: the producer picks
 one per request) and send timeout. A lane of a chosen queue (``queue=``, a sharding key) has at
-most one request in flight, which keeps the queue's order; a lane without one at most
-limits.PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS (one: the limit explains the trade-off):
+most one request in flight, which keeps the queue's order; a lane without one may have up to
+limits.PRODUCER_AUTO_BATCH_MAX_IN_FLIGHT_REQUESTS single sends in flight, but a batch on the
+wire is alone (see the limit for why):
 
-* a send to a lane with room goes out at once, alone, exactly as without batching;
-* sends that arrive while the lane is full wait in the lane, in arrival order;
+* a send to a lane with room goes out at once, alone, exactly as without batching — so sparse
+  sends never wait behind a slow answer (an fsync under SYNC flush);
+* sends that arrive while the lane is full (or carries a batch) wait in the lane, in arrival
+  order;
 * when a request is answered, everything that waited goes out as ONE batch request
   (SEND_BATCH_MESSAGE, each message keeping its own UNIQ_KEY and properties), up to
   limits.PRODUCER_AUTO_BATCH_MAX_MESSAGES messages and PRODUCER_AUTO_BATCH_MAX_BYTES bytes;
@@ -72,13 +75,19 @@ class _Waiting:
 
 
 class _Lane:
-    __slots__ = ("in_flight", "key", "max_in_flight", "waiting")
+    __slots__ = ("batch_in_flight", "in_flight", "key", "max_in_flight", "waiting")
 
     def __init__(self, key: LaneKey, max_in_flight: int) -> None:
         self.key = key
         self.in_flight = 0
+        self.batch_in_flight = False
         self.max_in_flight = max_in_flight
         self.waiting: deque[_Waiting] = deque()
+
+    def has_room(self) -> bool:
+        """Whether another request may start: below the bound, and no batch on the wire (a
+        batch in flight means sends come faster than answers: what arrives waits for it)."""
+        return self.in_flight < self.max_in_flight and not self.batch_in_flight
 
 
 class SendBatcher:
@@ -118,7 +127,7 @@ class SendBatcher:
         if lane is None:
             max_in_flight = self._max_in_flight if queue is None else 1
             lane = self._lanes[key] = _Lane(key, max_in_flight)
-        elif lane.waiting or lane.in_flight >= lane.max_in_flight:
+        elif lane.waiting or not lane.has_room():
             future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
             lane.waiting.append(_Waiting(prepared, future))
             return await future
@@ -144,11 +153,12 @@ class SendBatcher:
     def _request_done(self, lane: _Lane) -> None:
         """A request of ``lane`` was answered: what waits goes next, or the lane is dropped."""
         lane.in_flight -= 1
-        while lane.waiting and lane.in_flight < lane.max_in_flight:
+        while lane.waiting and lane.has_room():
             group = self._take(lane.waiting)
             if not group:
                 continue  # every one of them was cancelled
             lane.in_flight += 1
+            lane.batch_in_flight = len(group) > 1
             task = asyncio.get_running_loop().create_task(
                 self._send_group(lane, group), name=f"bolide-producer-batch-{lane.key[0]}"
             )
@@ -176,6 +186,8 @@ class SendBatcher:
             lane.waiting.clear()
             raise
         finally:
+            if len(group) > 1:
+                lane.batch_in_flight = False
             self._request_done(lane)
 
     def _take(self, waiting: deque[_Waiting]) -> list[_Waiting]:

@@ -29,6 +29,7 @@ from bolide.protocol.bodies import (
     TopicList,
     TopicStatsTable,
 )
+from bolide.protocol.bodies.topic import format_attributes
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -119,6 +120,7 @@ async def create_or_update_topic(
         topic_filter_type=config.topic_filter_type,
         order=config.order,
         topic_sys_flag=config.topic_sys_flag,
+        attributes=format_attributes(config.attributes) or None,
     )
     code = RequestCode.UPDATE_AND_CREATE_TOPIC
     await _request(pool, address, code, timeout_ms, header.to_ext_fields())

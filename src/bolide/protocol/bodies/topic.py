@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from bolide.protocol.bodies.fastjson import dumps
+from bolide.protocol.bodies.fastjson import BodyError, dumps
 from bolide.protocol.bodies.values import (
     as_object,
     get_bool,
@@ -30,6 +30,8 @@ from bolide.protocol.bodies.values import (
 )
 
 __all__ = [
+    "MESSAGE_TYPES",
+    "MESSAGE_TYPE_ATTRIBUTE",
     "PERM_INHERIT",
     "PERM_PRIORITY",
     "PERM_READ",
@@ -38,6 +40,8 @@ __all__ = [
     "RegisterBrokerBody",
     "TopicConfig",
     "TopicConfigSerializeWrapper",
+    "format_attributes",
+    "parse_attributes",
 ]
 
 PERM_PRIORITY = 8
@@ -45,6 +49,10 @@ PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
 """PermName bits: a normal topic has READ | WRITE (6), TBW102 also INHERIT (7)."""
+
+MESSAGE_TYPE_ATTRIBUTE = "message.type"
+"""The topic attribute naming which 5.x message types the topic accepts."""
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
 
 _DEFAULT_QUEUE_COUNT = 16  # new TopicConfig(name) without queue numbers
 
@@ -60,10 +68,19 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()
+    """RocketMQ 5.x topic attributes, sorted pairs (``message.type`` = NORMAL | FIFO |
+    DELAY | TRANSACTION | MIXED is the one the 5.x proxy reads)."""
+
+    @property
+    def message_type(self) -> str:
+        """The ``message.type`` attribute, upper-cased; NORMAL when unset."""
+        return dict(self.attributes).get(MESSAGE_TYPE_ATTRIBUTE, "NORMAL").upper()
 
     def to_object(self) -> dict[str, Any]:
         """The JSON object."""
-        return {
+        fields: dict[str, Any] = {"attributes": dict(self.attributes)} if self.attributes else {}
+        return fields | {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_count,
@@ -85,7 +102,35 @@ class TopicConfig:
             get_str(obj, "topicFilterType", "SINGLE_TAG"),
             get_int(obj, "topicSysFlag", 0),
             get_bool(obj, "order"),
+            _attributes(obj.get("attributes")),
         )
+
+
+def _attributes(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in value.items()))
+
+
+def parse_attributes(text: str | None) -> tuple[tuple[str, str], ...]:
+    """The attributes of a create-topic header, Java's ``+key=value,+key2=value2`` form
+    (a ``-key`` entry, which deletes, is dropped here). Raises :class:`BodyError` on a
+    malformed entry."""
+    pairs: dict[str, str] = {}
+    for entry in (text or "").split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            continue
+        name, equals, value = entry.lstrip("+").partition("=")
+        if not equals or not name:
+            raise BodyError(f"attribute {entry!r} is not +key=value")
+        pairs[name] = value
+    return tuple(sorted(pairs.items()))
+
+
+def format_attributes(attributes: tuple[tuple[str, str], ...]) -> str:
+    """Java's ``+key=value`` list form of ``attributes``."""
+    return ",".join(f"+{name}={value}" for name, value in attributes)
 
 
 @dataclass(frozen=True, slots=True)

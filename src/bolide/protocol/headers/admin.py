@@ -46,6 +46,8 @@ class CreateTopicRequestHeader:
     topic_filter_type: str = "SINGLE_TAG"
     order: bool = False
     topic_sys_flag: int | None = None
+    attributes: str | None = None
+    """5.x topic attributes, ``+message.type=FIFO`` form."""
 
     @classmethod
     def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
@@ -60,6 +62,7 @@ class CreateTopicRequestHeader:
             optional_str(fields, "topicFilterType") or "SINGLE_TAG",
             parse_bool(fields, "order"),
             optional_int(fields, "topicSysFlag"),
+            optional_str(fields, "attributes"),
         )
 
     def to_ext_fields(self) -> dict[str, str]:
@@ -73,6 +76,7 @@ class CreateTopicRequestHeader:
             "order": format_bool(self.order),
         }
         put_optional(fields, "topicSysFlag", self.topic_sys_flag)
+        put_optional(fields, "attributes", self.attributes)
         return fields
 
 

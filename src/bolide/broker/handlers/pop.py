@@ -1,0 +1,211 @@
+"""POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053): POP
+consumption over remoting (the engine is :mod:`bolide.broker.pop.service`).
+
+==========================================  ==============================================
+request                                     response
+==========================================  ==============================================
+pop, messages found                         SUCCESS, body = records with POP_CK
+pop, nothing within pollTime                PULL_NOT_FOUND "no new message"
+pop, too many pops waiting                  SYSTEM_BUSY "polling full"
+topic unknown                               TOPIC_NOT_EXIST
+queueId outside the read queues             SYSTEM_ERROR "queueId[..] is illegal"
+group unknown, not auto-created             SUBSCRIPTION_GROUP_NOT_EXIST
+broker / topic / group not readable         NO_PERMISSION
+invisibleTime outside [0, 12 h]             SYSTEM_ERROR
+bad header field or receipt handle          SYSTEM_ERROR naming it
+ack of a stale handle                       SUCCESS (nothing changes: Java does the same)
+change of a stale handle                    NO_MESSAGE "the receipt handle is expired"
+==========================================  ==============================================
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bolide.base import limits
+from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
+from bolide.broker.pop.service import PopRequest, PopService
+from bolide.broker.topics import is_readable
+from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, SubscriptionData
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import HeaderError
+from bolide.protocol.headers.pop import (
+    ORDER_REVIVE_QUEUE_ID,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    ReceiptHandle,
+)
+from bolide.remoting import Connection, Dispatcher
+
+__all__ = ["PopHandlers"]
+
+_log = logging.getLogger("bolide.broker.pop")
+
+
+class PopHandlers:
+    """The POP handlers of one broker."""
+
+    def __init__(self, context: BrokerContext, service: PopService) -> None:
+        self._context = context
+        self._service = service
+        self._rotation = 0
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        """Pops wait like pulls (family ``pull``); acks and changes are quick (``send``)."""
+        dispatcher.register(RequestCode.POP_MESSAGE, self.pop_message, family="pull")
+        dispatcher.register(RequestCode.ACK_MESSAGE, self.ack_message, family="send")
+        dispatcher.register(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time, family="send"
+        )
+
+    async def pop_message(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del connection
+        try:
+            header = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
+            pop = await self._check(header)
+        except HeaderError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        except RefusedError as refused:
+            return request.make_response(refused.code, refused.remark)
+        batch = await self._service.pop(pop)
+        fields = PopMessageResponseHeader(
+            batch.pop_time_ms,
+            header.invisible_time_ms,
+            ORDER_REVIVE_QUEUE_ID if header.order else 0,
+            batch.rest_count,
+        ).to_ext_fields()
+        if batch.polling_full:
+            return request.make_response(ResponseCode.SYSTEM_BUSY, "polling full", fields)
+        if not batch.records:
+            return request.make_response(ResponseCode.PULL_NOT_FOUND, "no new message", fields)
+        self._context.stats.record_get(len(batch.records), sum(len(r) for r in batch.records))
+        return request.make_response(
+            ResponseCode.SUCCESS, None, fields, body_parts=tuple(batch.records)
+        )
+
+    async def _check(self, header: PopMessageRequestHeader) -> PopRequest:
+        context = self._context
+        if not is_readable(context.config.broker_permission):
+            raise RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{context.config.broker_address}] popping message is forbidden",
+            )
+        topic = context.topics.find(header.topic)
+        if topic is None:
+            raise RefusedError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        if not is_readable(topic.perm):
+            raise RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] peeking message is forbidden",
+            )
+        if header.queue_id >= topic.read_queue_count or header.queue_id < -1:
+            raise RefusedError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic.read_queue_count}]",
+            )
+        if not 0 <= header.invisible_time_ms <= limits.POP_INVISIBLE_TIME_MAX_MS:
+            raise RefusedError(
+                ResponseCode.SYSTEM_ERROR, f"invisibleTime {header.invisible_time_ms} is illegal"
+            )
+        if not 0 < header.max_messages <= limits.POP_BATCH_MAX_MESSAGES:
+            raise RefusedError(
+                ResponseCode.SYSTEM_ERROR,
+                f"the broker restricts max msg nums to {limits.POP_BATCH_MAX_MESSAGES}",
+            )
+        group = await find_group_or_refuse(
+            context.groups,
+            header.consumer_group,
+            missing_remark=f"subscription group [{header.consumer_group}] does not exist",
+        )
+        if not group.consume_enable:
+            raise RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {header.consumer_group}",
+            )
+        return PopRequest(
+            group=header.consumer_group,
+            topic=header.topic,
+            queue_ids=self._queue_ids(header.queue_id, topic.read_queue_count),
+            max_messages=header.max_messages,
+            invisible_time_ms=header.invisible_time_ms,
+            poll_time_ms=max(0, min(header.poll_time_ms, limits.POP_POLL_TIME_MAX_MS)),
+            tag_codes=_tag_codes(header),
+            init_mode=header.init_mode,
+            order=header.order,
+        )
+
+    def _queue_ids(self, queue_id: int, read_queue_count: int) -> list[int]:
+        if queue_id >= 0:
+            return [queue_id]
+        self._rotation = (self._rotation + 1) % max(1, read_queue_count)
+        ids = list(range(read_queue_count))
+        return ids[self._rotation :] + ids[: self._rotation]
+
+    async def ack_message(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del connection
+        try:
+            header = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
+            handle = ReceiptHandle.decode(header.extra_info)
+        except HeaderError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        if self._context.topics.find(header.topic) is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist"
+            )
+        try:
+            await self._service.ack(header.consumer_group, header.topic, handle)
+        except OSError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"ack not recorded: {error}")
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def change_invisible_time(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del connection
+        try:
+            header = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)
+            handle = ReceiptHandle.decode(header.extra_info)
+        except HeaderError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        if self._context.topics.find(header.topic) is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist"
+            )
+        if not 0 <= header.invisible_time_ms <= limits.POP_INVISIBLE_TIME_MAX_MS:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"invisibleTime {header.invisible_time_ms} is illegal"
+            )
+        try:
+            new_handle = await self._service.change_invisible_time(
+                header.consumer_group, header.topic, handle, header.invisible_time_ms
+            )
+        except OSError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"change not recorded: {error}")
+        if new_handle is None:
+            return request.make_response(ResponseCode.NO_MESSAGE, "the receipt handle is expired")
+        fields = ChangeInvisibleTimeResponseHeader(
+            new_handle.pop_time_ms, new_handle.invisible_time_ms, new_handle.revive_queue_id
+        ).to_ext_fields()
+        return request.make_response(ResponseCode.SUCCESS, None, fields)
+
+
+def _tag_codes(header: PopMessageRequestHeader) -> frozenset[int] | None:
+    expression_type = header.expression_type or EXPRESSION_TYPE_TAG
+    if expression_type != EXPRESSION_TYPE_TAG:
+        return None  # SQL92 filtering is the client's
+    try:
+        subscription = SubscriptionData.from_expression(
+            header.topic, header.expression, 0, expression_type
+        )
+    except BodyError as error:
+        raise RefusedError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error)) from error
+    return None if subscription.is_all else frozenset(subscription.code_set)

@@ -1,0 +1,411 @@
+"""POP consumption carried out: pops read the store and record in-flight messages, acks and
+invisible-time changes are made durable, expired messages come back (or go to the DLQ), and
+pops that find nothing wait (long polling).
+
+* **Pop** (``queue_id`` -1: every readable queue of the topic, starting at a rotating one):
+  messages that came back are served first, then new ones from the pop offset, which moves at
+  once. Each message carries its receipt handle in property ``POP_CK`` and its reconsume times
+  = stored + earlier deliveries. An orderly pop skips a queue while a batch of it is in flight
+  for the group, so the next batch waits until the previous one is acked (or expires).
+* **Ack / change**: a handle whose pop time is not the message's current delivery is stale; an
+  ack of it does nothing (the message was or will be delivered again), a change is refused.
+* **Revive**: a message whose invisible time ran out comes back with one more attempt; when
+  it has been delivered ``retryMaxTimes + 1`` times (the group's max attempts) it is moved to
+  ``%DLQ%<group>`` instead, and counts as done.
+* **Durability**: see :mod:`bolide.broker.pop.log`. After a kill -9, unacked messages come
+  back once their invisible time is over; acked ones (answered) are never delivered again.
+* The group's committed offset on each queue (the lowest message not yet done) is written to
+  the consumer offset table, so progress views and lag work for POP groups; an admin offset
+  reset (by time, too) resets the POP state of the group's queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import BolideError, ProtocolError
+from bolide.base.service import CrashHandler, Service
+from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.pop.log import PopLog
+from bolide.broker.pop.state import PopKey, PopState, QueueState
+from bolide.protocol.headers.pop import (
+    ORDER_REVIVE_QUEUE_ID,
+    POP_CK_PROPERTY,
+    ConsumeInitMode,
+    ReceiptHandle,
+)
+from bolide.protocol.message import MessageExt, encode_properties
+from bolide.protocol.message_codec import decode_record, decode_records, encode_record
+from bolide.store.api import GetStatus, MessageStore
+
+__all__ = ["PopBatch", "PopRequest", "PopService"]
+
+_log = logging.getLogger("bolide.broker.pop")
+
+POP_LOG_FILE_NAME = "pop/popCheckpoint.log"
+"""Where the POP log lives, under the store root."""
+
+DeadLetter = Callable[[str, int], Awaitable[bool]]
+"""(group, commit-log offset) -> stored in %DLQ%group."""
+MaxAttempts = Callable[[str], int]
+"""group -> max delivery attempts (retryMaxTimes + 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PopRequest:
+    group: str
+    topic: str
+    queue_ids: list[int]
+    """The queues to look at, in order (the caller rotates them)."""
+    max_messages: int
+    invisible_time_ms: int
+    poll_time_ms: int
+    tag_codes: frozenset[int] | None = None
+    init_mode: int = ConsumeInitMode.MAX
+    order: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PopBatch:
+    pop_time_ms: int
+    records: list[bytes]
+    """Re-encoded records, each with its POP_CK and reconsume times."""
+    rest_count: int
+    polling_full: bool = False
+
+
+class PopService:
+    """The POP engine of one broker (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        offsets: ConsumerOffsetManager,
+        store_root: Path,
+        clock: Clock,
+        *,
+        broker_name: str,
+        dead_letter: DeadLetter,
+        max_attempts: MaxAttempts,
+        on_crash: CrashHandler | None = None,
+    ) -> None:
+        self._store = store
+        self._offsets = offsets
+        self._clock = clock
+        self._broker_name = broker_name
+        self._dead_letter = dead_letter
+        self._max_attempts = max_attempts
+        self.state = PopState()
+        self.log = PopLog(store_root / POP_LOG_FILE_NAME)
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._waiter_count = 0
+        self._revive = Service(
+            "pop-revive",
+            self.revive_step,
+            interval_ms=limits.POP_REVIVE_INTERVAL_MS,
+            clock=clock,
+            on_crash=on_crash,
+            initial_delay_ms=0,
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Replay the log (then compact it)."""
+        records = self.log.open()
+        for record in records:
+            try:
+                self.state.apply(record)
+            except (KeyError, ValueError, TypeError, IndexError) as error:
+                _log.error("POP log record skipped (%s): %r", error, record)
+        self.log.rewrite(self.state.snapshot())
+        _log.info(
+            "POP state: %d queues, %d messages in flight after replaying %d records",
+            len(self.state.queues),
+            sum(len(q.in_flight) + len(q.came_back) for q in self.state.queues.values()),
+            len(records),
+        )
+
+    def start(self) -> None:
+        self._revive.start()
+
+    async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
+        await self._revive.stop(timeout_ms)
+        for waiters in self._waiters.values():
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+        self.log.close()
+
+    # --- pop ----------------------------------------------------------------------------------
+
+    async def pop(self, request: PopRequest) -> PopBatch:
+        """Pop, waiting up to ``poll_time_ms`` when nothing is there."""
+        deadline_ms = self._clock.monotonic_ms() + request.poll_time_ms
+        while True:
+            batch = self.pop_now(request)
+            left_ms = deadline_ms - self._clock.monotonic_ms()
+            if batch.records or left_ms <= 0:
+                return batch
+            if self._waiter_count >= limits.POP_LONG_POLL_MAX_PARKED_REQUESTS:
+                return PopBatch(batch.pop_time_ms, [], batch.rest_count, polling_full=True)
+            await self._wait(request.topic, left_ms)
+
+    def pop_now(self, request: PopRequest) -> PopBatch:
+        """One pass over the queues without waiting."""
+        now_ms = self._clock.now_ms()
+        records: list[bytes] = []
+        rest = 0
+        for queue_id in request.queue_ids:
+            room = request.max_messages - len(records)
+            key = (request.topic, request.group, queue_id)
+            queue = self._queue(key, request.init_mode)
+            if room <= 0 or (request.order and queue.blocked):
+                rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)
+                continue
+            records.extend(self._pop_queue(key, queue, request, room, now_ms))
+            rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)
+        return PopBatch(now_ms, records, rest)
+
+    def _queue(self, key: PopKey, init_mode: int) -> QueueState:
+        queue = self.state.queues.get(key)
+        if queue is not None:
+            return queue
+        topic, group, queue_id = key
+        committed = self._offsets.query_offset(group, topic, queue_id)
+        if committed < 0:
+            minimum = self._store.min_offset(topic, queue_id)
+            # A new group starts at the newest message, unless the queue still holds its very
+            # first message (the broker's "still in memory" rule) or the client asks for MIN.
+            use_min = init_mode == ConsumeInitMode.MIN or minimum == 0
+            committed = minimum if use_min else self._store.max_offset(topic, queue_id)
+        queue = self.state.queues[key] = QueueState(committed)
+        return queue
+
+    def _pop_queue(
+        self, key: PopKey, queue: QueueState, request: PopRequest, room: int, now_ms: int
+    ) -> list[bytes]:
+        topic, _, queue_id = key
+        picked: list[tuple[MessageExt, int]] = []
+        for offset in sorted(queue.came_back)[:room]:
+            attempts, commit_log_offset = queue.came_back[offset]
+            message = self._read_one(commit_log_offset)
+            if message is None:  # the record is gone (retention): nothing to deliver
+                queue.came_back.pop(offset)
+                continue
+            picked.append((message, attempts + 1))
+        next_offset = queue.pop_offset
+        minimum = self._store.min_offset(topic, queue_id)
+        next_offset = max(next_offset, minimum)
+        if len(picked) < room:
+            result = self._store.get_message(
+                topic,
+                queue_id,
+                next_offset,
+                room - len(picked),
+                limits.PULL_BATCH_MAX_BYTES,
+                request.tag_codes,
+            )
+            if result.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
+                next_offset = result.next_begin_offset
+                try:
+                    fresh = decode_records(b"".join(result.buffers), decompress=False)
+                except ProtocolError as error:
+                    _log.error("POP: unreadable records in %s/%d: %s", topic, queue_id, error)
+                    fresh = []
+                picked.extend((message, 1) for message in fresh)
+        if not picked and next_offset == queue.pop_offset:
+            return []
+        revive_queue_id = ORDER_REVIVE_QUEUE_ID if request.order else 0
+        entries = [(m.queue_offset, a, m.commit_log_offset) for m, a in picked]
+        record = self.state.popped(key, entries, next_offset, now_ms, request.invisible_time_ms)
+        self.log.append(record)
+        self._commit(key)
+        start = picked[0][0].queue_offset if picked else next_offset
+        return [
+            self._encode(m, a, start, now_ms, request.invisible_time_ms, revive_queue_id)
+            for m, a in picked
+        ]
+
+    def _read_one(self, commit_log_offset: int) -> MessageExt | None:
+        record = self._store.read_record(commit_log_offset)
+        if record is None:
+            return None
+        try:
+            return decode_record(record, decompress=False)[0]
+        except ProtocolError as error:
+            _log.error("POP: record at %d unreadable: %s", commit_log_offset, error)
+            return None
+
+    def _encode(
+        self,
+        message: MessageExt,
+        attempts: int,
+        start_offset: int,
+        pop_time_ms: int,
+        invisible_time_ms: int,
+        revive_queue_id: int,
+    ) -> bytes:
+        handle = ReceiptHandle(
+            start_offset,
+            pop_time_ms,
+            invisible_time_ms,
+            revive_queue_id,
+            0,
+            self._broker_name,
+            message.queue_id,
+            message.queue_offset,
+            message.commit_log_offset,
+        )
+        properties = dict(message.properties)
+        properties[POP_CK_PROPERTY] = handle.encode()
+        return encode_record(
+            topic=message.topic.encode(),
+            body=message.body,
+            flag=message.flag,
+            properties=encode_properties(properties).encode(),
+            queue_id=message.queue_id,
+            queue_offset=message.queue_offset,
+            commit_log_offset=message.commit_log_offset,
+            sys_flag=message.sys_flag,
+            born_timestamp_ms=message.born_timestamp_ms,
+            born_host=message.born_host,
+            store_timestamp_ms=message.store_timestamp_ms,
+            store_host=message.store_host,
+            reconsume_times=message.reconsume_times + attempts - 1,
+            prepared_transaction_offset=message.prepared_transaction_offset,
+            body_crc=message.body_crc,
+        )
+
+    # --- ack and change -------------------------------------------------------------------------
+
+    async def ack(self, group: str, topic: str, handle: ReceiptHandle) -> bool:
+        """Acknowledge; True when the handle was the message's current delivery. Durable
+        (fsynced) before it returns. Raises OSError when the log cannot be written."""
+        key = (topic, group, handle.queue_id)
+        record = self.state.acked(key, handle.queue_offset, handle.pop_time_ms)
+        if record is None:
+            return False
+        self.log.append(record)
+        self._commit(key)
+        await self.log.sync()
+        return True
+
+    async def change_invisible_time(
+        self, group: str, topic: str, handle: ReceiptHandle, invisible_time_ms: int
+    ) -> ReceiptHandle | None:
+        """Hide the message for ``invisible_time_ms`` from now; returns its new handle, or
+        None when the handle is stale. Raises OSError when the log cannot be written."""
+        key = (topic, group, handle.queue_id)
+        now_ms = self._clock.now_ms()
+        if now_ms == handle.pop_time_ms:
+            now_ms += 1  # a new handle must differ from the old one
+        record = self.state.changed(
+            key, handle.queue_offset, handle.pop_time_ms, now_ms, invisible_time_ms
+        )
+        if record is None:
+            return None
+        self.log.append(record)
+        await self.log.sync()
+        return ReceiptHandle(
+            handle.start_offset,
+            now_ms,
+            invisible_time_ms,
+            handle.revive_queue_id,
+            handle.topic_type,
+            handle.broker_name,
+            handle.queue_id,
+            handle.queue_offset,
+            handle.commit_log_offset,
+        )
+
+    def reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Admin offset reset: the group pops ``topic`` queue by queue from ``offsets``."""
+        for queue_id, offset in offsets.items():
+            self.log.append(self.state.reset((topic, group, queue_id), offset))
+        self._wake(topic)
+
+    # --- revive -------------------------------------------------------------------------------
+
+    async def revive_step(self) -> int | None:
+        """Bring back (or dead-letter) every message whose invisible time ran out; returns
+        how long to wait before the next step."""
+        now_ms = self._clock.now_ms()
+        topics: set[str] = set()
+        for key, offset, entry in self.state.due(now_ms):
+            topic, group, _ = key
+            if entry.attempts >= self._max_attempts(group):
+                await self._move_to_dlq(key, offset, entry.commit_log_offset)
+            else:
+                self.state.bring_back(key, offset)
+            topics.add(topic)
+        for topic in topics:
+            self._wake(topic)
+        next_deadline = self.state.next_deadline_ms()
+        if self.log.size_bytes > limits.POP_LOG_COMPACT_BYTES:
+            self.log.rewrite(self.state.snapshot())
+        if next_deadline is None:
+            return None
+        return max(1, min(limits.POP_REVIVE_INTERVAL_MS, next_deadline - now_ms))
+
+    async def _move_to_dlq(self, key: PopKey, offset: int, commit_log_offset: int) -> None:
+        topic, group, _ = key
+        try:
+            stored = await self._dead_letter(group, commit_log_offset)
+        except (BolideError, OSError) as error:
+            stored = False
+            _log.error("POP: moving %s/%d of %s to the DLQ failed: %s", topic, offset, group, error)
+        if not stored:
+            self.state.bring_back(key, offset)  # try again after another delivery
+            return
+        self.log.append(self.state.dead_lettered(key, offset))
+        self._commit(key)
+        await self.log.sync()
+
+    # --- waiting ------------------------------------------------------------------------------
+
+    def notify_arrival(self, topic: str) -> None:
+        """A message arrived on ``topic`` (store arrival listener)."""
+        if topic in self._waiters:
+            self._wake(topic)
+
+    def _wake(self, topic: str) -> None:
+        for future in self._waiters.pop(topic, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def _wait(self, topic: str, timeout_ms: int) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(topic, set())
+        waiters.add(future)
+        self._waiter_count += 1
+        self._revive.wakeup()  # re-plan the revive timer around this waiter
+        try:
+            await asyncio.wait_for(future, timeout_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiter_count -= 1
+            current = self._waiters.get(topic)
+            if current is not None:
+                current.discard(future)
+                if not current:
+                    del self._waiters[topic]
+
+    def _commit(self, key: PopKey) -> None:
+        topic, group, queue_id = key
+        queue = self.state.queues.get(key)
+        if queue is None:
+            return
+        committed = queue.committed_offset
+        if self._offsets.query_offset(group, topic, queue_id) != committed:
+            try:
+                self._offsets.set_queue_offsets(group, topic, {queue_id: committed})
+            except BolideError as error:
+                _log.warning("POP progress of %s on %s not recorded: %s", group, topic, error)

@@ -1,0 +1,205 @@
+"""The 5.x gRPC proxy: a grpclib server on the running event loop (uvloop in the servers) in
+front of the name servers and brokers, which it reaches through remoting only.
+
+``ProxyServer(["127.0.0.1:9876"], host="127.0.0.1", port=8081)``; port 0 picks a free port
+(:attr:`port` after :meth:`start`). A background loop heartbeats the brokers for the
+producer groups of connected 5.x producers (transaction checks) and forgets silent clients.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import weakref
+from dataclasses import dataclass
+
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server
+
+from bolide.base import limits
+from bolide.base.clock import Clock, SystemClock
+from bolide.base.errors import BolideError
+from bolide.base.service import CrashHandler, Service
+from bolide.client.rpc.client import heartbeat
+from bolide.protocol.bodies import HeartbeatData, ProducerData
+from bolide.protocol.codes import RequestCode
+from bolide.proxy.brokers import BrokerDirectory
+from bolide.proxy.clients import ClientRegistry
+from bolide.proxy.consuming import Consuming
+from bolide.proxy.producing import Producing
+from bolide.proxy.service import Authenticator, MessagingService
+from bolide.remoting import ClientPool, Dispatcher
+
+__all__ = ["ProxyConfig", "ProxyServer"]
+
+_log = logging.getLogger("bolide.proxy")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """``min_invisible_time_ms``: the shortest invisible time a receive may ask for (Apache's
+    minInvisibleTimeMillsForRecv, 10 s; tests lower it)."""
+
+    min_invisible_time_ms: int = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS
+    max_body_bytes: int = limits.PROXY_MESSAGE_BODY_MAX_BYTES
+    auto_renew_invisible_time_ms: int = limits.PROXY_DEFAULT_INVISIBLE_TIME_MS
+    """Invisible time of an ``auto_renew`` receive, renewed until the message is acked."""
+    renew_ahead_ms: int = limits.PROXY_AUTO_RENEW_AHEAD_MS
+    authenticator: Authenticator | None = None
+    """Checks each call's ``authorization`` header (the ACL's verify_grpc_authorization);
+    None: no authentication (ACL off)."""
+
+
+class _Server(Server):
+    """grpclib's server, remembering its connections so that stop can close them (grpclib
+    cancels their calls but leaves the sockets open)."""
+
+    def __init__(self, handlers: list[MessagingService]) -> None:
+        super().__init__(handlers)
+        self.protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+
+    def _protocol_factory(self) -> H2Protocol:
+        protocol = super()._protocol_factory()
+        self.protocols.add(protocol)
+        return protocol
+
+    def close_connections(self) -> None:
+        for protocol in list(self.protocols):
+            connection = getattr(protocol, "connection", None)
+            if connection is not None:
+                connection.close()
+
+
+class ProxyServer:
+    def __init__(
+        self,
+        namesrv_addresses: list[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8081,
+        config: ProxyConfig | None = None,
+        clock: Clock | None = None,
+        on_crash: CrashHandler | None = None,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.config = config or ProxyConfig()
+        self._clock = clock or SystemClock()
+        dispatcher = Dispatcher()
+        self.pool = ClientPool(dispatcher)
+        self.directory = BrokerDirectory(self.pool, namesrv_addresses)
+        self.clients = ClientRegistry()
+        self.producing = Producing(
+            self.directory, self.clients, max_body_bytes=self.config.max_body_bytes
+        )
+        dispatcher.register(
+            RequestCode.CHECK_TRANSACTION_STATE,
+            self.producing.check_transaction_state,
+            family="client",
+        )
+        self.consuming = Consuming(
+            self.directory,
+            min_invisible_time_ms=self.config.min_invisible_time_ms,
+            auto_renew_invisible_time_ms=self.config.auto_renew_invisible_time_ms,
+            renew_ahead_ms=self.config.renew_ahead_ms,
+        )
+        self.service = MessagingService(
+            self.directory,
+            self.clients,
+            self.producing,
+            self.consuming,
+            max_body_bytes=self.config.max_body_bytes,
+            on_producer=self._producer_seen,
+            authenticator=self.config.authenticator,
+        )
+        self._server: _Server | None = None
+        self._socket: socket.socket | None = None
+        self._client_id = f"{socket.gethostname()}@proxy-{os.getpid()}"
+        self._housekeeping = Service(
+            "proxy-housekeeping",
+            self._housekeep,
+            interval_ms=limits.PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=on_crash,
+        )
+        self._renewing = Service(
+            "proxy-auto-renew",
+            self.renew_step,
+            interval_ms=limits.PROXY_AUTO_RENEW_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=on_crash,
+        )
+
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            return self._requested_port
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        """Listen; raises OSError when the port cannot be bound."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._requested_port))
+        except OSError:
+            sock.close()
+            raise
+        self._socket = sock
+        self._server = _Server([self.service])
+        await self._server.start(sock=sock)
+        self._housekeeping.start()
+        self._renewing.start()
+        _log.info("5.x gRPC proxy serving on %s", self.address)
+
+    async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
+        """Stop listening, end open calls, close broker connections. Idempotent."""
+        await self._housekeeping.stop(timeout_ms)
+        await self._renewing.stop(timeout_ms)
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+            server.close_connections()
+        await self.pool.close(timeout_ms)
+        self._socket = None
+
+    def _producer_seen(self) -> None:
+        self._housekeeping.wakeup()
+
+    async def _housekeep(self) -> None:
+        for client_id in self.clients.expire():
+            self.consuming.renewal.forget_client(client_id)
+        await self._register_producers()
+
+    async def renew_step(self) -> None:
+        """Renew the invisible time of auto-renewed messages about to come back."""
+        await self.consuming.renewal.renew_due(self._clock.now_ms())
+
+    async def _register_producers(self) -> None:
+        """Heartbeat each broker as producer of every topic a live 5.x producer publishes,
+        so CHECK_TRANSACTION_STATE comes to this proxy."""
+        topics = sorted({topic for session in self.clients.producing() for topic in session.topics})
+        groups_by_address: dict[str, set[str]] = {}
+        for topic in topics:
+            try:
+                brokers = await self.directory.brokers(topic)
+            except (BolideError, OSError) as error:
+                _log.debug("producer registration: no route for %s: %s", topic, error)
+                continue
+            for broker in brokers:
+                groups_by_address.setdefault(broker.address, set()).add(topic)
+        for address, groups in groups_by_address.items():
+            data = HeartbeatData(
+                self._client_id, tuple(ProducerData(group) for group in sorted(groups))
+            )
+            try:
+                await heartbeat(self.pool, address, data, limits.PROXY_RPC_TIMEOUT_MS)
+            except (BolideError, OSError) as error:
+                _log.warning("producer heartbeat to %s failed: %s", address, error)
