@@ -23,6 +23,7 @@ from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import Message, MessageExt
 from bolide.testing.cluster import Cluster
 from tests.broker.metrics.http_get import http_get
+from tests.integration.client_support import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -222,3 +223,34 @@ async def test_client_family_from_the_consumers_running_info(cluster: Cluster) -
         assert _one(samples, "rocketmq_client_consume_rt", group="ClientStatsGroup").value >= 0
     finally:
         await consumer.shutdown()
+
+
+async def test_commit_log_diff_of_a_slave(tmp_path: Path) -> None:
+    settings = {
+        "broker_role": "SYNC_MASTER",
+        "ha_listen_port": 0,
+        "metricsExporterType": "PROM",
+        "metricsPromExporterPort": "0",
+    }
+    async with Cluster(tmp_path, settings=settings) as cluster:
+        master = cluster.broker("broker-a")
+        await cluster.add_broker(
+            "broker-a",
+            broker_id=1,
+            broker_role="SLAVE",
+            store_path_root_dir=tmp_path / "slave" / "store",
+            metrics_exporter_type="DISABLE",
+        )
+        await eventually(
+            lambda: bool(master.replication.master and master.replication.master.links)
+        )
+        async with Producer("MetricsProducers", cluster.namesrv_address) as producer:
+            for index in range(3):  # SYNC_MASTER: each answered once the slave has it
+                await producer.send(Message("ReplicatedMetrics", f"m{index}".encode()))
+        address = master.metrics_address
+        assert address is not None
+        samples = _samples((await http_get(address, "/metrics"))[2].decode())
+        diff = _one(samples, "rocketmq_broker_commitlog_diff", broker="broker-a")
+        assert diff.value == 0  # the slave acknowledged everything
+        links = master.replication.master.links if master.replication.master else []
+        assert diff.labels["brokerIP"] == links[0].peer
