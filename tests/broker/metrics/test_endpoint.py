@@ -116,6 +116,10 @@ async def test_exporter_names_labels_and_lag(cluster: Cluster) -> None:
     pmdt = sum(s.value for name, group in samples.items() if "_pmdt_" in name for s in group)
     assert pmdt == PRODUCED  # one send request per message, each in one bucket
     assert _one(samples, "rocketmq_broker_tps", cluster="DefaultCluster").value > 0
+    earliest = _one(samples, "rocketmq_brokeruntime_earliest_message_timestamp").value
+    booted = _one(samples, "rocketmq_brokeruntime_start_accept_sendrequest_time").value
+    assert earliest >= booted  # a fresh store: its first message came after the boot
+    )
 
     # RocketMQ 5 names
     node = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a"}

@@ -72,6 +72,11 @@ _RUNTIME_GAUGES: tuple[tuple[str, str, str], ...] = (
         "putMessageEntireTimeMax",
     ),
     (
+        "earliest_message_timestamp",
+        "brokerRuntimeEarliestMessageTimeStamp",
+        "earliestMessageTimeStamp",
+    ),
+    (
         "start_accept_sendrequest_time",
         "brokerRuntimeStartAcceptSendRequestTimeStamp",
         "startAcceptSendRequestTimeStamp",

@@ -14,7 +14,9 @@ from __future__ import annotations
 import shutil
 
 from bolide.base import limits
+from bolide.base.errors import ProtocolError
 from bolide.broker.handlers.context import BrokerContext
+from bolide.protocol.message_codec import decode_record
 from bolide.protocol.system_topics import TIMER_TOPIC
 
 __all__ = ["PMDT_BUCKETS", "runtime_numbers", "runtime_table"]
@@ -89,6 +91,9 @@ def runtime_numbers(context: BrokerContext) -> dict[str, float]:
         "queryThreadPoolQueueHeadWaitTimeMills": 0,
         "longPollingParkedPulls": context.long_polling.count,
     }
+    earliest_ms = _earliest_store_time_ms(context, store.commit_log_min_offset)
+    if earliest_ms is not None:
+        figures["earliestMessageTimeStamp"] = earliest_ms
     try:
         usage = shutil.disk_usage(context.config.store_path_root_dir)
     except OSError:
@@ -97,6 +102,19 @@ def runtime_numbers(context: BrokerContext) -> dict[str, float]:
         figures["commitLogDirCapacityTotal"] = usage.total
         figures["commitLogDirCapacityFree"] = usage.free
     return figures
+
+
+def _earliest_store_time_ms(context: BrokerContext, commit_log_min_offset: int) -> int | None:
+    """Store time of the oldest record the commit log still holds (None: empty or unreadable;
+    one record read per call)."""
+    record = context.store.read_record(commit_log_min_offset)
+    if record is None:
+        return None
+    try:
+        message, _ = decode_record(record, decompress=False)
+    except ProtocolError:
+        return None
+    return message.store_timestamp_ms
 
 
 def _rates_text(context: BrokerContext) -> dict[str, str]:
