@@ -119,7 +119,6 @@ async def test_exporter_names_labels_and_lag(cluster: Cluster) -> None:
     earliest = _one(samples, "rocketmq_brokeruntime_earliest_message_timestamp").value
     booted = _one(samples, "rocketmq_brokeruntime_start_accept_sendrequest_time").value
     assert earliest >= booted  # a fresh store: its first message came after the boot
-    )
 
     # RocketMQ 5 names
     node = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a"}
