@@ -224,6 +224,9 @@ async def test_client_family_from_the_consumers_running_info(cluster: Cluster) -
         assert ok.labels["topic"] == "ClientStatsTopic"
         assert ok.value > 0
         assert _one(samples, "rocketmq_client_consume_rt", group="ClientStatsGroup").value >= 0
+        online = _one(samples, "rocketmq_group_count", group="ClientStatsGroup")
+        assert online.labels["localaddr"] == consumer.instance.client_id
+        assert online.value == 1
     finally:
         await consumer.shutdown()
 

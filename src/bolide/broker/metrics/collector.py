@@ -306,12 +306,15 @@ class BrokerCollector(Collector):
         yield diff
         consumers = GaugeMetricFamily("rocketmq_group_count", "GroupCount", labels=(
             "caddr", "localaddr", "group"))  # fmt: skip
+        # As the exporter: one series per online consumer (caddr = its address, localaddr =
+        # its client id), each valued at the group's online count.
         for group in context.consumers.groups():
             info = context.consumers.get_consumer_group_info(group)
-            if info is not None:
+            if info is None:
+                continue
+            for channel in info.channels.values():
                 consumers.add_metric(
-                    (context.config.broker_address, context.config.broker_ip1, group),
-                    len(info.channels),
+                    (channel.remote_address, channel.client_id, group), len(info.channels)
                 )
         yield consumers
         producers = GaugeMetricFamily(
