@@ -164,6 +164,12 @@ async def test_resend_a_dead_letter(
             # Export: the same dead letter as JSON.
             export = await page.request.get(standalone.url + f"/dlq/export?group={group}")
             assert export.ok and "refund-42" in await export.text()
+            # The original message, consumed again directly by the member holding its queue.
+            await page.goto(standalone.url + f"/messages?mode=key&topic={topic}&key=refund-42")
+            await page.locator("#found tbody tr a").first.click()
+            await page.locator("#consumed-by .consume-directly button").first.click()
+            await expect(page.locator(".flash")).to_contain_text("CR_SUCCESS")
+            assert received == [b"refund 42", b"refund 42"]
         finally:
             await consumer.shutdown()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, MessageNotFoundError
-from bolide.client import rpc
+from bolide.base.errors import BolideError, MessageNotFoundError, ProtocolError
+from bolide.client import admin_stats, rpc
 from bolide.client.admin import AdminClient
 from bolide.dashboard.app import Dashboard, page
 from bolide.dashboard.auth import Session
@@ -19,6 +19,7 @@ from bolide.dashboard.data import PageError, gather, message_view, parse_time_ms
 from bolide.protocol.bodies import PERM_READ
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt
+from bolide.protocol.msgid import decode_offset_message_id
 from bolide.protocol.system_topics import TOOLS_CONSUMER_GROUP, dlq_topic
 
 __all__ = ["message_routes"]
@@ -28,6 +29,7 @@ def message_routes() -> list[Route]:
     return [
         Route("/messages", page(messages_page)),
         Route("/messages/view", page(message_page)),
+        Route("/messages/consume", page(consume_directly, change=True), methods=["POST"]),
         Route("/dlq", page(dlq_page)),
         Route("/dlq/resend", page(dlq_resend, change=True), methods=["POST"]),
         Route("/dlq/export", page(dlq_export)),
@@ -110,8 +112,11 @@ async def messages_page(dashboard: Dashboard, request: Request, session: Session
     )
 
 
-async def _consumed_by(admin: AdminClient, message: MessageExt) -> list[tuple[str, str]]:
-    """(group, "consumed" | "not yet" | error) for every group consuming the topic."""
+async def _consumed_by(
+    admin: AdminClient, message: MessageExt
+) -> list[tuple[str, str, str | None]]:
+    """(group, "consumed" | "not yet" | error, the client holding the message's queue) for
+    every group consuming the topic."""
     try:
         groups = await admin.topic_consumer_groups(message.topic)
     except BolideError:
@@ -120,10 +125,10 @@ async def _consumed_by(admin: AdminClient, message: MessageExt) -> list[tuple[st
     masters = await admin.master_addresses()
     broker = next((name for name, addr in masters.items() if addr == address), None)
     progress = await gather([admin.group_progress(g, topic=message.topic) for g in groups])
-    states: list[tuple[str, str]] = []
+    states: list[tuple[str, str, str | None]] = []
     for group, result in zip(groups, progress, strict=True):
         if isinstance(result, BolideError):
-            states.append((group, f"unknown: {result}"))
+            states.append((group, f"unknown: {result}", None))
             continue
         rows = [
             row
@@ -132,7 +137,8 @@ async def _consumed_by(admin: AdminClient, message: MessageExt) -> list[tuple[st
             and (broker is None or row.queue.broker_name == broker)
         ]
         done = any(row.consumer_offset > message.queue_offset for row in rows)
-        states.append((group, "consumed" if done else "not yet"))
+        owner = next((row.client_id for row in rows if row.client_id), None)
+        states.append((group, "consumed" if done else "not yet", owner))
     return states
 
 
@@ -153,6 +159,29 @@ async def message_page(dashboard: Dashboard, request: Request, session: Session)
         message=message_view(message),
         consumed_by=await _consumed_by(dashboard.admin, message),
     )
+
+
+async def consume_directly(dashboard: Dashboard, request: Request, session: Session) -> Response:
+    """Have one consumer's listener run on the message (CONSUME_MESSAGE_DIRECTLY)."""
+    form = await request.form()
+    group, client_id, msg_id = (
+        str(form.get(name, "")).strip() for name in ("group", "client_id", "msg_id")
+    )
+    if not (group and client_id and msg_id):
+        raise PageError(400, "Which group, consumer and message? Nothing was consumed.")
+    try:
+        (host, port), _ = decode_offset_message_id(msg_id)
+    except ProtocolError:
+        raise PageError(400, f"{msg_id!r} is not a message id of a broker.") from None
+    verdict = await admin_stats.consume_message_directly(
+        dashboard.admin, group, client_id, msg_id, f"{host}:{port}"
+    )
+    remark = f" ({verdict.remark})" if verdict.remark else ""
+    session.flashes.append(
+        f"{client_id} of {group} consumed it directly: {verdict.consume_result.value}{remark}, "
+        f"{verdict.spent_time_ms} ms."
+    )
+    return RedirectResponse(f"/messages/view?id={msg_id}", status_code=303)
 
 
 async def _dead_letters(admin: AdminClient, group: str) -> list[MessageExt]:
