@@ -104,3 +104,18 @@ def test_same_origin_and_times() -> None:
     assert parse_time_ms("2024-05-01T12:00:00+00:00", now_ms) == 1_714_564_800_000
     with pytest.raises(ValueError, match="is not a time"):
         parse_time_ms("soon", now_ms)
+
+
+async def test_an_unreachable_name_server_is_an_error_page_not_a_hang(
+    page: Page, tmp_path: Path
+) -> None:
+    del tmp_path
+    settings = DashboardSettings("127.0.0.1:1", page_deadline_ms=3_000)  # nothing listens
+    server = DashboardServer(settings, "127.0.0.1", 0)
+    await server.start()
+    try:
+        response = await page.goto(f"http://{server.address}/groups")
+        assert response is not None and response.status in (502, 504)
+        await expect(page.locator("#error-message")).not_to_be_empty()
+    finally:
+        await server.stop()
