@@ -124,6 +124,9 @@ async def test_namesrv_and_broker_run_apart_with_a_config_file(tmp_path: Path) -
         "brokerName=broker-z\n"
         "autoCreateTopicEnable=true\n"
         "defaultTopicQueueNums=6\n"
+        "metricsExporterType=PROM\n"
+        "metricsPromExporterHost=127.0.0.1\n"
+        "metricsPromExporterPort=0\n"
     )
     async with running(
         "namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns"), cwd=tmp_path
@@ -135,6 +138,13 @@ async def test_namesrv_and_broker_run_apart_with_a_config_file(tmp_path: Path) -
         )  # fmt: skip
         async with running(*broker_arguments, cwd=tmp_path) as broker:
             broker_address = orjson.loads(broker.ready)["broker"]
+            metrics_address = orjson.loads(broker.ready)["metrics"]  # metricsExporterType=PROM
+            status, _, exposition = await http_get(metrics_address, "/metrics")
+            assert status == 200
+            assert (
+                b'rocketmq_broker_tps{broker="broker-z",brokerIP="127.0.0.1",cluster="ClusterZ"}'
+                in (exposition)
+            )
             pool = ClientPool()
             try:
                 info = await pool.invoke(
