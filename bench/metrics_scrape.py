@@ -50,7 +50,7 @@ async def main(topics: int, queues: int, filled: int, rounds: int, profile: bool
                 profiler.enable()
                 list(metrics.collector.collect())
                 profiler.disable()
-                pstats.Stats(profiler).sort_stats("cumulative").print_stats(18)
+                pstats.Stats(profiler).sort_stats("tottime").print_stats(14)
             timings_ms: list[float] = []
             collect_ms: list[float] = []
             size = series = 0
