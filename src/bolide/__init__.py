@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
+    from bolide.client.consumer.selector import MessageSelector
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
     from bolide.client.producer.sync_transaction import TransactionProducer
     from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
+    from bolide.protocol.compression import CompressionType
 
 _EXPORTS = {
     "AdminClient": "bolide.client.admin.blocking",
@@ -50,10 +52,13 @@ _EXPORTS = {
     "LocalTransactionState": "bolide.client.producer.transaction",
     "TransactionProducer": "bolide.client.producer.sync_transaction",
     "TransactionSendResult": "bolide.client.producer.transaction",
+    "CompressionType": "bolide.protocol.compression",
+    "MessageSelector": "bolide.client.consumer.selector",
 }
 
 __all__ = [
     "AdminClient",
+    "CompressionType",
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
@@ -62,6 +67,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "OrderlyContext",
     "OrderlyResult",
     "Producer",

@@ -12,6 +12,7 @@ from bolide.client.consumer.consume_orderly import OrderlyContext
 from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
+from bolide.client.consumer.selector import MessageSelector
 from bolide.client.instance import ClientInstance
 from bolide.client.message import Message, MessageExt, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
@@ -21,10 +22,12 @@ from bolide.client.producer.transaction import (
     TransactionSendResult,
 )
 from bolide.protocol.bodies import MessageModel, MessageQueue
+from bolide.protocol.compression import CompressionType
 
 __all__ = [
     "AdminClient",
     "ClientInstance",
+    "CompressionType",
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
@@ -33,6 +36,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "OrderlyContext",
     "OrderlyResult",
     "Producer",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from bolide.broker.config import (
     parse_delay_levels,
     read_broker_conf,
 )
+from bolide.broker.security import acl_file_path, tls_server_settings, unhonoured_keys
 from bolide.store.config_files import MetadataFile
 
 # The shape of RocketMQ's distributed conf/broker.conf, with the noise real files carry.
@@ -138,12 +138,51 @@ def test_line_without_separator_is_an_error_with_its_line_number() -> None:
         parse_broker_conf("=5\n")
 
 
-def test_unknown_keys_are_kept_and_warned(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="bolide.broker.config"):
-        config = BrokerConfig.from_mapping({"brokerName": "b", "sendMessageThreadPoolNums": "16"})
+def test_unknown_keys_are_kept_and_named_as_unhonoured() -> None:
+    config = BrokerConfig.from_mapping(
+        {
+            "brokerName": "b",
+            "sendMessageThreadPoolNums": "16",
+            "notifyConsumerIdsChangedEnable": "false",
+        }
+    )
     assert config.extra_properties == {"sendMessageThreadPoolNums": "16"}
-    assert "sendMessageThreadPoolNums" in caplog.text
+    # the broker logs these in one warning when it starts (tests/integration/test_acl_broker.py)
+    assert unhonoured_keys(config) == [
+        "notifyConsumerIdsChangedEnable",
+        "sendMessageThreadPoolNums",
+    ]
     assert config.to_properties()["sendMessageThreadPoolNums"] == "16"
+
+
+CREDENTIALS = '{"accessKey": "broker01", "secretKey": "s3cret-1"}'
+
+
+def test_acl_and_tls_keys() -> None:
+    config = BrokerConfig.from_mapping(
+        {"aclEnable": "true", "tls.server.mode": "Permissive", "tls.server.certPath": "/c.pem",
+         "tls.server.keyPath": "/k.pem", "tls.server.need.client.auth": "require",
+         "innerClientAuthenticationCredentials": CREDENTIALS,
+         "tls.server.keyPassword": "pem-pass-1",
+         "storePathRootDir": "/data/store"}
+    )  # fmt: skip
+    assert acl_file_path(config) == Path("/data/conf/plain_acl.yml")
+    tls = tls_server_settings(config)
+    assert tls is not None and tls.mode.value == "permissive"
+    assert tls.client_auth.value == "require"
+    assert tls_server_settings(BrokerConfig()) is None
+    assert config.inner_client_credentials == ("broker01", "s3cret-1")
+    properties = config.to_properties()
+    assert "s3cret-1" not in properties["innerClientAuthenticationCredentials"]
+    assert properties["tls.server.keyPassword"] == "******"
+    assert "pem-pass-1" not in repr(config) and "s3cret-1" not in repr(config)
+    assert tls.key_password == "pem-pass-1"
+    assert properties["tls.server.mode"] == "permissive"
+    with pytest.raises(ConfigError, match="disabled or permissive or enforcing"):
+        BrokerConfig.from_mapping({"tls.server.mode": "strict"})
+    with pytest.raises(ConfigError, match="innerClientAuthenticationCredentials") as caught:
+        BrokerConfig.from_mapping({"innerClientAuthenticationCredentials": "secret-text"})
+    assert "secret-text" not in str(caught.value)
 
 
 def test_overrides_win_and_accept_field_names_and_plain_values(tmp_path: Path) -> None:

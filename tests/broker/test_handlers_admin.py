@@ -1,4 +1,4 @@
-"""The broker's admin requests over real sockets (protocol.md §2.10, §2.11): topic deletion and
+"""The broker's admin requests over real sockets (docs/protocol.md §2.10, §2.11): topic deletion and
 statistics, who consumes a topic, connection lists, consume stats, group deletion, offset
 cloning, reset offset (stored on the broker, pushed to each consumer in the form its language
 reads) and GET_CONSUMER_RUNNING_INFO forwarded to the client."""

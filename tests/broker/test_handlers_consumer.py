@@ -1,5 +1,5 @@
 """Consumer offsets (14, 15), consumer lists (38), heartbeats (34), unregistration (35) and the
-NOTIFY_CONSUMER_IDS_CHANGED the broker sends, over real sockets (protocol.md §2.5, §2.6)."""
+NOTIFY_CONSUMER_IDS_CHANGED the broker sends, over real sockets (docs/protocol.md §2.5, §2.6)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from bolide.base.clock import ManualClock
+from bolide.base.types import Topic
 from bolide.broker.handlers import consumer_manage
 from bolide.protocol.bodies import ConsumeType, MessageModel
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -159,7 +160,7 @@ async def test_a_cpp_heartbeat_registers_everything(connection: Connected) -> No
     [producer] = context.producers.producer_connections("PG_CPP")
     assert producer.client_id == "4321-127.0.0.1@inst1"
     await cluster.brokers[0].registration.register_once()
-    assert cluster.namesrvs[0].routes.route_for_topic("%RETRY%CG_CPP") is not None
+    assert cluster.namesrvs[0].routes.route_for_topic(Topic("%RETRY%CG_CPP")) is not None
 
 
 async def test_a_bad_heartbeat_body_is_a_system_error(connection: Connected) -> None:

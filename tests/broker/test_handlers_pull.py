@@ -1,5 +1,5 @@
 """PULL_MESSAGE over a real socket: checks, subscriptions, the status table, broker-side tag
-filtering, long polling and the piggybacked commit offset (protocol.md §2.4)."""
+filtering, long polling and the piggybacked commit offset (docs/protocol.md §2.4)."""
 
 from __future__ import annotations
 

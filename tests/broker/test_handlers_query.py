@@ -1,5 +1,5 @@
 """Queue offsets (29-32), message lookups (33, 12) and the admin requests issue 4 needs
-(17, 21, 28) over a real socket (protocol.md §2.6, §2.7, §2.11)."""
+(17, 21, 28) over a real socket (docs/protocol.md §2.6, §2.7, §2.11)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from bolide.base.clock import ManualClock
+from bolide.base.types import Topic
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -120,7 +121,7 @@ async def test_create_topic_registers_it_before_answering(connection: Connected)
     header = CreateTopicRequestHeader("Created", "TBW102", 3, 3, 6)
     request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
     assert (await wire.invoke(request)).code == ResponseCode.SUCCESS
-    route = cluster.namesrvs[0].routes.route_for_topic("Created")
+    route = cluster.namesrvs[0].routes.route_for_topic(Topic("Created"))
     assert route is not None
     [queue_data] = route.queue_datas
     assert (queue_data.read_queue_count, queue_data.write_queue_count) == (3, 3)

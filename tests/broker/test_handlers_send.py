@@ -1,4 +1,5 @@
-"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE over a real socket (protocol.md §2.2)."""
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE over a real socket (docs/protocol.md
+§2.2)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bolide.base.clock import ManualClock
+from bolide.base.types import Topic
 from bolide.protocol.address import parse_socket_address
 from bolide.protocol.bodies import PERM_WRITE, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -180,7 +182,7 @@ async def test_an_unknown_topic_is_auto_created_and_registered(connection: Conne
     assert narrow is not None and narrow.write_queue_count == 2
     await broker.registration.register_once()
     assert broker.registration.registration_count > before
-    assert cluster.namesrvs[0].routes.route_for_topic("Fresh") is not None
+    assert cluster.namesrvs[0].routes.route_for_topic(Topic("Fresh")) is not None
 
 
 async def test_without_auto_create_an_unknown_topic_does_not_exist(tmp_path: Path) -> None:

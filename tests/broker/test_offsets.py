@@ -1,4 +1,5 @@
-"""ConsumerOffsetManager (the topic@group table) and its flush service (seed 000)."""
+"""ConsumerOffsetManager (the topic@group table) and its flush service (RocketMQ's offset
+management)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from bolide.testing.waiting import until
 
 HOST = "10.0.0.5:53211"
 
-# The file of seed 000, as a Java broker writes it: pretty, with unquoted queue-id keys.
+# The file of RocketMQ's offset management, as a Java broker writes it: pretty, with unquoted
+# queue-id keys.
 JAVA_FILE = b"""{
 \t"offsetTable":{
 \t\t"TopicTest@please_rename_unique_group_name_4":{0:4,1:4,2:4,3:4,4:4,5:2,6:2,7:1,8:3,9:1,10:0

@@ -289,3 +289,17 @@ async def test_an_admin_reset_by_time_reaches_pop_consumers(tmp_path: Path) -> N
             await admin.close()
         again = records(await _pop(wire, "ResetByTime", group="Rewinder"))
         assert [m.body for m in again] == [b"m0", b"m1", b"m2"]
+
+
+async def test_a_topic_created_again_is_popped_from_its_new_start(connection: Connected) -> None:
+    cluster, wire = connection
+    for index in range(3):
+        await wire.send("Again", f"old-{index}".encode(), queue_id=0)
+    for message in records(await _pop(wire, "Again", queue_id=0)):
+        await _ack(wire, message)
+    context = cluster.brokers[0].context
+    await context.topics.delete_topic("Again")
+    context.store.delete_topic("Again")
+    await wire.send("Again", b"new-0", queue_id=0)
+    again = records(await _pop(wire, "Again", queue_id=0))
+    assert [m.body for m in again] == [b"new-0"]

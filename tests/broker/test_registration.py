@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bolide.base.clock import ManualClock
+from bolide.base.types import Topic
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
 from bolide.namesrv.namesrv import NameServer
 from bolide.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -61,20 +62,20 @@ async def test_registers_with_every_name_server_and_unregisters(
     try:
         assert await registration.start() == 2
         for server in name_servers:
-            route = server.routes.route_for_topic("First")
+            route = server.routes.route_for_topic(Topic("First"))
             assert route is not None
             assert route.broker_datas[0].broker_addrs == {0: "127.0.0.1:10911"}
         topics.add("Second")
         registration.register_soon()
         await until(lambda: registration.registration_count >= 4)
-        assert all(s.routes.route_for_topic("Second") is not None for s in name_servers)
+        assert all(s.routes.route_for_topic(Topic("Second")) is not None for s in name_servers)
         topics.add("Third")
         await until(lambda: clock.sleeper_count == 1)  # the service waits for its period
         clock.advance_ms(30_000)
         await until(lambda: registration.registration_count >= 6)
-        assert all(s.routes.route_for_topic("Third") is not None for s in name_servers)
+        assert all(s.routes.route_for_topic(Topic("Third")) is not None for s in name_servers)
         assert await registration.stop() == 2
-        assert all(s.routes.route_for_topic("First") is None for s in name_servers)
+        assert all(s.routes.route_for_topic(Topic("First")) is None for s in name_servers)
     finally:
         await pool.close()
 
@@ -89,7 +90,7 @@ async def test_an_unreachable_name_server_does_not_block_the_others(
     )
     try:
         assert await asyncio.wait_for(registration.register_once(), 10) == 1
-        assert name_servers[0].routes.route_for_topic("First") is not None
+        assert name_servers[0].routes.route_for_topic(Topic("First")) is not None
     finally:
         await registration.stop()
         await pool.close()

@@ -345,3 +345,19 @@ async def test_due_timers_are_re_put_in_one_round(tmp_path: Path, fail_at: int) 
     assert store.rounds == ([10] if not fail_at else [10, 10 - fail_at + 1])
     await service.stop()
     await store.shutdown()
+
+
+async def test_a_recalled_timer_message_is_dropped_and_others_delivered(setup: Setup) -> None:
+    for body in ("kept", "recalled", "also-kept"):
+        await setup.send(body, {"TIMER_DELAY_MS": "500", PropertyKey.UNIQ_KEY: f"ID-{body}"})
+    marker = await setup.service.recall("orders", "ID-recalled", NOW + 500)
+    assert marker is not None and marker.ok
+    await setup.advance(499)
+    await setup.settle()
+    assert setup.delivered() == []
+    await setup.advance(1)
+    await until(lambda: len(setup.delivered()) == 2)
+    await setup.settle()
+    assert setup.delivered() == ["kept", "also-kept"]
+    # too late: due already
+    assert await setup.service.recall("orders", "ID-kept", NOW + 500) is None

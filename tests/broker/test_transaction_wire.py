@@ -1,5 +1,5 @@
 """Golden frames of END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39): Java's field names
-and types (round2-facts §5; protocol.md §2.12), and the check body in MessageDecoder.encode's
+and types (round2-facts §5; docs/protocol.md §2.12), and the check body in MessageDecoder.encode's
 layout, assembled here byte by byte rather than with Bolide's encoder."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def _free_port_pair() -> int:
     for _ in range(50):
         with socket.socket() as main:
             main.bind((LOOPBACK, 0))
-            port = main.getsockname()[1]
+            port: int = main.getsockname()[1]
             with socket.socket() as vip:
                 try:
                     vip.bind((LOOPBACK, port - 2))

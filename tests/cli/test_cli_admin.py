@@ -77,6 +77,11 @@ def test_topic_message_types_and_orderly_groups(standalone: Standalone) -> None:
     refused = bolide(standalone, "topic", "create", "CliOdd", "--type", "odd")
     assert refused.code != 0 and "--type" in refused.stderr
     ok_json(standalone, "group", "create", "CliOrderly", "--orderly")
+    listed_groups = ok_json(standalone, "group", "list")
+    orderly = next(g for g in listed_groups if g["group"] == "CliOrderly")
+    assert orderly["config"]["consumeOrderlyEnable"] is True
+    table = bolide(standalone, "group", "list")
+    assert table.code == 0 and "orderly" in table.stdout
 
 
 def test_message_commands(standalone: Standalone) -> None:

@@ -84,3 +84,24 @@ def test_exit_codes() -> None:
     assert exit_code_of(NameServerUnavailableError("n")) == ExitCode.UNREACHABLE
     assert exit_code_of(RequestTimeoutError("slow")) == ExitCode.UNREACHABLE
     assert exit_code_of(RemoteError(1, "refused")) == ExitCode.FAILED
+
+
+def test_security_options_are_hoisted_from_anywhere() -> None:
+    from bolide.cli.security import hoist_security_options
+
+    assert hoist_security_options(
+        ["topic", "list", "--access-key", "K", "--json", "--tls", "--secret-key=S", "--", "--tls"]
+    ) == ["--access-key", "K", "--tls", "--secret-key=S", "topic", "list", "--json", "--", "--tls"]
+    # the servers' own TLS options stay where they are
+    server = ["namesrv", "--tls-mode", "enforcing", "--tls-cert", "c.pem", "--tls-key", "k.pem"]
+    assert hoist_security_options(server) == server
+    assert hoist_security_options(["--access-key", "namesrv", "topic", "list"])[:2] == [
+        "--access-key",
+        "namesrv",
+    ]
+    # a trailing option without its value is left for the parser to report
+    assert hoist_security_options(["topic", "list", "--access-key"]) == [
+        "topic",
+        "list",
+        "--access-key",
+    ]

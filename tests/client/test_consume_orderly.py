@@ -1,4 +1,5 @@
-"""Orderly consumption with a manual clock (seed 004): one listener call per queue at a time, in
+"""Orderly consumption with a manual clock (RocketMQ's orderly consumption): one listener call per
+queue at a time, in
 offset order; commits after each batch; suspension and in-memory retry; bounded retries to the
 DLQ; the broker lock (taken, renewed, lost, expired) gating consumption; the rebalance's wait
 for the batch in flight; shutdown; the queue's retry count and blocked time in running info.

@@ -1,4 +1,5 @@
-"""The orderly consumer's say in the rebalance (seed 004): a queue is taken only once its
+"""The orderly consumer's say in the rebalance (RocketMQ's orderly consumption): a queue is taken
+only once its
 broker lock is held; a queue given up is quiesced first (the batch in flight ends), then its
 offset is persisted and its lock released; a queue that cannot be quiesced in time stays,
 dropped, and a later rebalance retries (re-creating it when it is ours again)."""

@@ -1,4 +1,5 @@
-"""Concurrent consumption (seed 000 processConsumeResult, seed 002): commit of the smallest
+"""Concurrent consumption (RocketMQ's offset management processConsumeResult, RocketMQ's consumption
+progress): commit of the smallest
 unacknowledged offset, ackIndex, send-back and its fallbacks, broadcasting, consume timeout,
 retry topic restored, listeners on threads and on the loop."""
 

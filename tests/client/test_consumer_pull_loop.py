@@ -1,4 +1,4 @@
-"""The pull loop's reaction to every pull status (protocol.md §2.4), flow control, the
+"""The pull loop's reaction to every pull status (docs/protocol.md §2.4), flow control, the
 client-side tag re-filter and the request it sends — on a manual clock."""
 
 from __future__ import annotations

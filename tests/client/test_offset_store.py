@@ -1,4 +1,5 @@
-"""Offset stores (seed 002): increase-only memory, remote persistence (oneway, owned queues
+"""Offset stores (RocketMQ's consumption progress): increase-only memory, remote persistence
+(oneway, owned queues
 only, every 5 s through the client instance's persist loop on a manual clock), and the local
 file store's atomic file with its backup."""
 

@@ -8,8 +8,9 @@ from bolide.base import limits
 from bolide.base.errors import InvalidMessageError, MessageTooLargeError
 from bolide.client.message import Message
 from bolide.client.producer.prepare import SendSettings, check_topic, prepare_batch, prepare_message
+from bolide.protocol.compression import decompress_body
 from bolide.protocol.message import MessageSysFlag, PropertyKey, decode_properties
-from bolide.protocol.message_codec import decode_batch_body, decompress_body
+from bolide.protocol.message_codec import decode_batch_body
 
 SETTINGS = SendSettings("pg")
 NOW_MS = 1_700_000_000_123

@@ -1,4 +1,5 @@
-"""Rebalance decisions (seeds 000, 001) on a manual clock: allocation over sorted inputs,
+"""Rebalance decisions (RocketMQ's offset management and rebalancing) on a manual clock: allocation
+over sorted inputs,
 dropping and adding queues, the consume-from rules, pull-expired detection, resets."""
 
 from __future__ import annotations

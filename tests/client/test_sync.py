@@ -1,4 +1,4 @@
-"""The canonical example of DESIGN.md §6 (producer half), blocking and with bolide.aio, and the
+"""The canonical example of the README (producer half), blocking and with bolide.aio, and the
 blocking facade's own behaviour. The cluster runs on its own loop thread, as a server would."""
 
 from __future__ import annotations

@@ -16,13 +16,12 @@ import orjson
 import pytest
 
 from bolide.protocol.command import LanguageCode
+from bolide.protocol.compression import compress_body, decompress_body
 from bolide.protocol.headers.send import SendMessageRequestHeader
 from bolide.protocol.message import decode_properties, encode_properties
 from bolide.protocol.message_codec import (
     body_crc,
-    compress_body,
     decode_batch_body,
-    decompress_body,
     encode_record,
 )
 from tests.compat.cpp_harness import (

@@ -254,3 +254,68 @@ def test_bolide_proxy_runs_apart_from_the_brokers(tmp_path: Path) -> None:
             assert process.wait(60) == 0
             if process.stdout is not None:
                 process.stdout.close()
+
+
+def test_a_recalled_delay_message_is_never_delivered(server: Standalone) -> None:
+    create_topic(server.namesrv, "Recall5", "DELAY")
+    producer = _producer(server, "Recall5")
+    consumer = _simple_consumer(server, "recall5", "Recall5")
+    try:
+        due_s = int(time.time()) + 3
+        recalled = producer.send(sdk_message("Recall5", b"recalled", delivery_timestamp=due_s))
+        kept = producer.send(sdk_message("Recall5", b"kept", delivery_timestamp=due_s))
+        assert recalled.recall_handle
+        assert producer.recall_message("Recall5", recalled.recall_handle) == recalled.message_id
+        got = _receive_all(consumer, 1)
+        assert [m.body for m in got] == [b"kept"] and got[0].message_id == kept.message_id
+        consumer.ack(got[0])
+        assert consumer.receive(32, 20) == []  # the recalled one stays away past its time
+        with pytest.raises(Exception, match=r"delivered|due"):
+            producer.recall_message("Recall5", kept.recall_handle)  # too late now
+        with pytest.raises(Exception, match=r"40000|invalid"):
+            producer.recall_message("Recall5", "not-a-handle")
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_fifo_push_consumer_dead_letters_after_its_attempts(server: Standalone) -> None:
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    create_topic(server.namesrv, "FifoDlq5", "FIFO")
+    create_group(server.namesrv, "fifodlq5", orderly=True, retry_max_times=1)
+    producer = _producer(server, "FifoDlq5")
+    seen: list[tuple[bytes, int]] = []
+    lock = threading.Lock()
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, message: Any) -> Any:
+            with lock:
+                seen.append((message.body, message.delivery_attempt))
+            return ConsumeResult.FAILURE if message.body == b"poison" else ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        configuration(server.proxy), "fifodlq5", Listener(), {"FifoDlq5": FilterExpression("*")}
+    )
+    consumer.startup()
+    try:
+        producer.send(sdk_message("FifoDlq5", b"poison", message_group="g", keys="fifo-poison"))
+        producer.send(sdk_message("FifoDlq5", b"after", message_group="g"))
+        wait_until(lambda: any(body == b"after" for body, _ in seen))
+
+        def in_dlq() -> bool:
+            with bolide.AdminClient(server.namesrv) as admin:
+                try:
+                    return bool(admin.query_by_key("%DLQ%fifodlq5", "fifo-poison"))
+                except BolideError:
+                    return False
+
+        wait_until(in_dlq)
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    poison = [attempt for body, attempt in seen if body == b"poison"]
+    # two attempts (retryMaxTimes 1 + 1; the SDK retries FIFO messages locally, so both see
+    # the same delivery_attempt), then the DLQ
+    assert len(poison) == 2
+    assert seen[-1] == (b"after", 1)  # the group's next message only after that, in order

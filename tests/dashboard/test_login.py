@@ -1,6 +1,7 @@
-"""Dashboard logins against a plain_acl.yml (ACL on): an admin account changes things, a
-read-only account sees but cannot change, a wrong secret is refused; pages need a login.
-Real browser, real name server and broker (in process), the dashboard on port 0."""
+"""Dashboard logins against a plain_acl.yml with ACL on in the broker: an admin account
+changes things, a read-only account sees but cannot change, a wrong secret is refused; pages
+need a login, and each account's requests reach the broker signed with its own keys. Real
+browser, real name server and broker (in process), the dashboard on port 0."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ accounts:
 async def dashboard(tmp_path: Path) -> AsyncIterator[str]:
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
-    async with Cluster(tmp_path / "cluster") as cluster:
+    acl_settings = {"aclEnable": "true", "aclFile": str(acl)}
+    async with Cluster(tmp_path / "cluster", settings=acl_settings) as cluster:
         settings = DashboardSettings(cluster.namesrv_address, accounts=PlainAclAccounts(acl))
         server = DashboardServer(settings, "127.0.0.1", 0)
         await server.start()
@@ -62,6 +64,9 @@ async def test_admin_changes_read_only_looks(page: Page, dashboard: str) -> None
     await expect(page.locator("h1")).to_have_text("Topics")  # back where it was going
     await expect(page.locator("header .who")).to_contain_text("RocketMQ (read-only)")
     await expect(page.locator("#create-topic")).to_have_count(0)  # no change forms
+    await page.goto(dashboard + "/")  # reads signed with RocketMQ's keys: the broker answers
+    await expect(page.locator("#brokers tbody tr").first).to_contain_text("broker-a")
+    await expect(page.locator("#brokers")).not_to_contain_text("unavailable")
     token = await page.locator("header input[name=csrf]").get_attribute("value")
     refused = await page.request.post(
         dashboard + "/topics/create",

@@ -1,6 +1,6 @@
 """AdminClient against a real name server and broker: topics, groups, progress (clustering and
 broadcasting, with lag and queue owners), reset offset reaching live and offline Bolide
-consumers (seed 002), message look-ups, tail, and dead-letter resend."""
+consumers (RocketMQ's consumption progress), message look-ups, tail, and dead-letter resend."""
 
 from __future__ import annotations
 
@@ -165,7 +165,8 @@ async def test_progress_leaves_the_start_to_consume_from_where_the_broker_says(
     assert {row.start_offset for row in progress.queues} == {START_BY_CONSUME_FROM}
 
 
-# --- reset offset (seed 002) ----------------------------------------------------------------
+# --- reset offset (RocketMQ's consumption progress)
+# ----------------------------------------------------------------
 
 
 async def test_reset_reaches_a_live_consumer_at_once(cluster: Cluster, admin: AdminClient) -> None:

@@ -178,3 +178,21 @@ async def test_a_bad_config_value_is_refused(tmp_path: Path) -> None:
     _, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)
     assert process.returncode == 2
     assert b"listenPort" in stderr
+
+
+async def test_a_busy_proxy_port_is_named(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = await asyncio.create_subprocess_exec(
+            BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+            "--proxy-port", str(port), "--data-dir", str(tmp_path / "d"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
+        )  # fmt: skip
+        stdout, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)
+    assert process.returncode == 1
+    assert b"bolide ready" not in stdout
+    assert f"5.x gRPC proxy cannot listen on 127.0.0.1:{port}".encode() in stderr

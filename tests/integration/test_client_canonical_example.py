@@ -1,4 +1,4 @@
-"""The canonical example of DESIGN.md §6 (the README's), run as written against an in-process
+"""The canonical example of the README, run as written against an in-process
 cluster: once with the blocking API (``bolide``), once with ``bolide.aio``. Only the name
 server address differs, and ``...`` becomes "wait until the listener printed the message".
 

@@ -139,7 +139,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 
 
 async def test_members_join_leave_and_die_without_losing_messages(cluster: Cluster) -> None:
-    group, stop, sent = Group(), asyncio.Event(), []
+    group, stop = Group(), asyncio.Event()
+    sent: list[str] = []
     timings: list[str] = []
     namesrv = cluster.namesrv_address
     member_a, member_b = Member("a", namesrv, group), Member("b", namesrv, group)

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from bolide.base.errors import CorruptDataError
+from bolide.base.types import Topic
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader, PullSysFlag
@@ -73,7 +74,7 @@ async def test_a_broker_registers_with_every_name_server(tmp_path: Path) -> None
             await BrokerWire(pool, broker.address).send("EverywhereTopic", b"x")
             await broker.registration.register_once()
             for namesrv in cluster.namesrvs:
-                assert namesrv.routes.route_for_topic("EverywhereTopic") is not None
+                assert namesrv.routes.route_for_topic(Topic("EverywhereTopic")) is not None
             await broker.stop()  # unregisters
             cluster.brokers.remove(broker)
             for namesrv in cluster.namesrvs:

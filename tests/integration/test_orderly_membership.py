@@ -1,4 +1,4 @@
-"""Orderly consumption through membership changes (issue 7, seed 004).
+"""Orderly consumption through membership changes (issue 7, RocketMQ's orderly consumption).
 
 A topic with 4 queues; 200 sharding keys, each with the sequence 0..N sent in order with
 ``send(..., sharding_key=key)`` while messages keep flowing. Three slots of orderly push

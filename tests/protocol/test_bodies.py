@@ -1,4 +1,4 @@
-"""Body dataclasses against the JSON documented in protocol.md (Java and C++ forms)."""
+"""Body dataclasses against the JSON documented in docs/protocol.md (Java and C++ forms)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RemotingCommand codec: Appendix A golden bytes, peer forms, round trips, hostile input."""
+"""RemotingCommand codec: golden framing bytes, peer forms, round trips, hostile input."""
 
 from __future__ import annotations
 

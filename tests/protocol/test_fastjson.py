@@ -1,4 +1,4 @@
-"""fastjson's map forms (protocol.md §1.8, §4.4): parse and produce, hostile input."""
+"""fastjson's map forms (docs/protocol.md §1.8, §4.4): parse and produce, hostile input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stored record layout (protocol.md §3.1) and the batch body (§2.2)."""
+"""The stored record layout (docs/protocol.md §3.1) and the batch body (§2.2)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from bolide.base import limits
 from bolide.base.errors import InvariantViolationError, ProtocolError
 from bolide.protocol.address import SocketAddress
+from bolide.protocol.compression import CompressionType, compress_body, decompress_body
 from bolide.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -25,11 +26,9 @@ from bolide.protocol.message_codec import (
     BLANK_MARKER_BYTES,
     BatchEntry,
     body_crc,
-    compress_body,
     decode_batch_body,
     decode_record,
     decode_records,
-    decompress_body,
     encode_batch_body,
     encode_blank_marker,
     encode_record,
@@ -69,7 +68,7 @@ def _fields(**overrides: Any) -> dict[str, Any]:
 
 
 def test_record_layout_golden_bytes() -> None:
-    """Every field at the offset protocol.md §3.1 gives, written independently of the codec."""
+    """Every field at the offset docs/protocol.md §3.1 gives, written independently of the codec."""
     record = encode_record(**_fields())
     crc = zlib.crc32(b"hello") & 0x7FFFFFFF
     properties = b"TAGS\x01TagA\x02KEYS\x01k1 k2"
@@ -389,14 +388,17 @@ def test_compressed_body_is_inflated_and_flags_kept() -> None:
     assert message.body_crc == body_crc(stored)
 
 
-@pytest.mark.parametrize("compression_type", [0x100, 0x200])
-def test_lz4_and_zstd_are_refused(compression_type: int) -> None:
-    stored = compress_body(b"x" * 100)
-    record = encode_record(**_fields(body=stored, sys_flag=1 | compression_type))
-    with pytest.raises(ProtocolError, match="unsupported"):
-        decode_record(record)
+@pytest.mark.parametrize("compression", [CompressionType.LZ4, CompressionType.ZSTD])
+def test_lz4_and_zstd_bodies_are_inflated(compression: CompressionType) -> None:
+    stored = compress_body(b"x" * 100, compression)
+    record = encode_record(**_fields(body=stored, sys_flag=1 | compression.value))
+    assert decode_record(record)[0].body == b"x" * 100
     message, _ = decode_record(record, decompress=False)
     assert message.body == stored
+    zlib_stored = compress_body(b"x" * 100)  # a body that is not what its type bits say
+    wrong = encode_record(**_fields(body=zlib_stored, sys_flag=1 | compression.value))
+    with pytest.raises(ProtocolError, match=compression.name):
+        decode_record(wrong)
 
 
 def test_zlib_type_bits_are_accepted() -> None:

@@ -1,4 +1,4 @@
-"""Offset message ids and UNIQ_KEY generation (protocol.md §3.4)."""
+"""Offset message ids and UNIQ_KEY generation (docs/protocol.md §3.4)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from pyspark.errors import PySparkException
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.utils import StreamingQueryException
+from pyspark.sql.streaming.query import StreamingQuery
 
 from bolide.client.message import SendResult
 from tests.spark.conftest import AGED_TOPIC as TOPIC
@@ -45,7 +44,7 @@ def test_streaming_fails_when_retention_deleted_the_start(
     cluster, _, min_offset = aged
     query = _stream(spark, cluster, tmp_path, "true")
     with pytest.raises(StreamingQueryException, match="deleted \\(retention\\)") as caught:
-        query.awaitTermination(WAIT_S)
+        query.awaitTermination(int(WAIT_S))
     assert f"0..{min_offset - 1}" in str(caught.value)
     assert "failOnDataLoss=false" in str(caught.value)
 
@@ -55,7 +54,7 @@ def test_streaming_skips_lost_messages_when_told_to(
 ) -> None:
     cluster, sent, min_offset = aged
     query = _stream(spark, cluster, tmp_path, "false")
-    assert query.awaitTermination(WAIT_S)
+    assert query.awaitTermination(int(WAIT_S))
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted(row["queue_offset"] for row in rows) == list(range(min_offset, len(sent)))
     assert {row["msg_id"] for row in rows} == {r.msg_id for r in sent[min_offset:]}

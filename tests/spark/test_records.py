@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -10,13 +12,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from bolide.base.errors import ProtocolError
 from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.compression import compress_body, compression_type_of
 from bolide.protocol.message import MessageSysFlag, decode_properties, encode_properties
-from bolide.protocol.message_codec import body_crc, compress_body, encode_record
+from bolide.protocol.message_codec import body_crc, encode_record
 from bolide.protocol.msgid import offset_message_id
 from bolide.spark.records import ARROW_SCHEMA, RowColumns, _properties_map
 from bolide.spark.source import SOURCE_SCHEMA
 
 QUEUE = MessageQueue("orders", "broker-a", 3)
+_NO_SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
 STORE_HOST = ("10.0.0.7", 10911)
 
 
@@ -28,7 +32,8 @@ def _record(
     sys_flag: int = 0,
     store_host: tuple[str, int] = STORE_HOST,
 ) -> bytes:
-    stored = compress_body(body) if sys_flag & MessageSysFlag.COMPRESSED else body
+    compression = compression_type_of(sys_flag)
+    stored = compress_body(body, compression) if compression is not None else body
     return encode_record(
         topic=b"orders",
         body=stored,
@@ -111,11 +116,6 @@ def test_malformed_bodies_raise_protocol_errors() -> None:
     bad_magic = good[:4] + b"\x00\x00\x00\x01" + good[8:]
     with pytest.raises(ProtocolError, match="magic"):
         RowColumns(QUEUE).add(bad_magic, 10)
-    lz4 = _record(
-        1, b"body", {}, sys_flag=MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_LZ4
-    )
-    with pytest.raises(ProtocolError):
-        RowColumns(QUEUE).add(lz4, 10)
 
 
 @given(
@@ -124,12 +124,14 @@ def test_malformed_bodies_raise_protocol_errors() -> None:
             st.tuples(
                 st.text(
                     alphabet=st.characters(
-                        exclude_characters="\x01\x02", exclude_categories=("Cs",)
+                        exclude_characters="\x01\x02", exclude_categories=_NO_SURROGATES
                     ),
                     max_size=8,
                 ),
                 st.text(
-                    alphabet=st.characters(exclude_characters="\x02", exclude_categories=("Cs",)),
+                    alphabet=st.characters(
+                        exclude_characters="\x02", exclude_categories=_NO_SURROGATES
+                    ),
                     max_size=8,
                 ),
             ),
@@ -158,3 +160,29 @@ def test_properties_that_are_not_utf8_are_a_protocol_error() -> None:
     columns.add(bytes(record), 10)
     with pytest.raises(ProtocolError, match="UTF-8"):
         columns.take_batch()
+
+
+def test_lz4_and_zstd_bodies_are_inflated_and_a_bad_one_is_flagged() -> None:
+    """A bad body used to fail the whole pull, and the stream re-read it forever."""
+    lz4 = int(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_LZ4)
+    zstd = int(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZSTD)
+    broken = bytearray(_record(2, b"zstd " * 50, {}, sys_flag=zstd))
+    broken[95:105] = b"\xff" * 10  # inside the compressed body
+    body = b"".join(
+        [
+            _record(0, b"plain", {}),
+            _record(1, b"lz4 " * 100, {}, sys_flag=lz4),
+            bytes(broken),
+            _record(3, b"zstd " * 100, {}, sys_flag=zstd),
+        ]
+    )
+    columns = RowColumns(QUEUE)
+    assert columns.add(body, 1 << 40) == 4
+    rows = columns.take_batch().to_pylist()
+    assert [row["body"] for row in (rows[0], rows[1], rows[3])] == [
+        b"plain",
+        b"lz4 " * 100,
+        b"zstd " * 100,
+    ]
+    assert [row["body_error"] is None for row in rows] == [True, True, False, True]
+    assert "ZSTD" in rows[2]["body_error"]

@@ -105,7 +105,7 @@ def test_replayed_stream_batch_sends_the_same_unique_keys(
             .trigger(availableNow=True)
             .start()
         )
-        assert query.awaitTermination(WAIT_S)
+        assert query.awaitTermination(int(WAIT_S))
         assert query.exception() is None
 
     run()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from bolide.client.message import Message
 from tests.spark.conftest import WAIT_S, BackgroundCluster
@@ -43,7 +43,7 @@ def _run_to_files(
         .trigger(availableNow=True)
         .start()
     )
-    assert query.awaitTermination(WAIT_S), "the availableNow query did not finish"
+    assert query.awaitTermination(int(WAIT_S)), "the availableNow query did not finish"
     assert query.exception() is None
     return query
 

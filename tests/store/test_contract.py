@@ -8,7 +8,7 @@ from bolide.protocol.message import MessageSysFlag, decode_properties, java_stri
 from bolide.protocol.message_codec import BatchEntry, body_crc, decode_record
 from bolide.protocol.msgid import offset_message_id
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.store.api import BatchPutRequest, GetStatus, PutRequest, PutStatus
+from bolide.store.api import BatchPutRequest, GetStatus, PutRequest, PutResult, PutStatus
 from bolide.store.config import DEFAULT_DELAY_LEVELS_MS
 
 from .conftest import ALL_HOURS, BORN_HOST, STORE_HOST, Harness, StoreFactory, request
@@ -105,8 +105,8 @@ async def test_max_count_and_max_bytes_bound_a_read(harness: Harness) -> None:
 async def test_tag_filter_compares_java_hash_codes(harness: Harness) -> None:
     store = harness.store
     for tags in ["TagA", "TagB", "TagA", "", "TagC"]:
-        extra = {"TAGS": tags} if tags else {}
-        await store.put_message(request(**extra))
+        message = request(TAGS=tags) if tags else request()
+        await store.put_message(message)
     entries = store.consume_queue_entries("orders", 0, 0, 10)
     assert [tags for _, _, tags in entries] == [
         2598919,
@@ -337,7 +337,10 @@ async def test_invalid_puts_are_refused_and_store_nothing(harness: Harness) -> N
         (request(queue_id=-1), PutStatus.MESSAGE_ILLEGAL),
         (request(body=bytes(config.commit_log_segment_bytes)), PutStatus.MESSAGE_ILLEGAL),
         (request(big="v" * 40_000), PutStatus.PROPERTIES_SIZE_EXCEEDED),
-        (request(**{"bad\x01name": "v"}), PutStatus.MESSAGE_ILLEGAL),
+        (
+            PutRequest("orders", 0, b"hello", properties={"bad\x01name": "v"}),
+            PutStatus.MESSAGE_ILLEGAL,
+        ),
         (PutRequest("orders", 0, b"x", born_host=("not-an-ip", 1)), PutStatus.MESSAGE_ILLEGAL),
         (PutRequest("orders", 0, b"x", flag=2**31), PutStatus.MESSAGE_ILLEGAL),
     ]
@@ -390,7 +393,7 @@ async def test_retention_by_age_moves_min_offsets(harness_factory: StoreFactory)
     for _ in range(30):
         clock.advance_ms(60_000)
         results.append(await store.put_message(request(body=bytes(900))))
-    first_of_segment = {}
+    first_of_segment: dict[int, PutResult] = {}
     for result in results:
         first_of_segment.setdefault(result.commit_log_offset // segment, result)
     assert len(first_of_segment) == 4

@@ -13,7 +13,7 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.protocol.message_codec import decode_record
-from bolide.store.api import GetStatus, PutStatus
+from bolide.store.api import GetStatus, PutResult, PutStatus
 from bolide.store.config import StoreConfig
 from bolide.store.file_ops import FileOps
 from bolide.store.file_store import FileMessageStore
@@ -107,7 +107,7 @@ async def test_io_error_poisons_the_segment_until_restart(tmp_path: Path) -> Non
     file_ops = ControlledFileOps(sync=False)
     config = tiny_config(tmp_path)
     store = await _open(config, file_ops)
-    stored = []
+    stored: list[PutResult] = []
     while len(stored) < 8:
         stored.append(await store.put_message(request(body=bytes(900))))
     file_ops.preallocate_errno = errno.EIO

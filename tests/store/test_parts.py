@@ -94,10 +94,8 @@ def test_index_chains_files_and_bounds_results(tmp_path: Path) -> None:
 
 
 def test_read_rules() -> None:
-    assert (
-        check_offset(0, 0, 0) is not None
-        and check_offset(0, 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
-    )  # type: ignore[union-attr]
+    empty = check_offset(0, 0, 0)
+    assert empty is not None and empty.status is GetStatus.NO_MESSAGE_IN_QUEUE
     assert check_offset(5, 10, 7) is None
     assert scan_limit_entries(32) == 800 and scan_limit_entries(1000) == 1000
     result = collect(

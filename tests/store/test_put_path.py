@@ -26,6 +26,7 @@ from bolide.protocol import wire
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import MessageSysFlag, decode_properties
 from bolide.protocol.message_codec import BatchEntry, decode_record
+from bolide.protocol.wire import property_value
 from bolide.store import record_writer
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.config import FlushDiskType
@@ -35,7 +36,7 @@ from bolide.store.file_store import FileMessageStore
 from bolide.store.flush import FlushBatch, FlushThreads, GroupCommit
 from bolide.store.index_file import KeyIndex, index_key_hash, index_key_seed
 from bolide.store.record_writer import RecordWriter
-from bolide.store.records import PreparedRecord, RecordBuilder, property_value
+from bolide.store.records import PreparedRecord, RecordBuilder
 from bolide.testing.waiting import until
 
 from .conftest import BORN_HOST, STORE_HOST, ControlledFileOps, request, tiny_config

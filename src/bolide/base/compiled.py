@@ -12,7 +12,7 @@ extension is importable and allowed, and keeps the pure ones otherwise. Callers 
 the twin as usual and never know which they got.
 
 ``BOLIDE_PURE_PYTHON=1`` in the environment forces every twin to stay pure. This module is the
-one place in the library that reads it (DESIGN.md §6: the switch must work before any
+one place in the library that reads it (the switch must work before any
 configuration is read, at import), and it reads it once.
 """
 

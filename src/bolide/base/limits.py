@@ -459,6 +459,31 @@ maxTriggerDelay default, 15 min), then reads what there is."""
 SPARK_GROUP_COMMIT_TIMEOUT_MS = 3_000
 """Recording a query's progress as a group's offsets is best effort: this long, then a warning."""
 
+# --- ACL and TLS ---------------------------------------------------------------------------------
+ACL_FILE_MAX_BYTES = 4 * MIB
+"""plain_acl.yml larger than this is refused: thousands of accounts fit in far less, and the
+file is parsed whole on every change."""
+ACL_FILE_CHECK_INTERVAL_MS = 500
+"""How often the ACL file's modification time and size are checked: a change takes effect
+within about this long (RocketMQ's file watcher also looks every 500 ms)."""
+ACL_KEY_MIN_CHARS = 7
+"""accessKey and secretKey are longer than 6 characters (RocketMQ's rule, which its admin
+tools enforce too)."""
+ACL_DENIAL_LOG_INTERVAL_MS = 10_000
+"""ACL refusals are logged at WARNING at most once per this interval (with a count of the rest):
+a peer sending bad requests in a loop must not flood the broker's log."""
+ACL_EXT_FIELD_MAX_CHARS = 64 * KIB
+"""An AccessKey or Signature longer than this is refused before any lookup or HMAC."""
+TLS_SNIFF_TIMEOUT_MS = 10_000
+"""In permissive TLS mode a new connection's first byte tells TLS from plain remoting; a peer
+that sends nothing for this long is disconnected."""
+TLS_HANDSHAKE_TIMEOUT_MS = 10_000
+"""A TLS handshake (either side) that takes longer fails."""
+LISTEN_BACKLOG_COUNT = 100
+"""Pending connections the permissive TLS listener lets the kernel queue (asyncio's default)."""
+ACCEPT_ERROR_BACKOFF_MS = 100
+"""After a failed accept (out of file descriptors...) the permissive listener waits this long
+before the next, instead of spinning on the same error."""
 # --- master/slave replication (RocketMQ 4.x HA; round2-facts.md §4) ---------------------------
 
 HA_TRANSFER_BATCH_BYTES = 32 * KIB
@@ -532,6 +557,9 @@ DASHBOARD_FORM_MAX_BYTES = 64 * KIB
 """A dashboard form (a test message body included) larger than this is refused."""
 DASHBOARD_SESSION_MAX_AGE_MS = 8 * 3_600_000
 """A dashboard login lasts a working day."""
+DASHBOARD_ACCOUNT_CLIENTS_MAX_COUNT = 64
+"""Admin clients the dashboard keeps, one per logged-in account (ACL on); past this one is
+closed and made again on that account's next page."""
 DASHBOARD_SESSIONS_MAX_COUNT = 10_000
 """Dashboard sessions kept in memory; past this the oldest is dropped (its user logs in
 again)."""
@@ -549,6 +577,11 @@ CLIENT_STATS_POLL_INTERVAL_MS = 60_000
 ``rocketmq_client_*`` family); rocketmq-exporter polls once a minute too."""
 CLIENT_STATS_POLL_MAX_REQUESTS = 16
 """Consumers asked at once by that poll."""
+
+
+SQL_FILTER_COMPILED_MAX_COUNT = 1_024
+"""SQL92 filter expressions kept compiled per broker process (one per distinct subscription
+expression; beyond it the least recently used is compiled again when next needed)."""
 
 
 def _check_relations() -> None:
@@ -614,6 +647,11 @@ PROXY_AUTO_RENEW_INTERVAL_MS = 3_000
 """How often the proxy looks for auto-renewed messages due for renewal."""
 PROXY_AUTO_RENEW_MAX_MESSAGES = 100_000
 """Messages the proxy renews at once; beyond it a message just comes back after 60 s."""
+TIMER_RECALLED_MAX_ENTRIES = 100_000
+"""Recalled timer messages remembered between their marker and their own due time (1 ms)."""
+PROXY_SETTINGS_LOOKUP_MS = 3_000
+"""The Telemetry settings reply waits at most this long for the group's settings (push
+consumers give up after 10 s), then answers with the defaults."""
 PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
 """Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
 most 32 messages each)."""

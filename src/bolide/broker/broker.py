@@ -27,6 +27,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
+from bolide.acl import AclValidator
 from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
@@ -35,6 +36,7 @@ from bolide.broker.config import BrokerConfig, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
+from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
@@ -43,6 +45,7 @@ from bolide.broker.handlers.locks import LockHandlers
 from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
+from bolide.broker.handlers.recall import RecallHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
@@ -56,6 +59,13 @@ from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
 from bolide.broker.retry import VERSION_V3_4_9, SendBackService, SendBackStatus
 from bolide.broker.schedule import DelayLevels, ScheduleMessageService
+from bolide.broker.security import (
+    BrokerSecurity,
+    inner_request_signer,
+    tls_client_settings,
+    tls_server_settings,
+    warn_unhonoured_keys,
+)
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
@@ -131,20 +141,29 @@ class Broker:
         # haListenPort defaults to listenPort + 1; with listenPort 0 (a free port) it is free too.
         self._ha_listen_port = 0 if config.listen_port == 0 and config.ha_listen_port < 0 else -1
         if config.broker_role.is_master and config.broker_id != 0:
-            _log.warning("brokerId=%d on a %s: a master is always id 0", config.broker_id,
-                         config.broker_role.value)  # fmt: skip
+            _log.warning(
+                "brokerId=%d on a %s: a master is always id 0",
+                config.broker_id,
+                config.broker_role.value,
+            )
             self.config = config = config.replace(broker_id=0)
         self.server = RemotingServer(
             self._dispatcher,
             host,
             config.listen_port,
             on_connection_close=self._connection_closed,
+            tls=tls_server_settings(config),
         )
         self._host = host
         self._any_port = config.listen_port == 0
         self.vip_server: RemotingServer | None = None
         """The VIP channel (listenPort - 2, no pulls) once started; None when off."""
-        self._pool = ClientPool(clock=self._clock)
+        self._pool = ClientPool(
+            clock=self._clock,
+            request_hook=inner_request_signer(config),
+            tls=tls_client_settings(config),
+        )
+        self._security = BrokerSecurity(config, self._clock, self._service_crashed)
         self._context: BrokerContext | None = None
         self._stats_sampler: Service | None = None
         self.metrics: BrokerMetrics | None = None
@@ -176,6 +195,13 @@ class Broker:
         return self._registration
 
     @property
+    def acl(self) -> AclValidator | None:
+        """The accounts in force (aclEnable=true, after :meth:`start`), else None: what the
+        broker's other front ends (dashboard, metrics, proxy) check credentials against."""
+        acl_file = self._security.acl_file
+        return None if acl_file is None else acl_file.validator
+
+    @property
     def port(self) -> int:
         """The port listened on; valid after :meth:`start`."""
         return self.server.port
@@ -193,6 +219,8 @@ class Broker:
         Raises StoreError / CorruptDataError / OSError when the store or a config file cannot
         be opened or the port cannot be bound; nothing keeps running then.
         """
+        warn_unhonoured_keys(self.config)
+        self._security.open(self._dispatcher)  # before listening: never serve without the ACL
         if self.config.listen_port == 0:
             await self._listen()
         try:
@@ -253,7 +281,11 @@ class Broker:
             return
         view = self._dispatcher.without(_NOT_ON_THE_VIP_CHANNEL)
         server = RemotingServer(
-            view, self._host, vip_port, on_connection_close=self._connection_closed
+            view,
+            self._host,
+            vip_port,
+            on_connection_close=self._connection_closed,
+            tls=tls_server_settings(config),
         )
         try:
             await server.start()
@@ -324,14 +356,22 @@ class Broker:
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
             PopHandlers(context, self._pop_service(context, send_back)),
+            RecallHandlers(context),
             TransactionHandlers(context),
+            AclAdminHandlers(config, self._security.acl_file),
         ):
             handlers.install(self._dispatcher)
+        self._security.start()
         self._replication = Replication(
-            config, store, context, self._pool, host=self._host, clock=clock,
+            config,
+            store,
+            context,
+            self._pool,
+            host=self._host,
+            clock=clock,
             ha_listen_port=self._ha_listen_port if self._ha_listen_port >= 0 else None,
             on_crash=self._service_crashed,
-        )  # fmt: skip
+        )
         await self._replication.start()
         context.replication = self._replication
         self._start_services(context)
@@ -454,6 +494,7 @@ class Broker:
         if replication is not None:
             await _logged("stopping replication", replication.stop())
         await self._pool.close(timeout_ms)
+        await self._security.stop(timeout_ms)
         client_scan, self._client_scan = self._client_scan, None
         if client_scan is not None:
             await client_scan.stop(timeout_ms)

@@ -51,11 +51,26 @@ transactionCheckInterval        transaction_check_interval_ms          60000
 transactionTimeOut              transaction_timeout_ms                 6000
 transactionCheckMax             transaction_check_max_count            15
 aclEnable                       acl_enable                             false
+aclFile (4)                     acl_file                               <data-dir>/conf/plain_acl.yml
+innerClientAuthentication-      inner_client_credentials               none
+Credentials (5)
+tls.server.mode                 tls_server_mode                        disabled
+tls.server.certPath             tls_server_cert_path                   none
+tls.server.keyPath              tls_server_key_path                    none
+tls.server.trustCertPath        tls_server_trust_cert_path             none
+tls.server.need.client.auth     tls_server_need_client_auth            none
+tls.server.keyPassword          tls_server_key_password                none (key not encrypted)
+tls.enable (6)                  tls_enable                             false
+tls.client.trustCertPath        tls_client_trust_cert_path             none (system CAs)
+tls.client.certPath             tls_client_cert_path                   none
+tls.client.keyPath              tls_client_key_path                    none
+tls.client.authServer           tls_client_auth_server                 true (7)
 rocketmq.broker.rebalance.      rebalance_lock_max_live_ms             60000
 lockMaxLiveTime (3)
 haListenPort                    ha_listen_port                         listenPort + 1
 haMasterAddress                 ha_master_address                      "" (from name server)
 slaveReadEnable                 slave_read_enable                      false
+accessMessageInMemoryMaxRatio   access_message_in_memory_max_ratio_... 40 (percent of RAM)
 vipChannelEnabled (4)           vip_channel_enabled                    true
 newGroupStartRule (5)           new_group_start                        MEMORY
 metricsExporterType             metrics_exporter_type                  DISABLE (6)
@@ -66,7 +81,7 @@ metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
 sample configurations use, so a default broker has the same name on every machine.
 (2) Java picks a local interface address; Bolide defaults to loopback, so a broker reachable
-from other machines must set brokerIP1 (clients use it to reach the broker, protocol.md §4.5).
+from other machines must set brokerIP1 (clients use it to reach the broker, docs/protocol.md §4.5).
 (3) A Java system property in RocketMQ (``-Drocketmq.broker.rebalance.lockMaxLiveTime``), a
 broker.conf key here: how long an orderly consumer's queue lock lives without renewal.
 (4) The VIP channel: a second listener on listenPort - 2 with every handler but the pulls, as
@@ -84,8 +99,17 @@ exporters Bolide does not have: the broker warns and serves no metrics.
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
 
-Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties` and logged once
-as a warning, as a typo in a key would otherwise silently leave a default in force.
+(4) Bolide's key: the RocketMQ plain_acl.yml accounts file (docs/security.md); the default is
+beside the store, ``<storePathRootDir>/../conf/plain_acl.yml``.
+(5) RocketMQ 5's key, JSON ``{"accessKey": "...", "secretKey": "..."}``: the account the
+broker signs its own requests to name servers with (a name server with ACL on needs it).
+(6) RocketMQ's client-side switch: the broker reaches name servers over TLS.
+(7) RocketMQ defaults to false (any server certificate is accepted); Bolide checks it.
+
+Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
+names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
+(:mod:`bolide.broker.security`), as a typo in a key or a setting carried over from a Java
+broker would otherwise silently leave a default in force.
 """
 
 from __future__ import annotations
@@ -104,6 +128,16 @@ from typing import Any, Protocol
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.base.fileio import atomic_write_with_backup
+from bolide.broker.config_values import (
+    lower_enum_parser,
+    parse_optional_credentials,
+    parse_optional_path,
+    parse_optional_secret,
+    render_credentials,
+    render_optional,
+    render_secret,
+)
+from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.config_files import MetadataFile
@@ -111,6 +145,7 @@ from bolide.store.config_files import MetadataFile
 __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
     "DEFAULT_METRICS_PORT",
+    "NOT_HONOURED_KEYS",
     "BrokerConfig",
     "BrokerRole",
     "ConfigFileWriter",
@@ -442,6 +477,54 @@ class BrokerConfig:
         metadata=_key("transactionCheckMax", _parse_int),
     )
     acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
+    acl_file: Path | None = field(
+        default=None, metadata=_key("aclFile", parse_optional_path, render_optional)
+    )
+    inner_client_credentials: tuple[str, str] | None = field(
+        default=None,
+        repr=False,
+        metadata=_key(
+            "innerClientAuthenticationCredentials",
+            parse_optional_credentials,
+            render_credentials,
+        ),
+    )
+    tls_server_mode: TlsMode = field(
+        default=TlsMode.DISABLED, metadata=_key("tls.server.mode", lower_enum_parser(TlsMode))
+    )
+    tls_server_cert_path: Path | None = field(
+        default=None, metadata=_key("tls.server.certPath", parse_optional_path, render_optional)
+    )
+    tls_server_key_path: Path | None = field(
+        default=None, metadata=_key("tls.server.keyPath", parse_optional_path, render_optional)
+    )
+    tls_server_trust_cert_path: Path | None = field(
+        default=None,
+        metadata=_key("tls.server.trustCertPath", parse_optional_path, render_optional),
+    )
+    tls_server_need_client_auth: ClientAuth = field(
+        default=ClientAuth.NONE,
+        metadata=_key("tls.server.need.client.auth", lower_enum_parser(ClientAuth)),
+    )
+    tls_server_key_password: str | None = field(
+        default=None,
+        repr=False,
+        metadata=_key("tls.server.keyPassword", parse_optional_secret, render_secret),
+    )
+    tls_enable: bool = field(default=False, metadata=_key("tls.enable", _parse_bool))
+    tls_client_trust_cert_path: Path | None = field(
+        default=None,
+        metadata=_key("tls.client.trustCertPath", parse_optional_path, render_optional),
+    )
+    tls_client_cert_path: Path | None = field(
+        default=None, metadata=_key("tls.client.certPath", parse_optional_path, render_optional)
+    )
+    tls_client_key_path: Path | None = field(
+        default=None, metadata=_key("tls.client.keyPath", parse_optional_path, render_optional)
+    )
+    tls_client_auth_server: bool = field(
+        default=True, metadata=_key("tls.client.authServer", _parse_bool)
+    )
     rebalance_lock_max_live_ms: int = field(
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
         metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
@@ -450,6 +533,11 @@ class BrokerConfig:
     """-1 (the default): listenPort + 1, as Java's BrokerStartup sets it; 0 picks a free port."""
     ha_master_address: str = field(default="", metadata=_key("haMasterAddress", _parse_any_str))
     slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", _parse_bool))
+    access_message_in_memory_max_ratio_percent: int = field(
+        default=limits.HA_PULL_MEMORY_RATIO_PERCENT,
+        metadata=_key("accessMessageInMemoryMaxRatio", _parse_int),
+    )
+    """A consumer whose backlog exceeds this share of RAM is told to read from a slave."""
     metrics_exporter_type: MetricsExporterType = field(
         default=MetricsExporterType.DISABLE,
         metadata=_key("metricsExporterType", _enum_parser(MetricsExporterType)),
@@ -467,6 +555,8 @@ class BrokerConfig:
     )
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
+    given_keys: frozenset[str] = field(default=frozenset(), compare=False)
+    """The known keys the file or the command line set (for :meth:`unhonoured_keys`)."""
 
     def __post_init__(self) -> None:
         for name, low, high in _RANGES:
@@ -556,9 +646,8 @@ class BrokerConfig:
                 extra[key] = text
                 continue
             arguments[spec.name] = spec.metadata["parse"](key, text.strip())
-        for key in sorted(extra):
-            _log.warning("broker config key %r is not known to Bolide: kept, but ignored", key)
-        return cls(**arguments, extra_properties=MappingProxyType(extra))
+        given = frozenset(key for key in merged if key in _FIELD_BY_JAVA_KEY)
+        return cls(**arguments, extra_properties=MappingProxyType(extra), given_keys=given)
 
     def to_properties(self) -> dict[str, str]:
         """Every setting as broker.conf text, keyed by RocketMQ key (GET_BROKER_CONFIG's body)."""
@@ -573,6 +662,15 @@ class BrokerConfig:
         """A copy with ``changes`` (field names) applied and validated."""
         return dataclasses.replace(self, **changes)
 
+
+NOT_HONOURED_KEYS: frozenset[str] = frozenset(
+    {
+        # Bolide notifies a group's consumers as the group's own setting says
+        # (subscriptionGroup.json); the broker-wide switch is not read.
+        "notifyConsumerIdsChangedEnable",
+    }
+)
+"""Known broker.conf keys whose value Bolide reads but does not act on."""
 
 _KNOWN_FIELDS = tuple(spec for spec in dataclasses.fields(BrokerConfig) if "key" in spec.metadata)
 _FIELD_BY_JAVA_KEY = {spec.metadata["key"]: spec for spec in _KNOWN_FIELDS}
@@ -613,6 +711,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("transaction_timeout_ms", 0, _JAVA_INT_MAX),
     ("transaction_check_max_count", 1, _JAVA_INT_MAX),
     ("ha_listen_port", -1, 65_535),
+    ("access_message_in_memory_max_ratio_percent", 0, 100),
 )
 
 

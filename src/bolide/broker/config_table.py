@@ -1,7 +1,7 @@
 """The shared core of the broker's versioned, persisted config tables.
 
 :class:`ConfigTable` holds one immutable config per name (a topic in topics.json, a group in
-subscriptionGroup.json) with the :class:`DataVersion` name servers compare (protocol.md
+subscriptionGroup.json) with the :class:`DataVersion` name servers compare (docs/protocol.md
 §2.11, §4.4) and a change counter the :class:`ConfigFileWriter` uses to skip unchanged
 writes. :class:`~bolide.broker.topics.TopicConfigManager` and
 :class:`~bolide.broker.subscription_groups.SubscriptionGroupManager` add their own rules

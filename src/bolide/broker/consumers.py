@@ -1,6 +1,6 @@
 """Which connections consume for which group, what they subscribe, and when to tell them.
 
-Every consumer heartbeats every broker of its topics (HEART_BEAT, every 30 s; protocol.md
+Every consumer heartbeats every broker of its topics (HEART_BEAT, every 30 s; docs/protocol.md
 §2.5). :class:`ConsumerManager` keeps, per consumer group, a :class:`ConsumerGroupInfo`: the
 group's channels (connections) and its subscription table. When a heartbeat *changes* the
 group — a new channel, a newly subscribed topic, a dropped topic — every channel of the group

@@ -1,5 +1,6 @@
-"""RebalanceLockManager: which client of a consumer group may consume a queue orderly (seed 004,
-protocol.md §2.9).
+"""RebalanceLockManager: which client of a consumer group may consume a queue orderly (RocketMQ's
+orderly consumption,
+docs/protocol.md §2.9).
 
 An orderly consumer locks a queue on its broker (LOCK_BATCH_MQ) before it takes the queue, and
 renews the lock every 20 s. The broker keeps, per group and per queue, the holder's client id

@@ -11,7 +11,7 @@ parks the request here instead of answering; the request is woken
   of the table, so a hold ends on time without a task per request;
 * by the periodic check (a :class:`~bolide.base.service.Service` every
   ``LONG_POLL_CHECK_INTERVAL_MS``) that compares every parked queue with the store's max
-  offset, a safety net for arrivals that were not notified (protocol.md §2.4 item 5);
+  offset, a safety net for arrivals that were not notified (docs/protocol.md §2.4 item 5);
 * by :meth:`LongPollingService.cancel` when the owning connection closed.
 
 The woken handler re-runs the pull without suspension and answers with the original opaque;

@@ -3,7 +3,7 @@
 Consumers in CLUSTERING mode commit their progress to the broker (UPDATE_CONSUMER_OFFSET, or
 piggybacked on a pull); the broker keeps it in one table keyed ``topic@group`` holding
 ``{queue id: next offset to consume}``, and writes the table to ``consumerOffset.json`` every
-5 s and at shutdown (seed 000, protocol.md §2.6 and §4.4).
+5 s and at shutdown (RocketMQ's offset management, docs/protocol.md §2.6 and §4.4).
 
 :class:`ConsumerOffsetManager` is the table: plain methods, no I/O except :meth:`load` and
 :meth:`persist`. :class:`ConsumerOffsetFlushService` is the thin timer around it that writes

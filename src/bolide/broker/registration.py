@@ -1,4 +1,4 @@
-"""Keeping every name server informed of this broker and its topics (protocol.md §2.3).
+"""Keeping every name server informed of this broker and its topics (docs/protocol.md §2.3).
 
 A broker sends REGISTER_BROKER to every configured name server when it starts, every
 ``registerNameServerPeriod`` (30 s) afterwards, and at once when its topic table changed (an

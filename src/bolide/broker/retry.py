@@ -1,5 +1,6 @@
 """Consumer send-back: a message the consumer failed goes to ``%RETRY%<group>`` with a growing
-delay, and after too many attempts to ``%DLQ%<group>`` (seed 003; protocol.md §2.8, §4.3).
+delay, and after too many attempts to ``%DLQ%<group>`` (RocketMQ's delay levels and retries;
+docs/protocol.md §2.8, §4.3).
 
 Decide, then act: :func:`plan_send_back` is pure (what the new message looks like and where it
 goes); :class:`SendBackService` finds the original by commit-log offset, creates the topics,

@@ -1,5 +1,5 @@
 """Delayed messages by level: SCHEDULE_TOPIC_XXXX, one delivery loop per level, delayOffset.json
-(seed 003; protocol.md §4.3).
+(RocketMQ's delay levels and retries; docs/protocol.md §4.3).
 
 A message sent with ``DELAY=n`` is stored in SCHEDULE_TOPIC_XXXX, queue ``n - 1`` (levels above
 the highest are clamped to it), with REAL_TOPIC / REAL_QID naming where it belongs

@@ -2,7 +2,7 @@
 topic and group for VIEW_BROKER_STATS_DATA and /metrics, and latency/size histograms.
 
 RocketMQ's admin tools (``mqadmin brokerStatus``, the dashboard) read a handful of counters
-from the runtime-info table (protocol.md §2.11): messages put and got so far today, and the
+from the runtime-info table (docs/protocol.md §2.11): messages put and got so far today, and the
 totals at this morning's and yesterday morning's midnight. :class:`BrokerStats` keeps them.
 The day boundary is local midnight, read from the injected clock, so tests move days with a
 ManualClock. Pure bookkeeping: no I/O, no tasks.

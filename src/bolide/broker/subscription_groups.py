@@ -2,7 +2,7 @@
 
 :class:`SubscriptionGroupManager` keeps one :class:`SubscriptionGroupConfig` per group,
 persisted to ``subscriptionGroup.json`` (atomic, with ``.bak``) with a :class:`DataVersion`
-bumped on every change (protocol.md §2.11, §4.4). A group unknown to the broker is created
+bumped on every change (docs/protocol.md §2.11, §4.4). A group unknown to the broker is created
 with RocketMQ's defaults the first time a consumer of it shows up, when
 autoCreateSubscriptionGroup is on (the default). Changes are ``async`` and return after the
 file is written in a worker thread, as in :mod:`bolide.broker.topics`.

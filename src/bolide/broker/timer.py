@@ -90,6 +90,9 @@ TIMER_TRIGGER_PROPERTIES: Final = (
 """The properties that ask for a delivery time; a delivered message no longer has them."""
 
 _REINDEX_BATCH_ENTRIES = 4_096
+TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
+"""Property of a recall marker: the UNIQ_KEY of the timer message it cancels (RocketMQ 5)."""
+
 _PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 _STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 _NOTHING_DELIVERED: tuple[int, int] = (0, -1)
@@ -220,6 +223,9 @@ class TimerMessageService:
         self._listening = False
         self.delivered_count = 0
         """Messages put back on their real topic since start."""
+        self._recalled: dict[str, int] = {}
+        """UNIQ_KEY -> delivery time of timer messages recalled (their recall marker came due,
+        the message itself not yet)."""
 
     # --- planning (send path) -------------------------------------------------------------------
 
@@ -514,8 +520,53 @@ class TimerMessageService:
                 return index
         return len(items)
 
+    async def recall(self, topic: str, unique_key: str, deliver_ms: int) -> PutResult | None:
+        """Cancel the timer message ``unique_key`` of ``topic`` due at ``deliver_ms`` (RocketMQ
+        5's RECALL_MESSAGE): a recall marker is stored on the timer topic, due 1 ms earlier, so
+        it comes due first and the message is then dropped instead of delivered. Durable as
+        any timer message; the window: a crash in the millisecond between the two. Returns
+        None when it is too late (due now, or already delivered), else the marker's put.
+        """
+        marker_ms = deliver_ms - 1
+        if marker_ms <= max(self._clock.now_ms(), self._delivered[0]):
+            return None
+        properties = {
+            TIMER_OUT_MS: str(marker_ms),
+            TIMER_DEL_UNIQKEY: unique_key,
+            PropertyKey.REAL_TOPIC: topic,
+            PropertyKey.REAL_QID: "0",
+            PropertyKey.WAIT: "false",
+        }
+        return await self._store.put_message(
+            PutRequest(topic=TIMER_TOPIC, queue_id=0, body=b"", properties=properties)
+        )
+
+    def _recalled_now(self, request: PutRequest, queue_offset: int) -> bool:
+        """Whether the due ``request`` is a recall marker (noted) or a recalled message."""
+        properties = request.properties
+        text = properties if isinstance(properties, str) else ""
+        if isinstance(properties, str) and TIMER_DEL_UNIQKEY not in text and not self._recalled:
+            return False
+        parsed = decode_properties(text) if isinstance(properties, str) else dict(properties)
+        unique_key = parsed.get(TIMER_DEL_UNIQKEY)
+        if unique_key is not None:
+            self._recalled[unique_key] = int(parsed.get(TIMER_OUT_MS, "0") or 0) + 1
+            if len(self._recalled) > limits.TIMER_RECALLED_MAX_ENTRIES:
+                self._recalled.pop(next(iter(self._recalled)))
+            return True
+        if self._recalled.pop(parsed.get(PropertyKey.UNIQ_KEY, ""), None) is not None:
+            _log.info("timer message %d recalled: not delivered", queue_offset)
+            return True
+        return False
+
     def _delivery_request(self, item: _HeapItem) -> PutRequest | None:
         """The put of a due message on its real topic; None when it cannot be delivered."""
+        request = self._delivery_request_of(item)
+        if request is not None and self._recalled_now(request, item[1]):
+            return None
+        return request
+
+    def _delivery_request_of(self, item: _HeapItem) -> PutRequest | None:
         _, queue_offset, commit_log_offset, size = item
         record = self._store.read_record(commit_log_offset)
         if record is None or len(record) != size:

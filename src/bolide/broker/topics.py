@@ -2,7 +2,7 @@
 
 :class:`TopicConfigManager` holds one :class:`TopicConfig` per topic, persists the table to
 ``topics.json`` (atomic, with ``.bak``) and bumps its :class:`DataVersion` on every change,
-which is how name servers notice a broker's topics changed (protocol.md §2.2, §4.4, §4.5).
+which is how name servers notice a broker's topics changed (docs/protocol.md §2.2, §4.4, §4.5).
 
 Lookups are plain methods. Changes are ``async``: the table changes at once (so a concurrent
 request sees the new topic) and the call returns after topics.json has been written in a

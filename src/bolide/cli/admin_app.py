@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import typer
 
-from bolide.cli import cluster, group, message, offset, topic
+from bolide.cli import acl, cluster, group, message, offset, topic
 
 __all__ = ["register"]
 
@@ -22,5 +22,5 @@ def register(app: typer.Typer, broker_server: Callable[..., None]) -> None:
         command for command in app.registered_commands if command.name != "broker"
     ]
     app.add_typer(cluster.broker_group(broker_server), name="broker")
-    for module in (topic, group, offset, message, cluster):
+    for module in (topic, group, offset, message, cluster, acl):
         module.register(app)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from bolide.cli import admin_app, bench, proxy, servers, transaction
+from bolide.cli.security import hoist_security_options, security_options
 
 app = typer.Typer(
     name="bolide",
@@ -16,6 +17,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
+app.callback()(security_options)
 servers.register(app)
 proxy.register(app)  # the 5.x gRPC front end on its own
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
@@ -52,4 +54,4 @@ def version(
 
 
 def main() -> None:
-    sys.exit(app())
+    sys.exit(app(hoist_security_options(sys.argv[1:])))

@@ -59,7 +59,8 @@ def cluster_list(
     timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
     json_output: JsonOption = False,
 ) -> None:
-    """Every broker of every cluster: role, address, version, messages in and out today."""
+    """Every broker of every cluster: role, address, replication lag (bytes and ms behind the
+    master), version, messages in and out today."""
     output = Output(json_output)
 
     async def action(admin: AdminClient) -> list[BrokerSummary]:
@@ -71,13 +72,28 @@ def cluster_list(
         return
     output.table(
         None,
-        ("cluster", "broker", "id", "address", "version", "put today", "get today", "up"),
+        (
+            "cluster",
+            "broker",
+            "id",
+            "role",
+            "address",
+            "lag bytes",
+            "lag ms",
+            "version",
+            "put today",
+            "get today",
+            "up",
+        ),
         [
             (
                 item.cluster,
                 item.broker_name,
                 item.broker_id,
+                item.role,
                 item.address,
+                "" if item.lag_bytes is None else item.lag_bytes,
+                "" if item.lag_ms is None else item.lag_ms,
                 item.version or item.error,
                 item.put_today,
                 item.get_today,

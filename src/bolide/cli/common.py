@@ -38,6 +38,7 @@ from bolide.base.errors import (
     RequestTimeoutError,
     TopicNotFoundError,
 )
+from bolide.cli.security import client_options
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
 from bolide.remoting.loop import run
 
@@ -200,7 +201,7 @@ def admin_session(
     """
 
     async def session() -> T:
-        async with AdminClient(namesrv, timeout_ms=timeout_ms) as admin:
+        async with AdminClient(namesrv, timeout_ms=timeout_ms, **client_options()) as admin:
             return await action(admin)
 
     try:

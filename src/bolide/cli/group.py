@@ -167,7 +167,7 @@ def list_groups(
         return
     output.table(
         None,
-        ("group", "online", "model", "retry max", "retry queues", "consume", "brokers"),
+        ("group", "online", "model", "retry max", "retry queues", "consume", "orderly", "brokers"),
         [
             (
                 item.group,
@@ -176,6 +176,7 @@ def list_groups(
                 item.config.retry_max_times,
                 item.config.retry_queue_count,
                 "yes" if item.config.consume_enable else "no",
+                "yes" if item.config.consume_orderly_enable else "no",
                 ", ".join(item.brokers),
             )
             for item in groups

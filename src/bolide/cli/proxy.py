@@ -9,12 +9,21 @@ prints ``bolide ready proxy=HOST:PORT`` once it accepts connections.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from bolide.acl import AclConfigError, AclFileWatcher, open_acl
 from bolide.base import limits
+from bolide.base.clock import SystemClock
+from bolide.base.errors import ConfigError
+from bolide.cli.security import client_options
+from bolide.client.security import credentials_of
 from bolide.proxy.server import ProxyConfig, ProxyServer
+from bolide.proxy.service import Authenticator
+from bolide.remoting.client_pool import RequestHook
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["DEFAULT_PROXY_PORT", "MinInvisibleOption", "proxy", "register", "start_proxy"]
 
@@ -36,16 +45,36 @@ def register(app: typer.Typer) -> None:
 
 
 async def start_proxy(
-    namesrv_addresses: list[str], host: str, port: int, min_invisible_time_ms: int
+    namesrv_addresses: list[str],
+    host: str,
+    port: int,
+    min_invisible_time_ms: int,
+    *,
+    authenticator: Authenticator | None = None,
+    sign: RequestHook | None = None,
+    tls: TlsClientSettings | None = None,
 ) -> ProxyServer:
-    """A started proxy (raises OSError when the port cannot be bound)."""
+    """A started proxy (raises OSError when the port cannot be bound). ``authenticator``,
+    ``sign`` and ``tls``: see :class:`~bolide.proxy.server.ProxyConfig` (ACL and TLS)."""
     server = ProxyServer(
         namesrv_addresses,
         host=host,
         port=port,
-        config=ProxyConfig(min_invisible_time_ms=min_invisible_time_ms),
+        config=ProxyConfig(
+            min_invisible_time_ms=min_invisible_time_ms,
+            authenticator=authenticator,
+            sign=sign,
+            tls=tls,
+        ),
     )
-    await server.start()
+    try:
+        await server.start()
+    except OSError as error:
+        raise OSError(
+            error.errno,
+            f"the 5.x gRPC proxy cannot listen on {host}:{port} ({error.strerror}); "
+            "choose another --proxy-port, or --no-proxy",
+        ) from error
     return server
 
 
@@ -60,6 +89,14 @@ def proxy(
     port: Annotated[int, typer.Option("--port", help="gRPC port, 0: any.")] = DEFAULT_PROXY_PORT,
     min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
     json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
+    acl_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--acl-file",
+            help="plain_acl.yml: check 5.x clients' authorization against these accounts "
+            "(docs/security.md); sign the proxy's own requests with --access-key/--secret-key.",
+        ),
+    ] = None,
 ) -> None:
     """Run the 5.x gRPC proxy in front of the name servers' brokers."""
     # Imported here: the server helpers live beside the other server commands.
@@ -68,12 +105,38 @@ def proxy(
     _configure_logging(DEFAULT_DATA_DIR)
     addresses = [part.strip() for part in namesrv_addresses.split(";") if part.strip()]
 
+    options = client_options()
+    credentials = credentials_of(options["access_key"], options["secret_key"])
+
     async def serve(stop: asyncio.Event) -> None:
-        server = await start_proxy(addresses, host, port, min_invisible_ms)
+        watcher: AclFileWatcher | None = None
+        authenticator: Authenticator | None = None
+        if acl_file is not None:
+            try:
+                accounts, watcher = open_acl(acl_file, SystemClock())
+            except (AclConfigError, OSError) as error:
+                raise ConfigError(
+                    f"proxy ACL file cannot be used, not starting: {error}"
+                ) from error
+            authenticator = accounts.validator.verify_grpc_authorization
+            watcher.start()
         try:
-            _ready(json_output, proxy=server.address)
-            await stop.wait()
+            server = await start_proxy(
+                addresses,
+                host,
+                port,
+                min_invisible_ms,
+                authenticator=authenticator,
+                sign=None if credentials is None else credentials.sign,
+                tls=options["tls"],
+            )
+            try:
+                _ready(json_output, proxy=server.address)
+                await stop.wait()
+            finally:
+                await server.stop()
         finally:
-            await server.stop()
+            if watcher is not None:
+                await watcher.stop()
 
     _run(serve)

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import logging.handlers
+import secrets
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -37,11 +38,18 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
 from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
+from bolide.broker.security import (
+    acl_file_path,
+    inner_request_signer,
+    tls_client_settings,
+    tls_server_settings,
+)
 from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
+from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
 
 __all__ = [
     "advertised_address",
@@ -134,10 +142,12 @@ def standalone(
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
-        name_server = NameServer(host, namesrv_port)
+        name_server, inner_config, inner = _standalone_name_server(
+            broker_config, host, namesrv_port
+        )
         await name_server.start()
         namesrv_address = f"{_advertised(host)}:{name_server.port}"
-        server = Broker(broker_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
+        server = Broker(inner_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
         try:
             await server.start()
             proxy = web = None
@@ -145,13 +155,20 @@ def standalone(
                 listeners = {"namesrv": namesrv_address, "broker": server.address}
                 if not no_proxy:
                     proxy = await start_proxy(
-                        [namesrv_address], host, proxy_port, proxy_min_invisible_ms
+                        [namesrv_address],
+                        host,
+                        proxy_port,
+                        proxy_min_invisible_ms,
+                        **_proxy_security(server, inner_config, inner),
                     )
                     listeners["proxy"] = f"{_advertised(host)}:{proxy.port}"
                 listeners.update(_metrics_listener(server))
                 if not no_dashboard:
                     web = await start_dashboard(
-                        namesrv_address, host, dashboard_port, _acl_file(broker_config, directory)
+                        namesrv_address,
+                        host,
+                        dashboard_port,
+                        acl_file_path(broker_config) if broker_config.acl_enable else None,
                     )
                 if web is not None:
                     listeners["dashboard"] = advertised_address(host, web.port)
@@ -178,12 +195,28 @@ def namesrv(
         DEFAULT_DATA_DIR
     ),
     json_output: JsonOption = False,
+    acl_file: Annotated[
+        Path | None,
+        typer.Option("--acl-file", help="plain_acl.yml: turn the ACL on (docs/security.md)."),
+    ] = None,
+    tls_mode: Annotated[
+        str, typer.Option("--tls-mode", help="disabled, permissive or enforcing.")
+    ] = "disabled",
+    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="Server cert (PEM).")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="Server key (PEM).")] = None,
+    tls_trust_cert: Annotated[
+        Path | None, typer.Option("--tls-trust-cert", help="CA bundle for client certs.")
+    ] = None,
+    tls_need_client_auth: Annotated[
+        str, typer.Option("--tls-need-client-auth", help="none, optional or require.")
+    ] = "none",
 ) -> None:
     """Run a name server."""
     _configure_logging(data_dir)
+    tls = _tls_server(tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth)
 
     async def serve(stop: asyncio.Event) -> None:
-        name_server = NameServer(host, port)
+        name_server = NameServer(host, port, tls=tls, acl_file=acl_file)
         await name_server.start()
         try:
             _ready(json_output, namesrv=f"{_advertised(host)}:{name_server.port}")
@@ -244,6 +277,66 @@ def broker(
 # --- configuration ----------------------------------------------------------------------------
 
 
+def _tls_server(
+    mode: str, cert: Path | None, key: Path | None, trust: Path | None, client_auth: str
+) -> TlsServerSettings:
+    """The name server's TLS flags, as broker.conf's tls.server.* keys would give them."""
+    try:
+        return TlsServerSettings(
+            mode=TlsMode(mode.lower()),
+            cert_path=cert,
+            key_path=key,
+            trust_cert_path=trust,
+            client_auth=ClientAuth(client_auth.lower()),
+        )
+    except ValueError as error:
+        typer.echo(f"bolide: {error}", err=True)
+        raise typer.Exit(code=2) from error
+
+
+def _standalone_name_server(
+    config: BrokerConfig, host: str, port: int
+) -> tuple[NameServer, BrokerConfig, tuple[tuple[str, str], ...]]:
+    """The name server of ``bolide standalone``: the broker's TLS and accounts file. With the
+    ACL on, the broker registers with a fresh in-memory admin account (unless broker.conf's
+    innerClientAuthenticationCredentials names one); over enforced TLS it registers over TLS
+    on loopback, in the same process, without checking its own certificate. Returns the name
+    server, the broker's config, and the in-memory account (if one was made)."""
+    inner: tuple[tuple[str, str], ...] = ()
+    if config.acl_enable and config.inner_client_credentials is None:
+        credentials = (f"bolide-inner-{secrets.token_hex(8)}", secrets.token_urlsafe(24))
+        config = config.replace(inner_client_credentials=credentials)
+        inner = (credentials,)
+    if config.tls_server_mode is TlsMode.ENFORCING and not config.tls_enable:
+        config = config.replace(tls_enable=True, tls_client_auth_server=False)
+    name_server = NameServer(
+        host,
+        port,
+        tls=tls_server_settings(config),
+        acl_file=acl_file_path(config) if config.acl_enable else None,
+        inner_accounts=inner,
+    )
+    return name_server, config, inner
+
+
+def _proxy_security(
+    broker: Broker, config: BrokerConfig, inner: tuple[tuple[str, str], ...]
+) -> dict[str, Any]:
+    """The standalone proxy's ACL and TLS: it checks 5.x clients' authorization headers
+    against the broker's accounts and reaches the broker and name server like the broker
+    does (the in-memory account, which the broker then accepts too; TLS when enforced)."""
+    validator = broker.acl
+    if validator is None:
+        return {"tls": tls_client_settings(config)}
+    for access_key, secret_key in inner:
+        validator.add_inner_account(access_key, secret_key)
+    return {
+        "authenticator": validator.verify_grpc_authorization,
+        "sign": inner_request_signer(config),
+        "tls": tls_client_settings(config),
+    }
+
+
 def _broker_config(
     config_path: Path | None,
     data_dir: Path | None,
@@ -279,15 +372,6 @@ def _broker_config(
     except BolideError as error:
         typer.echo(f"bolide: {error}", err=True)
         raise typer.Exit(code=2) from error
-
-
-def _acl_file(config: BrokerConfig, data_dir: Path) -> Path | None:
-    """The accounts file the dashboard logs in against when ACL is on (aclFile, default
-    ``<data-dir>/conf/plain_acl.yml``); None when ACL is off."""
-    if not config.acl_enable:
-        return None
-    configured = config.extra_properties.get("aclFile")
-    return Path(configured) if configured else data_dir / "conf" / "plain_acl.yml"
 
 
 def advertised_address(host: str, port: int) -> str:

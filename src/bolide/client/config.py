@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 from bolide.base import limits
 from bolide.base.errors import ConfigError
+from bolide.client.security import SessionCredentials, client_tls, credentials_of
 from bolide.protocol.bodies import ConsumeFromWhere
 from bolide.remoting.client_pool import split_address
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
     "ClientConfig",
@@ -38,7 +40,8 @@ NAMESRV_SEPARATORS = (";", ",")
 
 
 class ConsumeFrom(enum.Enum):
-    """Where a consumer group without a committed offset starts on a queue (seed 000).
+    """Where a consumer group without a committed offset starts on a queue (RocketMQ's offset
+    management).
 
     * ``LAST_OFFSET``: at the queue's end (retry topics: at 0);
     * ``FIRST_OFFSET``: at 0;
@@ -120,6 +123,10 @@ class ClientConfig:
     heartbeat_interval_ms: int = limits.HEARTBEAT_INTERVAL_MS
     persist_offsets_interval_ms: int = limits.CONSUMER_OFFSET_PERSIST_INTERVAL_MS
     rebalance_interval_ms: int = limits.REBALANCE_INTERVAL_MS
+    credentials: SessionCredentials | None = None
+    """ACL credentials signing every request (None: requests go unsigned)."""
+    tls: TlsClientSettings | None = None
+    """TLS toward name servers and brokers (None: plain TCP)."""
 
     def __post_init__(self) -> None:
         if not self.namesrv_addresses:
@@ -152,15 +159,21 @@ def build_client_config(
     client_ip: str | None = None,
     pid: int | None = None,
     api_timeout_ms: int = limits.CLIENT_API_TIMEOUT_MS,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: TlsClientSettings | bool | None = None,
 ) -> ClientConfig:
     """A :class:`ClientConfig` for this process: the facades' entry point.
 
     ``pid`` defaults to ``os.getpid()``; ``client_ip`` to the local address toward the first
     name server; ``instance_name`` to a name unique in this process (monotonic nanoseconds),
     so that two consumers of one group in one process never share a client id.
+    ``access_key``/``secret_key`` sign every request (ACL); ``tls`` connects over TLS (True:
+    checked against the system's CAs).
 
     Raises:
-        ConfigError: see :func:`parse_namesrv_addresses` and :class:`ClientConfig`.
+        ConfigError: see :func:`parse_namesrv_addresses` and :class:`ClientConfig`; only one of
+            access_key and secret_key given.
     """
     addresses = parse_namesrv_addresses(namesrv)
     return ClientConfig(
@@ -169,4 +182,6 @@ def build_client_config(
         pid=os.getpid() if pid is None else pid,
         instance_name=instance_name or str(time.monotonic_ns()),
         api_timeout_ms=api_timeout_ms,
+        credentials=credentials_of(access_key, secret_key),
+        tls=client_tls(tls),
     )

@@ -1,4 +1,4 @@
-"""ClientInstance: what the producers and consumers of one client id share (seed 001).
+"""ClientInstance: what the producers and consumers of one client id share (RocketMQ's rebalancing).
 
 An explicit object, never a singleton: facades make one per producer or consumer unless the
 caller passes one to share. It owns
@@ -35,7 +35,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
@@ -130,6 +130,11 @@ class InstanceConsumer(Protocol):
     def running_info(self) -> ConsumerRunningInfo:
         """The consumer's state for GET_CONSUMER_RUNNING_INFO."""
         ...
+
+
+@runtime_checkable
+class DirectConsumer(Protocol):
+    """A consumer that can run its listener on one message on request (push consumers)."""
 
     async def consume_directly(
         self, message: MessageExt, broker_name: str
@@ -229,7 +234,14 @@ class ClientInstance:
             self._on_consume_directly,
             family=BROKER_REQUEST_FAMILY,
         )
-        self._pool = ClientPool(dispatcher, settings=self._connection_settings, clock=self.clock)
+        credentials = self.config.credentials
+        self._pool = ClientPool(
+            dispatcher,
+            settings=self._connection_settings,
+            clock=self.clock,
+            request_hook=None if credentials is None else credentials.sign,
+            tls=self.config.tls,
+        )
         config = self.config
         loops = (
             ("routes", self._route_step, config.route_poll_interval_ms,
@@ -663,7 +675,9 @@ class ClientInstance:
             message, _ = decode_record(request.body)
         except ProtocolError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad message: {error}")
-        result = await consumer.consume_directly(message, header.broker_name or "")
+        result = None
+        if isinstance(consumer, DirectConsumer):
+            result = await consumer.consume_directly(message, header.broker_name or "")
         if result is None:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR,

@@ -1,4 +1,5 @@
-"""Topic routes as the client uses them (protocol.md §2.3 "How the Java client uses the route").
+"""Topic routes as the client uses them (docs/protocol.md §2.3 "How the Java client uses the
+route").
 
 Pure: the instance fetches :class:`TopicRouteData` from a name server and hands it here.
 

@@ -25,8 +25,10 @@ from bolide.client.message import SendResult
 from bolide.client.producer.producer import Producer as AsyncProducer
 from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
 from bolide.remoting.loop import new_event_loop
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["BlockingFacade", "ClientFacade", "LoopThread", "Producer"]
 
@@ -231,7 +233,11 @@ class Producer(ClientFacade[AsyncProducer]):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
+        compress_type: CompressionType | str = CompressionType.ZLIB,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -244,7 +250,11 @@ class Producer(ClientFacade[AsyncProducer]):
             latency_avoidance=latency_avoidance,
             default_topic=default_topic,
             default_topic_queue_count=default_topic_queue_count,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
             auto_batch=auto_batch,
+            compress_type=compress_type,
         )
         super().__init__(core, f"bolide-producer-{group}")
 

@@ -12,6 +12,7 @@ shared machinery and the cluster, delay and producer pages.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from bolide.base import limits
 from bolide.base.errors import BolideError, GroupNotFoundError, NotFoundError, TopicNotFoundError
 from bolide.client.admin import AdminClient
+from bolide.client.security import TlsClientSettings
 from bolide.dashboard.auth import (
     SESSION_COOKIE,
     AccountChecker,
@@ -56,10 +58,13 @@ Handler = Callable[["Dashboard", Request, Session], Awaitable[Response]]
 
 @dataclass(frozen=True, slots=True)
 class DashboardSettings:
-    """``accounts`` None: open dashboard (no ACL); else logins as :mod:`.auth` says."""
+    """``accounts`` None: open dashboard (no ACL); else logins as :mod:`.auth` says, and each
+    logged-in account's requests to the brokers are signed with its own keys."""
 
     namesrv: str
     accounts: AccountChecker | None = None
+    tls: TlsClientSettings | bool | None = None
+    """The admin clients' TLS (as :class:`AdminClient` takes it)."""
     refresh_ms: int = limits.DASHBOARD_REFRESH_MS
     page_deadline_ms: int = limits.DASHBOARD_PAGE_DEADLINE_MS
 
@@ -68,7 +73,11 @@ class Dashboard:
     """State shared by the pages: the admin client, sessions, templates."""
 
     def __init__(self, admin: AdminClient, settings: DashboardSettings) -> None:
-        self.admin = admin
+        self._shared_admin = admin
+        self._account_admins: dict[tuple[str, str], AdminClient] = {}
+        self._current_admin: contextvars.ContextVar[AdminClient | None] = contextvars.ContextVar(
+            "bolide_dashboard_admin", default=None
+        )
         self.settings = settings
         self.sessions = SessionStore()
         self.templates = Environment(
@@ -79,6 +88,40 @@ class Dashboard:
         self.templates.filters["time"] = format_time_ms
         self.templates.filters["number"] = lambda value: f"{value:,}"
         self.templates.filters["rate"] = lambda value: f"{value:,.1f}"
+
+    @property
+    def admin(self) -> AdminClient:
+        """The admin client of the request being served: with logins (ACL on), one signing
+        with the logged-in account's keys, so the brokers check that account's rights too;
+        without, the shared one."""
+        return self._current_admin.get() or self._shared_admin
+
+    async def use_account_of(self, session: Session) -> None:
+        """Make :attr:`admin` sign as ``session``'s account for the rest of this request."""
+        credentials = session.credentials
+        if credentials is None:
+            return
+        client = self._account_admins.get(credentials)
+        if client is None:
+            if len(self._account_admins) >= limits.DASHBOARD_ACCOUNT_CLIENTS_MAX_COUNT:
+                _, oldest = self._account_admins.popitem()
+                await oldest.close()
+            access_key, secret_key = credentials
+            client = AdminClient(
+                self.settings.namesrv,
+                access_key=access_key,
+                secret_key=secret_key,
+                tls=self.settings.tls,
+            )
+            await client.start()
+            self._account_admins[credentials] = client
+        self._current_admin.set(client)
+
+    async def close(self) -> None:
+        """Close the per-account admin clients (the shared one is its owner's)."""
+        clients, self._account_admins = list(self._account_admins.values()), {}
+        for client in clients:
+            await client.close()
 
     def render(
         self, request: Request, session: Session, template: str, status: int = 200, **context: Any
@@ -162,6 +205,7 @@ async def _guarded(
             )
     try:
         async with asyncio.timeout(dashboard.settings.page_deadline_ms / 1000):
+            await dashboard.use_account_of(session)
             return await handler(dashboard, request, session)
     except PageError as error:
         return dashboard.error(request, session, error.status, error.message)
@@ -248,11 +292,12 @@ async def login_page(dashboard: Dashboard, request: Request, session: Session) -
     if role is None:
         return dashboard.render(request, session, "login.html", 401, next=target, failed=True)
     session.user, session.role = access_key, role
+    session.credentials = (access_key, await form_text(request, "secret_key"))
     return RedirectResponse(target, status_code=303)
 
 
 async def logout_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
-    session.user = session.role = None
+    session.user = session.role = session.credentials = None
     return RedirectResponse("/login" if dashboard.settings.accounts else "/", status_code=303)
 
 

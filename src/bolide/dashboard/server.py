@@ -9,6 +9,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
 
@@ -49,6 +50,7 @@ class DashboardServer:
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._admin: AdminClient | None = None
+        self._app: Any = None
 
     @property
     def port(self) -> int:
@@ -73,7 +75,7 @@ class DashboardServer:
             sock.close()
             raise
         self._socket = sock
-        admin = AdminClient(self._settings.namesrv)
+        admin = AdminClient(self._settings.namesrv, tls=self._settings.tls)
         await admin.start()
         self._admin = admin
         config = uvicorn.Config(
@@ -84,6 +86,7 @@ class DashboardServer:
             proxy_headers=False,
             server_header=False,
         )
+        self._app = config.app
         self._server = server = _EmbeddedServer(config)
         self._task = task = asyncio.ensure_future(server.serve(sockets=[sock]))
         ready = asyncio.ensure_future(server.ready.wait())
@@ -102,6 +105,9 @@ class DashboardServer:
         if task is not None:
             with contextlib.suppress(Exception):
                 await task
+        app, self._app = self._app, None
+        if app is not None:
+            await app.state.dashboard.close()
         admin, self._admin = self._admin, None
         if admin is not None:
             await admin.close()

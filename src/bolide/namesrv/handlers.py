@@ -1,6 +1,6 @@
 """Name-server request handlers: decode the header and body, ask the route tables, answer.
 
-Codes served (protocol.md §2.3; anything else gets the dispatcher's
+Codes served (docs/protocol.md §2.3; anything else gets the dispatcher's
 REQUEST_CODE_NOT_SUPPORTED):
 
 ====  =================================  ==============================================

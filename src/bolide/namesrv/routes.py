@@ -1,6 +1,6 @@
 """The name server's route tables: pure state, no I/O, time from an injected clock.
 
-Four tables, as a RocketMQ 4.x name server keeps them (protocol.md §2.3):
+Four tables, as a RocketMQ 4.x name server keeps them (docs/protocol.md §2.3):
 
 * cluster table:  cluster name -> broker names in it;
 * broker table:   broker name -> (cluster, {broker id: address}); id 0 is the master;

@@ -24,7 +24,20 @@ import zlib
 
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import unpack_ip
-from bolide.protocol.wire import RecordDecodeError, RecordHeader
+
+# RecordHeader and RecordDecodeError live in wire.py, whose last line imports this module:
+# looked up at first use, so that either module may be imported first.
+cdef object RecordHeader = None
+cdef object RecordDecodeError = None
+
+
+cdef int _load_wire() except -1:
+    global RecordHeader, RecordDecodeError
+    if RecordHeader is None:
+        from bolide.protocol import wire
+        RecordHeader = wire.RecordHeader
+        RecordDecodeError = wire.RecordDecodeError
+    return 0
 
 cdef extern from "Python.h":
     object PyMemoryView_FromMemory(char* memory, Py_ssize_t size, int flags)
@@ -245,6 +258,7 @@ def read_record_header(buffer, Py_ssize_t position=0):
     """Check the record (or blank marker) at ``position``; see wire.read_record_header."""
     cdef Py_buffer view
     cdef Fields f
+    _load_wire()
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         base = <const uint8_t*>view.buf
@@ -302,6 +316,7 @@ def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
     """Recovery's check of one record; see wire.read_stored_record."""
     cdef Py_buffer view
     cdef Fields f
+    _load_wire()
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         base = <const uint8_t*>view.buf
@@ -354,6 +369,7 @@ def decode_messages(buffer, factory, bint verify_crc=False):
     cdef dict ip_cache = {}
     cdef Py_ssize_t position = 0, size, next_end
     cdef const uint8_t* base
+    _load_wire()
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         base = <const uint8_t*>view.buf

@@ -42,7 +42,7 @@ class LanguageCode(enum.IntEnum):
 
 
 class RequestCode(enum.IntEnum):
-    """Request codes of the 4.x remoting protocol (protocol.md §2.0)."""
+    """Request codes of the 4.x remoting protocol (docs/protocol.md §2.0)."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
@@ -140,6 +140,7 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    RECALL_MESSAGE = 370
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     PEEK_MESSAGE = 200052
@@ -151,7 +152,8 @@ class RequestCode(enum.IntEnum):
 
 
 class ResponseCode(enum.IntEnum):
-    """Response codes (protocol.md §2.1). PULL_* and QUERY_NOT_FOUND are statuses, not failures."""
+    """Response codes (docs/protocol.md §2.1). PULL_* and QUERY_NOT_FOUND are statuses, not
+    failures."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1

@@ -7,8 +7,8 @@ What we write (keys sorted, as fastjson does; no whitespace)::
 
 * ``remark`` is omitted when ``None``.
 * ``extFields`` is omitted only when it is empty **and** the command is a response; a request
-  always carries the object, ``{}`` when empty. That reproduces both worked examples of
-  protocol.md Appendix A, and keeps ``"extFields":{}`` on requests, which costs nothing. A
+  always carries the object, ``{}`` when empty. That reproduces the two framing examples
+  RocketMQ's own encoder produces, and keeps ``"extFields":{}`` on requests, which costs nothing. A
   response that a C++ client must decode (send, pull) always has fields, so it always carries
   the object, as that client requires.
 * extFields values are JSON strings (the caller passes ``dict[str, str]``).

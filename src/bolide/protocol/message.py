@@ -40,7 +40,8 @@ KEY_SEPARATOR: Final = " "
 
 
 class MessageSysFlag(enum.IntFlag):
-    """The message sysFlag bits (protocol.md §3.2); the record and SEND_MESSAGE both carry them.
+    """The message sysFlag bits (docs/protocol.md §3.2); the record and SEND_MESSAGE both carry
+    them.
 
     TRANSACTION_* share the two bits of :data:`TRANSACTION_MASK`; the compression type shares
     the three bits of :data:`COMPRESSION_TYPE_MASK` (0 and 3 both mean zlib).
@@ -79,7 +80,7 @@ def reset_transaction_type(sys_flag: int, new_type: int) -> int:
 
 
 class PropertyKey:
-    """Names of the system properties (protocol.md §3.3, Java ``MessageConst``).
+    """Names of the system properties (docs/protocol.md §3.3, Java ``MessageConst``).
 
     User properties may use any other name; these are the ones brokers and clients interpret.
     """
@@ -278,12 +279,15 @@ class Message(_PropertyAccessors):
 
 @dataclass(slots=True)
 class MessageExt(_PropertyAccessors):
-    """One stored record, decoded (protocol.md §3.1).
+    """One stored record, decoded (docs/protocol.md §3.1).
 
     ``body`` is decompressed when the decoder was asked to (the default) while ``sys_flag``
     keeps the stored bits, COMPRESSED included, as Java does; ``body_crc`` is the stored CRC of
     the stored (possibly compressed) body. Timestamps are milliseconds since the epoch;
-    ``store_size`` is the record's length in bytes.
+    ``store_size`` is the record's length in bytes. ``body_error`` says why a pulled record
+    could not be decoded (an unknown or corrupt compression, a malformed record): the message
+    is still handed over, with ``body`` as stored, so one bad record never stalls its queue
+    (see :mod:`bolide.protocol.compression`); None for every well-formed record.
     """
 
     topic: str
@@ -302,10 +306,11 @@ class MessageExt(_PropertyAccessors):
     prepared_transaction_offset: int = 0
     body_crc: int = 0
     store_size: int = 0
+    body_error: str | None = None
 
     @property
     def offset_msg_id(self) -> str:
-        """The broker-side id: store host and commit-log offset in hex (protocol.md §3.4).
+        """The broker-side id: store host and commit-log offset in hex (docs/protocol.md §3.4).
 
         Raises:
             ProtocolError: ``store_host`` is not an IP literal.

@@ -1,4 +1,4 @@
-"""The binary message layouts: the stored record (protocol.md §3.1) and the batch body (§2.2).
+"""The binary message layouts: the stored record (docs/protocol.md §3.1) and the batch body (§2.2).
 
 The stored record is what the commit log holds and what PULL_MESSAGE, VIEW_MESSAGE_BY_ID and
 QUERY_MESSAGE carry, byte for byte, so the broker never re-encodes a message after storing it.
@@ -12,7 +12,6 @@ one-byte items (``bytes``, ``bytearray``, ``mmap`` or a ``memoryview`` of them).
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -20,8 +19,8 @@ from typing import Final
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
+from bolide.protocol.compression import decompress_body
 from bolide.protocol.message import (
-    COMPRESSION_TYPE_MASK,
     MessageExt,
     MessageSysFlag,
 )
@@ -55,8 +54,6 @@ from bolide.protocol.wire import record_size as record_size
 Buffer = bytes | bytearray | memoryview
 WritableBuffer = bytearray | memoryview
 
-ZLIB_LEVEL_DEFAULT: Final = 5
-"""zlib level of the Java producer (compressMsgBodyOverHowmuch bodies are deflated at 5)."""
 
 # The record layout is drawn in bolide.protocol.wire.
 _FIXED_BY_HOSTS: Final = FIXED_PART_BY_HOSTS
@@ -269,14 +266,14 @@ def decode_record(
 ) -> tuple[MessageExt, int]:
     """Decode the record at ``position``; returns it and the position just after it.
 
-    With ``decompress`` (default) a COMPRESSED body is inflated (zlib; at most
+    With ``decompress`` (default) a COMPRESSED body is inflated (zlib, LZ4 or ZSTD; at most
     limits.MESSAGE_BODY_DECOMPRESSED_MAX_BYTES); ``sys_flag`` keeps the stored bits either
     way. With ``verify_crc`` the stored body must match BODYCRC. Accepts the 5.x V2 magic.
 
     Raises:
         ProtocolError: the checks of :func:`read_record_header` fail, a blank marker sits at
-            ``position``, the CRC differs (``verify_crc``), the compression type is LZ4 or
-            ZSTD, or the body does not inflate.
+            ``position``, the CRC differs (``verify_crc``), the compression type is unknown,
+            or the body does not inflate.
     """
     header = read_record_header(buffer, position)
     if header.is_blank:
@@ -324,46 +321,9 @@ def decode_records(
 # --- compression --------------------------------------------------------------------------------
 
 
-def compress_body(body: bytes | bytearray | memoryview, level: int = ZLIB_LEVEL_DEFAULT) -> bytes:
-    """Deflate ``body`` in zlib format (header and Adler-32), as Java's Deflater and C++ do.
-
-    Raises:
-        ProtocolError: ``level`` is not in -1..9.
-    """
-    try:
-        return zlib.compress(body, level)
-    except zlib.error as error:
-        raise ProtocolError(f"cannot compress with level {level}: {error}") from error
-
-
-def decompress_body(
-    body: bytes | bytearray | memoryview,
-    max_bytes: int = limits.MESSAGE_BODY_DECOMPRESSED_MAX_BYTES,
-) -> bytes:
-    """Inflate a zlib-format body of at most ``max_bytes`` inflated bytes.
-
-    Raises:
-        ProtocolError: the data is not zlib, is cut short, or inflates beyond ``max_bytes``.
-    """
-    invariant(max_bytes > 0, "max_bytes must be positive")
-    inflater = zlib.decompressobj()
-    try:
-        result = inflater.decompress(body, max_bytes + 1)
-    except zlib.error as error:
-        raise ProtocolError(f"compressed body does not inflate: {error}") from error
-    if len(result) > max_bytes:
-        raise ProtocolError(f"compressed body inflates beyond {max_bytes} bytes")
-    if not inflater.eof:
-        raise ProtocolError("compressed body is cut short")
-    return result
-
-
 def _inflate(body: bytes, sys_flag: int) -> bytes:
-    compression_type = sys_flag & COMPRESSION_TYPE_MASK
-    # 0 is what producers before 4.9.4 send; both 0 and ZLIB mean zlib.
-    if compression_type not in (0, MessageSysFlag.COMPRESSION_ZLIB):
-        raise ProtocolError(f"compression type {compression_type >> 8} (LZ4/ZSTD) unsupported")
-    return decompress_body(body)
+    # The codecs (zlib, LZ4 frame, ZSTD) and the cap live in bolide.protocol.compression.
+    return decompress_body(body, sys_flag)
 
 
 # --- batch body -------------------------------------------------------------------------------

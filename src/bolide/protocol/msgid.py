@@ -1,4 +1,4 @@
-"""Message ids (protocol.md §3.4): the broker's offset id and the producer's unique key.
+"""Message ids (docs/protocol.md §3.4): the broker's offset id and the producer's unique key.
 
 * The **offset message id** names a stored record by where it lives: the store host and the
   commit-log offset. Clients use it to VIEW the message at that broker.

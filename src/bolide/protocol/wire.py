@@ -37,7 +37,7 @@ BORNHOST_V6) moves every field after it by 12 bytes, an IPv6 store host (STOREHO
 Blank marker at the unused end of a commit-log segment (never on the wire): TOTALSIZE (the
 bytes left in the segment), then MAGICCODE = BLANK_MAGIC_CODE (0xCBD43194).
 
-Properties string (protocol.md §3.3): ``name \\x01 value`` pairs joined by ``\\x02``; Java
+Properties string (docs/protocol.md §3.3): ``name \\x01 value`` pairs joined by ``\\x02``; Java
 writes no separator after the last pair, C++ writes one.
 
 Every malformed input raises :class:`~bolide.base.errors.ProtocolError`. Buffers are
@@ -133,7 +133,7 @@ def join_properties(first: str, second: str) -> str:
 
     A separator is inserted only when ``first`` does not already end with one: the broker
     applies this rule when it appends a batch's own properties and CLUSTER to each inner
-    message (protocol.md §2.2).
+    message (docs/protocol.md §2.2).
     """
     if not first:
         return second
@@ -148,7 +148,8 @@ def properties_are_plain(text: str, acted_on: tuple[str, ...]) -> bool:
     """Whether ``text`` may be edited as a string instead of decoded and encoded again: it
     names none of ``acted_on`` (not even as the end of a longer name), every pair has a name
     and exactly one ``\x01``, and there is no empty chunk — then decoding and encoding again
-    would give back the same pairs. The broker's send path (DESIGN.md §9)."""
+    would give back the same pairs. The broker's send path (docs/architecture.md, "Sending
+    and storing")."""
     if not text:
         return True
     if any(f"{name}{NAME_VALUE_SEPARATOR}" in text for name in acted_on):

@@ -29,7 +29,7 @@ from bolide.protocol.headers.pop import (
     ReceiptHandle,
 )
 from bolide.protocol.message_codec import decode_records
-from bolide.proxy.brokers import BrokerDirectory
+from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
@@ -104,34 +104,14 @@ class Consuming:
             poll_ms = max(0, min(poll_ms, int(deadline_left_s * 1000) - 500))
         config = await self._directory.group_config(topic, group)
         fifo = config is not None and config.consume_orderly_enable
-        brokers = await self._directory.brokers(topic)
-        wanted = request.message_queue.broker.name
-        broker = next((b for b in brokers if b.broker_name == wanted), None)
-        if broker is None:
-            if not brokers:
-                raise ProxyError(pb.TOPIC_NOT_FOUND, f"topic {topic} has no broker")
-            broker = brokers[0]
+        broker = await self._broker(topic, request.message_queue.broker.name)
         queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else -1
         attempt_key = (group, topic, broker.broker_name, queue_id, request.attempt_id)
         if fifo and request.attempt_id:
             repeated = self._attempts.get(attempt_key)
             if repeated is not None and repeated[0] > time.time() * 1000:
                 return ReceiveOutcome(status(pb.OK), repeated[1])  # a retried receive
-        expression = request.filter_expression
-        header = PopMessageRequestHeader(
-            group,
-            topic,
-            queue_id,
-            request.batch_size,
-            invisible_ms,
-            poll_ms,
-            int(time.time() * 1000),
-            ConsumeInitMode.MAX,
-            _EXPRESSION_TYPES.get(expression.type, "TAG"),
-            expression.expression or "*",
-            fifo,
-            request.attempt_id or None,
-        )
+        header = _pop_header(request, queue_id, invisible_ms, poll_ms, fifo)
         response = await self._directory.invoke(
             broker.address,
             RequestCode.POP_MESSAGE,
@@ -158,6 +138,16 @@ class Consuming:
                 handle = message.system_properties.receipt_handle
                 self.renewal.track(client_id, topic, group, handle)
         return ReceiveOutcome(status(pb.OK), messages)
+
+    async def _broker(self, topic: str, wanted: str) -> BrokerQueues:
+        """The broker the receive names, else the first holding the topic."""
+        brokers = await self._directory.brokers(topic)
+        broker = next((b for b in brokers if b.broker_name == wanted), None)
+        if broker is not None:
+            return broker
+        if not brokers:
+            raise ProxyError(pb.TOPIC_NOT_FOUND, f"topic {topic} has no broker")
+        return brokers[0]
 
     def _remember_attempt(
         self,
@@ -277,6 +267,26 @@ class Consuming:
         await self._directory.invoke(address, RequestCode.ACK_MESSAGE, ack.to_ext_fields())
         self.renewal.forget(request.receipt_handle)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))
+
+
+def _pop_header(
+    request: spb.ReceiveMessageRequest, queue_id: int, invisible_ms: int, poll_ms: int, fifo: bool
+) -> PopMessageRequestHeader:
+    expression = request.filter_expression
+    return PopMessageRequestHeader(
+        request.group.name,
+        request.message_queue.topic.name,
+        queue_id,
+        request.batch_size,
+        invisible_ms,
+        poll_ms,
+        int(time.time() * 1000),
+        ConsumeInitMode.MAX,
+        _EXPRESSION_TYPES.get(expression.type, "TAG"),
+        expression.expression or "*",
+        fifo,
+        request.attempt_id or None,
+    )
 
 
 def _check_invisible(invisible_ms: int, minimum_ms: int) -> None:

@@ -32,6 +32,11 @@ from bolide.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from bolide.protocol.headers.recall import (
+    RecallHandle,
+    RecallMessageRequestHeader,
+    RecallMessageResponseHeader,
+)
 from bolide.protocol.message import PropertyKey, encode_properties
 from bolide.protocol.message_codec import decode_record
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
@@ -162,6 +167,11 @@ class Producing:
             message_id=system.message_id,
             offset=fields.queue_offset,
         )
+        deliver_ms = properties.get(PropertyKey.TIMER_DELIVER_MS)
+        if deliver_ms is not None:
+            entry.recall_handle = RecallHandle(
+                topic, broker.broker_name, int(deliver_ms), system.message_id
+            ).encode()
         if system.message_type == pb.TRANSACTION:
             commit_log_offset = _commit_log_offset(fields.msg_id)
             entry.transaction_id = encode_transaction_id(
@@ -181,6 +191,26 @@ class Producing:
         if system.HasField("message_group") and system.message_group:
             return queues[consistent_hash(system.message_group, len(queues))]
         return queues[next(self._round_robin) % len(queues)]
+
+    async def recall(self, request: spb.RecallMessageRequest) -> spb.RecallMessageResponse:
+        """RecallMessage: RECALL_MESSAGE (370) to the broker the handle names."""
+        topic = request.topic.name
+        try:
+            handle = RecallHandle.decode(request.recall_handle)
+        except HeaderError as error:
+            raise ProxyError(pb.BAD_REQUEST, f"recall handle is invalid: {error}") from error
+        address = await self._directory.broker_address(topic, handle.broker_name)
+        header = RecallMessageRequestHeader(topic, request.recall_handle)
+        answer = await self._directory.invoke(
+            address, RequestCode.RECALL_MESSAGE, header.to_ext_fields()
+        )
+        if answer.code != ResponseCode.SUCCESS:
+            code = pb.BAD_REQUEST if answer.code == ResponseCode.MESSAGE_ILLEGAL else None
+            raise ProxyError(
+                code or code_of_response(answer.code), answer.remark or "recall failed"
+            )
+        fields = RecallMessageResponseHeader.from_ext_fields(answer.ext_fields)
+        return spb.RecallMessageResponse(status=status(pb.OK), message_id=fields.msg_id)
 
     async def end_transaction(
         self, request: spb.EndTransactionRequest

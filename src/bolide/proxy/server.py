@@ -30,6 +30,8 @@ from bolide.proxy.consuming import Consuming
 from bolide.proxy.producing import Producing
 from bolide.proxy.service import Authenticator, MessagingService
 from bolide.remoting import ClientPool, Dispatcher
+from bolide.remoting.client_pool import RequestHook
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["ProxyConfig", "ProxyServer"]
 
@@ -49,6 +51,11 @@ class ProxyConfig:
     authenticator: Authenticator | None = None
     """Checks each call's ``authorization`` header (the ACL's verify_grpc_authorization);
     None: no authentication (ACL off)."""
+    sign: RequestHook | None = None
+    """Signs the proxy's own requests to name servers and brokers with ACL on (an account's
+    SessionCredentials.sign); None: unsigned."""
+    tls: TlsClientSettings | None = None
+    """TLS toward name servers and brokers; None: plain TCP."""
 
 
 class _Server(Server):
@@ -87,7 +94,7 @@ class ProxyServer:
         self.config = config or ProxyConfig()
         self._clock = clock or SystemClock()
         dispatcher = Dispatcher()
-        self.pool = ClientPool(dispatcher)
+        self.pool = ClientPool(dispatcher, request_hook=self.config.sign, tls=self.config.tls)
         self.directory = BrokerDirectory(self.pool, namesrv_addresses)
         self.clients = ClientRegistry()
         self.producing = Producing(

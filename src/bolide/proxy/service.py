@@ -22,7 +22,9 @@ from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
+from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.protocol.bodies import SubscriptionGroupConfig
 from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.clients import ClientRegistry, settings_reply
 from bolide.proxy.consuming import Consuming
@@ -217,13 +219,7 @@ class MessagingService:
         await self._unary(stream, spb.EndTransactionResponse, self.producing.end_transaction)
 
     async def recall_message(self, stream: Stream[Any, Any]) -> None:
-        async def work(request: spb.RecallMessageRequest) -> spb.RecallMessageResponse:
-            raise ProxyError(
-                pb.NOT_IMPLEMENTED,
-                f"recalling timer messages is not supported (topic {request.topic.name})",
-            )
-
-        await self._unary(stream, spb.RecallMessageResponse, work)
+        await self._unary(stream, spb.RecallMessageResponse, self.producing.recall)
 
     async def notify_client_termination(self, stream: Stream[Any, Any]) -> None:
         client_id = _client_id(stream)
@@ -303,17 +299,25 @@ class MessagingService:
             # thread stack traces and verify results are accepted and dropped
 
     async def _settings_reply(self, settings: pb.Settings) -> pb.Settings:
+        """The merged Settings; the group's settings are looked up for at most
+        PROXY_SETTINGS_LOOKUP_MS (a push consumer gives up after 10 s without a reply), the
+        defaults answer otherwise."""
         group = None
         if settings.HasField("subscription"):
-            topics = [entry.topic.name for entry in settings.subscription.subscriptions]
-            for topic in topics:
-                with contextlib.suppress(BolideError, OSError):
-                    group = await self.directory.group_config(
-                        topic, settings.subscription.group.name
-                    )
-                if group is not None:
-                    break
+            with contextlib.suppress(TimeoutError):
+                group = await asyncio.wait_for(
+                    self._group_of(settings.subscription),
+                    limits.PROXY_SETTINGS_LOOKUP_MS / 1000,
+                )
         return settings_reply(settings, group, max_body_bytes=self._max_body_bytes)
+
+    async def _group_of(self, subscription: pb.Subscription) -> SubscriptionGroupConfig | None:
+        for entry in subscription.subscriptions:
+            with contextlib.suppress(BolideError, OSError):
+                group = await self.directory.group_config(entry.topic.name, subscription.group.name)
+                if group is not None:
+                    return group
+        return None
 
 
 async def _receive(stream: Stream[Any, Any], *, end_ok: bool = False) -> Any:

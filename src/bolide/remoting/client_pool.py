@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,8 +24,12 @@ from bolide.base.errors import ConnectionClosedError, RequestTimeoutError, invar
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting.connection import Connection, ConnectionSettings
 from bolide.remoting.dispatcher import Dispatcher
+from bolide.remoting.tls import TlsClientSettings
 
 _log = logging.getLogger("bolide.remoting.client_pool")
+
+RequestHook = Callable[[RemotingCommand], None]
+"""Runs on every request the pool sends, just before it is written (signing, for the ACL)."""
 
 PoolCloseCallback = Callable[[str, Connection], None]
 """``on_connection_close(address, connection)``; ``connection.close_reason`` says why."""
@@ -64,7 +69,9 @@ class ClientPool:
 
     ``dispatcher`` answers requests servers send us (default: an empty one, which answers
     REQUEST_CODE_NOT_SUPPORTED). ``clock`` times the reconnect back-off (tests use a
-    ManualClock); request timeouts run on the event loop's timers.
+    ManualClock); request timeouts run on the event loop's timers. ``request_hook`` sees
+    every request before it is sent (the ACL signer). ``tls`` connects over TLS (its files
+    are read here: ConfigError when they cannot be used).
     """
 
     def __init__(
@@ -75,8 +82,12 @@ class ClientPool:
         clock: Clock | None = None,
         connect_timeout_ms: int = limits.CONNECT_TIMEOUT_MS,
         on_connection_close: PoolCloseCallback | None = None,
+        request_hook: RequestHook | None = None,
+        tls: TlsClientSettings | None = None,
     ) -> None:
         invariant(connect_timeout_ms > 0, "a connect timeout is positive")
+        self._request_hook = request_hook
+        self._ssl_context = None if tls is None else tls.context()
         self._dispatcher = dispatcher or Dispatcher()
         self._settings = settings or ConnectionSettings()
         self._clock = clock or SystemClock()
@@ -121,6 +132,8 @@ class ClientPool:
             started_ms = self._clock.monotonic_ms()
             connection = await self.connect(address, timeout_ms)
             timeout_ms = max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
+        if self._request_hook is not None:
+            self._request_hook(request)
         return await connection.invoke(request, timeout_ms)
 
     async def invoke_oneway(
@@ -136,6 +149,8 @@ class ClientPool:
             started_ms = self._clock.monotonic_ms()
             connection = await self.connect(address, timeout_ms)
             timeout_ms = max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
+        if self._request_hook is not None:
+            self._request_hook(request)
         await connection.invoke_oneway(request, timeout_ms)
 
     async def connect(
@@ -209,10 +224,20 @@ class ClientPool:
             loop = asyncio.get_running_loop()
             try:
                 _, connection = await asyncio.wait_for(
-                    loop.create_connection(lambda: self._new_connection(address), host, port),
+                    loop.create_connection(
+                        lambda: self._new_connection(address),
+                        host,
+                        port,
+                        ssl=self._ssl_context,
+                        ssl_handshake_timeout=(
+                            None
+                            if self._ssl_context is None
+                            else limits.TLS_HANDSHAKE_TIMEOUT_MS / 1000
+                        ),
+                    ),
                     self._connect_timeout_ms / 1000,
                 )
-            except (OSError, TimeoutError) as error:
+            except (OSError, TimeoutError, ssl.SSLError) as error:
                 self._record_failure(address, error)
                 _log.info("connect to %s failed: %s", address, error)
                 raise ConnectionClosedError(f"cannot connect to {address}: {error}") from error

@@ -5,7 +5,7 @@ consumer opened), so a :class:`Connection` both matches responses to its own req
 and hands the peer's requests to a :class:`RequestSink` (the dispatcher). Frame bit 0 of
 ``flag`` decides: set = response, clear = request, whoever sent it.
 
-Peers met in the wild (protocol.md §7.3): the C++ client answers broker requests with flag 1
+Peers met in the wild (docs/protocol.md §7.3): the C++ client answers broker requests with flag 1
 (never 3) and sends its "oneway" requests with flag 0. Both need nothing special here: flag 1
 is a response, flag 0 a request that gets an answer the client drops.
 

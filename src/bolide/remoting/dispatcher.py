@@ -1,6 +1,6 @@
 """Request code -> handler, with a concurrency bound per family of handlers.
 
-What a peer gets back (the rules of RocketMQ's remoting server, protocol.md §1.4):
+What a peer gets back (the rules of RocketMQ's remoting server, docs/protocol.md §1.4):
 
 * no handler for the code -> REQUEST_CODE_NOT_SUPPORTED, remark ``" request type <code> not
   supported"`` (leading space included, as Java writes it);
@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 _log = logging.getLogger("bolide.remoting.dispatcher")
 
 Handler = Callable[["Connection", RemotingCommand], Coroutine[Any, Any, RemotingCommand | None]]
+
+RequestCheck = Callable[["Connection", RemotingCommand], RemotingCommand | None]
+"""``check(connection, request) -> refusal | None``, run before any handler (the ACL): a
+returned command is sent as the answer and the request goes no further. Synchronous: it must
+be quick (it runs on the hot path of every request)."""
 """``async def handler(connection, request) -> response | None`` (None: send no answer).
 
 On Python 3.11 a handler's code up to its first suspension runs outside any task, so
@@ -92,6 +97,8 @@ class Dispatcher:
         self._families: dict[str, _Family] = {}
         self._routes: dict[int, _Route] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.request_check: RequestCheck | None = None
+        """Runs before every request when set (see :data:`RequestCheck`)."""
 
     def register(self, code: int, handler: Handler, *, family: str) -> None:
         """Route requests with ``code`` to ``handler``, counted against ``family``'s bound.
@@ -108,8 +115,10 @@ class Dispatcher:
     def without(self, codes: Collection[int]) -> Dispatcher:
         """A dispatcher for a second listener: the handlers registered here now, except
         ``codes`` (answered REQUEST_CODE_NOT_SUPPORTED), with the same family bounds (the
-        in-flight counts are shared). The broker's VIP channel is such a view."""
+        in-flight counts are shared) and the same :attr:`request_check` (set it before making a
+        view). The broker's VIP channel is such a view."""
         view = Dispatcher(default_family_limit=self._default_family_limit, eager=self._eager)
+        view.request_check = self.request_check
         view._family_limits = self._family_limits
         view._families = self._families
         excluded = frozenset(codes)
@@ -132,6 +141,12 @@ class Dispatcher:
 
     def dispatch(self, connection: Connection, request: RemotingCommand) -> None:
         """Start handling ``request`` from ``connection``; never raises, never blocks."""
+        check = self.request_check
+        if check is not None:
+            refusal = check(connection, request)
+            if refusal is not None:
+                self._answer(connection, request, refusal)
+                return
         route = self._routes.get(request.code)
         if route is None:
             self._answer(

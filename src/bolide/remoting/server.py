@@ -16,6 +16,7 @@ from bolide.base import limits
 from bolide.base.errors import ConnectionClosedError, InvariantViolationError, invariant
 from bolide.remoting.connection import Connection, ConnectionCallback, ConnectionSettings
 from bolide.remoting.dispatcher import Dispatcher
+from bolide.remoting.tls import PermissiveTlsServer, TlsMode, TlsServerSettings
 
 _log = logging.getLogger("bolide.remoting.server")
 
@@ -26,7 +27,8 @@ class RemotingServer:
     ``settings`` bounds every connection; a server always stops reading from a peer whose
     answers it cannot write (``pause_reading_while_write_blocked`` is forced on).
     ``on_connection_close`` runs once per connection, also for connections closed by
-    :meth:`stop`; ``connection.close_reason`` says why.
+    :meth:`stop`; ``connection.close_reason`` says why. ``tls`` (default: none) serves TLS
+    as its mode says (:mod:`bolide.remoting.tls`); its files are read at :meth:`start`.
     """
 
     def __init__(
@@ -38,8 +40,10 @@ class RemotingServer:
         settings: ConnectionSettings | None = None,
         on_connection_open: ConnectionCallback | None = None,
         on_connection_close: ConnectionCallback | None = None,
+        tls: TlsServerSettings | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._tls = tls
         self._host = host
         self._requested_port = port
         self._settings = dataclasses.replace(
@@ -47,7 +51,7 @@ class RemotingServer:
         )
         self._on_connection_open = on_connection_open
         self._on_connection_close = on_connection_close
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | PermissiveTlsServer | None = None
         self._port: int | None = None
         self._connections: set[Connection] = set()
 
@@ -73,12 +77,25 @@ class RemotingServer:
         return self._dispatcher
 
     async def start(self) -> None:
-        """Bind and listen. Raises OSError when the address cannot be bound."""
+        """Bind and listen. Raises OSError when the address cannot be bound, ConfigError when
+        the TLS certificate or key cannot be used."""
         invariant(self._server is None, "server started twice")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self._host, self._requested_port, reuse_address=True
-        )
+        tls = self._tls
+        if tls is not None and tls.mode is TlsMode.PERMISSIVE:
+            self._server = await PermissiveTlsServer.start(
+                self._new_connection, self._host, self._requested_port, tls.context()
+            )
+        else:
+            enforcing = tls is not None and tls.mode is TlsMode.ENFORCING
+            self._server = await loop.create_server(
+                self._new_connection,
+                self._host,
+                self._requested_port,
+                reuse_address=True,
+                ssl=tls.context() if tls is not None and enforcing else None,
+                ssl_handshake_timeout=limits.TLS_HANDSHAKE_TIMEOUT_MS / 1000 if enforcing else None,
+            )
         sockets = self._server.sockets
         invariant(len(sockets) > 0, "a started server has a listening socket")
         self._port = int(sockets[0].getsockname()[1])

@@ -24,6 +24,7 @@ from bolide.base.errors import BolideError
 from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.remoting.loop import new_event_loop
+from bolide.spark.options import ClusterAccess
 
 __all__ = ["BlockingClient"]
 
@@ -39,9 +40,10 @@ class BlockingClient:
     Raises ConfigError (bad name-server list) on construction.
     """
 
-    def __init__(self, namesrv: str, purpose: str) -> None:
+    def __init__(self, namesrv: str, purpose: str, access: ClusterAccess | None = None) -> None:
         instance_name = f"spark-{purpose}-{uuid.uuid4().hex[:12]}"
-        self.instance = ClientInstance(build_client_config(namesrv, instance_name))
+        options = (access or ClusterAccess()).client_options()
+        self.instance = ClientInstance(build_client_config(namesrv, instance_name, **options))
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -20,6 +21,7 @@ import orjson
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.protocol.bodies import BodyError, MessageQueue, SubscriptionData
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
     "EARLIEST",
@@ -67,6 +69,39 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterAccess:
+    """How to reach a secured cluster (options ``accessKey``, ``secretKey``, ``tls``,
+    ``tlsTrustCertPath``, ``tlsVerifyServer``); picklable, shipped to executors."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    tls: bool = False
+    tls_trust_cert_path: str | None = None
+    tls_verify_server: bool = True
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for the client (``access_key``, ``secret_key``, ``tls``)."""
+        tls: TlsClientSettings | None = None
+        if self.tls:
+            trust = None if self.tls_trust_cert_path is None else Path(self.tls_trust_cert_path)
+            tls = TlsClientSettings(trust_cert_path=trust, verify_server=self.tls_verify_server)
+        return {"access_key": self.access_key, "secret_key": self.secret_key, "tls": tls}
+
+
+def _access(options: Mapping[str, str]) -> ClusterAccess:
+    access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
+    if (access_key is None) != (secret_key is None):
+        raise ConfigError("options accessKey and secretKey go together")
+    return ClusterAccess(
+        access_key=access_key,
+        secret_key=secret_key,
+        tls=_bool_option(options, "tls", False),
+        tls_trust_cert_path=_get(options, "tlsTrustCertPath"),
+        tls_verify_server=_bool_option(options, "tlsVerifyServer", True),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ReadOptions:
     """Settings of a batch or streaming read (see docs/spark.md for each option)."""
 
@@ -85,6 +120,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     group: str | None
     """Consumer group whose broker offsets record the query's progress (None: none)."""
+    access: ClusterAccess = field(default_factory=ClusterAccess)
 
     @property
     def pull_group(self) -> str:
@@ -102,6 +138,7 @@ class WriteOptions:
     group: str
     """Producer group of the sink's producers."""
     send_timeout_ms: int
+    access: ClusterAccess = field(default_factory=ClusterAccess)
 
 
 def _normalized(options: Mapping[str, str]) -> dict[str, str]:
@@ -289,6 +326,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         pull_batch_size=pull_batch_size,
         fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
         group=_get(options, "group"),
+        access=_access(options),
     )
 
 
@@ -305,4 +343,5 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
         topic=_get(options, "topic"),
         group=_get(options, "group") or WRITER_GROUP_DEFAULT,
         send_timeout_ms=send_timeout_ms,
+        access=_access(options),
     )

@@ -38,7 +38,7 @@ from bolide.spark.offsets import (
     resolve_offsets,
     to_spark_offset,
 )
-from bolide.spark.options import ReadOptions
+from bolide.spark.options import ClusterAccess, ReadOptions
 from bolide.spark.queues import (
     PulledChunk,
     PullSettings,
@@ -67,9 +67,11 @@ class BolidePartition(InputPartition):
         queue_range: QueueRange,
         settings: PullSettings,
         tag_set: frozenset[str],
+        access: ClusterAccess | None = None,
     ) -> None:
         super().__init__(queue_range)
         self.namesrv = namesrv
+        self.access = access or ClusterAccess()
         self.queue_range = queue_range
         self.settings = settings
         self.tag_set = tag_set
@@ -85,7 +87,7 @@ def read_partition(partition: BolidePartition) -> Iterator[pa.RecordBatch]:
     Raises DataLossError (failOnDataLoss and part of the range is gone), ProtocolError (a
     malformed record), and the client's errors when pulls keep failing.
     """
-    client = BlockingClient(partition.namesrv, "reader")
+    client = BlockingClient(partition.namesrv, "reader", partition.access)
     columns = RowColumns(partition.queue_range.queue, partition.tag_set)
     chunks = pull_range(client.instance, partition.queue_range, partition.settings)
     try:
@@ -134,7 +136,7 @@ def _pull_settings(options: ReadOptions) -> PullSettings:
 def _partitions(options: ReadOptions, ranges: Sequence[QueueRange]) -> list[BolidePartition]:
     settings = _pull_settings(options)
     return [
-        BolidePartition(options.namesrv, queue_range, settings, options.tag_set)
+        BolidePartition(options.namesrv, queue_range, settings, options.tag_set, options.access)
         for queue_range in ranges
     ]
 
@@ -170,7 +172,7 @@ class _Planner:
     @property
     def client(self) -> BlockingClient:
         if self._client is None:
-            self._client = BlockingClient(self.options.namesrv, "planner")
+            self._client = BlockingClient(self.options.namesrv, "planner", self.options.access)
         return self._client
 
     def bounds(self) -> dict[MessageQueue, QueueBounds]:

@@ -1,6 +1,6 @@
 """Pull bodies straight into Arrow columns: the rows of the Bolide source.
 
-A PULL_MESSAGE body is a run of stored records (protocol.md §3.1; the layout is drawn, and
+A PULL_MESSAGE body is a run of stored records (docs/protocol.md §3.1; the layout is drawn, and
 read, in :mod:`bolide.protocol.wire`). Reading at Spark speed means not building a Python
 object per record: :func:`bolide.protocol.wire_rows.scan_rows` (compiled) appends each
 record's fields to native column buffers — bodies and properties strings into one data buffer
@@ -9,7 +9,9 @@ batch without copying again.
 
 Rows and their columns (the source's schema, :data:`SPARK_SCHEMA_DDL`): the queue's topic,
 broker name and queue id; the queue offset; ``msg_id`` (UNIQ_KEY, else the offset message
-id); KEYS and TAGS; the body (inflated when the producer compressed it); every property; born
+id); KEYS and TAGS; the body (inflated when the producer compressed it, with zlib, LZ4 or
+ZSTD; kept as stored, with ``body_error`` saying why, when it does not inflate, so one bad
+record never stalls the stream); every property; born
 and store times; reconsume times.
 """
 
@@ -23,14 +25,12 @@ import pyarrow.compute as pc
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import unpack_ip
 from bolide.protocol.bodies import MessageQueue
+from bolide.protocol.compression import decompress_body
 from bolide.protocol.message import (
-    COMPRESSION_TYPE_MASK,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
-    MessageSysFlag,
     PropertyKey,
 )
-from bolide.protocol.message_codec import decompress_body
 from bolide.protocol.msgid import offset_message_id
 from bolide.protocol.wire_rows import COLUMN_INT64, STORE_HOST_ROW, RowSink, scan_rows
 
@@ -39,7 +39,8 @@ __all__ = ["ARROW_SCHEMA", "SPARK_SCHEMA_DDL", "RowColumns"]
 SPARK_SCHEMA_DDL: Final = (
     "topic string, broker_name string, queue_id int, queue_offset long, msg_id string,"
     " keys string, tags string, body binary, properties map<string,string>,"
-    " born_timestamp timestamp, store_timestamp timestamp, reconsume_times int"
+    " born_timestamp timestamp, store_timestamp timestamp, reconsume_times int,"
+    " body_error string"
 )
 """The schema of the rows the source produces, as Spark DDL."""
 
@@ -58,13 +59,13 @@ ARROW_SCHEMA: Final = pa.schema(
         ("born_timestamp", _TIMESTAMP),
         ("store_timestamp", _TIMESTAMP),
         ("reconsume_times", pa.int32()),
+        ("body_error", pa.string()),
     ]
 )
 """The Arrow schema of the record batches ``read()`` yields: what Spark derives (in UTC) from
 :data:`SPARK_SCHEMA_DDL`, field for field (Spark checks that they are equal)."""
 
 
-_ZLIB_TYPES: Final = (0, int(MessageSysFlag.COMPRESSION_ZLIB))
 _MICROS_PER_MS: Final = 1_000
 _TAGS: Final = pa.scalar(PropertyKey.TAGS, pa.string())
 _KEYS: Final = pa.scalar(PropertyKey.KEYS, pa.string())
@@ -89,6 +90,8 @@ class RowColumns:
         self._tag_set = pa.array(sorted(tag_set), pa.string()) if tag_set else None
         self._ip_cache: dict[bytes, str] = {}
         self._sink = RowSink()
+        self._body_errors: dict[int, str] = {}
+        """Row -> why its body could not be inflated (rare: kept out of the hot columns)."""
 
     def __len__(self) -> int:
         return self._sink.count
@@ -104,10 +107,18 @@ class RowColumns:
         rows were appended (before the tag check of :meth:`take_batch`).
 
         Raises:
-            ProtocolError: a record is malformed or cut short, its magic code unknown, or its
-                body compressed with LZ4/ZSTD or not inflatable.
+            ProtocolError: a record is malformed or cut short, or its magic code unknown (a
+                body that does not inflate is kept as stored, with ``body_error``).
         """
-        return scan_rows(body, stop_offset, self._sink, _inflate)
+        return scan_rows(body, stop_offset, self._sink, self._inflate)
+
+    def _inflate(self, payload: bytes, sys_flag: int) -> bytes:
+        """The inflated body, or (recorded for the row being added) the stored one."""
+        try:
+            return decompress_body(payload, sys_flag)
+        except ProtocolError as error:
+            self._body_errors[self._sink.count] = str(error)
+            return payload
 
     def _offset_msg_id(self, row: int) -> str:
         at = row * STORE_HOST_ROW.size
@@ -126,6 +137,7 @@ class RowColumns:
         Raises ProtocolError when a properties string is not UTF-8.
         """
         sink, self._sink = self._sink, RowSink()
+        body_errors, self._body_errors = self._body_errors, {}
         count = sink.count
         queue = self.queue
         # The column buffers become Arrow buffers as they are (native order, Arrow's layout).
@@ -164,6 +176,9 @@ class RowColumns:
             _timestamps(count, sink.born_timestamps_ms),
             _timestamps(count, sink.store_timestamps_ms),
             _int_column(pa.int32(), count, sink.reconsume_times),
+            pa.array([body_errors.get(row) for row in range(count)], pa.string())
+            if body_errors
+            else pa.nulls(count, pa.string()),
         ]
         batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
         if self._tag_set is not None:
@@ -206,10 +221,3 @@ def _properties_map(texts: pa.Array) -> pa.Array:
         offsets = pc.take(kept_before, offsets)
         pairs = pairs.filter(valid)
     return pa.MapArray.from_arrays(offsets, pc.list_element(pairs, 0), pc.list_element(pairs, 1))
-
-
-def _inflate(payload: bytes, sys_flag: int) -> bytes:
-    compression_type = sys_flag & COMPRESSION_TYPE_MASK
-    if compression_type not in _ZLIB_TYPES:
-        raise ProtocolError(f"compression type {compression_type >> 8} (LZ4/ZSTD) unsupported")
-    return decompress_body(payload)

@@ -50,6 +50,7 @@ SOURCE_SCHEMA = StructType(
         StructField("born_timestamp", TimestampType()),
         StructField("store_timestamp", TimestampType()),
         StructField("reconsume_times", IntegerType()),
+        StructField("body_error", StringType()),
     ]
 )
 """The rows a read produces (bolide.spark.records.SPARK_SCHEMA_DDL, as a StructType so that no

@@ -311,7 +311,7 @@ def write_partition(
     Raises the first send failure (after the sends in flight settled), InvalidMessageError
     for a row that cannot be a message, and ConfigError for bad options.
     """
-    client = BlockingClient(options.namesrv, "writer")
+    client = BlockingClient(options.namesrv, "writer", options.access)
     producer = Producer(
         options.group, instance=client.instance, send_timeout_ms=options.send_timeout_ms
     )

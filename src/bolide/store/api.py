@@ -72,7 +72,7 @@ class PutRequest:
     """One message to store.
 
     ``body`` is stored as given (compressed when ``sys_flag`` says so). ``properties`` is the
-    properties string (protocol.md §3.3) or a mapping that the store encodes; the store reads
+    properties string (docs/protocol.md §3.3) or a mapping that the store encodes; the store reads
     TAGS, KEYS, UNIQ_KEY and DELAY from it. ``tags_code`` overrides the consume-queue tags
     code; leave it None: the store computes Java's hash of TAGS, or for SCHEDULE_TOPIC_XXXX
     the delivery time (store time + delay of the DELAY level), and recovery recomputes it the

@@ -5,7 +5,8 @@ room (maybe a new segment), index room — then writes its records into the mapp
 one pass (record_writer.py), appends the 20-byte consume-queue entries and the index
 entries, and tells the arrival listeners. Nothing of a failed put is visible.
 
-DESIGN.md §9: the usual put compares three integers for room (blocks are reserved ahead, in
+The put path (docs/architecture.md, "Sending and storing"): the usual put compares three integers
+for room (blocks are reserved ahead, in
 chunks), packs each record's fixed part with one precompiled struct, copies the whole put
 into the mapping with one slice assignment, appends its consume-queue entries (a batch's with
 one slice per file) and queues its index entries, which the index writes in batches

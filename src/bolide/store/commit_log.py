@@ -12,7 +12,7 @@ segment 0 (start 0)                               segment 1 (start = segment siz
                                         ^ TOTALSIZE = bytes left, MAGICCODE = BLANK_MAGIC_CODE
 ```
 
-Records are in RocketMQ's layout (protocol.md §3.1, drawn in protocol/message_codec.py), so a
+Records are in RocketMQ's layout (docs/protocol.md §3.1, drawn in protocol/message_codec.py), so a
 read hands out the exact bytes that go onto the wire.
 """
 

@@ -1,4 +1,4 @@
-"""Store settings and the layout of the store directory (DESIGN.md §1).
+"""Store settings and the layout of the store directory (docs/protocol.md §4.4).
 
 ```
 <store_path_root_dir>/

@@ -1,4 +1,4 @@
-"""The broker's metadata JSON files under ``<store root>/config/`` (DESIGN.md §1).
+"""The broker's metadata JSON files under ``<store root>/config/`` (docs/protocol.md §4.4).
 
 * ``topics.json``             topic configs (TopicConfigManager)
 * ``subscriptionGroup.json``  subscription group configs

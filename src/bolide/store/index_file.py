@@ -324,7 +324,8 @@ class KeyIndex:
     ) -> None:
         """Index one record under each hash (room made by :meth:`prepare`).
 
-        The entries are written in batches, by :meth:`drain` (DESIGN.md §9: no per-message
+        The entries are written in batches, by :meth:`drain` (docs/architecture.md, "Sending and
+        storing": no per-message
         work that can be batched): every read of the index (lookup, flush, retention) drains
         first, so a query finds every record put before it, and the queue flush writes them
         before the checkpoint says so; a crash loses only what recovery rebuilds anyway.

@@ -6,7 +6,8 @@ leaves no trace. The checks, in order: queue id range, the numeric fields and th
 most 127 bytes), body size (max_message_size_bytes), properties (valid UTF-8, at most 32767
 bytes, not ending in NUL), then the records must fit a commit-log segment.
 
-This is the send path (DESIGN.md §9): the properties string is not parsed into a dict; the
+This is the send path (docs/architecture.md, "Sending and storing"): the properties string is not
+parsed into a dict; the
 four properties the store reads (TAGS, KEYS, UNIQ_KEY, DELAY) are picked out of it with
 string searches that give what :func:`~bolide.protocol.message.decode_properties` would.
 Per-topic facts (encoded name, index hash seed) and validated born hosts are cached.

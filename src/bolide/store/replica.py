@@ -118,6 +118,7 @@ class ReplicaWriter:
             raise ReplicaOffsetError(
                 f"master sent bytes at {offset}, this log continues at {self.end_offset}"
             )
+        record_offset = offset - len(self._pending)  # where the buffer's first record goes
         buffer = self._pending + bytes(data) if self._pending else bytes(data)
         self._pending = b""
         view = memoryview(buffer)
@@ -131,13 +132,14 @@ class ReplicaWriter:
                     <= self._commit_log.segment_bytes
                 ):
                     raise ReplicaOffsetError(
-                        f"no record at {self._commit_log.max_offset}: size {total_size}, "
-                        f"magic {magic:#x}"
+                        f"no record at {record_offset}: size {total_size}, magic {magic:#x}"
                     )
                 if len(buffer) - cursor < total_size:
                     break
-                self._write(view[cursor : cursor + total_size], magic == BLANK_MAGIC_CODE)
+                record = view[cursor : cursor + total_size]
+                self._write(record_offset, record, magic == BLANK_MAGIC_CODE)
                 cursor += total_size
+                record_offset += total_size
         except BaseException:
             self._pending = b""
             raise
@@ -145,9 +147,8 @@ class ReplicaWriter:
         self.bytes_copied += len(data)
         return self.end_offset
 
-    def _write(self, record: memoryview, blank: bool) -> None:
+    def _write(self, offset: int, record: memoryview, blank: bool) -> None:
         commit_log = self._commit_log
-        offset = commit_log.max_offset
         if blank:
             commit_log.append_copied(offset, record, blank=True)
             return

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from bolide.base.clock import Clock
 from bolide.base.errors import invariant
@@ -41,7 +42,8 @@ class Cluster:
 
     ``settings`` (BrokerConfig field names or broker.conf keys) apply to every broker, on top
     of :data:`TEST_BROKER_SETTINGS`; ``clock`` (default: the system clock) drives every
-    server's timers. Use as an async context manager, or call :meth:`start` / :meth:`stop`.
+    server's timers; ``namesrv_options`` are keyword arguments of every NameServer (TLS, ACL).
+    Use as an async context manager, or call :meth:`start` / :meth:`stop`.
     """
 
     def __init__(
@@ -54,8 +56,10 @@ class Cluster:
         settings: Mapping[str, object] | None = None,
         clock: Clock | None = None,
         seed: int | None = 0,
+        namesrv_options: Mapping[str, Any] | None = None,
     ) -> None:
         invariant(namesrv_count >= 1, "a cluster has a name server")
+        self._namesrv_options = dict(namesrv_options or {})
         self.root = root
         self._namesrv_count = namesrv_count
         self._broker_names = tuple(broker_names)
@@ -88,7 +92,7 @@ class Cluster:
         """Start the name servers, then the brokers (each registered when this returns)."""
         try:
             for _ in range(self._namesrv_count):
-                namesrv = NameServer(LOOPBACK, 0, self._clock)
+                namesrv = NameServer(LOOPBACK, 0, self._clock, **self._namesrv_options)
                 await namesrv.start()
                 self.namesrvs.append(namesrv)
             for name in self._broker_names:

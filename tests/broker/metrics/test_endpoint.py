@@ -17,6 +17,7 @@ from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
+from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.bodies import MessageQueue
@@ -177,9 +178,14 @@ async def test_transaction_metrics(cluster: Cluster) -> None:
         "MetricsTx", cluster.namesrv_address, checker=never_asked
     ) as producer:
         for state in (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE):
-            await producer.send_in_transaction(
-                Message("MetricsTxTopic", b"tx"), lambda message, arg, s=state: s
-            )
+
+            def decide(
+                message: ClientMessage, arg: object, decided: LocalTransactionState = state
+            ) -> LocalTransactionState:
+                del message, arg
+                return decided
+
+            await producer.send_in_transaction(ClientMessage("MetricsTxTopic", b"tx"), decide)
     address = cluster.broker("broker-a").metrics_address
     assert address is not None
     # END_TRANSACTION is oneway: poll (bounded) until the broker has settled both halves.

@@ -21,7 +21,6 @@ One :class:`HaMaster` listens on haListenPort. Per slave connection (wire.py for
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -62,6 +61,7 @@ class SlaveLink:
     """The slave's last report after the first (-1: none yet)."""
     last_read_ms: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    writer: asyncio.StreamWriter | None = None
 
 
 @dataclass(order=True, slots=True)
@@ -97,7 +97,8 @@ class HaMaster:
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._housekeeping_interval_ms = housekeeping_interval_ms
         self._slave_timeout_ms = slave_timeout_ms
-        self._fall_behind_max_bytes = fall_behind_max_bytes
+        self.fall_behind_max_bytes = fall_behind_max_bytes
+        """haSlaveFallbehindMax (settable: tests and operators shrink it)."""
         self._server: asyncio.Server | None = None
         self._links: dict[int, SlaveLink] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -131,11 +132,13 @@ class HaMaster:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Closing a connection ends its read loop (end of stream), which ends the rest; the
+        # connection tasks belong to asyncio's server and are not cancelled from here.
+        for link in list(self._links.values()):
+            if link.writer is not None:
+                link.writer.close()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=limits.REMOTING_STOP_GRACE_MS / 1000)
         if server is not None:
             await server.wait_closed()
         for waiter in self._waiters:
@@ -155,7 +158,7 @@ class HaMaster:
         if not self._links:
             return False
         behind = self._store.commit_log_max_offset - self.acked_offset
-        return behind < self._fall_behind_max_bytes
+        return behind < self.fall_behind_max_bytes
 
     def lag(self) -> ReplicationLag:
         """The best connected slave's lag (bytes and time); the whole log when none is."""
@@ -237,26 +240,23 @@ class HaMaster:
             self._tasks.discard(task)
             return
         now = self._clock.monotonic_ms()
-        link = SlaveLink(peer, self._clock.now_ms(), last_read_ms=now)
+        link = SlaveLink(peer, self._clock.now_ms(), last_read_ms=now, writer=writer)
         key = id(link)
         self._links[key] = link
         transfer = asyncio.get_running_loop().create_task(
             self._transfer_loop(link, writer), name=f"ha-transfer-{peer}"
         )
         self._tasks.add(transfer)
+        transfer.add_done_callback(self._tasks.discard)
         try:
             await self._read_loop(link, reader)
         except (OSError, asyncio.IncompleteReadError) as error:
             _log.info("HA: slave %s disconnected: %s", peer, error)
         finally:
             self._links.pop(key, None)
+            # Not awaited: awaiting a cancelled child here would swallow our own cancellation.
             transfer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await transfer
-            self._tasks.discard(transfer)
             writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                await writer.wait_closed()
             self._tasks.discard(task)
             _log.info("HA: slave %s connection closed", peer)
 
@@ -266,9 +266,9 @@ class HaMaster:
             silent_ms = self._clock.monotonic_ms() - link.last_read_ms
             remaining_ms = self._housekeeping_interval_ms - silent_ms
             try:
-                data = await asyncio.wait_for(
-                    reader.read(limits.HA_READ_BUFFER_BYTES), max(0.001, remaining_ms / 1000)
-                )
+                # asyncio.timeout, not wait_for: wait_for of 3.11 can swallow a cancellation.
+                async with asyncio.timeout(max(0.001, remaining_ms / 1000)):
+                    data = await reader.read(limits.HA_READ_BUFFER_BYTES)
             except TimeoutError:
                 _log.warning(
                     "HA: slave %s silent for %d ms: dropped",
@@ -352,7 +352,8 @@ class HaMaster:
                     await writer.drain()
                     continue
                 try:
-                    await asyncio.wait_for(link.wakeup.wait(), heartbeat_s)
+                    async with asyncio.timeout(heartbeat_s):
+                        await link.wakeup.wait()
                 except TimeoutError:
                     writer.write(encode_frame_header(link.sent_offset, 0))
                     await writer.drain()

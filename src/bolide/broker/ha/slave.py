@@ -61,6 +61,8 @@ class HaSlave:
         """Connections opened so far."""
         self.master_offset_seen = 0
         """The highest master offset a frame named (where its data reached)."""
+        self.failures = 0
+        """Failed connections since the last good one."""
         self._last_frame_ms = 0
         self._reported = -1
 
@@ -89,7 +91,10 @@ class HaSlave:
                 try:
                     await self._session(address)
                 except (OSError, TimeoutError, ProtocolError, ReplicaOffsetError) as error:
-                    _log.warning("HA: connection to master %s ended: %s", address, error)
+                    self.failures += 1
+                    # Once per outage at WARNING: a dead master is retried every second.
+                    level = logging.WARNING if self.failures == 1 else logging.DEBUG
+                    _log.log(level, "HA: connection to master %s ended: %s", address, error)
                 except StoreError as error:
                     _log.error("HA: the local store refuses copies: %s", error)
                 finally:
@@ -99,11 +104,13 @@ class HaSlave:
 
     async def _session(self, address: str) -> None:
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port), limit=limits.HA_READ_BUFFER_BYTES),
-            self._housekeeping_interval_ms / 1000,
-        )
+        # asyncio.timeout, not wait_for: wait_for of 3.11 can swallow a cancellation.
+        async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
+            reader, writer = await asyncio.open_connection(
+                host, int(port), limit=limits.HA_READ_BUFFER_BYTES
+            )
         self.connections += 1
+        self.failures = 0
         self.connected_to = address
         _log.info("HA: connected to master %s", address)
         reporter = asyncio.get_running_loop().create_task(
@@ -114,20 +121,16 @@ class HaSlave:
             await self._report(writer)
             await self._receive(reader, writer)
         finally:
+            # Not awaited: awaiting a cancelled child here would swallow our own cancellation.
             reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await reporter
             writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
 
     async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = FrameDecoder()
         replica = self._store.replica
         while True:
-            data = await asyncio.wait_for(
-                reader.read(limits.HA_READ_BUFFER_BYTES), self._housekeeping_interval_ms / 1000
-            )
+            async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
+                data = await reader.read(limits.HA_READ_BUFFER_BYTES)
             if not data:
                 raise ConnectionResetError("the master closed the connection")
             self._last_frame_ms = self._clock.monotonic_ms()

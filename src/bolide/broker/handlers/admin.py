@@ -1,4 +1,4 @@
-"""The broker's admin requests (protocol.md §2.11). This module serves the three below and
+"""The broker's admin requests (docs/protocol.md §2.11). This module serves the three below and
 installs the rest, which live beside it: :mod:`.admin_topics` (215 delete topic, 202 topic
 stats, 300 who consumes a topic), :mod:`.admin_groups` (203/204 connection lists, 207 delete
 group, 208 consume stats, 314 clone offsets) and :mod:`.admin_consumers` (222 reset offset,

@@ -1,4 +1,5 @@
-"""Admin requests that reach the consumers of a group (protocol.md §2.10, §2.11, §5.2; seed 002):
+"""Admin requests that reach the consumers of a group (docs/protocol.md §2.10, §2.11, §5.2;
+RocketMQ's consumption progress):
 
 * INVOKE_BROKER_TO_RESET_OFFSET (222): header ``topic``, ``group``, ``timestamp`` (ms; -1 =
   the max offset, "latest"), ``isForce``. For every queue of the topic on this broker the new

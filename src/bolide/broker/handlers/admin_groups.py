@@ -1,4 +1,4 @@
-"""Consumer and producer groups for admins (protocol.md §2.11; dashboard "CLIENT" and
+"""Consumer and producer groups for admins (docs/protocol.md §2.11; dashboard "CLIENT" and
 "CONSUME DETAIL", mqadmin consumerConnection / consumerProgress / producerConnection):
 
 * GET_CONSUMER_CONNECTION_LIST (203): header ``consumerGroup``; the group's connections

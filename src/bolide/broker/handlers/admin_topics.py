@@ -1,4 +1,4 @@
-"""Topic administration on one broker (protocol.md §2.11):
+"""Topic administration on one broker (docs/protocol.md §2.11):
 
 * DELETE_TOPIC_IN_BROKER (215): header ``topic``. The configuration, the consume queues and
   every group's offsets on the topic are removed (a topic created again under the same name

@@ -1,4 +1,5 @@
-"""Client registration: HEART_BEAT (34) and UNREGISTER_CLIENT (35) (protocol.md §2.5, seed 001).
+"""Client registration: HEART_BEAT (34) and UNREGISTER_CLIENT (35) (docs/protocol.md §2.5,
+RocketMQ's rebalancing).
 
 A heartbeat carries the client's producer and consumer groups. For each consumer group the
 broker finds (or auto-creates) its subscription group, creates the group's retry topic
@@ -16,9 +17,18 @@ from __future__ import annotations
 
 import logging
 
+import orjson
+
 from bolide.broker.channels import ClientChannelInfo
-from bolide.broker.handlers.context import BrokerContext
-from bolide.protocol.bodies import ConsumerData, HeartbeatData
+from bolide.broker.handlers.context import BrokerContext, RefusedError
+from bolide.broker.property_filter import check_subscription
+from bolide.protocol.bodies import (
+    EXPRESSION_TYPE_TAG,
+    BodyError,
+    ConsumerData,
+    HeartbeatData,
+    SubscriptionData,
+)
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import UnregisterClientRequestHeader
@@ -39,9 +49,34 @@ class ClientManageHandlers:
         self._context = context
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 34 and 35 in the ``client`` family."""
+        """Register codes 34, 35 and 46 in the ``client`` family."""
         dispatcher.register(RequestCode.HEART_BEAT, self.heart_beat, family="client")
         dispatcher.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client, family="client")
+        dispatcher.register(
+            RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config, family="client"
+        )
+
+    async def check_client_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): ext ``clientId``, ``group``; body one SubscriptionData.
+        Java consumers with a non-TAG subscription ask it at start and fail when refused:
+        SYSTEM_ERROR when property filters are off, the type is unknown or the expression
+        does not compile (the remark says where), else SUCCESS."""
+        del connection
+        try:
+            subscription = SubscriptionData.from_object(orjson.loads(request.body))
+        except (orjson.JSONDecodeError, BodyError) as error:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"bad subscription data: {error}"
+            )
+        if subscription.expression_type == EXPRESSION_TYPE_TAG:
+            return request.make_response(ResponseCode.SUCCESS)
+        try:
+            check_subscription(self._context.config, subscription)
+        except RefusedError as refused:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, refused.remark)
+        return request.make_response(ResponseCode.SUCCESS)
 
     async def heart_beat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         """Register the client's groups. Raises BodyError (answered SYSTEM_ERROR) for a body

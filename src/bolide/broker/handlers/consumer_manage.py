@@ -1,5 +1,5 @@
 """Consumer progress and membership: UPDATE_CONSUMER_OFFSET (15), QUERY_CONSUMER_OFFSET (14),
-GET_CONSUMER_LIST_BY_GROUP (38) (protocol.md §2.5, §2.6; seed 000).
+GET_CONSUMER_LIST_BY_GROUP (38) (docs/protocol.md §2.5, §2.6; RocketMQ's offset management).
 
 QUERY_CONSUMER_OFFSET for a group without a committed offset follows broker.conf's
 ``newGroupStartRule`` (:class:`~bolide.broker.config.NewGroupStart`). With the default, MEMORY,

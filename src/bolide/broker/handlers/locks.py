@@ -1,5 +1,6 @@
 """LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): the queue locks of orderly consumers
-(protocol.md §2.9, seed 004). The rules live in :class:`~bolide.broker.locks.RebalanceLockManager`;
+(docs/protocol.md §2.9, RocketMQ's orderly consumption). The rules live in
+:class:`~bolide.broker.locks.RebalanceLockManager`;
 these handlers parse the body and answer.
 
 ==================  ===========================================================================

@@ -1,4 +1,4 @@
-"""PULL_MESSAGE (11): checks, subscription, the store read, long polling (protocol.md §2.4).
+"""PULL_MESSAGE (11): checks, subscription, the store read, long polling (docs/protocol.md §2.4).
 
 1. Checks in the Java broker's order: broker readable, subscription group (auto-created),
    group consumable, topic known and readable, queue id inside ``[0, readQueueNums)``.
@@ -32,16 +32,18 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.config import BrokerRole
 from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.long_polling import WakeReason
+from bolide.broker.property_filter import check_subscription, matching_records
+from bolide.broker.sql_filter import SqlFilter
 from bolide.broker.topics import is_readable
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, MessageModel, SubscriptionData
-from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     HeaderError,
@@ -49,6 +51,7 @@ from bolide.protocol.headers import (
     PullSysFlag,
 )
 from bolide.protocol.message_codec import PHYSICAL_OFFSET_POSITION
+from bolide.protocol.record_decoding import readable_by_zlib_only_client
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import GetResult, GetStatus
 
@@ -90,7 +93,7 @@ class PullHandlers:
             lambda: context.store.stats().commit_log_max_offset
         )
         self._slave_read_backlog_bytes = (
-            _memory_share_bytes(limits.HA_PULL_MEMORY_RATIO_PERCENT)
+            _memory_share_bytes(context.config.access_message_in_memory_max_ratio_percent)
             if slave_read_backlog_bytes is None
             else slave_read_backlog_bytes
         )
@@ -112,11 +115,11 @@ class PullHandlers:
                 ResponseCode.SYSTEM_ERROR, str(error), _offset_fields(0, 0, 0)
             )
         try:
-            tag_codes = await self._check(header)
+            tag_codes, sql = await self._check(header)
         except RefusedError as refused:
             return self._refusal(request, header, refused)
         context = self._context
-        result = self._read(header, tag_codes)
+        result = self._read(header, tag_codes, sql)
         code = _response_code(result, header.queue_offset)
         slave = context.config.broker_role is BrokerRole.SLAVE
         if slave and not context.config.slave_read_enable:
@@ -144,7 +147,7 @@ class PullHandlers:
                 remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
                 busy = RefusedError(ResponseCode.SYSTEM_BUSY, remark)
                 return self._refusal(request, header, busy)
-            result = self._read(header, tag_codes)
+            result = self._read(header, tag_codes, sql)
             code = _response_code(result, header.queue_offset)
         return self._response(request, code, result, header, self._suggest(header, result))
 
@@ -183,8 +186,11 @@ class PullHandlers:
 
     # --- checks -----------------------------------------------------------------------------
 
-    async def _check(self, header: PullMessageRequestHeader) -> frozenset[int] | None:
-        """Run the checks of step 1 and 2; returns the tag codes to filter on (None: all)."""
+    async def _check(
+        self, header: PullMessageRequestHeader
+    ) -> tuple[frozenset[int] | None, SqlFilter | None]:
+        """Run the checks of step 1 and 2; returns the tag codes to filter on (None: all) and
+        the compiled SQL92 filter of a SQL92 subscription."""
         context = self._context
         group = header.consumer_group
         if not is_readable(context.config.broker_permission):
@@ -210,13 +216,8 @@ class PullHandlers:
             )
         subscription = self._subscription(header, group_config.consume_broadcast_enable)
         if subscription.expression_type != EXPRESSION_TYPE_TAG:
-            if not context.config.enable_property_filter:
-                raise RefusedError(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"the broker does not support {subscription.expression_type} filtering",
-                )
-            return None  # property filters are applied by the client; the broker sends all
-        return None if subscription.is_all else frozenset(subscription.code_set)
+            return None, check_subscription(context.config, subscription)
+        return None if subscription.is_all else frozenset(subscription.code_set), None
 
     def _subscription(
         self, header: PullMessageRequestHeader, broadcast_enabled: bool
@@ -255,9 +256,12 @@ class PullHandlers:
     # --- reading and answering -------------------------------------------------------------
 
     def _read(
-        self, header: PullMessageRequestHeader, tag_codes: frozenset[int] | None
+        self,
+        header: PullMessageRequestHeader,
+        tag_codes: frozenset[int] | None,
+        sql: SqlFilter | None,
     ) -> GetResult:
-        return self._context.store.get_message(
+        result = self._context.store.get_message(
             header.topic,
             header.queue_id,
             header.queue_offset,
@@ -265,6 +269,7 @@ class PullHandlers:
             limits.PULL_BATCH_MAX_BYTES,
             tag_codes,
         )
+        return result if sql is None else matching_records(result, sql)
 
     def _hold_ms(self, header: PullMessageRequestHeader) -> int:
         config = self._context.config
@@ -292,7 +297,12 @@ class PullHandlers:
             topic=header.topic,
             group=header.consumer_group,
         )
-        return request.make_response(code, None, fields, body_parts=tuple(result.buffers))
+        buffers: Sequence[memoryview | bytes] = result.buffers
+        if request.language == LanguageCode.CPP:
+            # The C++ client runs zlib on every compressed body and aborts on an error: it
+            # gets LZ4 and ZSTD records re-compressed as zlib (record_decoding).
+            buffers = [readable_by_zlib_only_client(record) for record in result.buffers]
+        return request.make_response(code, None, fields, body_parts=tuple(buffers))
 
     def _refusal(
         self, request: RemotingCommand, header: PullMessageRequestHeader, refused: RefusedError

@@ -1,4 +1,4 @@
-"""Queue metadata and message lookups (protocol.md §2.6, §2.7):
+"""Queue metadata and message lookups (docs/protocol.md §2.6, §2.7):
 
 * GET_MAX_OFFSET (30): the next queue offset to be written (exclusive), 0 for no queue;
 * GET_MIN_OFFSET (31): the smallest queue offset still readable;

@@ -1,4 +1,4 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) (protocol.md §2.2).
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) (docs/protocol.md §2.2).
 
 The path of one send, in the Java broker's order:
 

@@ -1,4 +1,4 @@
-"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message it failed (protocol.md §2.8).
+"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message it failed (docs/protocol.md §2.8).
 
 The decisions are in :mod:`bolide.broker.retry`; this module checks the request, runs the
 send-back and maps its outcome to the answer Java gives:

@@ -1,4 +1,4 @@
-"""Consumer-group settings and delay progress for admins (protocol.md §2.11, §4.4):
+"""Consumer-group settings and delay progress for admins (docs/protocol.md §2.11, §4.4):
 
 * UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body = a SubscriptionGroupConfig JSON
   (retryMaxTimes, retryQueueNums, consumeEnable, consumeBroadcastEnable, consumeOrderlyEnable,

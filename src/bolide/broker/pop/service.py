@@ -166,8 +166,18 @@ class PopService:
             room = request.max_messages - len(records)
             key = (request.topic, request.group, queue_id)
             queue = self._queue(key, request.init_mode)
+            max_offset = self._store.max_offset(request.topic, queue_id)
+            if queue.pop_offset > max_offset:
+                # The queue is shorter than where the group was (topic deleted and created
+                # again, store replaced): start again at its first message; nothing stored
+                # is skipped (at least once).
+                minimum = self._store.min_offset(request.topic, queue_id)
+                _log.warning("POP %s: offset %d past the queue end %d, reset to %d",
+                             key, queue.pop_offset, max_offset, minimum)  # fmt: skip
+                self.log.append(self.state.reset(key, minimum))
+                queue = self.state.queues[key]
             if room <= 0 or (request.order and queue.blocked):
-                rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)
+                rest += max(0, max_offset - queue.pop_offset)
                 continue
             records.extend(self._pop_queue(key, queue, request, room, now_ms))
             rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)

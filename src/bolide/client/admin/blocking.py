@@ -7,7 +7,7 @@ errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts a
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterable, Mapping, Sequence
 
 from bolide.base import limits
 from bolide.client.admin.client import AdminClient as AsyncAdminClient
@@ -22,6 +22,7 @@ from bolide.client.admin.views import (
     ResetResult,
 )
 from bolide.client.message import SendResult
+from bolide.client.security import TlsClientSettings
 from bolide.client.sync import BlockingFacade
 from bolide.protocol.bodies import (
     ClusterInfo,
@@ -42,9 +43,18 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
     """Blocking administration client; see :class:`bolide.client.admin.AdminClient`."""
 
     def __init__(
-        self, namesrv: str | Iterable[str], *, timeout_ms: int = limits.ADMIN_REQUEST_TIMEOUT_MS
+        self,
+        namesrv: str | Iterable[str],
+        *,
+        timeout_ms: int = limits.ADMIN_REQUEST_TIMEOUT_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
-        super().__init__(AsyncAdminClient(namesrv, timeout_ms=timeout_ms), "bolide-admin")
+        core = AsyncAdminClient(
+            namesrv, timeout_ms=timeout_ms, access_key=access_key, secret_key=secret_key, tls=tls
+        )
+        super().__init__(core, "bolide-admin")
 
     def close(self) -> None:
         """Close the connections and stop the loop thread. Idempotent."""
@@ -222,7 +232,7 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
 
     def tail(
         self, topic: str, *, start_ms: int = RESET_TO_LATEST, expression: str = "*"
-    ) -> Iterator[MessageExt]:
+    ) -> Generator[MessageExt, None, None]:
         """Messages as they arrive; stop iterating (or close the generator) to end it."""
         stream = self._core.tail(topic, start_ms=start_ms, expression=expression)
         try:

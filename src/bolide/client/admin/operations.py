@@ -4,6 +4,8 @@ everywhere, resetting a group's offsets on every broker of a topic."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from bolide.base.errors import (
     BolideError,
     GroupNotFoundError,
@@ -68,9 +70,38 @@ async def list_brokers(admin: AdminSession) -> list[BrokerSummary]:
                 put_today=_int(runtime.get("msgPutTotalTodayNow")),
                 get_today=_int(runtime.get("msgGetTotalTodayNow")),
                 runtime=runtime.get("runtime", ""),
+                role=runtime.get("brokerRole", "SLAVE" if broker_id else "ASYNC_MASTER"),
             )
         )
-    return summaries
+    by_place = {
+        (name, broker_id): runtime
+        for (_, name, broker_id, _), runtime in zip(places, runtimes, strict=True)
+        if not isinstance(runtime, BolideError)
+    }
+    return [_with_lag(summary, by_place) for summary in summaries]
+
+
+def _with_lag(
+    summary: BrokerSummary, runtimes: dict[tuple[str, int], dict[str, str]]
+) -> BrokerSummary:
+    """Fill the replication lag: a slave's from its master's and its own commit-log end, the
+    time from the master's view of its slave; a master's from its best slave."""
+    own = runtimes.get((summary.broker_name, summary.broker_id))
+    master = runtimes.get((summary.broker_name, 0))
+    if own is None:
+        return summary
+    if summary.broker_id == 0:
+        if _int(own.get("haConnectionCount")) == 0:
+            return summary
+        lag_bytes, lag_ms = _int(own.get("haReplicaLagBytes")), _int(own.get("haReplicaLagMs"))
+    elif master is not None:
+        lag_bytes = max(
+            0, _int(master.get("commitLogMaxOffset")) - _int(own.get("commitLogMaxOffset"))
+        )
+        lag_ms = _int(master.get("haReplicaLagMs")) if lag_bytes else 0
+    else:
+        lag_bytes, lag_ms = _int(own.get("haReplicaLagBytes")), _int(own.get("haReplicaLagMs"))
+    return dataclasses.replace(summary, lag_bytes=lag_bytes, lag_ms=lag_ms)
 
 
 async def delete_topic(admin: AdminSession, topic: str, cluster: str | None) -> list[str]:

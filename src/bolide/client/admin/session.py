@@ -33,6 +33,7 @@ from bolide.client.message import SendResult
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import admin as requests
 from bolide.client.rpc import get_route
+from bolide.client.security import TlsClientSettings, client_tls, credentials_of
 from bolide.protocol.bodies import (
     MASTER_BROKER_ID,
     ClusterInfo,
@@ -91,8 +92,14 @@ class AdminSession(AsyncLifecycle):
         *,
         timeout_ms: int = limits.ADMIN_REQUEST_TIMEOUT_MS,
         clock: Clock | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
         self.namesrv_addresses = parse_namesrv_addresses(namesrv)
+        self.credentials = credentials_of(access_key, secret_key)
+        """Signs every request (ACL; admin requests need an admin account)."""
+        self.tls = client_tls(tls)
         self.timeout_ms = timeout_ms
         self.clock: Clock = clock or SystemClock()
         self._pool: ClientPool | None = None
@@ -109,7 +116,12 @@ class AdminSession(AsyncLifecycle):
     async def start(self) -> None:
         """Open the connection pool (connections are made on first use). Idempotent."""
         if self._pool is None:
-            self._pool = ClientPool(clock=self.clock)
+            credentials = self.credentials
+            self._pool = ClientPool(
+                clock=self.clock,
+                request_hook=None if credentials is None else credentials.sign,
+                tls=self.tls,
+            )
 
     async def close(self) -> None:
         """Shut the internal producer down (if one was made) and close every connection."""
@@ -368,7 +380,15 @@ class AdminSession(AsyncLifecycle):
     async def producer(self) -> Producer:
         """The admin's own producer (group ADMIN_PRODUCER_GROUP), started on first use."""
         if self._producer is None:
-            producer = Producer(ADMIN_PRODUCER_GROUP, self.namesrv_addresses, clock=self.clock)
+            credentials = self.credentials
+            producer = Producer(
+                ADMIN_PRODUCER_GROUP,
+                self.namesrv_addresses,
+                clock=self.clock,
+                access_key=None if credentials is None else credentials.access_key,
+                secret_key=None if credentials is None else credentials.secret_key,
+                tls=self.tls,
+            )
             await producer.start()
             self._producer = producer
         return self._producer

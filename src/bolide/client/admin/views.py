@@ -102,9 +102,19 @@ class BrokerSummary:
     get_today: int = 0
     runtime: str = ""
     error: str | None = None
+    role: str = ""
+    """brokerRole: ASYNC_MASTER, SYNC_MASTER or SLAVE."""
+    lag_bytes: int | None = None
+    """Replication lag: for a slave, master minus slave commit-log max offset
+    (``rocketmq_broker_commitlog_diff``); for a master, its best slave's. None: unknown."""
+    lag_ms: int | None = None
+    """Age of the oldest record the replica lacks (0 when in step). None: unknown."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "role": self.role,
+            "replicationLagBytes": self.lag_bytes,
+            "replicationLagMs": self.lag_ms,
             "cluster": self.cluster,
             "brokerName": self.broker_name,
             "brokerId": self.broker_id,

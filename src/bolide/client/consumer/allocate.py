@@ -22,7 +22,7 @@ exactly one client id of the list.
   It has no memory of earlier assignments, on purpose. Moving exactly the fewest queues needs
   the previous assignment of the whole group, and members that joined at different times
   would remember different ones, with no coordinator to settle it (clients allocate locally,
-  protocol.md §2.5). A memoryless rule cannot be exactly minimal either: when n members share
+  docs/protocol.md §2.5). A memoryless rule cannot be exactly minimal either: when n members share
   n queues (one each), minimal moves would pin every member to one fixed queue across all the
   groups it can be in, and n + 1 candidate members cannot all have a queue of their own.
   Agreement comes first.

@@ -1,5 +1,5 @@
 """Concurrent consumption: hand pulled messages to the listener, then commit or send back
-(seeds 000 and 002, Java ConsumeMessageConcurrentlyService).
+(RocketMQ's offset management and consumption progress; Java ConsumeMessageConcurrentlyService).
 
 Pulled messages are cut into batches of ``batch_max_size`` and queued; ``thread_max``
 workers take batches and call the listener (a plain function runs in a thread pool of the

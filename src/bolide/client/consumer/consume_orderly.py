@@ -1,5 +1,6 @@
 """Orderly consumption: each queue's messages reach the listener one batch at a time, in queue
-order, on one member of the group at a time (seed 004, Java ConsumeMessageOrderlyService).
+order, on one member of the group at a time (RocketMQ's orderly consumption, Java
+ConsumeMessageOrderlyService).
 
 Three locks keep the order (clustering mode):
 

@@ -7,17 +7,22 @@ a manual clock, while the consumers wire them to the real instance here.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, ConfigError
+from bolide.base.errors import BolideError, ConfigError, ConnectionClosedError, NoRouteError
 from bolide.client import rpc
 from bolide.client.instance import ClientInstance
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import PullResult
 from bolide.protocol.address import format_socket_address
-from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
+from bolide.protocol.bodies import MASTER_BROKER_ID, MessageQueue
+from bolide.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    PullSysFlag,
+)
 from bolide.protocol.message import Message, MessageExt
 from bolide.protocol.system_topics import CLIENT_INNER_PRODUCER_GROUP
 
@@ -30,7 +35,7 @@ __all__ = [
 
 _log = logging.getLogger("bolide.client.consumer")
 
-"""Producer group of the consumer's own producer (re-sends to %RETRY%), as Java names it."""
+_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 
 
 class InstanceRebalanceClient:
@@ -97,16 +102,74 @@ class InstanceOffsetBroker:
 
 
 class InstancePullClient:
-    """:class:`~bolide.client.consumer.pull_loop.PullClient`: pulls from the queue's master."""
+    """:class:`~bolide.client.consumer.pull_loop.PullClient`: pulls from the broker the last
+    answer suggested (Java's ``PullAPIWrapper.updatePullFromWhichNode``).
+
+    * Each answer's ``suggestWhichBrokerId`` is remembered per queue; the next pull goes to
+      that id of the queue's broker name, else (``findBrokerAddressInSubscribe``) id + 1 for a
+      slave, else the lowest id known.
+    * A pull to a slave clears the COMMIT_OFFSET flag: slaves do not store consumer offsets.
+    * An address that cannot be reached is avoided for PULL_BROKER_DOWN_BACKOFF_MS while the
+      broker name has another one (a master that died: its slave serves the reads), and the
+      pull is tried once more there at once.
+    """
 
     def __init__(self, instance: ClientInstance) -> None:
         self._instance = instance
+        self._suggested: dict[MessageQueue, int] = {}
+        self._down_until_ms: dict[str, int] = {}
 
     async def pull_message(
         self, queue: MessageQueue, header: PullMessageRequestHeader, timeout_ms: int
     ) -> PullResult:
-        address = await self._instance.queue_broker_address(queue)
+        instance = self._instance
+        target = self._choose(queue.broker_name, self._suggested.get(queue, MASTER_BROKER_ID))
+        if target is None:
+            await instance.queue_broker_address(queue)  # refreshes the route or raises
+            target = self._choose(queue.broker_name, MASTER_BROKER_ID)
+        if target is None:
+            raise NoRouteError(f"no address known for broker {queue.broker_name!r} of {queue}")
+        try:
+            result = await self._pull(target, header, timeout_ms)
+        except ConnectionClosedError:
+            address = target[0]
+            self._down_until_ms[address] = (
+                instance.clock.monotonic_ms() + limits.PULL_BROKER_DOWN_BACKOFF_MS
+            )
+            fallback = self._choose(queue.broker_name, MASTER_BROKER_ID)
+            if fallback is None or fallback[0] == address:
+                raise
+            _log.info("broker %s unreachable: pulling %s from %s", address, queue, fallback[0])
+            result = await self._pull(fallback, header, timeout_ms)
+        self._suggested[queue] = result.suggest_which_broker_id
+        return result
+
+    async def _pull(
+        self, target: tuple[str, int], header: PullMessageRequestHeader, timeout_ms: int
+    ) -> PullResult:
+        address, broker_id = target
+        if broker_id != MASTER_BROKER_ID and header.sys_flag & _COMMIT_OFFSET:
+            header = dataclasses.replace(header, sys_flag=header.sys_flag & ~_COMMIT_OFFSET)
         return await rpc.pull_message(self._instance.pool, address, header, timeout_ms)
+
+    def _choose(self, broker_name: str, broker_id: int) -> tuple[str, int] | None:
+        """(address, id) to pull from: ``broker_id``, else id + 1 for a slave, else the
+        lowest id; addresses recently unreachable only when nothing else is known."""
+        addresses = self._instance.routes.brokers.get(broker_name) or {}
+        now_ms = self._instance.clock.monotonic_ms()
+        reachable = {
+            known_id: address
+            for known_id, address in addresses.items()
+            if self._down_until_ms.get(address, 0) <= now_ms
+        }
+        for candidates in (reachable, addresses):
+            for wanted in (broker_id, broker_id + 1 if broker_id != MASTER_BROKER_ID else None):
+                if wanted is not None and wanted in candidates:
+                    return candidates[wanted], wanted
+            if candidates:
+                lowest = min(candidates)
+                return candidates[lowest], lowest
+        return None
 
 
 class InstanceSendBack:

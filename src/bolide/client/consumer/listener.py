@@ -7,7 +7,8 @@ A concurrent listener is called with a batch of messages (at most
   :attr:`ConsumeContext.ack_index`: then messages after that index are treated as failed;
 * ``RECONSUME_LATER`` — every message of the batch failed. In clustering mode failed messages
   are sent back to the broker (``%RETRY%<group>``, delivered again after a delay); in
-  broadcasting mode they are logged and dropped (seed 000, ``processConsumeResult``).
+  broadcasting mode they are logged and dropped (RocketMQ's offset management,
+  ``processConsumeResult``).
 
 A listener takes either one argument (the messages) or two (the messages and a
 :class:`ConsumeContext`); it is a plain function (run in the consumer's thread pool) or a

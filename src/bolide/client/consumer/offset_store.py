@@ -1,4 +1,5 @@
-"""Consumption progress kept by a consumer (seed 002): remote for clustering, a local file for
+"""Consumption progress kept by a consumer (RocketMQ's consumption progress): remote for clustering,
+a local file for
 broadcasting.
 
 Both stores keep an in-memory table ``MessageQueue -> next offset to consume``. After a batch
@@ -9,7 +10,8 @@ persist service calls :meth:`OffsetStore.persist_all` every 5 s and the consumer
 shutdown.
 
 * :class:`RemoteOffsetStore` (clustering): persisting sends ``UPDATE_CONSUMER_OFFSET`` oneway
-  to the master of the queue's broker — the consumer does not wait for the broker (seed 002,
+  to the master of the queue's broker — the consumer does not wait for the broker (RocketMQ's
+  consumption progress,
   "egg 2"). Reading from the store sends ``QUERY_CONSUMER_OFFSET``.
 * :class:`LocalFileOffsetStore` (broadcasting): every consumer has its own progress in
   ``<base dir>/offsets/<client id>/<group>/offsets.json``, replaced atomically (tmp + fsync +
@@ -66,7 +68,7 @@ class ReadOffsetType(enum.Enum):
 
 
 class OffsetStore(Protocol):
-    """The operations both stores offer (seed 002's OffsetStore)."""
+    """The operations both stores offer (RocketMQ's OffsetStore)."""
 
     async def load(self) -> None:
         """Read what the store keeps at start (local file); nothing for the remote store."""

@@ -1,4 +1,5 @@
-"""The broker-side queue locks of an orderly consumer (seed 004; protocol.md §2.9, §7.4).
+"""The broker-side queue locks of an orderly consumer (RocketMQ's orderly consumption;
+docs/protocol.md §2.9, §7.4).
 
 An orderly consumer in clustering mode consumes a queue only while its broker says this client
 holds the queue's lock:

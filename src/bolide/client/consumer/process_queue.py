@@ -1,4 +1,5 @@
-"""ProcessQueue: one assigned queue's pulled-but-unacknowledged messages (seeds 000, 002, 004).
+"""ProcessQueue: one assigned queue's pulled-but-unacknowledged messages (RocketMQ's offset
+management, consumption progress and orderly consumption).
 
 Pure state, no I/O; callers pass the time (``now_ms``, wall clock in ms). Not thread-safe:
 the consumer touches it from its event loop only (listeners on worker threads report back to
@@ -12,7 +13,8 @@ unfinished message: at-least-once.
 Flow control reads :attr:`ProcessQueue.message_count`, :attr:`ProcessQueue.message_bytes` (body
 bytes) and :attr:`ProcessQueue.max_span` (largest minus smallest cached offset).
 
-Orderly consumption (seed 004) moves messages out of the cache into a "consuming" map with
+Orderly consumption (RocketMQ's orderly consumption) moves messages out of the cache into a
+"consuming" map with
 :meth:`ProcessQueue.take_messages`, then either :meth:`ProcessQueue.commit` (they are done) or
 :meth:`ProcessQueue.make_messages_to_consume_again` (put back, to be retried in order).
 """

@@ -58,6 +58,7 @@ from bolide.client.consumer.push_consumer import (
     resolve_consume_timestamp_ms,
 )
 from bolide.client.consumer.rebalance import Rebalancer
+from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
@@ -68,10 +69,10 @@ from bolide.protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
-from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import is_retry_topic
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["PullConsumer"]
 
@@ -127,6 +128,9 @@ class PullConsumer(AsyncLifecycle):
         pull_threshold_messages: int = limits.PROCESS_QUEUE_MAX_MESSAGES,
         pull_threshold_bytes: int = limits.PROCESS_QUEUE_MAX_BYTES,
         offset_base_directory: Path | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
@@ -135,7 +139,15 @@ class PullConsumer(AsyncLifecycle):
         if min(poll_timeout_ms, auto_commit_interval_ms, cache_max_messages) <= 0:
             raise ConfigError("timeouts, intervals and cache sizes must be positive")
         self.group = group
-        self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
+        self.instance = instance = client_instance_for(
+            namesrv,
+            instance_name,
+            instance,
+            clock,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+        )
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from
@@ -172,7 +184,7 @@ class PullConsumer(AsyncLifecycle):
 
     # ---- configuration -----------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         """Share ``topic``'s queues with the group (rebalanced), filtered by ``expression``.
 
         Raises:
@@ -182,10 +194,7 @@ class PullConsumer(AsyncLifecycle):
             raise ConfigError("subscribe() and assign() cannot be mixed")
         if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
-        try:
-            subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())
-        except BodyError as error:
-            raise ConfigError(str(error)) from error
+        subscription = subscription_of(topic, expression, self.clock.now_ms())
         self._assign_mode = False
         self._subscriptions[topic] = subscription
         if self._rebalancer is not None:

@@ -1,4 +1,5 @@
-"""The pull loop: one task per owned queue, long-polling its broker (seed 000, protocol.md §2.4).
+"""The pull loop: one task per owned queue, long-polling its broker (RocketMQ's offset management,
+docs/protocol.md §2.4).
 
 Each pass of a queue's loop (Java ``DefaultMQPushConsumerImpl.pullMessage``):
 

@@ -11,7 +11,8 @@ blocking facade), concurrent or orderly.
     ...
     await consumer.shutdown()
 
-Start (seed 001): the offset store is loaded, the consume workers start, the group joins
+Start (RocketMQ's rebalancing): the offset store is loaded, the consume workers start, the group
+joins
 the client instance; then the routes of the subscribed topics are fetched, a heartbeat goes
 to every broker (the brokers now list this client in the group and tell the other members to
 rebalance) and a rebalance is asked for at once. From there the instance rebalances every
@@ -25,7 +26,8 @@ the broker (:class:`RemoteOffsetStore`). In broadcasting mode every consumer get
 message, keeps its progress in a local file (:class:`LocalFileOffsetStore`, under
 ``offset_base_directory``) and logs and drops failures.
 
-With ``orderly=True`` (seed 004, :mod:`.consume_orderly`) each queue is consumed by one member
+With ``orderly=True`` (RocketMQ's orderly consumption, :mod:`.consume_orderly`) each queue is
+consumed by one member
 of the group at a time, one batch at a time, in queue order: the rebalance takes a queue only
 once its broker lock is held, the lock is renewed every 20 s, a failure suspends the queue and
 retries in memory (after ``max_reconsume_times``, unlimited by default, it goes to the DLQ),
@@ -47,7 +49,8 @@ from typing import Any, TypeVar
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import BolideError, ConfigError
+from bolide.base.errors import BolideError, ConfigError, RemoteError
+from bolide.client import rpc
 from bolide.client.config import ConsumeFrom, build_client_config
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
@@ -70,9 +73,11 @@ from bolide.client.consumer.orderly_locks import InstanceLockClient, QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import MessageSink, PullLoop, PullSettings
 from bolide.client.consumer.rebalance import Rebalancer
+from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.protocol.bodies import (
+    EXPRESSION_TYPE_TAG,
     ConsumerData,
     ConsumerRunningInfo,
     ConsumeType,
@@ -80,10 +85,10 @@ from bolide.protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
-from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import is_retry_topic, retry_topic
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
     "PushConsumer",
@@ -132,6 +137,10 @@ def client_instance_for(
     instance_name: str | None,
     instance: ClientInstance | None,
     clock: Clock | None,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: TlsClientSettings | bool | None = None,
 ) -> ClientInstance:
     """``instance`` when given (shared), else a new one for ``namesrv``.
 
@@ -142,7 +151,10 @@ def client_instance_for(
         return instance
     if namesrv is None:
         raise ConfigError("give the name server address (namesrv) or a client instance")
-    return ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
+    config = build_client_config(
+        namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
+    )
+    return ClientInstance(config, clock=clock)
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -195,6 +207,9 @@ class PushConsumer(AsyncLifecycle):
         suspend_time_ms: int = limits.ORDERLY_SUSPEND_DEFAULT_MS,
         lock_renew_interval_ms: int = limits.CLIENT_LOCK_RENEW_INTERVAL_MS,
         client_lock_max_live_ms: int = limits.CLIENT_LOCK_MAX_LIVE_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
@@ -213,7 +228,15 @@ class PushConsumer(AsyncLifecycle):
         if not 0 < lock_renew_interval_ms < client_lock_max_live_ms:
             raise ConfigError("lock_renew_interval_ms must be positive and under the lock's life")
         self.group = group
-        self.instance = instance = client_instance_for(namesrv, instance_name, instance, clock)
+        self.instance = instance = client_instance_for(
+            namesrv,
+            instance_name,
+            instance,
+            clock,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+        )
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from
@@ -259,20 +282,19 @@ class PushConsumer(AsyncLifecycle):
 
     # ---- configuration -----------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"``: all;
-        ``"TagA || TagB"``). Subscribing again replaces the expression. Allowed while
-        running: the brokers learn it at the next heartbeat, sent at once.
+        ``"TagA || TagB"``), or that a :class:`MessageSelector` selects
+        (``MessageSelector.by_sql("a > 5")``: on the broker, by their properties).
+        Subscribing again replaces the expression. Allowed while running: the brokers learn
+        it at the next heartbeat, sent at once.
 
         Raises:
             ConfigError: an empty topic, a retry topic, or an expression without a tag.
         """
         if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
-        try:
-            subscription = SubscriptionData.from_expression(topic, expression, self.clock.now_ms())
-        except BodyError as error:
-            raise ConfigError(str(error)) from error
+        subscription = subscription_of(topic, expression, self.clock.now_ms())
         self._subscriptions[topic] = subscription
         if self._rebalancer is not None:
             self._rebalancer.subscriptions[topic] = subscription
@@ -374,11 +396,45 @@ class PushConsumer(AsyncLifecycle):
                 await self.instance.update_route(topic)
             except BolideError as error:
                 _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+        try:
+            await self._check_selectors()
+        except ConfigError:
+            await self.shutdown()
+            raise
         await self.instance.send_heartbeat_to_all_brokers()
         self.instance.rebalance_now()
         if self.message_model is MessageModel.CLUSTERING:
             self._spawn(self._wait_for_retry_route())
         _log.info("push consumer %s started on client %s", self.group, self.instance.client_id)
+
+    async def _check_selectors(self) -> None:
+        """CHECK_CLIENT_CONFIG for every SQL92 subscription on each broker of its topic, as
+        Java's consumer does at start. Raises ConfigError with the broker's remark (property
+        filters off, or where the expression is wrong)."""
+        instance = self.instance
+        for topic, subscription in self._subscriptions.items():
+            if subscription.expression_type == EXPRESSION_TYPE_TAG:
+                continue
+            route = instance.routes.get(topic)
+            brokers = {data.broker_name for data in route.data.broker_datas} if route else set()
+            for broker_name in sorted(brokers):
+                address = instance.broker_address(broker_name)
+                if address is None:
+                    continue
+                try:
+                    await rpc.check_client_config(
+                        instance.pool,
+                        address,
+                        instance.client_id,
+                        self.group,
+                        subscription,
+                        instance.config.api_timeout_ms,
+                    )
+                except RemoteError as error:
+                    raise ConfigError(
+                        f"broker {broker_name} refuses the selector of {topic!r}: "
+                        f"{error.remark or error}"
+                    ) from error
 
     def _build(self, listener: AdaptedListener) -> None:
         instance = self.instance

@@ -1,4 +1,5 @@
-"""Rebalance: which queues this consumer owns, and where it starts on a new one (seeds 000, 001).
+"""Rebalance: which queues this consumer owns, and where it starts on a new one (RocketMQ's offset
+management and rebalancing).
 
 The client instance calls :meth:`Rebalancer.do_rebalance` at start, every 20 s and at once on
 NOTIFY_CONSUMER_IDS_CHANGED. For each subscribed topic (``rebalanceByTopic``):
@@ -20,13 +21,15 @@ NOTIFY_CONSUMER_IDS_CHANGED. For each subscribed topic (``rebalanceByTopic``):
 
 Finally queues of topics no longer subscribed are dropped (``truncateMessageQueueNotMyTopic``).
 
-An orderly consumer gives the rebalance a :class:`QueueGate` (seed 004): a new queue is taken
+An orderly consumer gives the rebalance a :class:`QueueGate` (RocketMQ's orderly consumption): a new
+queue is taken
 only once its broker lock is held (a refused queue waits for a later rebalance), and a queue
 given up is first quiesced — the batch being consumed ends — then its offset is persisted and
 its lock released. A queue that cannot be quiesced in time stays in the table, dropped, and
 each later rebalance tries again (re-creating it when it is ours again).
 
-Start offsets (seed 000, ``computePullFromWhereWithException``), decided by the pure
+Start offsets (RocketMQ's offset management, ``computePullFromWhereWithException``), decided by the
+pure
 :func:`decide_start_offset`: a committed offset (>= 0) always wins. Without one (-1):
 LAST_OFFSET starts at the queue's max offset (retry topics at 0), FIRST_OFFSET at 0,
 TIMESTAMP at the offset the broker finds for the consume timestamp (retry topics at the max
@@ -141,7 +144,8 @@ class StartDecision:
 
 
 def decide_start_offset(consume_from: ConsumeFrom, topic: str, stored_offset: int) -> StartDecision:
-    """Seed 000's rules; ``stored_offset`` is what the offset store read (-1: none stored,
+    """RocketMQ's offset management's rules; ``stored_offset`` is what the offset store read (-1:
+    none stored,
     < -1: could not be read)."""
     if stored_offset >= 0:
         return StartDecision(StartAction.USE, stored_offset)
@@ -341,7 +345,8 @@ class Rebalancer:
         return True
 
     async def _drop(self, queue: MessageQueue) -> None:
-        """Seed 001: mark dropped, persist and remove the offset, leave the table. With a
+        """RocketMQ's rebalancing: mark dropped, persist and remove the offset, leave the table.
+        With a
         gate, the queue is quiesced first (else kept, dropped, for a later try) and unlocked
         after."""
         process_queue = self.process_queues.get(queue)

@@ -15,6 +15,7 @@ from typing import Any
 
 from bolide.client.consumer.pull_consumer import PullConsumer as AsyncPullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer as AsyncPushConsumer
+from bolide.client.consumer.selector import MessageSelector
 from bolide.client.sync import ClientFacade
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import MessageExt
@@ -35,7 +36,7 @@ class PushConsumer(ClientFacade[AsyncPushConsumer]):
     def client_id(self) -> str:
         return self._core.instance.client_id
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         """See the async ``subscribe``."""
         self._on_loop(self._core.subscribe, topic, expression)
 
@@ -57,7 +58,7 @@ class PullConsumer(ClientFacade[AsyncPullConsumer]):
             AsyncPullConsumer(group, namesrv, **options), f"bolide-pull-consumer-{group}"
         )
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         self._on_loop(self._core.subscribe, topic, expression)
 
     def unsubscribe(self, topic: str) -> None:

@@ -4,12 +4,13 @@ Pure (the caller passes ids and the time). What a send carries:
 
 * the message's properties plus ``UNIQ_KEY`` (a fresh producer id unless the caller set one)
   and ``WAIT`` (``true`` unless set), joined into the properties string;
-* the body, zlib-deflated when it has at least ``compress_over_bytes`` bytes — then the
-  sysFlag carries COMPRESSED and the zlib compression type (0x1 | 0x300, as Java 4.9.4+);
+* the body, compressed when it has at least ``compress_over_bytes`` bytes — zlib by default,
+  LZ4 (frame) or ZSTD with ``compress_type`` — then the sysFlag carries COMPRESSED and the
+  type (0x1 | 0x300 zlib, 0x100 LZ4, 0x200 ZSTD, as Java 4.9.4+ producers write them);
 * for a ``%RETRY%`` topic, RECONSUME_TIME and MAX_RECONSUME_TIMES move from the properties
   into the header, as Java does.
 
-A batch is one request whose body holds every message (protocol.md §2.2): same topic, no
+A batch is one request whose body holds every message (docs/protocol.md §2.2): same topic, no
 delay, not a retry topic; each inner message has its own UNIQ_KEY; bodies are not
 compressed.
 """
@@ -28,9 +29,10 @@ from bolide.base.errors import (
     invariant,
 )
 from bolide.client.route import DEFAULT_TOPIC
+from bolide.protocol.compression import CompressionType, compress_body, compressed_sys_flag
 from bolide.protocol.headers import SendMessageRequestHeader
-from bolide.protocol.message import Message, MessageSysFlag, PropertyKey, encode_properties
-from bolide.protocol.message_codec import BatchEntry, compress_body, encode_batch_body
+from bolide.protocol.message import Message, PropertyKey, encode_properties
+from bolide.protocol.message_codec import BatchEntry, encode_batch_body
 from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [
@@ -44,7 +46,6 @@ __all__ = [
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 """Characters a topic may use (Java TopicValidator)."""
-_COMPRESSED_ZLIB = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB
 _DELAY_PROPERTIES = frozenset(
     {
         PropertyKey.DELAY,
@@ -66,6 +67,7 @@ class SendSettings:
     default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT
     compress_over_bytes: int = limits.COMPRESS_BODY_OVER_BYTES
     max_message_bytes: int = limits.MESSAGE_BODY_MAX_BYTES
+    compress_type: CompressionType = CompressionType.ZLIB
 
 
 @dataclass(slots=True)
@@ -205,8 +207,8 @@ def prepare_message(
     body = bytes(message.body)
     sys_flag = 0
     if len(body) >= settings.compress_over_bytes:
-        body = compress_body(body)
-        sys_flag |= _COMPRESSED_ZLIB
+        body = compress_body(body, settings.compress_type)
+        sys_flag = compressed_sys_flag(sys_flag, settings.compress_type)
     batchable = (
         sys_flag == 0
         and reconsume_times is None

@@ -52,8 +52,10 @@ from bolide.client.producer.selection import QueueSelector, select_by_sharding_k
 from bolide.client.route import DEFAULT_TOPIC, TopicRoute
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
+from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
 from bolide.protocol.msgid import UniqueKeyGenerator
+from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["Producer"]
 
@@ -70,10 +72,15 @@ class Producer(AsyncLifecycle):
 
     Times are in ms: ``send_timeout_ms`` bounds a whole send, retries included (default 3 s);
     ``retry_count`` extra attempts on other brokers (default 2). Bodies of at least
-    ``compress_over_bytes`` (default 4 KiB) are zlib-compressed; larger than
+    ``compress_over_bytes`` (default 4 KiB) are compressed with ``compress_type`` (zlib by
+    default; ``"LZ4"`` or ``"ZSTD"`` as Java's compressType, which Java 4.9.4+, 5.x and Bolide
+    consumers read, and C++ consumers through a Bolide broker); larger than
     ``max_message_bytes`` (default 4 MiB) are refused. ``latency_avoidance`` (default on)
     steers sends away from slow or failing brokers. ``auto_batch`` (default on) sends what
     waits behind a request in flight as one batch request (see :mod:`.batching`).
+    ``access_key``/``secret_key`` sign every request for a broker with ACL on; ``tls``
+    connects over TLS (see :mod:`bolide.client.security`); both apply to an instance the
+    producer makes itself.
 
     Raises:
         ConfigError: neither ``namesrv`` nor ``instance`` is given, or a bad name server list.
@@ -94,7 +101,11 @@ class Producer(AsyncLifecycle):
         latency_avoidance: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_count: int = limits.PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
+        compress_type: CompressionType | str = CompressionType.ZLIB,
     ) -> None:
         if not group:
             raise ConfigError("a producer needs a group name")
@@ -103,7 +114,10 @@ class Producer(AsyncLifecycle):
         if instance is None:
             if namesrv is None:
                 raise ConfigError("give the name server address (namesrv) or a client instance")
-            instance = ClientInstance(build_client_config(namesrv, instance_name), clock=clock)
+            config = build_client_config(
+                namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
+            )
+            instance = ClientInstance(config, clock=clock)
         self.group = group
         self.instance = instance
         self.send_timeout_ms = send_timeout_ms
@@ -114,6 +128,7 @@ class Producer(AsyncLifecycle):
             default_topic_queue_count=default_topic_queue_count,
             compress_over_bytes=compress_over_bytes,
             max_message_bytes=max_message_bytes,
+            compress_type=_compression(compress_type),
         )
         self.selector = QueueSelector(latency_avoidance=latency_avoidance)
         self._unique_keys = _unique_key_generator(instance)
@@ -381,3 +396,18 @@ def _unique_key_generator(instance: ClientInstance) -> UniqueKeyGenerator:
         return UniqueKeyGenerator(instance.config.client_ip, instance.config.pid, instance.clock)
     except ProtocolError:
         return UniqueKeyGenerator("127.0.0.1", instance.config.pid, instance.clock)
+
+
+def _compression(compress_type: CompressionType | str) -> CompressionType:
+    """``compress_type`` as a CompressionType; a name (``"LZ4"``) as Java's compressType.
+
+    Raises:
+        ConfigError: a name that is not ZLIB, LZ4 or ZSTD.
+    """
+    if isinstance(compress_type, CompressionType):
+        return compress_type
+    try:
+        return CompressionType[compress_type.upper()]
+    except KeyError:
+        names = ", ".join(member.name for member in CompressionType)
+        raise ConfigError(f"compress_type {compress_type!r}: expected one of {names}") from None

@@ -4,6 +4,7 @@ peer's address and a timeout, and turns response codes into typed errors through
 
 from bolide.client.rpc.call import call, call_oneway, describe_code
 from bolide.client.rpc.client import (
+    check_client_config,
     get_consumer_list_by_group,
     heartbeat,
     lock_batch_mq,
@@ -28,6 +29,7 @@ __all__ = [
     "PullStatus",
     "call",
     "call_oneway",
+    "check_client_config",
     "describe_code",
     "filter_by_tags",
     "get_consumer_list_by_group",

@@ -1,7 +1,10 @@
 """Client management requests to a broker: HEART_BEAT (34), UNREGISTER_CLIENT (35),
-GET_CONSUMER_LIST_BY_GROUP (38), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42)."""
+GET_CONSUMER_LIST_BY_GROUP (38), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42),
+CHECK_CLIENT_CONFIG (46)."""
 
 from __future__ import annotations
+
+import orjson
 
 from bolide.client.rpc.call import call, call_oneway
 from bolide.protocol.bodies import (
@@ -10,6 +13,7 @@ from bolide.protocol.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
+    SubscriptionData,
     UnlockBatchRequestBody,
 )
 from bolide.protocol.codes import RequestCode
@@ -21,6 +25,7 @@ from bolide.protocol.headers import (
 from bolide.remoting import ClientPool
 
 __all__ = [
+    "check_client_config",
     "get_consumer_list_by_group",
     "heartbeat",
     "lock_batch_mq",
@@ -36,6 +41,23 @@ async def heartbeat(pool: ClientPool, address: str, data: HeartbeatData, timeout
     request = RemotingCommand.request(RequestCode.HEART_BEAT, body=data.to_json())
     response = await call(pool, address, request, timeout_ms)
     return response.version
+
+
+async def check_client_config(
+    pool: ClientPool,
+    address: str,
+    client_id: str,
+    group: str,
+    subscription: SubscriptionData,
+    timeout_ms: int,
+) -> None:
+    """Ask the broker whether it can filter by ``subscription`` (a SQL92 selector: property
+    filters on, the expression compiles). Raises RemoteError with the broker's remark (where
+    the expression is wrong) when it cannot, transport errors."""
+    fields = {"clientId": client_id, "group": group}
+    body = orjson.dumps(subscription.to_object())
+    request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, fields, body)
+    await call(pool, address, request, timeout_ms)
 
 
 async def unregister_client(

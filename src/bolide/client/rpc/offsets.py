@@ -1,4 +1,4 @@
-"""Offset requests (protocol.md §2.6): QUERY/UPDATE_CONSUMER_OFFSET (14, 15), GET_MAX_OFFSET
+"""Offset requests (docs/protocol.md §2.6): QUERY/UPDATE_CONSUMER_OFFSET (14, 15), GET_MAX_OFFSET
 (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32).
 
 Offsets are logical queue offsets; a max offset is exclusive (the next to be written).

@@ -1,6 +1,6 @@
 """PULL_MESSAGE (11): the request, the four pull statuses, decoding the found messages.
 
-Response code -> status (protocol.md §2.4)::
+Response code -> status (docs/protocol.md §2.4)::
 
     SUCCESS (0)                  FOUND           messages decoded from the body
     PULL_NOT_FOUND (19)          NO_NEW_MSG      caught up (after the long poll, if any)
@@ -25,7 +25,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record_decoding import decode_pulled_records
 from bolide.remoting import ClientPool
 
 __all__ = ["PullResult", "PullStatus", "filter_by_tags", "pull_message"]
@@ -76,7 +76,9 @@ async def pull_message(
     status = _STATUS_BY_CODE[ResponseCode(response.code)]
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND and response.body:
-        messages = decode_records(response.body)
+        # One record that does not decode is handed over flagged (body_error), never the
+        # whole pull refused: a refused pull would be retried at the same offset forever.
+        messages = decode_pulled_records(response.body)
         min_text, max_text = str(fields.min_offset), str(fields.max_offset)
         for message in messages:
             message.properties[PropertyKey.MIN_OFFSET] = min_text

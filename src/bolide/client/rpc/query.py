@@ -1,4 +1,4 @@
-"""Message lookup (protocol.md §2.7): VIEW_MESSAGE_BY_ID (33) and QUERY_MESSAGE (12)."""
+"""Message lookup (docs/protocol.md §2.7): VIEW_MESSAGE_BY_ID (33) and QUERY_MESSAGE (12)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 from bolide.protocol.message import MessageExt
-from bolide.protocol.message_codec import decode_record, decode_records
 from bolide.protocol.msgid import decode_offset_message_id
+from bolide.protocol.record_decoding import decode_pulled_records
 from bolide.remoting import ClientPool
 
 __all__ = ["query_message", "view_message", "view_message_by_id"]
@@ -26,8 +26,10 @@ async def view_message(
     header = ViewMessageRequestHeader(commit_log_offset)
     request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, header.to_ext_fields())
     response = await call(pool, address, request, timeout_ms)
-    message, _ = decode_record(response.body)
-    return message
+    messages = decode_pulled_records(response.body)
+    if not messages:
+        raise ProtocolError(f"VIEW_MESSAGE_BY_ID answer from {address} has no record")
+    return messages[0]
 
 
 async def view_message_by_id(pool: ClientPool, offset_msg_id: str, timeout_ms: int) -> MessageExt:
@@ -58,7 +60,7 @@ async def query_message(
     if response.code == ResponseCode.QUERY_NOT_FOUND or not response.body:
         return []
     try:
-        messages = decode_records(response.body)
+        messages = decode_pulled_records(response.body)
     except ProtocolError as error:
         raise ProtocolError(f"QUERY_MESSAGE answer from {address}: {error}") from error
     if header.unique_key_query:

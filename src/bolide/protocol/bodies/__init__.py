@@ -35,6 +35,7 @@ from bolide.protocol.bodies.consumer import (
 )
 from bolide.protocol.bodies.fastjson import BodyError, ObjectKey
 from bolide.protocol.bodies.heartbeat import (
+    EXPRESSION_TYPE_SQL92,
     EXPRESSION_TYPE_TAG,
     SUBSCRIBE_ALL,
     ConsumeFromWhere,
@@ -67,6 +68,7 @@ from bolide.protocol.bodies.topic import (
 )
 
 __all__ = [
+    "EXPRESSION_TYPE_SQL92",
     "EXPRESSION_TYPE_TAG",
     "MASTER_BROKER_ID",
     "PERM_INHERIT",

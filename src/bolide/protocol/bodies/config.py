@@ -1,4 +1,4 @@
-"""Broker configuration bodies and persisted files (protocol.md §2.11, §4.4).
+"""Broker configuration bodies and persisted files (docs/protocol.md §2.11, §4.4).
 
 ::
 

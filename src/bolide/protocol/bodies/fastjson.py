@@ -1,7 +1,7 @@
 """fastjson's non-standard JSON, in one place: parse it and produce it.
 
 Java peers serialize bodies with alibaba fastjson 1.x, whose default map output is not always
-JSON (protocol.md §1.8):
+JSON (docs/protocol.md §1.8):
 
 * ``Map<Long|Integer, …>`` keys are written **unquoted**: ``{"brokerAddrs":{0:"10.0.0.1:10911"}}``,
   ``{"offsetTable":{"T@G":{0:12,1:7}}}``;

@@ -1,4 +1,4 @@
-"""HEART_BEAT (34) body and the subscription model (protocol.md §2.5, §4.2, §7.3).
+"""HEART_BEAT (34) body and the subscription model (docs/protocol.md §2.5, §4.2, §7.3).
 
 Java form (fastjson, keys sorted, enums by name)::
 
@@ -39,6 +39,7 @@ from bolide.protocol.bodies.values import (
 from bolide.protocol.message import java_string_hash
 
 __all__ = [
+    "EXPRESSION_TYPE_SQL92",
     "EXPRESSION_TYPE_TAG",
     "SUBSCRIBE_ALL",
     "ConsumeFromWhere",
@@ -53,6 +54,8 @@ __all__ = [
 SUBSCRIBE_ALL = "*"
 """The subscription expression that matches every tag."""
 EXPRESSION_TYPE_TAG = "TAG"
+EXPRESSION_TYPE_SQL92 = "SQL92"
+"""A subscription by a SQL92 condition over the message properties (MessageSelector.bySql)."""
 """The default expression type (the other is ``SQL92``)."""
 _TAG_SEPARATOR = "||"
 

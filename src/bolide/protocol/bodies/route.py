@@ -1,4 +1,4 @@
-"""Name-server bodies (protocol.md §2.3): topic route (105), cluster info (106), topic list
+"""Name-server bodies (docs/protocol.md §2.3): topic route (105), cluster info (106), topic list
 (206), and the group list of QUERY_TOPIC_CONSUME_BY_WHO (300).
 
 Route JSON as written here::

@@ -1,4 +1,5 @@
-"""Admin headers on the broker (protocol.md §2.11): create / delete topic (17, 215), topic stats
+"""Admin headers on the broker (docs/protocol.md §2.11): create / delete topic (17, 215), topic
+stats
 (202), consume stats (208), producer connections (204), delete subscription group (207), who
 consumes a topic (300), clone group offset (314). The consumer connection list (203) header is
 :class:`~bolide.protocol.headers.client.ConsumerGroupRequestHeader`.

@@ -1,4 +1,4 @@
-"""Name-server headers (protocol.md §2.3): register (103), unregister (104), route (105),
+"""Name-server headers (docs/protocol.md §2.3): register (103), unregister (104), route (105),
 delete topic (216)."""
 
 from __future__ import annotations

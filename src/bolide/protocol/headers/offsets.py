@@ -1,4 +1,4 @@
-"""Offset and queue-metadata headers (protocol.md §2.6): codes 14, 15, 29, 30, 31, 32.
+"""Offset and queue-metadata headers (docs/protocol.md §2.6): codes 14, 15, 29, 30, 31, 32.
 
 Every response value is written as a string (the C++ client reads only strings).
 """

@@ -1,4 +1,5 @@
-"""PULL_MESSAGE (11) request and response headers, and the pull sysFlag bits (protocol.md §2.4)."""
+"""PULL_MESSAGE (11) request and response headers, and the pull sysFlag bits (docs/protocol.md
+§2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Message lookup headers (protocol.md §2.7): VIEW_MESSAGE_BY_ID (33), QUERY_MESSAGE (12)."""
+"""Message lookup headers (docs/protocol.md §2.7): VIEW_MESSAGE_BY_ID (33), QUERY_MESSAGE (12)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Headers of the producer side: send (codes 10, 310, 320), send back (36), transactions (37, 39).
 
 SEND_MESSAGE (10) carries the long Java field names; SEND_MESSAGE_V2 (310) and
-SEND_BATCH_MESSAGE (320) carry the same fields under one-letter keys (protocol.md §2.2)::
+SEND_BATCH_MESSAGE (320) carry the same fields under one-letter keys (docs/protocol.md §2.2)::
 
     a producerGroup   e queueId        i properties         m batch
     b topic           f sysFlag        j reconsumeTimes     n brokerName (4.9.5+; v1: bname)
@@ -81,7 +81,7 @@ class SendMessageRequestHeader:
     """SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request header.
 
     ``queue_id`` < 0 lets the broker pick a queue; ``sys_flag`` is the message sysFlag
-    (compression, transaction bits); ``properties`` the properties string (protocol.md §3.3).
+    (compression, transaction bits); ``properties`` the properties string (docs/protocol.md §3.3).
     """
 
     producer_group: str

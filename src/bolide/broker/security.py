@@ -1,0 +1,151 @@
+"""The broker's security wiring: the ACL on every listener, its hot reload, the signer of the
+broker's own requests, and the one start-up warning about settings Bolide does not honour.
+
+``aclEnable=true`` loads ``aclFile`` before the broker listens; a missing or malformed file
+stops the start with :class:`~bolide.base.errors.ConfigError` naming the file and the reason
+(a broker must not run open when its configuration says it is closed). Every listener shares
+the broker's dispatcher (the VIP channel too), so one request check covers them all.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from bolide.acl import AclConfigError, AclFile, AclFileWatcher, acl_request_check, open_acl
+from bolide.base.clock import Clock
+from bolide.base.errors import ConfigError
+from bolide.base.service import CrashHandler
+from bolide.broker.config import NOT_HONOURED_KEYS, BrokerConfig
+from bolide.protocol.acl_signature import sign_request
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import Dispatcher
+from bolide.remoting.client_pool import RequestHook
+from bolide.remoting.tls import TlsClientSettings, TlsMode, TlsServerSettings
+
+__all__ = [
+    "BrokerSecurity",
+    "acl_file_path",
+    "inner_request_signer",
+    "tls_client_settings",
+    "tls_server_settings",
+    "unhonoured_keys",
+    "warn_unhonoured_keys",
+]
+
+_log = logging.getLogger("bolide.broker.security")
+
+
+def acl_file_path(config: BrokerConfig) -> Path:
+    """aclFile, or ``<storePathRootDir>/../conf/plain_acl.yml`` (``<data-dir>/conf/...``)."""
+    if config.acl_file is not None:
+        return config.acl_file
+    return config.store_path_root_dir.parent / "conf" / "plain_acl.yml"
+
+
+def tls_server_settings(config: BrokerConfig) -> TlsServerSettings | None:
+    """The listeners' TLS from the tls.server.* keys; None when tls.server.mode=disabled."""
+    if config.tls_server_mode is TlsMode.DISABLED:
+        return None
+    return TlsServerSettings(
+        mode=config.tls_server_mode,
+        cert_path=config.tls_server_cert_path,
+        key_path=config.tls_server_key_path,
+        trust_cert_path=config.tls_server_trust_cert_path,
+        client_auth=config.tls_server_need_client_auth,
+        key_password=config.tls_server_key_password,
+    )
+
+
+def tls_client_settings(config: BrokerConfig) -> TlsClientSettings | None:
+    """TLS toward name servers (tls.enable and the tls.client.* keys); None when off."""
+    if not config.tls_enable:
+        return None
+    return TlsClientSettings(
+        trust_cert_path=config.tls_client_trust_cert_path,
+        cert_path=config.tls_client_cert_path,
+        key_path=config.tls_client_key_path,
+        verify_server=config.tls_client_auth_server,
+    )
+
+
+def unhonoured_keys(config: BrokerConfig) -> list[str]:
+    """Keys set that Bolide does not act on: unknown ones, and known ones listed in
+    :data:`~bolide.broker.config.NOT_HONOURED_KEYS` (sorted)."""
+    ignored = set(config.extra_properties)
+    ignored.update(key for key in config.given_keys if key in NOT_HONOURED_KEYS)
+    return sorted(ignored)
+
+
+def warn_unhonoured_keys(config: BrokerConfig) -> list[str]:
+    """Log, in one warning, every broker.conf key the broker does not know or act on."""
+    keys = unhonoured_keys(config)
+    if keys:
+        _log.warning(
+            "broker %s: these broker.conf keys are not known to Bolide or not honoured by it,"
+            " their values have no effect: %s",
+            config.broker_name,
+            ", ".join(keys),
+        )
+    return keys
+
+
+def inner_request_signer(config: BrokerConfig) -> RequestHook | None:
+    """Signs the broker's requests to name servers with innerClientAuthenticationCredentials
+    (None when the broker has none)."""
+    credentials = config.inner_client_credentials
+    if credentials is None:
+        return None
+    access_key, secret_key = credentials
+
+    def sign(request: RemotingCommand) -> None:
+        sign_request(request, access_key, secret_key)
+
+    return sign
+
+
+class BrokerSecurity:
+    """The ACL of one broker (inactive when ``aclEnable=false``)."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock, on_crash: CrashHandler) -> None:
+        self._config = config
+        self._clock = clock
+        self._on_crash = on_crash
+        self.acl_file: AclFile | None = None
+        self.watcher: AclFileWatcher | None = None
+
+    def open(self, dispatcher: Dispatcher) -> None:
+        """Load the accounts file and guard ``dispatcher`` with it (aclEnable=true only).
+
+        Raises ConfigError when the file is missing, unreadable or malformed.
+        """
+        config = self._config
+        if not config.acl_enable:
+            return
+        path = acl_file_path(config)
+        try:
+            self.acl_file, self.watcher = open_acl(
+                path, self._clock, trace_topic=config.msg_trace_topic_name, on_crash=self._on_crash
+            )
+        except (AclConfigError, OSError) as error:
+            raise ConfigError(
+                f"aclEnable=true but the ACL file cannot be used, not starting: {error}"
+                " (see docs/security.md)"
+            ) from error
+        dispatcher.request_check = acl_request_check(self.acl_file.validator)
+        rules = self.acl_file.validator.rules
+        _log.info(
+            "ACL on: %s, %d accounts, %d global white addresses",
+            path,
+            len(rules.accounts),
+            len(rules.global_white_addresses),
+        )
+
+    def start(self) -> None:
+        if self.watcher is not None:
+            self.watcher.start()
+
+    async def stop(self, timeout_ms: int) -> None:
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            await watcher.stop(timeout_ms)

@@ -1,0 +1,163 @@
+"""ACL administration over the wire (RocketMQ 4.x codes 50-54), on brokers of a cluster.
+
+Functions over a started admin session (an :class:`~bolide.client.admin.AdminClient`: its
+connections, timeout and credentials; the broker asks for an admin account). They sit beside
+:mod:`.operations` in the package's layers. Changes go to every master of the
+cluster (or the brokers named), as ``mqadmin updateAclConfig -c`` does; each broker writes its
+own accounts file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from bolide.base.errors import ProtocolError
+from bolide.client.admin.session import AdminSession
+from bolide.client.rpc.call import call
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.acl import (
+    AccessConfigRequestHeader,
+    AclInfoResponseHeader,
+    DeleteAccessConfigRequestHeader,
+    UpdateGlobalWhiteAddrsRequestHeader,
+)
+
+__all__ = [
+    "AclAccountUpdate",
+    "BrokerAclConfig",
+    "acl_config",
+    "acl_info",
+    "delete_acl_account",
+    "update_acl_account",
+    "update_global_white_addresses",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AclAccountUpdate:
+    """An account to create or change; fields left None keep their value on each broker."""
+
+    access_key: str
+    secret_key: str | None = None
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: Sequence[str] | None = None
+    """``name=PERM`` entries (PERM: PUB, SUB, PUB|SUB, DENY)."""
+    group_perms: Sequence[str] | None = None
+
+    def header(self) -> AccessConfigRequestHeader:
+        return AccessConfigRequestHeader(
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            white_remote_address=self.white_remote_address,
+            admin=self.admin,
+            default_topic_perm=self.default_topic_perm,
+            default_group_perm=self.default_group_perm,
+            topic_perms=None if self.topic_perms is None else ",".join(self.topic_perms),
+            group_perms=None if self.group_perms is None else ",".join(self.group_perms),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAclConfig:
+    """What GET_BROKER_CLUSTER_ACL_CONFIG (54) returns: the white list and the accounts (the
+    plain_acl.yml entries, secret keys included)."""
+
+    global_white_addresses: list[str]
+    accounts: list[dict[str, Any]]
+
+
+async def _targets(
+    admin: AdminSession, cluster: str | None, brokers: Iterable[str]
+) -> dict[str, str]:
+    chosen = list(brokers)
+    if chosen:
+        return await admin.resolve_brokers(chosen)
+    return await admin.master_addresses(cluster=cluster)
+
+
+async def _each(
+    admin: AdminSession, targets: dict[str, str], request: RemotingCommand
+) -> list[str]:
+    """Send a copy of ``request`` to every target; the names of the brokers, sorted.
+    Raises RemoteError (the first refusal) or transport errors."""
+    for name in sorted(targets):
+        copy = RemotingCommand.request(request.code, request.ext_fields, request.body)
+        await call(admin.pool, targets[name], copy, admin.timeout_ms)
+    return sorted(targets)
+
+
+async def update_acl_account(
+    admin: AdminSession,
+    update: AclAccountUpdate,
+    *,
+    cluster: str | None = None,
+    brokers: Iterable[str] = (),
+) -> list[str]:
+    """UPDATE_AND_CREATE_ACL_CONFIG on each target broker; returns the broker names."""
+    request = RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, update.header().to_ext_fields()
+    )
+    return await _each(admin, await _targets(admin, cluster, brokers), request)
+
+
+async def delete_acl_account(
+    admin: AdminSession, access_key: str, *, cluster: str | None = None, brokers: Iterable[str] = ()
+) -> list[str]:
+    """DELETE_ACL_CONFIG on each target broker; returns the broker names."""
+    header = DeleteAccessConfigRequestHeader(access_key)
+    request = RemotingCommand.request(RequestCode.DELETE_ACL_CONFIG, header.to_ext_fields())
+    return await _each(admin, await _targets(admin, cluster, brokers), request)
+
+
+async def update_global_white_addresses(
+    admin: AdminSession,
+    patterns: Sequence[str],
+    *,
+    cluster: str | None = None,
+    brokers: Iterable[str] = (),
+) -> list[str]:
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (the whole list) on each target broker."""
+    header = UpdateGlobalWhiteAddrsRequestHeader(",".join(patterns))
+    request = RemotingCommand.request(
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header.to_ext_fields()
+    )
+    return await _each(admin, await _targets(admin, cluster, brokers), request)
+
+
+async def acl_info(
+    admin: AdminSession, *, cluster: str | None = None, brokers: Iterable[str] = ()
+) -> dict[str, AclInfoResponseHeader]:
+    """GET_BROKER_CLUSTER_ACL_INFO of each target broker: broker name -> data version."""
+    found: dict[str, AclInfoResponseHeader] = {}
+    for name, address in sorted((await _targets(admin, cluster, brokers)).items()):
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+        response = await call(admin.pool, address, request, admin.timeout_ms)
+        found[name] = AclInfoResponseHeader.from_ext_fields(response.ext_fields)
+    return found
+
+
+async def acl_config(
+    admin: AdminSession, *, cluster: str | None = None, brokers: Iterable[str] = ()
+) -> dict[str, BrokerAclConfig]:
+    """GET_BROKER_CLUSTER_ACL_CONFIG of each target broker. Raises ProtocolError for a body
+    that is not the expected JSON."""
+    found: dict[str, BrokerAclConfig] = {}
+    for name, address in sorted((await _targets(admin, cluster, brokers)).items()):
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
+        response = await call(admin.pool, address, request, admin.timeout_ms)
+        try:
+            body = orjson.loads(response.body)
+            white = [str(item) for item in body.get("globalWhiteAddrs") or []]
+            accounts = [dict(item) for item in body.get("plainAccessConfigs") or []]
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as error:
+            raise ProtocolError(f"{address}: bad ACL config body: {error}") from error
+        found[name] = BrokerAclConfig(white, accounts)
+    return found

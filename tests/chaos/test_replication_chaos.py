@@ -1,0 +1,101 @@
+"""Seeded chaos: a SYNC_MASTER killed with SIGKILL 20 times mid-stream, restarted on its data.
+
+Four concurrent senders write to the master; at seeded moments the master process is killed
+(sends in flight fail or were acknowledged), then restarted on its data directory. Only
+SEND_OK counts as acknowledged: under SYNC_MASTER the slave has those bytes. At the end every
+acknowledged message must be on the slave (and on the restarted master), none twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bolide.base.errors import BolideError
+from bolide.protocol.codes import ResponseCode
+from tests.chaos.replication_support import HaGroup
+from tests.integration.wire import send_request
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SEED = 19
+KILLS = 20
+SENDERS = 4
+TOPIC = "ChaosReplicated"
+QUEUES = 4
+
+
+class Acks(list[bytes]):
+    """Acknowledged bodies; :attr:`reached` is set once ``target`` of them arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target = 0
+        self.reached = asyncio.Event()
+
+    def add(self, body: bytes) -> None:
+        self.append(body)
+        if len(self) >= self.target:
+            self.reached.set()
+
+
+async def _sender(group: HaGroup, name: str, acked: Acks, stop: asyncio.Event) -> None:
+    sequence = 0
+    while not stop.is_set():
+        body = f"{name}-{sequence}".encode()
+        sequence += 1
+        request = send_request(TOPIC, body, queue_id=sequence % QUEUES)
+        try:
+            response = await group.pool.invoke(group.master_address, request, 5_000)
+        except BolideError:
+            return  # the master died under this send: not acknowledged
+        if response.code == ResponseCode.SUCCESS:
+            acked.add(body)
+
+
+async def test_twenty_master_kills_lose_no_acknowledged_message(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    group = HaGroup(tmp_path / "ha")
+    acked = Acks()
+    attempts = 0
+    try:
+        await group.start()
+        await group.wait_until(group.slave_in_sync)
+        await group.create_topic(TOPIC, QUEUES)
+        for round_number in range(KILLS):
+            stop = asyncio.Event()
+            before = len(acked)
+            senders = [
+                asyncio.create_task(_sender(group, f"r{round_number}s{index}", acked, stop))
+                for index in range(SENDERS)
+            ]
+            # Kill once a seeded number of sends were acknowledged in this round.
+            acked.target = before + rng.randint(20, 120)
+            acked.reached.clear()
+            async with asyncio.timeout(60):
+                await acked.reached.wait()
+            await group.kill_master()
+            stop.set()
+            await asyncio.gather(*senders)
+            attempts += 1
+            await group.start_master()
+            await group.wait_until(group.slave_in_sync)
+        on_slave = Counter(await group.read_all(group.slave_address, TOPIC, QUEUES))
+        on_master = Counter(await group.read_all(group.master_address, TOPIC, QUEUES))
+    finally:
+        await group.stop()
+    lost = [body for body in acked if on_slave[body] == 0]
+    duplicated = [body for body, count in on_slave.items() if count > 1]
+    print(
+        f"replication chaos (seed {SEED}): kills={attempts} acknowledged={len(acked)} "
+        f"read back from the slave={sum(on_slave[b] > 0 for b in acked)} lost={len(lost)} "
+        f"duplicated={len(duplicated)}"
+    )
+    assert attempts == KILLS
+    assert lost == []
+    assert duplicated == []
+    assert all(on_master[body] == 1 for body in acked)
