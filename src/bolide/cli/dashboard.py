@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from bolide.acl import AclValidator
+    from bolide.client.security import TlsClientSettings
+    from bolide.dashboard.auth import AccountChecker, Role
     from bolide.dashboard.server import DashboardServer
 
-__all__ = ["DEFAULT_DASHBOARD_PORT", "dashboard", "start_dashboard"]
+__all__ = ["DEFAULT_DASHBOARD_PORT", "dashboard", "start_dashboard", "validator_accounts"]
 
 _log = logging.getLogger("bolide.cli")
 
@@ -26,12 +29,39 @@ DEFAULT_DASHBOARD_PORT = 8080
 INSTALL_HINT = "the dashboard needs its extra: pip install 'bolide[dashboard]'"
 
 
+class _ValidatorAccounts:
+    """The broker's own ACL validator as the dashboard's account checker (standalone)."""
+
+    def __init__(self, validator: AclValidator) -> None:
+        self._validator = validator
+
+    def check(self, access_key: str, secret_key: str) -> Role | None:
+        from bolide.dashboard.auth import Role
+
+        account = self._validator.authenticate(access_key, secret_key)
+        if account is None:
+            return None
+        return Role.ADMIN if account.admin else Role.READ_ONLY
+
+
+def validator_accounts(validator: AclValidator | None) -> AccountChecker | None:
+    """Logins checked by ``validator`` (None: ACL off, an open dashboard)."""
+    return None if validator is None else _ValidatorAccounts(validator)
+
+
 async def start_dashboard(
-    namesrv: str, host: str, port: int, acl_file: Path | None
+    namesrv: str,
+    host: str,
+    port: int,
+    *,
+    acl_file: Path | None = None,
+    accounts: AccountChecker | None = None,
+    tls: TlsClientSettings | None = None,
 ) -> DashboardServer | None:
-    """A started dashboard over ``namesrv`` on ``host:port`` (0: a free port); logins from
-    ``acl_file``'s accounts when given. None (with a warning) when the extra is missing.
-    Raises OSError when the port cannot be bound."""
+    """A started dashboard over ``namesrv`` on ``host:port`` (0: a free port). Logins are
+    checked by ``accounts``, else against ``acl_file``'s accounts, else not asked for;
+    ``tls`` is how its admin clients reach the servers. None (with a warning) when the
+    extra is missing. Raises OSError when the port cannot be bound."""
     try:
         from bolide.dashboard.app import DashboardSettings
         from bolide.dashboard.auth import PlainAclAccounts
@@ -39,8 +69,10 @@ async def start_dashboard(
     except ImportError as error:
         _log.warning("no dashboard: %s (%s)", INSTALL_HINT, error)
         return None
-    accounts = PlainAclAccounts(acl_file) if acl_file is not None else None
-    server = DashboardServer(DashboardSettings(namesrv, accounts=accounts), host, port)
+    if accounts is None and acl_file is not None:
+        accounts = PlainAclAccounts(acl_file)
+    settings = DashboardSettings(namesrv, accounts=accounts, tls=tls)
+    server = DashboardServer(settings, host, port)
     await server.start()
     return server
 
@@ -64,7 +96,7 @@ def dashboard(
     servers.configure_console_logging()
 
     async def serve(stop: asyncio.Event) -> None:
-        server = await start_dashboard(namesrv, host, port, acl_file)
+        server = await start_dashboard(namesrv, host, port, acl_file=acl_file)
         if server is None:
             raise typer.Exit(code=2)
         try:

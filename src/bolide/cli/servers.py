@@ -44,7 +44,7 @@ from bolide.broker.security import (
     tls_client_settings,
     tls_server_settings,
 )
-from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard
+from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, validator_accounts
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
@@ -168,7 +168,8 @@ def standalone(
                         namesrv_address,
                         host,
                         dashboard_port,
-                        acl_file_path(broker_config) if broker_config.acl_enable else None,
+                        accounts=validator_accounts(server.acl),
+                        tls=tls_client_settings(inner_config),
                     )
                 if web is not None:
                     listeners["dashboard"] = advertised_address(host, web.port)
