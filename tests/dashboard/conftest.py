@@ -58,7 +58,8 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     data = tmp_path_factory.mktemp("dashboard-standalone")
     process = subprocess.Popen(
         [BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
-         "--metrics-port", "0", "--dashboard-port", "0", "--data-dir", str(data / "data")],
+         "--no-proxy", "--metrics-port", "0", "--dashboard-port", "0",
+         "--data-dir", str(data / "data")],
         cwd=data,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

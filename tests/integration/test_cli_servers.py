@@ -189,7 +189,8 @@ async def test_a_busy_proxy_port_is_named(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         process = await asyncio.create_subprocess_exec(
             BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
-            "--proxy-port", str(port), "--data-dir", str(tmp_path / "d"),
+            "--proxy-port", str(port), "--no-metrics", "--no-dashboard",
+            "--data-dir", str(tmp_path / "d"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
         )  # fmt: skip
         stdout, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)
