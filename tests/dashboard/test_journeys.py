@@ -204,6 +204,7 @@ async def test_topic_pages_create_send_and_delete(
     await page.click("#create-topic button")
     await expect(page.locator(".flash")).to_contain_text("Topic DashCreated created")
     await expect(page.locator("#queues tbody tr")).to_have_count(2)
+    await expect(page.locator("#message-type")).to_have_text("NORMAL")  # what 5.x clients see
     await page.fill("#send-message input[name=keys]", "hello-key")
     await page.fill("#send-message textarea[name=body]", "hello from the dashboard")
     await page.click("#send-message button")
