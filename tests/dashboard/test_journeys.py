@@ -82,6 +82,7 @@ async def test_group_lag_then_reset_offsets(
 
     await page.goto(standalone.url + "/groups")
     await expect(page.locator(f'#groups tr[data-group="{group}"] .lag')).to_have_text("15")
+    await expect(page.locator(f'#groups tr[data-group="{group}"] .orderly')).to_have_text("no")
     assert (await screenshots.take(page, "groups")).exists()
     await page.click(f'#groups a:text-is("{group}")')
     await expect(page.locator("#group-lag")).to_have_text("15")
