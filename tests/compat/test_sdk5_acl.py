@@ -1,7 +1,8 @@
 """The official 5.x Python SDK (rocketmq-python-client 5.1.2) through ``bolide standalone``'s
 gRPC proxy with aclEnable=true: the proxy checks each call's ``authorization`` header against
-the broker's accounts (a right secret sends, a wrong one is refused) and reaches the broker
-with the standalone's in-memory account."""
+the broker's accounts (a right secret sends, a wrong one is refused), authorizes each call
+with the calling account's permissions (FORBIDDEN naming the key and permission) and reaches
+the broker with the standalone's in-memory account."""
 
 from __future__ import annotations
 
@@ -181,7 +182,7 @@ def test_sdk_clients_are_held_to_their_permissions(
         finally:
             producer.shutdown()  # type: ignore[attr-defined]
         assert "No PUB permission for topic=Closed5, accessKey=sdkPub001" in caplog.text
-        with pytest.raises(Exception) as refused:  # noqa: B017
+        with pytest.raises(Exception) as refused:
             denied = _consumer(server.proxy, "sdkSub001", "sub-secret", "groupNo", "Open5")
             try:
                 denied.receive(32, 20)  # type: ignore[attr-defined]
