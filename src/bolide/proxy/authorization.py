@@ -8,6 +8,7 @@ A call whose ``authorization`` header does not check out is answered ``UNAUTHORI
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ from bolide.proxy.proto import service_pb2 as spb
 from bolide.proxy.status import ProxyError
 
 __all__ = ["Authorizer", "authorize_call", "resources_of"]
+
+_log = logging.getLogger("bolide.proxy")
 
 Authorizer = Callable[[Any, Mapping[str, Perm]], object]
 """(what the authenticator returned, resource -> permission needed) -> anything; raises to
@@ -50,4 +53,5 @@ def authorize_call(authorizer: Authorizer, identity: object, method: str, reques
         authorizer(identity, needed)
     except Exception as error:
         reason = getattr(error, "reason", None) or str(error)
+        _log.debug("refused %s: %s", method, reason)
         raise ProxyError(pb.FORBIDDEN, reason) from error
