@@ -408,6 +408,18 @@ class FileMessageStore:
             await self._wait_flushed(result)
         return result
 
+    @property
+    def puts_at_once(self) -> bool:
+        """True under ASYNC flush (see MessageStore.put_message_at_once)."""
+        return not self._sync_flush
+
+    def put_message_at_once(self, request: PutRequest) -> PutResult | None:
+        """Store one message without waiting (see MessageStore.put_message_at_once): under
+        ASYNC flush, exactly :meth:`put_message`; under SYNC flush None (nothing stored)."""
+        if self._sync_flush:
+            return None
+        return self._append_one(request)
+
     async def put_message_list(
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
     ) -> list[PutResult | None]:

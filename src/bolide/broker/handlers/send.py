@@ -36,7 +36,8 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from bolide.base.errors import BolideError, ProtocolError
+from bolide.base.errors import BolideError, InvariantViolationError, ProtocolError
+from bolide.broker.config import BrokerRole
 from bolide.broker.delivery import DELIVERED_FROM
 from bolide.broker.handlers.context import (
     BrokerContext,
@@ -147,6 +148,60 @@ class SendHandlers:
             RequestCode.SEND_BATCH_MESSAGE,
         ):
             dispatcher.register(code, self.send_message, family="send")
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
+            dispatcher.register_fast(code, self.send_message_at_once)
+
+    def send_message_at_once(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        """The common single send answered inside the dispatcher's call (no coroutine, no
+        task): a known writable topic that is not a retry or system topic, plain properties
+        (no DELAY/TIMER/transaction/CLUSTER), a valid queue id, a store that answers without
+        waiting (ASYNC flush) and a master that does not wait for a slave. Anything else
+        returns None, having changed nothing, and :meth:`send_message` — the one definition
+        of the behaviour — handles it; both give the same record and the same answer
+        (tests/broker/test_send_fast_path.py compares them byte for byte)."""
+        context = self._context
+        broker_config = context.config
+        if broker_config.broker_role is BrokerRole.SYNC_MASTER:
+            return None
+        try:
+            header = _decode_header(request)
+        except RefusedError:
+            return None
+        topic = header.topic
+        config = context.topics.find(topic)
+        if (
+            header.batch
+            or config is None
+            or (config.order and not is_writeable(broker_config.broker_permission))
+            or is_send_forbidden_topic(topic)
+            or is_retry_topic(topic)
+        ):
+            return None
+        text = header.properties or ""
+        sys_flag = header.sys_flag
+        if (
+            not _plain_properties(text)
+            or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
+            or header.queue_id >= max(config.read_queue_count, config.write_queue_count)
+            or not context.store.puts_at_once
+        ):
+            return None
+        queue_id = self._queue_id(header, config)
+        if config.topic_filter_type == _MULTI_TAG:
+            sys_flag |= MessageSysFlag.MULTI_TAGS
+        properties = join_properties(_without_wait(text), self._cluster_pair)
+        put = _put_request(connection, request, header, topic, queue_id, properties, sys_flag)
+        try:
+            result = context.store.put_message_at_once(put)
+        except BolideError as error:  # as send_message answers it
+            context.stats.record_put_failure()
+            _log.warning("send from %s failed: %s", connection.remote_address, error)
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+        if result is None:
+            raise InvariantViolationError("a store that puts at once did not")
+        return self._answer(request, result, queue_id)
 
     async def send_message(
         self, connection: Connection, request: RemotingCommand
@@ -281,19 +336,9 @@ class SendHandlers:
                 return await self._put_half(connection, request, header, properties, topic,
                                             store_queue_id, sys_flag)  # fmt: skip
             topic, store_queue_id = self._wait_target(properties, sys_flag, topic, store_queue_id)
-        return await context.store.put_message(
-            PutRequest(
-                topic=topic,
-                queue_id=store_queue_id,
-                body=request.body,
-                flag=header.flag,
-                properties=properties,  # a mapping is encoded by the store
-                sys_flag=sys_flag,
-                born_timestamp_ms=header.born_timestamp_ms,
-                born_host=born_host_of(connection),
-                reconsume_times=header.reconsume_times or 0,
-            ),
-        )
+        # A mapping of properties is encoded by the store.
+        put = _put_request(connection, request, header, topic, store_queue_id, properties, sys_flag)
+        return await context.store.put_message(put)
 
     def _is_half(
         self, properties: dict[str, str], sys_flag: int, header: SendMessageRequestHeader
@@ -503,6 +548,29 @@ def _waits_for_store(properties: str | None) -> bool:
     if not properties or _WAIT_FALSE not in properties:
         return True
     return not any(pair == _WAIT_FALSE for pair in properties.split(PROPERTY_SEPARATOR))
+
+
+def _put_request(
+    connection: Connection,
+    request: RemotingCommand,
+    header: SendMessageRequestHeader,
+    topic: str,
+    queue_id: int,
+    properties: dict[str, str] | str,
+    sys_flag: int,
+) -> PutRequest:
+    """The store request of one message (both send paths build it here)."""
+    return PutRequest(
+        topic=topic,
+        queue_id=queue_id,
+        body=request.body,
+        flag=header.flag,
+        properties=properties,
+        sys_flag=sys_flag,
+        born_timestamp_ms=header.born_timestamp_ms,
+        born_host=born_host_of(connection),
+        reconsume_times=header.reconsume_times or 0,
+    )
 
 
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
