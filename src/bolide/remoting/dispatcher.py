@@ -57,10 +57,13 @@ dispatcher uses real eager tasks and the restriction is gone.
 """
 
 
-FastHandler = Callable[["Connection", RemotingCommand], RemotingCommand | None]
-"""``fast(connection, request) -> response | None``: the answer, computed synchronously, or
-None when the request needs the ordinary handler (which then runs as if the fast form had not
-been asked; so a fast handler returning None must have changed nothing)."""
+FastHandler = Callable[["Connection", RemotingCommand], RemotingCommand | bytes | None]
+"""``fast(connection, request) -> response | frame | None``: the answer, computed
+synchronously — a command, or the whole answer frame already encoded (its opaque, flag and
+serialize type those the dispatcher would give it: the request's opaque and serialize type,
+the RESPONSE flag) — or None when the request needs the ordinary handler (which then runs as
+if the fast form had not been asked; so a fast handler returning None must have changed
+nothing)."""
 
 
 class RequestError(BolideError):
@@ -205,7 +208,11 @@ class Dispatcher:
                 return
             if response is not None:
                 self.fast_answer_count += 1
-                self._answer(connection, request, response)
+                if isinstance(response, bytes):
+                    if not request.flag & FLAG_ONEWAY and not connection.is_closed:
+                        connection.send_frame(response)
+                else:
+                    self._answer(connection, request, response)
                 return
         family.in_flight += 1
         try:

@@ -49,9 +49,12 @@ from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
+from bolide.protocol.answer_frames import SendSuccessFrames
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
+from bolide.protocol.frame import SerializeType
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
+from bolide.protocol.headers.send import send_header_values
 from bolide.protocol.message import (
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
@@ -136,6 +139,7 @@ class SendHandlers:
             PropertyKey.MSG_REGION: config.region_id,
             PropertyKey.TRACE_ON: "true" if config.trace_on else "false",
         }
+        self._success_frames = SendSuccessFrames(self._error_fields)
         self._cluster_pair = (
             f"{PropertyKey.CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}"
         )
@@ -153,46 +157,45 @@ class SendHandlers:
 
     def send_message_at_once(
         self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand | None:
+    ) -> RemotingCommand | bytes | None:
         """The common single send answered inside the dispatcher's call (no coroutine, no
-        task): a known writable topic that is not a retry or system topic, plain properties
-        (no DELAY/TIMER/transaction/CLUSTER), a valid queue id, a store that answers without
-        waiting (ASYNC flush) and a master that does not wait for a slave. Anything else
-        returns None, having changed nothing, and :meth:`send_message` — the one definition
-        of the behaviour — handles it; both give the same record and the same answer
-        (tests/broker/test_send_fast_path.py compares them byte for byte)."""
+        task, no header object; a SUCCESS answer as a precompiled frame): a known topic that
+        is not a retry or system topic, plain properties (no DELAY/TIMER/transaction/
+        CLUSTER), a valid queue id, a store that answers without waiting (ASYNC flush) and a
+        master that does not wait for a slave. Anything else returns None, having changed
+        nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
+        both give the same record and the same answer (tests/broker/test_send_fast_path.py
+        compares them byte for byte)."""
         context = self._context
         broker_config = context.config
         if broker_config.broker_role is BrokerRole.SYNC_MASTER:
             return None
-        try:
-            header = _decode_header(request)
-        except RefusedError:
+        values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
+        if values is None:
             return None
-        topic = header.topic
+        _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
         config = context.topics.find(topic)
         if (
-            header.batch
+            batch
             or config is None
             or (config.order and not is_writeable(broker_config.broker_permission))
             or is_send_forbidden_topic(topic)
             or is_retry_topic(topic)
-        ):
-            return None
-        text = header.properties or ""
-        sys_flag = header.sys_flag
-        if (
-            not _plain_properties(text)
+            or not _plain_properties(text or "")
             or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
-            or header.queue_id >= max(config.read_queue_count, config.write_queue_count)
+            or queue_id >= max(config.read_queue_count, config.write_queue_count)
             or not context.store.puts_at_once
         ):
             return None
-        queue_id = self._queue_id(header, config)
+        if queue_id < 0:
+            queue_id = self._any_writable_queue(config)
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
-        properties = join_properties(_without_wait(text), self._cluster_pair)
-        put = _put_request(connection, request, header, topic, queue_id, properties, sys_flag)
+        properties = join_properties(_without_wait(text or ""), self._cluster_pair)
+        put = _put_request(
+            connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
+            reconsume,
+        )  # fmt: skip
         try:
             result = context.store.put_message_at_once(put)
         except BolideError as error:  # as send_message answers it
@@ -201,7 +204,16 @@ class SendHandlers:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
         if result is None:
             raise InvariantViolationError("a store that puts at once did not")
-        return self._answer(request, result, queue_id)
+        if (
+            result.status is not PutStatus.PUT_OK
+            or result.remark
+            or request.serialize_type != SerializeType.JSON
+        ):
+            return self._answer(request, result, queue_id)
+        context.stats.record_put(result.message_count, result.wrote_bytes)
+        return self._success_frames.frame(
+            request.opaque, result.message_ids[0], queue_id, result.queue_offset
+        )
 
     async def send_message(
         self, connection: Connection, request: RemotingCommand
@@ -292,9 +304,13 @@ class SendHandlers:
                 f"{queue_count} queues (producer {header.producer_group})",
             )
         if queue_id < 0:
-            writable = config.write_queue_count
-            queue_id = self._context.random.randrange(writable) if writable > 0 else 0
+            queue_id = self._any_writable_queue(config)
         return queue_id
+
+    def _any_writable_queue(self, config: TopicConfig) -> int:
+        """The queue of a send that left the choice to the broker (queueId < 0)."""
+        writable = config.write_queue_count
+        return self._context.random.randrange(writable) if writable > 0 else 0
 
     # --- one message ------------------------------------------------------------------------
 
@@ -337,7 +353,10 @@ class SendHandlers:
                                             store_queue_id, sys_flag)  # fmt: skip
             topic, store_queue_id = self._wait_target(properties, sys_flag, topic, store_queue_id)
         # A mapping of properties is encoded by the store.
-        put = _put_request(connection, request, header, topic, store_queue_id, properties, sys_flag)
+        put = _put_request(
+            connection, request.body, topic, store_queue_id, properties, sys_flag, header.flag,
+            header.born_timestamp_ms, header.reconsume_times,
+        )  # fmt: skip
         return await context.store.put_message(put)
 
     def _is_half(
@@ -552,24 +571,26 @@ def _waits_for_store(properties: str | None) -> bool:
 
 def _put_request(
     connection: Connection,
-    request: RemotingCommand,
-    header: SendMessageRequestHeader,
+    body: bytes,
     topic: str,
     queue_id: int,
     properties: dict[str, str] | str,
     sys_flag: int,
+    flag: int,
+    born_timestamp_ms: int,
+    reconsume_times: int | None,
 ) -> PutRequest:
     """The store request of one message (both send paths build it here)."""
     return PutRequest(
         topic=topic,
         queue_id=queue_id,
-        body=request.body,
-        flag=header.flag,
+        body=body,
+        flag=flag,
         properties=properties,
         sys_flag=sys_flag,
-        born_timestamp_ms=header.born_timestamp_ms,
+        born_timestamp_ms=born_timestamp_ms,
         born_host=born_host_of(connection),
-        reconsume_times=header.reconsume_times or 0,
+        reconsume_times=reconsume_times or 0,
     )
 
 
