@@ -72,6 +72,7 @@ from bolide.protocol.wire import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     decode_properties,
+    edit_plain_properties,
     encode_properties,
     join_properties,
     properties_are_plain,
@@ -181,17 +182,21 @@ class SendHandlers:
             or (config.order and not is_writeable(broker_config.broker_permission))
             or is_send_forbidden_topic(topic)
             or is_retry_topic(topic)
-            or not _plain_properties(text or "")
             or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
             or queue_id >= max(config.read_queue_count, config.write_queue_count)
             or not context.store.puts_at_once
         ):
             return None
+        # WAIT dropped, CLUSTER appended, as send_message's string edit (None: not plain).
+        properties = edit_plain_properties(
+            text or "", _SLOW_MARKS, PropertyKey.WAIT, self._cluster_pair
+        )
+        if properties is None:
+            return None
         if queue_id < 0:
             queue_id = self._any_writable_queue(config)
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
-        properties = join_properties(_without_wait(text or ""), self._cluster_pair)
         put = _put_request(
             connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
             reconsume,
@@ -644,6 +649,9 @@ _SLOW_NAMES = (
     *TIMER_TRIGGER_PROPERTIES,
     TRAN_MSG,
 )
+
+
+_SLOW_MARKS = tuple(f"{name}{NAME_VALUE_SEPARATOR}" for name in _SLOW_NAMES)
 
 
 def _plain_properties(text: str) -> bool:
