@@ -169,7 +169,7 @@ class SendHandlers:
         compares them byte for byte)."""
         context = self._context
         broker_config = context.config
-        if broker_config.broker_role is BrokerRole.SYNC_MASTER:
+        if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
             return None
         values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
         if values is None:
@@ -184,7 +184,6 @@ class SendHandlers:
             or is_retry_topic(topic)
             or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
             or queue_id >= max(config.read_queue_count, config.write_queue_count)
-            or not context.store.puts_at_once
         ):
             return None
         # WAIT dropped, CLUSTER appended, as send_message's string edit (None: not plain).
