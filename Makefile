@@ -11,6 +11,7 @@ PYX := $(wildcard src/bolide/*/*.pyx)
 # The editable install also compiles the hot path (setup.py): a changed .pyx re-runs it.
 $(STAMP): pyproject.toml setup.py $(PYX)
 	command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -114,6 +114,7 @@ class BrokerProcess:
         bolide = str(Path(sys.executable).parent / "bolide")
         self._process = await asyncio.create_subprocess_exec(
             bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+            "--no-metrics", "--no-dashboard",
             "--data-dir", str(self._data_dir), "--flush", self._flush,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip

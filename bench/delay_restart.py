@@ -40,6 +40,7 @@ async def _standalone(
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     process = await asyncio.create_subprocess_exec(
         BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+        "--no-proxy", "--no-metrics", "--no-dashboard",
         "--data-dir", str(data_dir), "-c", str(conf),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

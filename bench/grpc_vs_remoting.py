@@ -53,7 +53,8 @@ class Standalone:
         bolide = str(Path(sys.executable).parent / "bolide")
         self.process = await asyncio.create_subprocess_exec(
             bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0",
-            "--proxy-port", "0", "--data-dir", str(self._data_dir),
+            "--proxy-port", "0", "--no-metrics", "--no-dashboard",
+            "--data-dir", str(self._data_dir),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         assert self.process.stdout is not None

@@ -58,6 +58,7 @@ class Standalone:
         bolide = str(Path(sys.executable).parent / "bolide")
         self.process = subprocess.Popen(
             [bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+             "--no-metrics", "--no-dashboard",
              "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip

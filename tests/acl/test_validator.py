@@ -44,7 +44,9 @@ def validator() -> AclValidator:
     return AclValidator(parse_rules(document, "test"))
 
 
-def signed(code: int, fields: dict[str, str], key: str, secret: str, body: bytes = b""):  # type: ignore[no-untyped-def]
+def signed(
+    code: int, fields: dict[str, str], key: str, secret: str, body: bytes = b""
+) -> RemotingCommand:
     request = RemotingCommand.request(code, fields, body)
     sign_request(request, key, secret)
     return request

@@ -304,3 +304,29 @@ async def test_config_file_writer_coalesces_concurrent_flushes(tmp_path: Path) -
     assert results.count(True) == 1
     assert document.encodes == 1
     assert writer.written_version == 5
+
+
+def test_replication_keys_and_their_defaults() -> None:
+    master = BrokerConfig.from_mapping({"listenPort": "10911", "brokerRole": "SYNC_MASTER"})
+    assert master.effective_ha_listen_port == 10912  # listenPort + 1, as BrokerStartup sets it
+    assert master.ha_master_address == ""
+    assert master.slave_read_enable is False
+    assert master.access_message_in_memory_max_ratio_percent == 40
+    slave = BrokerConfig.from_mapping(
+        {
+            "brokerId": "1",
+            "brokerRole": "SLAVE",
+            "haListenPort": "20912",
+            "haMasterAddress": "10.0.0.1:10912",
+            "slaveReadEnable": "true",
+        }
+    )
+    assert slave.broker_role.is_master is False
+    assert slave.effective_ha_listen_port == 20912
+    assert slave.ha_master_address == "10.0.0.1:10912"
+    assert slave.slave_read_enable is True
+
+
+def test_a_slave_must_not_have_the_master_id() -> None:
+    with pytest.raises(ConfigError, match="brokerId"):
+        BrokerConfig.from_mapping({"brokerRole": "SLAVE"})

@@ -170,7 +170,11 @@ async def test_orderly_pops_block_the_queue_until_the_batch_is_acked(
     _, wire = connection
     for index in range(4):
         await wire.send("Fifo", f"m{index}".encode(), queue_id=0)
-    first = records(await _pop(wire, "Fifo", count=2, order=True))
+    popped = await _pop(wire, "Fifo", count=2, order=True)
+    assert popped.ext_fields["startOffsetInfo"] == "0 0 0"
+    assert popped.ext_fields["msgOffsetInfo"] == "0 0 0,1"
+    assert popped.ext_fields["reviveQid"] == "999"
+    first = records(popped)
     assert [m.body for m in first] == [b"m0", b"m1"]
     assert _handle(first[0]).is_order
     assert (await _pop(wire, "Fifo", count=2, order=True)).code == ResponseCode.PULL_NOT_FOUND

@@ -131,6 +131,9 @@ class HaGroup:
             "namesrv", "--port", "0", "--data-dir", str(self.root / "namesrv"), cwd=self.root
         )
         await self.start_master()
+        await self.start_slave()
+
+    async def start_slave(self) -> None:
         conf = self._conf(
             "slave",
             {
@@ -143,6 +146,11 @@ class HaGroup:
         self.slave = await spawn(
             "broker", "-c", str(conf), "--data-dir", str(self.root / "slave"), cwd=self.root
         )
+
+    async def kill_slave(self) -> None:
+        assert self.slave is not None
+        await self.slave.kill()
+        self.slave = None
 
     async def start_master(self) -> None:
         conf = self._conf(

@@ -1,7 +1,10 @@
-"""Seeded chaos: a SYNC_MASTER killed with SIGKILL 20 times mid-stream, restarted on its data.
+"""Seeded chaos: a SYNC_MASTER killed with SIGKILL 20 times mid-stream, restarted on its data;
+and its slave killed 4 times in the middle of transfers.
 
 Four concurrent senders write to the master; at seeded moments the master process is killed
-(sends in flight fail or were acknowledged), then restarted on its data directory. Only
+(sends in flight fail or were acknowledged), then restarted on its data directory. Every
+fifth round the slave is killed instead (while the master streams to it) and restarted: it
+recovers its log, resumes from its last whole record and catches up. Only
 SEND_OK counts as acknowledged: under SYNC_MASTER the slave has those bytes. At the end every
 acknowledged message must be on the slave (and on the restarted master), none twice.
 """
@@ -24,6 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SEED = 19
 KILLS = 20
+SLAVE_KILL_EVERY = 5
 SENDERS = 4
 TOPIC = "ChaosReplicated"
 QUEUES = 4
@@ -57,28 +61,43 @@ async def _sender(group: HaGroup, name: str, acked: Acks, stop: asyncio.Event) -
             acked.add(body)
 
 
+async def _load_until(
+    group: HaGroup, name: str, acked: Acks, rng: random.Random
+) -> tuple[asyncio.Event, list[asyncio.Task[None]]]:
+    """Start the senders; return once a seeded number more sends were acknowledged."""
+    stop = asyncio.Event()
+    acked.target = len(acked) + rng.randint(20, 120)
+    acked.reached.clear()
+    senders = [
+        asyncio.create_task(_sender(group, f"{name}s{index}", acked, stop))
+        for index in range(SENDERS)
+    ]
+    async with asyncio.timeout(60):
+        await acked.reached.wait()
+    return stop, senders
+
+
 async def test_twenty_master_kills_lose_no_acknowledged_message(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     group = HaGroup(tmp_path / "ha")
     acked = Acks()
     attempts = 0
+    slave_kills = 0
     try:
         await group.start()
         await group.wait_until(group.slave_in_sync)
         await group.create_topic(TOPIC, QUEUES)
         for round_number in range(KILLS):
-            stop = asyncio.Event()
-            before = len(acked)
-            senders = [
-                asyncio.create_task(_sender(group, f"r{round_number}s{index}", acked, stop))
-                for index in range(SENDERS)
-            ]
-            # Kill once a seeded number of sends were acknowledged in this round.
-            acked.target = before + rng.randint(20, 120)
-            acked.reached.clear()
-            async with asyncio.timeout(60):
-                await acked.reached.wait()
-            await group.kill_master()
+            if round_number % SLAVE_KILL_EVERY == SLAVE_KILL_EVERY - 1:
+                stop, senders = await _load_until(group, f"r{round_number}a", acked, rng)
+                await group.kill_slave()  # mid-transfer: frames in flight
+                stop.set()
+                await asyncio.gather(*senders)
+                slave_kills += 1
+                await group.start_slave()
+                await group.wait_until(group.slave_in_sync)
+            stop, senders = await _load_until(group, f"r{round_number}", acked, rng)
+            await group.kill_master()  # mid-stream: sends in flight
             stop.set()
             await asyncio.gather(*senders)
             attempts += 1
@@ -91,7 +110,8 @@ async def test_twenty_master_kills_lose_no_acknowledged_message(tmp_path: Path) 
     lost = [body for body in acked if on_slave[body] == 0]
     duplicated = [body for body, count in on_slave.items() if count > 1]
     print(
-        f"replication chaos (seed {SEED}): kills={attempts} acknowledged={len(acked)} "
+        f"replication chaos (seed {SEED}): master kills={attempts} slave kills={slave_kills} "
+        f"acknowledged={len(acked)} "
         f"read back from the slave={sum(on_slave[b] > 0 for b in acked)} lost={len(lost)} "
         f"duplicated={len(duplicated)}"
     )

@@ -47,7 +47,8 @@ async def standalone(
     """A ``bolide standalone`` child on free ports; yields it and its broker address. The
     test kills it (or it is killed here on the way out)."""
     process = await asyncio.create_subprocess_exec(
-        BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
+        BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+        "--no-metrics", "--no-dashboard",
         "--data-dir", str(data), "-c", str(conf),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

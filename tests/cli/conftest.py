@@ -76,6 +76,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     data = tmp_path_factory.mktemp("standalone")
     process = subprocess.Popen(
         [BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+         "--no-metrics", "--no-dashboard",
          "--data-dir", str(data / "data")],
         cwd=data,
         stdout=subprocess.PIPE,

@@ -4,8 +4,12 @@ and unsigned commands are refused, ``bolide acl`` manages accounts, and TLS is r
 
 from __future__ import annotations
 
+import http.cookiejar
+import re
 import signal
 import subprocess
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +39,7 @@ class Secured:
     namesrv: str
     certs: CertificateFiles
     acl_file: Path
+    dashboard: str = ""
 
     @property
     def tls(self) -> list[str]:
@@ -54,6 +59,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     )
     process = subprocess.Popen(
         [BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+         "--metrics-port", "0", "--dashboard-port", "0",
          "--data-dir", str(root / "data"), "-c", str(conf)],
         cwd=root,
         stdout=subprocess.PIPE,
@@ -62,7 +68,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     try:
         ready = _read_ready_line(process)
         fields = dict(part.split("=", 1) for part in ready.split()[2:])
-        yield Secured(fields["namesrv"], certs, acl_file)
+        yield Secured(fields["namesrv"], certs, acl_file, fields["dashboard"])
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -192,3 +198,23 @@ def test_name_server_with_tls_and_acl_from_the_command_line(tmp_path: Path) -> N
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+def test_the_dashboard_asks_for_an_account_and_signs_with_it(secured: Secured) -> None:
+    """ACL and enforced TLS on: the standalone's dashboard wants a login, checked against the
+    broker's accounts, and then reaches the TLS-only broker signed with that account."""
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    base = f"http://{secured.dashboard}"
+    with opener.open(base + "/", timeout=PROCESS_GUARD_S) as first:  # redirected to log in
+        assert first.url.endswith("/login?next=/")
+        token = re.search(r'name="csrf" value="([^"]+)"', first.read().decode())
+    assert token is not None
+    form = urllib.parse.urlencode(
+        {"access_key": "cliUser01", "secret_key": "user-secret", "csrf": token.group(1)}
+    ).encode()
+    with opener.open(base + "/login?next=/", data=form, timeout=PROCESS_GUARD_S) as page:
+        html = page.read().decode()
+    assert "cliUser01 (read-only)" in html
+    assert "broker-a" in html and "unavailable" not in html

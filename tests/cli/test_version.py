@@ -60,7 +60,7 @@ def test_every_twin_module_is_known_to_the_switch() -> None:
 def test_the_broker_says_at_start_which_hot_path_runs(tmp_path: Path, pure: str) -> None:
     process = subprocess.Popen(
         [BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--no-proxy",
-         "--data-dir", str(tmp_path / "data")],
+         "--no-metrics", "--no-dashboard", "--data-dir", str(tmp_path / "data")],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -10,7 +10,7 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.base.errors import ConnectionClosedError
-from bolide.client.consumer import instance_ports
+from bolide.client import rpc
 from bolide.client.consumer.instance_ports import InstancePullClient
 from bolide.client.rpc import PullResult, PullStatus
 from bolide.protocol.bodies import MessageQueue
@@ -40,7 +40,7 @@ class FakeBrokers:
 @pytest.fixture
 def brokers(monkeypatch: pytest.MonkeyPatch) -> FakeBrokers:
     fake = FakeBrokers()
-    monkeypatch.setattr(instance_ports.rpc, "pull_message", fake.pull_message)
+    monkeypatch.setattr(rpc, "pull_message", fake.pull_message)
     return fake
 
 

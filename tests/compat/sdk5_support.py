@@ -70,7 +70,7 @@ def start_standalone(data_dir: Path, *extra: str) -> Standalone:
         [
             BOLIDE, "standalone", "--data-dir", str(data_dir), "--namesrv-port", "0",
             "--broker-port", "0", "--proxy-port", "0", "--proxy-min-invisible-ms", "1000",
-            *extra,
+            "--no-metrics", "--no-dashboard", *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -103,7 +103,7 @@ def test_unacked_messages_come_back_and_change_invisible_duration(server: Standa
     try:
         producer.send(sdk_message("Redeliver5", b"again"))
         producer.send(sdk_message("Redeliver5", b"later"))
-        got = _receive_all(consumer, 2, invisible_s=1)
+        got = _receive_all(consumer, 2, invisible_s=3)
         assert sorted(m.body for m in got) == [b"again", b"later"]
         later = next(m for m in got if m.body == b"later")
         consumer.change_invisible_duration(later, 60)  # a new handle, hidden for a minute
@@ -223,7 +223,16 @@ def test_bolide_proxy_runs_apart_from_the_brokers(tmp_path: Path) -> None:
         assert "proxy=" not in server.ready
         create_topic(server.namesrv, "Apart5")
         process = subprocess.Popen(
-            [BOLIDE, "proxy", "--namesrv", server.namesrv, "--port", "0"],
+            [
+                BOLIDE,
+                "proxy",
+                "--namesrv",
+                server.namesrv,
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path / "proxy"),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=tmp_path,

@@ -20,6 +20,7 @@ from bolide.client.admin import AdminClient
 from bolide.client.admin import acl as admin_acl
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.pull_consumer import PullConsumer
+from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -334,7 +335,8 @@ async def test_transaction_producer_signs_its_half_and_its_end(cluster: Cluster)
         secret_key="prod-secret",
     ) as producer:
         result = await producer.send_in_transaction(
-            Message(TOPIC, b"committed"), lambda message, arg: LocalTransactionState.COMMIT_MESSAGE
+            ClientMessage(TOPIC, b"committed"),
+            lambda message, arg: LocalTransactionState.COMMIT_MESSAGE,
         )
         assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
     store = cluster.brokers[0].context.store

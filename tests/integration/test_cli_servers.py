@@ -18,6 +18,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import UpdateConsumerOffsetRequestHeader
 from bolide.remoting import ClientPool
+from tests.broker.metrics.http_get import http_get
 from tests.integration.wire import BrokerWire
 
 pytestmark = pytest.mark.timeout(120)
@@ -68,6 +69,7 @@ async def test_standalone_serves_and_stops_cleanly(tmp_path: Path, stop_signal: 
     data = tmp_path / "data"
     arguments = (
         "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+        "--metrics-port", "0", "--dashboard-port", "0",
         "--data-dir", str(data),
     )  # fmt: skip
     async with running(*arguments, cwd=tmp_path) as server:
@@ -77,6 +79,12 @@ async def test_standalone_serves_and_stops_cleanly(tmp_path: Path, stop_signal: 
         assert server.ready.split()[4].startswith("proxy=127.0.0.1:")
         namesrv, broker = server.address("namesrv"), server.address("broker")
         assert not namesrv.endswith(":0") and not broker.endswith(":0")
+        assert server.ready.split()[5].startswith("metrics=127.0.0.1:")
+        assert server.ready.split()[6].startswith("dashboard=127.0.0.1:")
+        status, _, page = await http_get(server.address("dashboard"), "/")
+        assert status == 200 and b"Cluster" in page
+        status, _, exposition = await http_get(server.address("metrics"), "/metrics")
+        assert status == 200 and b"rocketmq_brokeruntime_msg_put_total_today_now" in exposition
         pool = ClientPool()
         try:
             route = await pool.invoke(
@@ -116,6 +124,9 @@ async def test_namesrv_and_broker_run_apart_with_a_config_file(tmp_path: Path) -
         "brokerName=broker-z\n"
         "autoCreateTopicEnable=true\n"
         "defaultTopicQueueNums=6\n"
+        "metricsExporterType=PROM\n"
+        "metricsPromExporterHost=127.0.0.1\n"
+        "metricsPromExporterPort=0\n"
     )
     async with running(
         "namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns"), cwd=tmp_path
@@ -127,6 +138,13 @@ async def test_namesrv_and_broker_run_apart_with_a_config_file(tmp_path: Path) -
         )  # fmt: skip
         async with running(*broker_arguments, cwd=tmp_path) as broker:
             broker_address = orjson.loads(broker.ready)["broker"]
+            metrics_address = orjson.loads(broker.ready)["metrics"]  # metricsExporterType=PROM
+            status, _, exposition = await http_get(metrics_address, "/metrics")
+            assert status == 200
+            assert (
+                b'rocketmq_broker_tps{broker="broker-z",brokerIP="127.0.0.1",cluster="ClusterZ"}'
+                in (exposition)
+            )
             pool = ClientPool()
             try:
                 info = await pool.invoke(
@@ -154,6 +172,7 @@ async def test_a_bad_config_value_is_refused(tmp_path: Path) -> None:
     conf.write_text("listenPort=not-a-number\n")
     process = await asyncio.create_subprocess_exec(
         BOLIDE, "standalone", "-c", str(conf), "--data-dir", str(tmp_path / "d"), "--no-proxy",
+        "--no-metrics", "--no-dashboard",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)
@@ -170,7 +189,8 @@ async def test_a_busy_proxy_port_is_named(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         process = await asyncio.create_subprocess_exec(
             BOLIDE, "standalone", "--namesrv-port", "0", "--broker-port", "0",
-            "--proxy-port", str(port), "--data-dir", str(tmp_path / "d"),
+            "--proxy-port", str(port), "--no-metrics", "--no-dashboard",
+            "--data-dir", str(tmp_path / "d"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
         )  # fmt: skip
         stdout, stderr = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)

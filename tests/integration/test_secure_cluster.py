@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bolide.base.errors import ConnectionClosedError, RemoteError
+from bolide.base.types import Address
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
@@ -102,11 +103,17 @@ async def test_producer_and_push_consumer_over_tls_in_enforcing_mode(
     enforcing: Cluster, certs: CertificateFiles
 ) -> None:
     tls = _client_tls(certs)
-    keys = {"access_key": "appUser1", "secret_key": "app-secret", "tls": tls}
     async with AdminClient(enforcing.namesrv_address, access_key="brokerInner",
                            secret_key="inner-secret", tls=tls) as admin:  # fmt: skip
         await admin.create_topic(TOPIC, queue_count=2)
-    async with Producer("secure-producers", namesrv=enforcing.namesrv_address, **keys) as producer:
+    producer = Producer(
+        "secure-producers",
+        namesrv=enforcing.namesrv_address,
+        access_key="appUser1",
+        secret_key="app-secret",
+        tls=tls,
+    )
+    async with producer:
         for index in range(5):
             await producer.send(Message(TOPIC, f"secret {index}".encode()))
     received: list[bytes] = []
@@ -119,7 +126,8 @@ async def test_producer_and_push_consumer_over_tls_in_enforcing_mode(
         return ConsumeResult.SUCCESS
 
     consumer = PushConsumer("secure-consumers", namesrv=enforcing.namesrv_address,
-                            consume_from=ConsumeFrom.FIRST_OFFSET, **keys)  # fmt: skip
+                            consume_from=ConsumeFrom.FIRST_OFFSET, access_key="appUser1",
+                            secret_key="app-secret", tls=tls)  # fmt: skip
     consumer.subscribe(TOPIC)
     consumer.register_listener(listener)
     async with consumer:
@@ -154,7 +162,7 @@ async def test_permissive_accepts_plain_and_tls_clients(
 
 async def test_name_server_acl(enforcing: Cluster, certs: CertificateFiles) -> None:
     # The broker registered (over TLS) with its inner admin account.
-    assert enforcing.namesrvs[0].routes.is_live(enforcing.brokers[0].address)
+    assert enforcing.namesrvs[0].routes.is_live(Address(enforcing.brokers[0].address))
     pool = ClientPool(tls=_client_tls(certs))
     try:
         route = {"topic": "TBW102"}

@@ -241,10 +241,10 @@ def _sink_columns(sink: RowSink) -> tuple[Any, ...]:
     return (*columns, sink.count)
 
 
-def _inflate_marker(payload: bytes, sys_flag: int) -> bytes:
+def _inflate_marker(payload: bytes, sys_flag: int, row: int) -> bytes:
     if sys_flag & 0x700 == 0x100:
         raise ProtocolError("LZ4 unsupported here")
-    return b"inflated:" + payload
+    return b"inflated:%d:" % row + payload  # the row index is part of what twins agree on
 
 
 def _scan(function: Callable[..., Any], body: bytes, stop_offset: int) -> tuple[Any, ...]:

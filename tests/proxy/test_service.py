@@ -328,3 +328,55 @@ async def test_the_authorization_header_is_checked_when_acl_is_on(tmp_path: Path
                 assert "no authorization header" in unsigned.status.message
         finally:
             await server.stop()
+
+
+async def test_two_proxies_in_front_of_two_brokers(tmp_path: Path) -> None:
+    """POP state lives in the brokers: a message received through one proxy is acked
+    through another, and sends spread over every broker's queues."""
+    async with Cluster(tmp_path / "cluster", broker_names=("broker-a", "broker-b")) as cluster:
+        for broker in cluster.brokers:
+            await broker.context.topics.update_topic_config(TopicConfig("Spread", 2, 2))
+            await broker.context.register_now()
+        first = ProxyServer([cluster.namesrv_address], port=0)
+        second = ProxyServer([cluster.namesrv_address], port=0)
+        await first.start()
+        await second.start()
+        channels = [grpc.aio.insecure_channel(p.address) for p in (first, second)]
+        try:
+            one, two = (
+                Proxy(cluster, p, c) for p, c in zip((first, second), channels, strict=True)
+            )
+            for index in range(8):
+                send = spb.SendMessageRequest(messages=[_message("Spread", b"m", f"S{index}")])
+                answer = await one.unary("SendMessage", send, spb.SendMessageResponse)
+                assert answer.status.code == pb.OK
+            stored = {
+                b.config.broker_name: sum(b.context.store.max_offset("Spread", q) for q in (0, 1))
+                for b in cluster.brokers
+            }
+            assert stored == {"broker-a": 4, "broker-b": 4}
+            got: list[pb.Message] = []
+            for broker_name in ("broker-a", "broker-b"):
+                request = _receive_request("Spread", "Both", 30_000)
+                request.message_queue.broker.name = broker_name
+                got += [r.message for r in await one.receive(request) if r.HasField("message")]
+            assert len(got) == 8
+            ack = spb.AckMessageRequest(
+                entries=[
+                    spb.AckMessageEntry(
+                        message_id=m.system_properties.message_id,
+                        receipt_handle=m.system_properties.receipt_handle,
+                    )
+                    for m in got
+                ]
+            )
+            ack.group.name, ack.topic.name = "Both", "Spread"
+            acked = await two.unary("AckMessage", ack, spb.AckMessageResponse)
+            assert acked.status.code == pb.OK
+            for broker in cluster.brokers:
+                assert broker.context.offsets.queue_offsets("Both", "Spread") == {0: 2, 1: 2}
+        finally:
+            for channel in channels:
+                await channel.close()
+            await first.stop()
+            await second.stop()

@@ -525,6 +525,59 @@ ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
 broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
 starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
 
+# --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
+STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
+"""The stats cells are sampled this often (RocketMQ's minute window: every 10 s)."""
+STATS_MINUTE_SAMPLES_COUNT = 7
+"""Minute-window samples kept: 7 samples 10 s apart span one minute, as in RocketMQ."""
+STATS_HOUR_SAMPLE_INTERVAL_MS = 10 * 60_000
+"""Hour-window sampling interval (RocketMQ: every 10 min)."""
+STATS_HOUR_SAMPLES_COUNT = 7
+"""Hour-window samples kept (7 x 10 min = one hour)."""
+STATS_DAY_SAMPLE_INTERVAL_MS = 60 * 60_000
+"""Day-window sampling interval (RocketMQ: every hour)."""
+STATS_DAY_SAMPLES_COUNT = 25
+"""Day-window samples kept (25 x 1 h = one day)."""
+METRICS_REQUEST_HEAD_MAX_BYTES = 16 * KIB
+"""A /metrics request line plus headers larger than this is refused (431): scrapers send
+a few hundred bytes."""
+METRICS_REQUEST_READ_TIMEOUT_MS = 10_000
+"""A scraper that does not finish sending its request head within this is disconnected."""
+METRICS_CONNECTIONS_MAX_COUNT = 64
+"""Concurrent /metrics connections; more are closed at once (Prometheus uses one)."""
+DASHBOARD_PAGE_DEADLINE_MS = 5_000
+"""One deadline for all the admin calls behind one dashboard page; what has not answered by
+then is shown as unavailable instead of holding the page (the N x 3 s complaint)."""
+DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS = 64
+"""Admin requests one dashboard page keeps in flight at once (batched, never one per group
+in sequence, never unbounded)."""
+DASHBOARD_QUERY_MAX_MESSAGES = 64
+"""Messages one message or dead-letter query shows (and resends or exports at once)."""
+DASHBOARD_FORM_MAX_BYTES = 64 * KIB
+"""A dashboard form (a test message body included) larger than this is refused."""
+DASHBOARD_SESSION_MAX_AGE_MS = 8 * 3_600_000
+"""A dashboard login lasts a working day."""
+DASHBOARD_ACCOUNT_CLIENTS_MAX_COUNT = 64
+"""Admin clients the dashboard keeps, one per logged-in account (ACL on); past this one is
+closed and made again on that account's next page."""
+DASHBOARD_SESSIONS_MAX_COUNT = 10_000
+"""Dashboard sessions kept in memory; past this the oldest is dropped (its user logs in
+again)."""
+DASHBOARD_CHART_POINTS_COUNT = 60
+"""Points of the live TPS chart kept per broker in the browser (one per refresh)."""
+DASHBOARD_REFRESH_MS = 5_000
+"""Live figures (TPS, lag) refresh this often in the browser."""
+CONSUME_DIRECTLY_TIMEOUT_MS = 10_000
+"""CONSUME_MESSAGE_DIRECTLY forwarded to a client waits this long for the listener's
+verdict (the listener runs user code)."""
+CONSUME_STATS_WINDOW_MS = 60_000
+"""A consumer's consume TPS and RT (GET_CONSUMER_RUNNING_INFO) are over the last minute."""
+CLIENT_STATS_POLL_INTERVAL_MS = 60_000
+"""With /metrics on, each online consumer is asked for its running info this often (the
+``rocketmq_client_*`` family); rocketmq-exporter polls once a minute too."""
+CLIENT_STATS_POLL_MAX_REQUESTS = 16
+"""Consumers asked at once by that poll."""
+
 
 SQL_FILTER_COMPILED_MAX_COUNT = 1_024
 """SQL92 filter expressions kept compiled per broker process (one per distinct subscription

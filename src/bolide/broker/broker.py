@@ -25,14 +25,14 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from bolide.acl import AclValidator
 from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
-from bolide.broker.config import BrokerConfig
+from bolide.broker.config import BrokerConfig, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
@@ -52,6 +52,7 @@ from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
 from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
+from bolide.broker.metrics.exporter import BrokerMetrics
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
 from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
@@ -164,6 +165,10 @@ class Broker:
         )
         self._security = BrokerSecurity(config, self._clock, self._service_crashed)
         self._context: BrokerContext | None = None
+        self._stats_sampler: Service | None = None
+        self.metrics: BrokerMetrics | None = None
+        """The Prometheus registry (after start); serving /metrics when metricsExporterType
+        is PROM (see :attr:`metrics_address`)."""
         self._store: FileMessageStore | None = None
         self._replication: Replication | None = None
         self._registration: NameServerRegistration | None = None
@@ -223,6 +228,7 @@ class Broker:
             if not self._listening:
                 await self._listen()
             await self._listen_vip()
+            await self._start_metrics()
             await self.registration.start()
         except BaseException:
             await self.stop()
@@ -235,6 +241,29 @@ class Broker:
             self.config.store_path_root_dir,
         )
         _log.info("broker hot path: %s", compiled.describe())
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of /metrics, or None when the broker serves no metrics."""
+        server = self.metrics.server if self.metrics is not None else None
+        return server.address if server is not None else None
+
+    async def _start_metrics(self) -> None:
+        config = self.config
+        self.metrics = metrics = BrokerMetrics(self.context)
+        if self._store is not None:
+            metrics.collector.flush_latency_us = self._store.flush_latency_us
+        replication = self._replication
+        if replication is not None:
+            metrics.set_commit_log_diff_source(_slave_diffs(replication, self.context))
+        kind = config.metrics_exporter_type
+        if kind is MetricsExporterType.PROM:
+            host = config.metrics_prom_exporter_host or self._host
+            await metrics.serve(host, config.metrics_prom_exporter_port)
+        elif kind is not MetricsExporterType.DISABLE:
+            _log.warning(
+                "metricsExporterType=%s is not supported (PROM is): no metrics served", kind.value
+            )
 
     async def _listen(self) -> None:
         await self.server.start()
@@ -298,7 +327,7 @@ class Broker:
             consumers=ConsumerManager(clock, self._notify_consumer_ids_changed),
             producers=ProducerManager(clock),
             long_polling=long_polling,
-            stats=BrokerStats(clock),
+            stats=BrokerStats(clock, cluster_name=config.broker_cluster_name),
             register_soon=self._register_soon,
             register_now=self._register_now,
             locks=RebalanceLockManager(clock, lock_max_live_ms=config.rebalance_lock_max_live_ms),
@@ -412,6 +441,14 @@ class Broker:
             on_crash=self._service_crashed,
         )
         self._client_scan.start()
+        self._stats_sampler = Service(
+            "broker-stats-sampler",
+            _sample(context),
+            interval_ms=limits.STATS_MINUTE_SAMPLE_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=self._service_crashed,
+        )
+        self._stats_sampler.start()
         self._registration = NameServerRegistration(
             BrokerIdentity(
                 cluster_name=config.broker_cluster_name,
@@ -461,6 +498,11 @@ class Broker:
         client_scan, self._client_scan = self._client_scan, None
         if client_scan is not None:
             await client_scan.stop(timeout_ms)
+        sampler, self._stats_sampler = self._stats_sampler, None
+        if sampler is not None:
+            await sampler.stop(timeout_ms)
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.server.stop(timeout_ms)
         vip_server, self.vip_server = self.vip_server, None
         if vip_server is not None:
@@ -504,6 +546,8 @@ class Broker:
         if not self.config.notify_consumer_ids_changed_enable:
             return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
         fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
+        if self._context is not None:
+            self._context.stats.rebalance_notifications += 1
         for connection in channels:
             if connection.is_closed:
                 continue
@@ -573,6 +617,33 @@ def _timer_service(
     )
     service.load()
     return service
+
+
+def _slave_diffs(
+    replication: Replication, context: BrokerContext
+) -> Callable[[], list[tuple[str, int]]]:
+    """(slave address, master commit-log max offset - slave's acknowledged offset) per slave
+    that reported: ``rocketmq_broker_commitlog_diff``."""
+
+    def diffs() -> list[tuple[str, int]]:
+        master = replication.master
+        if master is None:
+            return []
+        end = context.store.stats().commit_log_max_offset
+        return [
+            (link.peer, max(0, end - link.ack_offset))
+            for link in master.links
+            if link.ack_offset >= 0
+        ]
+
+    return diffs
+
+
+def _sample(context: BrokerContext) -> Callable[[], Awaitable[None]]:
+    async def step() -> None:
+        context.stats.sample()
+
+    return step
 
 
 def _wake(

@@ -73,6 +73,9 @@ slaveReadEnable                 slave_read_enable                      false
 accessMessageInMemoryMaxRatio   access_message_in_memory_max_ratio_... 40 (percent of RAM)
 vipChannelEnabled (4)           vip_channel_enabled                    true
 newGroupStartRule (5)           new_group_start                        MEMORY
+metricsExporterType             metrics_exporter_type                  DISABLE (6)
+metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
+metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
@@ -90,6 +93,8 @@ rule: at 0 while the queue's first message is still in the broker's memory windo
 where the client's consumeFromWhere says), QUEUE_START (at 0 while the queue still starts at
 0) or CONSUME_FROM (always the client's consumeFromWhere). ``bolide group progress`` shows,
 for each queue without a committed offset, where the group will start.
+(6) PROM serves Prometheus' /metrics (docs/operations.md); OTLP_GRPC and LOG are RocketMQ 5
+exporters Bolide does not have: the broker warns and serves no metrics.
 
 :class:`ConfigFileWriter` persists the broker's JSON config files (topics.json and its
 siblings under ``<storePathRootDir>/config``) atomically, with ``.bak``, off the event loop.
@@ -139,11 +144,13 @@ from bolide.store.config_files import MetadataFile
 
 __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "DEFAULT_METRICS_PORT",
     "NOT_HONOURED_KEYS",
     "BrokerConfig",
     "BrokerRole",
     "ConfigFileWriter",
     "FlushDiskType",
+    "MetricsExporterType",
     "NewGroupStart",
     "VersionedDocument",
     "parse_broker_conf",
@@ -187,6 +194,19 @@ class BrokerRole(enum.Enum):
     @property
     def is_master(self) -> bool:
         return self is not BrokerRole.SLAVE
+
+
+DEFAULT_METRICS_PORT = 5557
+"""metricsPromExporterPort's default: rocketmq-exporter's and RocketMQ 5's Prometheus port."""
+
+
+class MetricsExporterType(enum.Enum):
+    """RocketMQ 5's metricsExporterType; Bolide serves PROM."""
+
+    DISABLE = "DISABLE"
+    OTLP_GRPC = "OTLP_GRPC"
+    PROM = "PROM"
+    LOG = "LOG"
 
 
 # --- value parsers: (key, text) -> value, ConfigError naming both on failure -----------------
@@ -518,6 +538,16 @@ class BrokerConfig:
         metadata=_key("accessMessageInMemoryMaxRatio", _parse_int),
     )
     """A consumer whose backlog exceeds this share of RAM is told to read from a slave."""
+    metrics_exporter_type: MetricsExporterType = field(
+        default=MetricsExporterType.DISABLE,
+        metadata=_key("metricsExporterType", _enum_parser(MetricsExporterType)),
+    )
+    metrics_prom_exporter_host: str = field(
+        default="", metadata=_key("metricsPromExporterHost", _parse_any_str)
+    )
+    metrics_prom_exporter_port: int = field(
+        default=DEFAULT_METRICS_PORT, metadata=_key("metricsPromExporterPort", _parse_int)
+    )
     vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
     new_group_start: NewGroupStart = field(
         default=NewGroupStart.MEMORY,
@@ -654,6 +684,7 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("broker_id", 0, 2**63 - 1),
     # 0 asks the OS for a free port: tests and embedded brokers use it.
     ("listen_port", 0, 65_535),
+    ("metrics_prom_exporter_port", 0, 65_535),
     ("broker_permission", 0, 0xF),
     ("default_topic_queue_nums", 1, limits.TOPIC_QUEUE_NUMS_MAX_COUNT),
     ("file_reserved_time_hours", 1, _JAVA_INT_MAX),

@@ -263,6 +263,11 @@ class ConsumerOffsetManager:
             self._version += 1
         return sorted(copies)
 
+    def entries(self) -> list[tuple[tuple[str, str], dict[int, int]]]:
+        """Every ``((topic, group), {queue id: offset})`` entry, not copied: the caller
+        reads them at once on the loop thread and does not change them (metrics scrapes)."""
+        return list(self._table.items())
+
     def table_snapshot(self) -> dict[str, dict[int, int]]:
         """The whole table as ``{"topic@group": {queue id: offset}}`` (copies; admin dumps)."""
         return {

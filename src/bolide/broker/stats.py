@@ -1,24 +1,49 @@
-"""Put and get counters of one broker, in total and per day, for GET_BROKER_RUNTIME_INFO.
+"""Put and get counters of one broker: in total and per day for GET_BROKER_RUNTIME_INFO, per
+topic and group for VIEW_BROKER_STATS_DATA and /metrics, and latency/size histograms.
 
 RocketMQ's admin tools (``mqadmin brokerStatus``, the dashboard) read a handful of counters
 from the runtime-info table (docs/protocol.md §2.11): messages put and got so far today, and the
 totals at this morning's and yesterday morning's midnight. :class:`BrokerStats` keeps them.
 The day boundary is local midnight, read from the injected clock, so tests move days with a
 ManualClock. Pure bookkeeping: no I/O, no tasks.
+
+Per topic and per ``topic@group`` figures live in a :class:`StatsTable` (RocketMQ's stats names,
+sampled into minute/hour/day windows by the broker's stats service). The hot path pays a dict
+lookup and a few additions per request; everything else (TPS, lag, percentiles) is computed
+when someone reads it.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
 from collections.abc import Mapping
 
+from bolide.base import limits
 from bolide.base.clock import Clock
+from bolide.base.histogram import BucketCounts
+from bolide.broker.metrics.stats_items import StatsName, StatsTable, group_stats_key
 from bolide.protocol.command import BOLIDE_WIRE_VERSION
 
-__all__ = ["BROKER_VERSION_DESC", "BrokerStats"]
+__all__ = [
+    "BROKER_VERSION_DESC",
+    "MESSAGE_SIZE_BOUNDS_BYTES",
+    "PUT_LATENCY_BOUNDS_US",
+    "BrokerStats",
+]
 
 BROKER_VERSION_DESC = "V4_9_4"
 """The MQVersion name of :data:`BOLIDE_WIRE_VERSION` (401), reported as brokerVersionDesc."""
+
+
+PUT_LATENCY_BOUNDS_US = (
+    250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 200_000, 500_000,
+    1_000_000, 2_000_000, 3_000_000, 4_000_000, 5_000_000, 10_000_000,
+)  # fmt: skip
+"""Send latency buckets (µs): fine below 10 ms for Prometheus, and every bound of RocketMQ's
+put-message distribution (pmdt: 0 ms, 10, 50, 100, 200, 500 ms, 1-5 s, 10 s)."""
+MESSAGE_SIZE_BOUNDS_BYTES = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024**2, 4 * 1024**2)
+"""RocketMQ 5's ``rocketmq_message_size`` buckets: 1 KB, 4 KB, 512 KB, 1 MB, 2 MB, 4 MB."""
 
 
 def _local_day(now_ms: int) -> datetime.date:
@@ -39,9 +64,31 @@ class BrokerStats:
     simply keeps yesterday's figures as "this morning", as nothing moved.
     """
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, cluster_name: str = "DefaultCluster") -> None:
         self._clock = clock
+        self.cluster_name = cluster_name
         self.boot_timestamp_ms = clock.now_ms()
+        self.table = StatsTable(self.boot_timestamp_ms)
+        """Per topic / group / cluster cells (VIEW_BROKER_STATS_DATA, /metrics)."""
+        self.put_latency_us = BucketCounts(PUT_LATENCY_BOUNDS_US)
+        """Send requests from decoding to the answer, µs (SYNC_FLUSH waits included)."""
+        self.message_size_bytes = BucketCounts(MESSAGE_SIZE_BOUNDS_BYTES)
+        """Stored record sizes (one observation per send request: the mean record size)."""
+        self.get_latency_ms = BucketCounts((1, 10, 100, 1_000, 5_000, 15_000, 30_000))
+        """How long pulls that found messages waited for them (0 when not parked), ms."""
+        self.send_back_total = 0
+        self.get_found_requests = 0
+        self.get_miss_requests = 0
+        self.rebalance_notifications = 0
+        """NOTIFY_CONSUMER_IDS_CHANGED rounds: each makes a group's consumers rebalance."""
+        self._rate_samples: collections.deque[tuple[int, int, int, int, int]] = collections.deque(
+            maxlen=limits.STATS_HOUR_SAMPLE_INTERVAL_MS // limits.STATS_MINUTE_SAMPLE_INTERVAL_MS
+            + 1
+        )
+        self._topic_put_nums = self.table.cells(StatsName.TOPIC_PUT_NUMS)
+        self._topic_put_size = self.table.cells(StatsName.TOPIC_PUT_SIZE)
+        self._group_get_nums = self.table.cells(StatsName.GROUP_GET_NUMS)
+        self._group_get_size = self.table.cells(StatsName.GROUP_GET_SIZE)
         self._day = _local_day(self.boot_timestamp_ms)
         self._next_day_ms = _next_local_midnight_ms(self._day)
         self.put_total_messages = 0
@@ -55,23 +102,117 @@ class BrokerStats:
         self._put_yesterday_morning = 0
         self._get_today_morning = 0
         self._get_yesterday_morning = 0
+        self._rate_samples.append(self._rate_point(self.boot_timestamp_ms))
 
-    def record_put(self, message_count: int, size_bytes: int) -> None:
-        """``message_count`` messages of ``size_bytes`` bytes in all were stored by one request."""
-        self._roll_day()
+    def record_put(
+        self, message_count: int, size_bytes: int, *, topic: str = "", elapsed_us: int = -1
+    ) -> None:
+        """``message_count`` messages of ``size_bytes`` bytes in all were stored in ``topic``
+        (when named), the request taking ``elapsed_us`` (when measured)."""
+        if self._clock.now_ms() >= self._next_day_ms:
+            self._roll_day()
         self.put_request_count += 1
         self.put_total_messages += message_count
         self.put_total_bytes += size_bytes
+        if topic:
+            cell = self._topic_put_nums.get(topic)
+            if cell is None:
+                now_ms = self._clock.now_ms()
+                self.table.add(StatsName.TOPIC_PUT_NUMS, topic, message_count, now_ms)
+                self.table.add(StatsName.TOPIC_PUT_SIZE, topic, size_bytes, now_ms)
+            else:
+                cell.add(message_count)
+                self._topic_put_size[topic].add(size_bytes)
+        if elapsed_us >= 0:
+            self.put_latency_us.observe(elapsed_us)
+        if message_count > 0:
+            self.message_size_bytes.observe(size_bytes // message_count)
+
+    def record_send_back(self, topic: str, group: str) -> None:
+        """A consumer of ``group`` sent a message of ``topic`` back (SNDBCK_PUT_NUMS)."""
+        self.send_back_total += 1
+        key = group_stats_key(topic, group)
+        self.table.add(StatsName.SNDBCK_PUT_NUMS, key, 1, self._clock.now_ms())
 
     def record_put_failure(self) -> None:
         """A send was refused or the store failed it."""
         self.put_failure_count += 1
 
-    def record_get(self, message_count: int, size_bytes: int) -> None:
-        """A pull returned ``message_count`` messages of ``size_bytes`` bytes in all."""
-        self._roll_day()
+    def record_get(
+        self, message_count: int, size_bytes: int, *, topic: str = "", group: str = ""
+    ) -> None:
+        """A pull of ``group`` on ``topic`` (when named) returned ``message_count`` messages
+        of ``size_bytes`` bytes in all."""
+        if self._clock.now_ms() >= self._next_day_ms:
+            self._roll_day()
         self.get_total_messages += message_count
         self.get_total_bytes += size_bytes
+        self.get_found_requests += 1
+        if group:
+            key = f"{topic}@{group}"
+            cell = self._group_get_nums.get(key)
+            if cell is None:
+                now_ms = self._clock.now_ms()
+                self.table.add(StatsName.GROUP_GET_NUMS, key, message_count, now_ms)
+                self.table.add(StatsName.GROUP_GET_SIZE, key, size_bytes, now_ms)
+            else:
+                cell.add(message_count)
+                self._group_get_size[key].add(size_bytes)
+
+    def record_get_miss(self) -> None:
+        """A pull found nothing (after its long poll, if any)."""
+        self.get_miss_requests += 1
+
+    def sample(self) -> None:
+        """Take the windows' samples (the stats service calls this every 10 s)."""
+        now_ms = self._clock.now_ms()
+        self.refresh_broker_cells()
+        self.table.sample(now_ms)
+        self._rate_samples.append(self._rate_point(now_ms))
+
+    def _rate_point(self, now_ms: int) -> tuple[int, int, int, int, int]:
+        return (
+            now_ms,
+            self.put_total_messages,
+            self.get_total_messages,
+            self.get_found_requests,
+            self.get_miss_requests,
+        )
+
+    def rates(self, window_ms: int) -> tuple[float, float, float, float]:
+        """Per second over about the last ``window_ms`` (from the oldest 10 s sample inside
+        it, up to now): messages put, messages got, pulls that found messages, pulls that
+        found none — GET_BROKER_RUNTIME_INFO's putTps, getTransferedTps, getFoundTps and
+        getMissTps."""
+        now = self._rate_point(self._clock.now_ms())
+        start = self._rate_samples[-1]
+        for sample in reversed(self._rate_samples):
+            if now[0] - sample[0] > window_ms:
+                break
+            start = sample
+        elapsed_ms = now[0] - start[0]
+        if elapsed_ms <= 0:
+            return (0.0, 0.0, 0.0, 0.0)
+        put, got, found, missed = (
+            (now[index] - start[index]) * 1000 / elapsed_ms for index in range(1, 5)
+        )
+        return (put, got, found, missed)
+
+    def refresh_broker_cells(self) -> None:
+        """Bring the broker-wide BROKER_PUT_NUMS / BROKER_GET_NUMS cells (key: the cluster
+        name) up to the running totals; readers call this before reading them."""
+        now_ms = self._clock.now_ms()
+        for name, total in (
+            (StatsName.BROKER_PUT_NUMS, self.put_total_messages),
+            (StatsName.BROKER_GET_NUMS, self.get_total_messages),
+        ):
+            cell = self.table.find(name, self.cluster_name)
+            if cell is None:
+                cell = self.table.add(name, self.cluster_name, 0, now_ms)
+                cell.times = 0
+            if total != cell.value:
+                cell.times += 1
+            cell.value = total
 
     def runtime_info(self) -> Mapping[str, str]:
         """The broker part of GET_BROKER_RUNTIME_INFO's table; every value a string."""

@@ -461,6 +461,7 @@ class BrokerProcess:
             self._process = await asyncio.create_subprocess_exec(
                 bolide, "standalone", "--host", "127.0.0.1",
                 "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
+                "--no-metrics", "--no-dashboard",
                 "--data-dir", str(self._directory / "data"), "--flush", self._flush,
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,

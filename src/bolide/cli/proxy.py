@@ -1,7 +1,7 @@
 """``bolide proxy``: the RocketMQ 5.x gRPC front end on its own, and the options
 ``bolide standalone`` uses to run it beside the broker.
 
-    bolide proxy --namesrv 127.0.0.1:9876 [--host 127.0.0.1] [--port 8081]
+    bolide proxy --namesrv 127.0.0.1:9876 [--host 127.0.0.1] [--port 8081] [--data-dir ./data]
 
 prints ``bolide ready proxy=HOST:PORT`` once it accepts connections.
 """
@@ -88,6 +88,9 @@ def proxy(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="gRPC port, 0: any.")] = DEFAULT_PROXY_PORT,
     min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where logs/ goes. Default: ./data.")
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
     acl_file: Annotated[
         Path | None,
@@ -102,7 +105,7 @@ def proxy(
     # Imported here: the server helpers live beside the other server commands.
     from bolide.cli.servers import DEFAULT_DATA_DIR, _configure_logging, _ready, _run
 
-    _configure_logging(DEFAULT_DATA_DIR)
+    _configure_logging(data_dir if data_dir is not None else DEFAULT_DATA_DIR)
     addresses = [part.strip() for part in namesrv_addresses.split(";") if part.strip()]
 
     options = client_options()

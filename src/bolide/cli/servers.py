@@ -5,7 +5,8 @@ one line on stdout once its listeners accept connections, and stops cleanly on S
 SIGTERM (brokers unregister, write consumer offsets and tables, and close the store with a
 checkpoint). The ready lines::
 
-    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 proxy=127.0.0.1:8081 (standalone)
+    bolide ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 proxy=127.0.0.1:8081 \
+        metrics=127.0.0.1:5557 dashboard=127.0.0.1:8080                (standalone)
     bolide ready namesrv=127.0.0.1:9876                              (namesrv)
     bolide ready broker=127.0.0.1:10911                              (broker)
 
@@ -36,19 +37,30 @@ import typer
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.broker import Broker
-from bolide.broker.config import BrokerConfig, read_broker_conf
+from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
 from bolide.broker.security import (
     acl_file_path,
     inner_request_signer,
     tls_client_settings,
     tls_server_settings,
 )
+from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, validator_accounts
+from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
 
-__all__ = ["broker", "namesrv", "register", "standalone"]
+__all__ = [
+    "advertised_address",
+    "broker",
+    "configure_console_logging",
+    "namesrv",
+    "print_ready",
+    "register",
+    "run_until_signalled",
+    "standalone",
+]
 
 _log = logging.getLogger("bolide.cli")
 
@@ -61,10 +73,11 @@ _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def register(app: typer.Typer) -> None:
-    """Add the three server commands to ``app``."""
+    """Add the server commands to ``app``."""
     app.command("standalone")(standalone)
     app.command("namesrv")(namesrv)
     app.command("broker")(broker)
+    app.command("dashboard")(dashboard_command)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -107,10 +120,24 @@ def standalone(
     ] = DEFAULT_PROXY_PORT,
     no_proxy: Annotated[bool, typer.Option("--no-proxy", help="Run without the proxy.")] = False,
     proxy_min_invisible_ms: MinInvisibleOption = limits.PROXY_MIN_INVISIBLE_TIME_FOR_RECEIVE_MS,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Prometheus /metrics port, 0: any.")
+    ] = DEFAULT_METRICS_PORT,
+    no_metrics: Annotated[
+        bool, typer.Option("--no-metrics", help="Serve no Prometheus /metrics.")
+    ] = False,
+    dashboard_port: Annotated[
+        int, typer.Option("--dashboard-port", help="Web dashboard port, 0: any.")
+    ] = DEFAULT_DASHBOARD_PORT,
+    no_dashboard: Annotated[
+        bool, typer.Option("--no-dashboard", help="Run no web dashboard.")
+    ] = False,
     no_vip: NoVipOption = False,
 ) -> None:
     """Run a name server, a broker and the 5.x gRPC proxy in one process."""
     flags = {"vipChannelEnabled": "false"} if no_vip else {}
+    if not no_metrics:
+        flags.update(_metrics_flags(host, metrics_port))
     broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
     _configure_logging(directory)
 
@@ -123,7 +150,7 @@ def standalone(
         server = Broker(inner_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
         try:
             await server.start()
-            proxy = None
+            proxy = web = None
             try:
                 listeners = {"namesrv": namesrv_address, "broker": server.address}
                 if not no_proxy:
@@ -135,9 +162,22 @@ def standalone(
                         **_proxy_security(server, inner_config, inner),
                     )
                     listeners["proxy"] = f"{_advertised(host)}:{proxy.port}"
+                listeners.update(_metrics_listener(server))
+                if not no_dashboard:
+                    web = await start_dashboard(
+                        namesrv_address,
+                        host,
+                        dashboard_port,
+                        accounts=validator_accounts(server.acl),
+                        tls=tls_client_settings(inner_config),
+                    )
+                if web is not None:
+                    listeners["dashboard"] = advertised_address(host, web.port)
                 _ready(json_output, **listeners)
                 await stop.wait()
             finally:
+                if web is not None:
+                    await web.stop()
                 if proxy is not None:
                     await proxy.stop()
                 await server.stop()
@@ -227,7 +267,7 @@ def broker(
         server = Broker(broker_config, host=host)
         await server.start()
         try:
-            _ready(json_output, broker=server.address)
+            _ready(json_output, broker=server.address, **_metrics_listener(server))
             await stop.wait()
         finally:
             await server.stop()
@@ -333,6 +373,48 @@ def _broker_config(
     except BolideError as error:
         typer.echo(f"bolide: {error}", err=True)
         raise typer.Exit(code=2) from error
+
+
+def advertised_address(host: str, port: int) -> str:
+    """``host:port`` as others reach a listener bound to ``host``."""
+    return f"{_advertised(host)}:{port}"
+
+
+def configure_console_logging() -> None:
+    """INFO and above of ``bolide.*`` to stderr (commands without a data directory)."""
+    logger = logging.getLogger("bolide")
+    logger.setLevel(logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    logger.addHandler(handler)
+
+
+def print_ready(json_output: bool, **addresses: str) -> None:
+    """The ready line (see the module docstring)."""
+    _ready(json_output, **addresses)
+
+
+def run_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``serve`` until SIGINT/SIGTERM (see :func:`_run`)."""
+    _run(serve)
+
+
+def _metrics_flags(host: str, port: int) -> dict[str, str]:
+    """broker.conf keys that turn /metrics on at ``host:port`` (standalone's default)."""
+    return {
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": host,
+        "metricsPromExporterPort": str(port),
+    }
+
+
+def _metrics_listener(server: Broker) -> dict[str, str]:
+    """``{"metrics": "H:P"}`` for the ready line when the broker serves /metrics."""
+    address = server.metrics_address
+    if address is None:
+        return {}
+    host, port = address.rsplit(":", 1)
+    return {"metrics": f"{_advertised(host)}:{port}"}
 
 
 def _flush_disk_type(text: str) -> str:

@@ -35,7 +35,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
@@ -65,10 +65,12 @@ from bolide.protocol.bodies import (
     ResetOffsetBody,
     TopicRouteData,
 )
+from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import BOLIDE_WIRE_VERSION, RemotingCommand
 from bolide.protocol.headers import (
     CheckTransactionStateRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     ResetOffsetRequestHeader,
@@ -127,6 +129,17 @@ class InstanceConsumer(Protocol):
 
     def running_info(self) -> ConsumerRunningInfo:
         """The consumer's state for GET_CONSUMER_RUNNING_INFO."""
+        ...
+
+
+@runtime_checkable
+class DirectConsumer(Protocol):
+    """A consumer that can run its listener on one message on request (push consumers)."""
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """CONSUME_MESSAGE_DIRECTLY: the listener's verdict (None: cannot consume so)."""
         ...
 
 
@@ -214,6 +227,11 @@ class ClientInstance:
         dispatcher.register(
             RequestCode.CHECK_TRANSACTION_STATE,
             self._on_check_transaction,
+            family=BROKER_REQUEST_FAMILY,
+        )
+        dispatcher.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            self._on_consume_directly,
             family=BROKER_REQUEST_FAMILY,
         )
         credentials = self.config.credentials
@@ -642,3 +660,28 @@ class ClientInstance:
         }
         info = dataclasses.replace(info, properties=properties)
         return request.make_response(ResponseCode.SUCCESS, body=info.to_json())
+
+    async def _on_consume_directly(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+        consumer = self._consumers.get(header.consumer_group)
+        if consumer is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer group {header.consumer_group} does not run in {self.client_id}",
+            )
+        try:
+            message, _ = decode_record(request.body)
+        except ProtocolError as error:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad message: {error}")
+        result = None
+        if isinstance(consumer, DirectConsumer):
+            result = await consumer.consume_directly(message, header.broker_name or "")
+        if result is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer group {header.consumer_group} cannot consume directly "
+                "(pull or orderly consumer)",
+            )
+        return request.make_response(ResponseCode.SUCCESS, body=result.to_json())

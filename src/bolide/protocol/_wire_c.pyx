@@ -592,7 +592,8 @@ def scan_rows(body, int64_t stop_offset, sink, inflate):
                 raise ProtocolError(f"record at {position}: field lengths do not add up")
             if sys_flag & 1:
                 payload = inflate(PyBytes_FromStringAndSize(<const char*>base + body_at,
-                                                            body_length), sys_flag)
+                                                            body_length), sys_flag,
+                                  sink.count + added)
                 PyObject_GetBuffer(payload, &payload_view, PyBUF_SIMPLE)
                 try:
                     _append(body_data, payload_view.buf, payload_view.len)

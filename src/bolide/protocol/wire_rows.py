@@ -74,11 +74,12 @@ class RowSink:
 
 
 def scan_rows(
-    body: Buffer, stop_offset: int, sink: RowSink, inflate: Callable[[bytes, int], bytes]
+    body: Buffer, stop_offset: int, sink: RowSink, inflate: Callable[[bytes, int, int], bytes]
 ) -> int:
     """Append the records of a pull ``body`` whose queue offset is below ``stop_offset`` to
     ``sink``; returns how many rows were appended. A COMPRESSED body is stored as
-    ``inflate(stored body, sys_flag)`` gives it.
+    ``inflate(stored body, sys_flag, row)`` gives it, ``row`` being the index in ``sink`` of
+    the row being added (the compiled twin counts its rows in ``sink.count`` only at the end).
 
     Raises:
         ProtocolError: a record is malformed or cut short or its magic code unknown (rows of
@@ -118,7 +119,7 @@ def scan_rows(
             raise ProtocolError(f"record at {position}: field lengths do not add up")
         payload: bytes | memoryview = view[body_at:topic_at]
         if sys_flag & SYS_FLAG_COMPRESSED:
-            payload = inflate(bytes(payload), sys_flag)
+            payload = inflate(bytes(payload), sys_flag, sink.count)
         sink.body_data += payload
         sink.body_ends += _INT32.pack(len(sink.body_data))
         sink.properties_data += view[properties_at:record_end]

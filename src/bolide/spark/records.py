@@ -112,12 +112,12 @@ class RowColumns:
         """
         return scan_rows(body, stop_offset, self._sink, self._inflate)
 
-    def _inflate(self, payload: bytes, sys_flag: int) -> bytes:
+    def _inflate(self, payload: bytes, sys_flag: int, row: int) -> bytes:
         """The inflated body, or (recorded for the row being added) the stored one."""
         try:
             return decompress_body(payload, sys_flag)
         except ProtocolError as error:
-            self._body_errors[self._sink.count] = str(error)
+            self._body_errors[row] = str(error)
             return payload
 
     def _offset_msg_id(self, row: int) -> str:

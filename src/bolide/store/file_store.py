@@ -29,6 +29,7 @@ from bolide.base.errors import (
     invariant,
 )
 from bolide.base.fileio import fsync_directory
+from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
@@ -62,6 +63,22 @@ from bolide.store.replica import ReplicaWriter
 _log = logging.getLogger("bolide.store")
 
 
+FLUSH_LATENCY_BOUNDS_US = (
+    50,
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    100_000,
+    1_000_000,
+)
+"""fsync round buckets (µs): one fdatasync costs ~200 µs on this machine's disk."""
+
+
 class FileMessageStore:
     """The file-backed :class:`~bolide.store.api.MessageStore`.
 
@@ -81,6 +98,9 @@ class FileMessageStore:
         config.validate()
         self.config = config
         self._clock = clock
+        self.flush_latency_us = BucketCounts(FLUSH_LATENCY_BOUNDS_US)
+        """Durations of the SYNC_FLUSH commit-log fsync rounds, µs (the broker's
+        ``bolide_flush_latency_seconds``)."""
         self._builder = RecordBuilder(
             store_host=store_host,
             max_message_size_bytes=config.max_message_size_bytes,
@@ -239,7 +259,9 @@ class FileMessageStore:
         commit_log = self._commit_log
         end_offset = commit_log.max_offset
         self._group_commit.capture(end_offset)
-        return end_offset, FlushBatch(commit_log.dirty_segments(), self._file_ops)
+        return end_offset, FlushBatch(
+            commit_log.dirty_segments(), self._file_ops, self.flush_latency_us
+        )
 
     def _commit_log_flushed(self, end_offset: int) -> None:
         if self._write_failure is not None:

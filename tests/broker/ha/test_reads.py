@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bolide.broker.broker import Broker
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import PullSysFlag
 from bolide.remoting import ClientPool
@@ -34,12 +35,14 @@ async def test_suggestions_and_slave_reads(tmp_path: Path) -> None:
                 await wire.send("Reads", f"r{index}".encode(), queue_id=0)
             end = master.context.store.stats().commit_log_max_offset
             for slave in (reading_slave, closed_slave):
-                await eventually(
-                    lambda s=slave: (
+
+                def caught_up(s: Broker = slave) -> bool:
+                    return (
                         s.context.store.stats().commit_log_max_offset == end
                         and s.context.topics.find("Reads") is not None
                     )
-                )
+
+                await eventually(caught_up)
             # A consumer not far behind stays on (or is sent back to) the master.
             pulled = await wire.pull("Reads", 0, 0, group="CG_READS")
             assert pulled.ext_fields["suggestWhichBrokerId"] == "0"

@@ -2,8 +2,9 @@
 installs the rest, which live beside it: :mod:`.admin_topics` (215 delete topic, 202 topic
 stats, 300 who consumes a topic), :mod:`.admin_groups` (203/204 connection lists, 207 delete
 group, 208 consume stats, 314 clone offsets) and :mod:`.admin_consumers` (222 reset offset,
-307 running info forwarded to the client). Subscription groups (200, 201) are
-:mod:`.subscription_group`'s.
+307 running info and 309 consume directly, forwarded to the client) and :mod:`.admin_stats`
+(315 stats windows, 25/26 broker config, 303 consume time span, 321 consume queue).
+Subscription groups (200, 201) are :mod:`.subscription_group`'s.
 
 * UPDATE_AND_CREATE_TOPIC (17): create or update a topic, then register with the name servers
   before answering, so the route exists when the admin tool gets SUCCESS. An invalid or system
@@ -18,8 +19,10 @@ from __future__ import annotations
 from bolide.base.errors import ConfigError
 from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
 from bolide.broker.handlers.admin_groups import AdminGroupHandlers
+from bolide.broker.handlers.admin_stats import AdminStatsHandlers
 from bolide.broker.handlers.admin_topics import AdminTopicHandlers
 from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.metrics.runtime import runtime_table
 from bolide.protocol.bodies import BodyError, KVTable, TopicConfig
 from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES, parse_attributes
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -50,6 +53,7 @@ class AdminHandlers:
             AdminTopicHandlers(self._context),
             AdminGroupHandlers(self._context),
             AdminConsumerHandlers(self._context),
+            AdminStatsHandlers(self._context),
         ):
             handlers.install(dispatcher)
 
@@ -99,20 +103,7 @@ class AdminHandlers:
     ) -> RemotingCommand:
         del connection
         context = self._context
-        table = dict(context.stats.runtime_info())
-        store = context.store.stats()
-        table.update(
-            {
-                "commitLogMinOffset": str(store.commit_log_min_offset),
-                "commitLogMaxOffset": str(store.commit_log_max_offset),
-                "commitLogDiskRatio": f"{store.disk_used_ratio_percent / 100:.4f}",
-                "remainHowManyDataToFlush": str(
-                    max(0, store.commit_log_max_offset - store.commit_log_flushed_offset)
-                ),
-                "putMessageTimesTotal": str(store.put_message_count),
-                "longPollingParkedPulls": str(context.long_polling.count),
-            }
-        )
+        table = runtime_table(context)
         if context.replication is not None:
             table.update(context.replication.runtime_info())
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

@@ -28,6 +28,11 @@ RocketMQ's consumption progress):
   is SUCCESS with the Java-form ResetOffsetBody of the new offsets, online group or not (the
   Java broker answers CONSUMER_NOT_ONLINE for an offline group and changes nothing).
   Unknown topic: TOPIC_NOT_EXIST; unknown group: SUBSCRIPTION_GROUP_NOT_EXIST.
+* CONSUME_MESSAGE_DIRECTLY (309): header ``consumerGroup``, ``clientId``, ``msgId`` (an
+  offset message id of this broker). The stored record becomes the body and the request goes
+  to that client, whose listener consumes it; its ConsumeMessageDirectlyResult is returned as
+  is. Unknown or unreadable id: SYSTEM_ERROR; client offline: SYSTEM_ERROR; no verdict within
+  CONSUME_DIRECTLY_TIMEOUT_MS: CONSUME_MSG_TIMEOUT.
 * GET_CONSUMER_RUNNING_INFO (307): header ``consumerGroup``, ``clientId``, ``jstackEnable``;
   forwarded to that client over its own connection and its answer returned as is. Client
   not online: SYSTEM_ERROR; no answer within BROKER_CALL_CONSUMER_TIMEOUT_MS:
@@ -40,14 +45,24 @@ import asyncio
 import logging
 
 from bolide.base import limits
-from bolide.base.errors import BackpressureError, BolideError, RequestTimeoutError
+from bolide.base.errors import (
+    BackpressureError,
+    BolideError,
+    ProtocolError,
+    RequestTimeoutError,
+)
 from bolide.broker.channels import ClientChannelInfo
 from bolide.broker.handlers.admin_groups import flush_offsets, is_group_known
 from bolide.broker.handlers.context import BrokerContext
 from bolide.protocol.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
+from bolide.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from bolide.protocol.msgid import decode_offset_message_id
 from bolide.remoting import Connection, Dispatcher
 
 __all__ = [
@@ -92,12 +107,15 @@ class AdminConsumerHandlers:
         self._sends: set[asyncio.Task[None]] = set()
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 222 and 307 in the ``admin`` family."""
+        """Register codes 222, 307 and 309 in the ``admin`` family."""
         dispatcher.register(
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset, family="admin"
         )
         dispatcher.register(
             RequestCode.GET_CONSUMER_RUNNING_INFO, self.consumer_running_info, family="admin"
+        )
+        dispatcher.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, self.consume_message_directly, family="admin"
         )
 
     async def reset_offset(
@@ -206,26 +224,74 @@ class AdminConsumerHandlers:
         """Ask the named consumer for its running info; return its answer as is."""
         del connection
         header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
-        found = self._context.consumers.find_channel(header.consumer_group, header.client_id)
-        if found is None or found.channel.is_closed:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"the consumer {header.client_id} of group {header.consumer_group} is not online",
-            )
         forward = RemotingCommand.request(
             RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields()
         )
+        return await self._forward(
+            request,
+            forward,
+            header.consumer_group,
+            header.client_id,
+            limits.BROKER_CALL_CONSUMER_TIMEOUT_MS,
+        )
+
+    async def consume_message_directly(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Hand a stored message to one consumer's listener; return its verdict."""
+        del connection
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+        if header.client_id is None or header.msg_id is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, "clientId and msgId are required"
+            )
         try:
-            answer = await found.channel.invoke(forward, limits.BROKER_CALL_CONSUMER_TIMEOUT_MS)
+            _, commit_log_offset = decode_offset_message_id(header.msg_id)
+        except ProtocolError as error:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"msgId {header.msg_id} is not an offset id: {error}"
+            )
+        record = self._context.store.read_record(commit_log_offset)
+        if record is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"no message {header.msg_id} on this broker"
+            )
+        forward = RemotingCommand.request(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, header.to_ext_fields(), bytes(record)
+        )
+        return await self._forward(
+            request,
+            forward,
+            header.consumer_group,
+            header.client_id,
+            limits.CONSUME_DIRECTLY_TIMEOUT_MS,
+        )
+
+    async def _forward(
+        self,
+        request: RemotingCommand,
+        forward: RemotingCommand,
+        group: str,
+        client_id: str,
+        timeout_ms: int,
+    ) -> RemotingCommand:
+        found = self._context.consumers.find_channel(group, client_id)
+        if found is None or found.channel.is_closed:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer {client_id} of group {group} is not online",
+            )
+        header_client = client_id
+        try:
+            answer = await found.channel.invoke(forward, timeout_ms)
         except RequestTimeoutError:
             return request.make_response(
                 ResponseCode.CONSUME_MSG_TIMEOUT,
-                f"the consumer {header.client_id} did not answer within "
-                f"{limits.BROKER_CALL_CONSUMER_TIMEOUT_MS} ms",
+                f"the consumer {header_client} did not answer within {timeout_ms} ms",
             )
         except BolideError as error:
             return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"cannot reach the consumer {header.client_id}: {error}"
+                ResponseCode.SYSTEM_ERROR, f"cannot reach the consumer {header_client}: {error}"
             )
         return request.make_response(
             answer.code, answer.remark, answer.ext_fields, bytes(answer.body)

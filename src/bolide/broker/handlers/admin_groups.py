@@ -18,6 +18,13 @@
 * CLONE_GROUP_OFFSET (314): header ``srcGroup``, ``destGroup``, ``topic`` (optional),
   ``offline``; the source's offsets (of the topic, or of all its topics) are copied to the
   destination. Unless ``offline``, an online source only gives the topics it subscribes.
+* GET_BROKER_CONSUME_STATS (317): every group's GET_CONSUME_STATS in one answer
+  (ConsumeStatsList: ``brokerAddr``, ``totalDiff``, ``consumeStatsList`` = one
+  ``{group: [stats]}`` per group), plus Bolide's ``onlineClientCounts`` (group -> online
+  consumers), so a dashboard lists 1,000 groups with one request per broker instead of one
+  per group. With the header field ``listForm=true`` (Bolide's; Java ignores it) the queue
+  tables come as plain JSON lists instead of fastjson's object keys, which Python reads
+  ~20x faster. 208 and 317 fill ``consumeTps`` from the GROUP_GET_NUMS minute window.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import logging
 
 from bolide.base.errors import BackpressureError
 from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.metrics.stats_items import StatsName, group_stats_key
 from bolide.protocol.bodies import ConsumeStats, MessageQueue, OffsetWrapper
+from bolide.protocol.bodies.stats import LIST_FORM_FIELD, ConsumeStatsList
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -68,13 +77,14 @@ class AdminGroupHandlers:
         self._context = context
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 203, 204, 207, 208 and 314 in the ``admin`` family."""
+        """Register codes 203, 204, 207, 208, 314 and 317 in the ``admin`` family."""
         for code, handler in (
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections),
             (RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_group),
             (RequestCode.GET_CONSUME_STATS, self.consume_stats),
             (RequestCode.CLONE_GROUP_OFFSET, self.clone_offsets),
+            (RequestCode.GET_BROKER_CONSUME_STATS, self.broker_consume_stats),
         ):
             dispatcher.register(code, handler, family="admin")
 
@@ -116,6 +126,7 @@ class AdminGroupHandlers:
         context = self._context
         existed = await context.groups.delete(header.group_name)
         topics = context.offsets.remove_group(header.group_name) if header.remove_offset else []
+        context.stats.table.forget_group(header.group_name)
         if topics:
             await flush_offsets(context)
         _log.info(
@@ -139,10 +150,41 @@ class AdminGroupHandlers:
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"the consumer group {group} does not exist on this broker",
             )
+        body = self.group_consume_stats(group, header.topic)
+        return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
+
+    def group_consume_stats(self, group: str, topic: str | None) -> ConsumeStats:
+        """Per queue progress of ``group`` (on ``topic``, or every topic it consumes) and its
+        consume rate: messages per second pulled over the last minute (GROUP_GET_NUMS)."""
         table: dict[MessageQueue, OffsetWrapper] = {}
-        for topic in self._stats_topics(group, header.topic):
-            table.update(self._topic_stats(group, topic))
-        return request.make_response(ResponseCode.SUCCESS, body=ConsumeStats(table).to_json())
+        tps = 0.0
+        stats, now_ms = self._context.stats.table, self._context.clock.now_ms()
+        for each in self._stats_topics(group, topic):
+            table.update(self._topic_stats(group, each))
+            cell = stats.find(StatsName.GROUP_GET_NUMS, group_stats_key(each, group))
+            if cell is not None:
+                tps += cell.figures(cell.minute, now_ms).tps
+        return ConsumeStats(table, tps)
+
+    async def broker_consume_stats(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (317): every group's consume stats in one answer."""
+        del connection
+        context = self._context
+        groups = set(context.groups.group_names())
+        groups.update(context.consumers.groups())
+        groups.update(group for (_, group), _ in context.offsets.entries())
+        entries: list[tuple[str, ConsumeStats]] = []
+        online: dict[str, int] = {}
+        for group in sorted(groups):
+            entries.append((group, self.group_consume_stats(group, None)))
+            info = context.consumers.get_consumer_group_info(group)
+            online[group] = len(info.channels) if info is not None else 0
+        body = ConsumeStatsList(context.config.broker_address, tuple(entries), online)
+        list_form = request.ext_fields.get(LIST_FORM_FIELD) == "true"
+        encoded = body.to_list_form_json() if list_form else body.to_json()
+        return request.make_response(ResponseCode.SUCCESS, body=encoded)
 
     def _stats_topics(self, group: str, topic: str | None) -> list[str]:
         context = self._context

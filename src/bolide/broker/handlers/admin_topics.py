@@ -55,6 +55,7 @@ class AdminTopicHandlers:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
         context.store.delete_topic(topic)
         groups = context.offsets.remove_topic(topic)
+        context.stats.table.forget_topic(topic)
         if existed:
             _log.info(
                 "topic %s deleted by %s (offsets of %s dropped)",

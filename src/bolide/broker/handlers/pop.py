@@ -79,6 +79,8 @@ class PopHandlers:
             header.invisible_time_ms,
             ORDER_REVIVE_QUEUE_ID if header.order else 0,
             batch.rest_count,
+            batch.start_offset_info,
+            batch.message_offset_info,
         ).to_ext_fields()
         if batch.polling_full:
             return request.make_response(ResponseCode.SYSTEM_BUSY, "polling full", fields)

@@ -124,7 +124,9 @@ class PullHandlers:
         slave = context.config.broker_role is BrokerRole.SLAVE
         if slave and not context.config.slave_read_enable:
             # Java: a slave that may not serve reads sends the consumer back to the master.
-            return self._response(request, ResponseCode.PULL_RETRY_IMMEDIATELY, result, _MASTER_ID)
+            return self._response(
+                request, ResponseCode.PULL_RETRY_IMMEDIATELY, result, header, _MASTER_ID
+            )
         if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0 and not slave:
             self._commit(connection, header)
         if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & _SUSPEND:
@@ -147,7 +149,7 @@ class PullHandlers:
                 return self._refusal(request, header, busy)
             result = self._read(header, tag_codes, sql)
             code = _response_code(result, header.queue_offset)
-        return self._response(request, code, result, self._suggest(header, result))
+        return self._response(request, code, result, header, self._suggest(header, result))
 
     def _suggest(self, header: PullMessageRequestHeader, result: GetResult) -> str:
         """suggestWhichBrokerId: with slaveReadEnable, the group's whichBrokerWhenConsumeSlowly
@@ -276,14 +278,25 @@ class PullHandlers:
         return max(0, min(header.suspend_timeout_ms, limits.PULL_SUSPEND_MAX_MS))
 
     def _response(
-        self, request: RemotingCommand, code: ResponseCode, result: GetResult, suggest: str
+        self,
+        request: RemotingCommand,
+        code: ResponseCode,
+        result: GetResult,
+        header: PullMessageRequestHeader,
+        suggest: str,
     ) -> RemotingCommand:
         fields = _offset_fields(result.next_begin_offset, result.min_offset, result.max_offset)
         if suggest != _MASTER_ID:
             fields["suggestWhichBrokerId"] = suggest
         if code != ResponseCode.SUCCESS:
+            self._context.stats.record_get_miss()
             return request.make_response(code, result.status.value, fields)
-        self._context.stats.record_get(result.message_count, result.total_bytes)
+        self._context.stats.record_get(
+            result.message_count,
+            result.total_bytes,
+            topic=header.topic,
+            group=header.consumer_group,
+        )
         buffers: Sequence[memoryview | bytes] = result.buffers
         if request.language == LanguageCode.CPP:
             # The C++ client runs zlib on every compressed body and aborts on an error: it

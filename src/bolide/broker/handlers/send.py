@@ -34,6 +34,7 @@ MSG_REGION without a null check and the C++ client dereferences the decoded head
 from __future__ import annotations
 
 import logging
+import time
 from typing import TypeVar
 
 from bolide.base.errors import BolideError, InvariantViolationError, ProtocolError
@@ -223,6 +224,7 @@ class SendHandlers:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         """Store the message (or batch) of ``request``; see the module docstring."""
+        started_ns = time.perf_counter_ns()
         try:
             header = _decode_header(request)
             config = await self._topic_config(header)
@@ -245,7 +247,7 @@ class SendHandlers:
             and _waits_for_store(header.properties)
         ):
             await replication.wait_replicated(result)
-        return self._answer(request, result, queue_id)
+        return self._answer(request, result, queue_id, header.topic, started_ns)
 
     # --- checks -----------------------------------------------------------------------------
 
@@ -540,7 +542,12 @@ class SendHandlers:
     # --- the answer -------------------------------------------------------------------------
 
     def _answer(
-        self, request: RemotingCommand, result: PutResult, queue_id: int
+        self,
+        request: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        topic: str,
+        started_ns: int,
     ) -> RemotingCommand:
         status = result.status
         # Identity first: hashing an Enum member runs Python code, and PUT_OK is the rule.
@@ -552,7 +559,12 @@ class SendHandlers:
         if code is not ResponseCode.SUCCESS and code not in _STORED_CODES:
             stats.record_put_failure()
             return request.make_response(code, result.remark or default_remark, self._error_fields)
-        stats.record_put(result.message_count, result.wrote_bytes)
+        stats.record_put(
+            result.message_count,
+            result.wrote_bytes,
+            topic=topic,
+            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
+        )
         # The SendMessageResponseHeader fields, built directly: this runs for every send.
         fields = {
             "msgId": ",".join(result.message_ids),

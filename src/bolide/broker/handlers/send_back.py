@@ -75,6 +75,7 @@ class SendBackHandlers:
         result = outcome.result
         if outcome.status is SendBackStatus.STORED and result is not None:
             context.stats.record_put(result.message_count, result.wrote_bytes)
+            context.stats.record_send_back(header.origin_topic or "", header.group)
         elif outcome.status is SendBackStatus.FAILED:
             context.stats.record_put_failure()
         return request.make_response(_CODES[outcome.status], outcome.remark or None)

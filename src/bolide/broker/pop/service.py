@@ -78,6 +78,11 @@ class PopBatch:
     """Re-encoded records, each with its POP_CK and reconsume times."""
     rest_count: int
     polling_full: bool = False
+    start_offset_info: str = ""
+    """Java's ``startOffsetInfo``: ``0 <queueId> <startOffset>`` per queue popped, ``;``-joined
+    (0: not a retry topic); Java's remoting POP consumer builds each handle from these."""
+    message_offset_info: str = ""
+    """Java's ``msgOffsetInfo``: ``0 <queueId> <offset>,<offset>...`` per queue, ``;``-joined."""
 
 
 class PopService:
@@ -161,6 +166,8 @@ class PopService:
         """One pass over the queues without waiting."""
         now_ms = self._clock.now_ms()
         records: list[bytes] = []
+        starts: list[str] = []
+        offsets: list[str] = []
         rest = 0
         for queue_id in request.queue_ids:
             room = request.max_messages - len(records)
@@ -179,9 +186,13 @@ class PopService:
             if room <= 0 or (request.order and queue.blocked):
                 rest += max(0, max_offset - queue.pop_offset)
                 continue
-            records.extend(self._pop_queue(key, queue, request, room, now_ms))
+            popped, start, popped_offsets = self._pop_queue(key, queue, request, room, now_ms)
+            if popped:
+                records.extend(popped)
+                starts.append(f"0 {queue_id} {start}")
+                offsets.append(f"0 {queue_id} {','.join(map(str, popped_offsets))}")
             rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)
-        return PopBatch(now_ms, records, rest)
+        return PopBatch(now_ms, records, rest, False, ";".join(starts), ";".join(offsets))
 
     def _queue(self, key: PopKey, init_mode: int) -> QueueState:
         queue = self.state.queues.get(key)
@@ -200,7 +211,8 @@ class PopService:
 
     def _pop_queue(
         self, key: PopKey, queue: QueueState, request: PopRequest, room: int, now_ms: int
-    ) -> list[bytes]:
+    ) -> tuple[list[bytes], int, list[int]]:
+        """Pop up to ``room`` messages of one queue: (records, start offset, their offsets)."""
         topic, _, queue_id = key
         picked: list[tuple[MessageExt, int]] = []
         for offset in sorted(queue.came_back)[:room]:
@@ -231,17 +243,18 @@ class PopService:
                     fresh = []
                 picked.extend((message, 1) for message in fresh)
         if not picked and next_offset == queue.pop_offset:
-            return []
+            return [], next_offset, []
         revive_queue_id = ORDER_REVIVE_QUEUE_ID if request.order else 0
         entries = [(m.queue_offset, a, m.commit_log_offset) for m, a in picked]
         record = self.state.popped(key, entries, next_offset, now_ms, request.invisible_time_ms)
         self.log.append(record)
         self._commit(key)
         start = picked[0][0].queue_offset if picked else next_offset
-        return [
+        encoded = [
             self._encode(m, a, start, now_ms, request.invisible_time_ms, revive_queue_id)
             for m, a in picked
         ]
+        return encoded, start, [m.queue_offset for m, _ in picked]
 
     def _read_one(self, commit_log_offset: int) -> MessageExt | None:
         record = self._store.read_record(commit_log_offset)

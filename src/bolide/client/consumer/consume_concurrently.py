@@ -40,10 +40,12 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, invariant
 from bolide.base.service import Service
+from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.listener import AdaptedListener, ConsumeContext, ConsumeResult
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.protocol.bodies import MessageModel, MessageQueue
+from bolide.protocol.bodies.stats import CMResult, ConsumeMessageDirectlyResult
 from bolide.protocol.message import Message, MessageExt, PropertyKey
 from bolide.protocol.system_topics import retry_topic
 
@@ -157,6 +159,8 @@ class ConcurrentConsumeService:
         self._offset_store = offset_store
         self._send_back = send_back
         self._clock = clock
+        self.rates = ConsumeRates()
+        """Measured OK/failed TPS and listener RT per topic (GET_CONSUMER_RUNNING_INFO)."""
         self._owned_queues = owned_queues
         self._batch_max_size = batch_max_size
         self._thread_max = thread_max
@@ -268,11 +272,51 @@ class ConcurrentConsumeService:
             queue.topic, queue.broker_name, queue.queue_id, len(request.messages) - 1
         )
         result = await self._call_listener(request.messages, context)
-        self.stats.consume_time_total_ms += self._clock.now_ms() - started_ms
+        now_ms = self._clock.now_ms()
+        self.stats.consume_time_total_ms += now_ms - started_ms
         if request.process_queue.dropped:
             _log.info("%s: %s was dropped while consuming; result ignored", self.group, queue)
             return
+        last_ok = ack_index_for(result, context.ack_index, len(request.messages))
+        self.rates.record(
+            queue.topic,
+            last_ok + 1,
+            len(request.messages) - last_ok - 1,
+            now_ms - started_ms,
+            now_ms,
+        )
         await self._process_result(request, result, context)
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: run the listener on ``message`` alone; offsets, retries
+        and the process queues are untouched (the message is consumed outside the flow)."""
+        context = ConsumeContext(message.topic, broker_name, message.queue_id, 0)
+        started_ms = self._clock.now_ms()
+        try:
+            if self._listener.is_async:
+                result = await self._listener.call([message], context)
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(
+                    self._executor, self._listener.call, [message], context
+                )
+        except Exception as error:
+            return ConsumeMessageDirectlyResult(
+                CMResult.CR_THROW_EXCEPTION,
+                remark=f"{type(error).__name__}: {error}",
+                spent_time_ms=self._clock.now_ms() - started_ms,
+            )
+        if result is ConsumeResult.SUCCESS:
+            verdict = CMResult.CR_SUCCESS
+        elif result is ConsumeResult.RECONSUME_LATER:
+            verdict = CMResult.CR_LATER
+        else:
+            verdict = CMResult.CR_RETURN_NULL
+        return ConsumeMessageDirectlyResult(
+            verdict, spent_time_ms=self._clock.now_ms() - started_ms
+        )
 
     async def _call_listener(
         self, messages: list[MessageExt], context: ConsumeContext

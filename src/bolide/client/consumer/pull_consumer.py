@@ -69,6 +69,7 @@ from bolide.protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
+from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import is_retry_topic
 from bolide.remoting.tls import TlsClientSettings
@@ -600,6 +601,13 @@ class PullConsumer(AsyncLifecycle):
             if state is not None:
                 self._restart(queue, state, offset)
         await store.persist_all(list(self._assigned))
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """A pull consumer has no listener to hand a message to (None)."""
+        del message, broker_name
+        return None
 
     def running_info(self) -> ConsumerRunningInfo:
         table: dict[MessageQueue, dict[str, Any]] = {

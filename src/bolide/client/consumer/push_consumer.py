@@ -85,6 +85,8 @@ from bolide.protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
+from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
+from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import is_retry_topic, retry_topic
 from bolide.remoting.tls import TlsClientSettings
 
@@ -645,6 +647,31 @@ class PushConsumer(AsyncLifecycle):
         if self._running:
             await self.rebalancer.reset_offsets(topic, offsets)
 
+    def _status(self, topic: str, failed: int) -> dict[str, float | int]:
+        """One topic's ConsumeStatus: measured listener rates (concurrent consumption)."""
+        ok_tps = failed_tps = rt_ms = 0.0
+        if self._consume is not None:
+            ok_tps, failed_tps, rt_ms = self._consume.rates.status(
+                topic, self.instance.clock.now_ms()
+            )
+        return {
+            "consumeOKTPS": ok_tps,
+            "consumeFailedTPS": failed_tps,
+            "consumeFailedMsgs": failed,
+            "consumeRT": rt_ms,
+            "pullRT": 0.0,
+            "pullTPS": 0.0,
+        }
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """CONSUME_MESSAGE_DIRECTLY: the listener's verdict on ``message`` (None: orderly
+        consumers and stopped ones do not consume directly)."""
+        if self._consume is None:
+            return None
+        return await self._consume.consume_directly(message, broker_name)
+
     def running_info(self) -> ConsumerRunningInfo:
         """This consumer's state for GET_CONSUMER_RUNNING_INFO."""
         rebalancer = self._rebalancer
@@ -668,17 +695,7 @@ class PushConsumer(AsyncLifecycle):
             failed = self._consume.stats.consumed_failed
         elif self._orderly is not None:
             failed = self._orderly.stats.suspended
-        status_table = {
-            topic: {
-                "consumeOKTPS": 0.0,
-                "consumeFailedTPS": 0.0,
-                "consumeFailedMsgs": failed,
-                "consumeRT": 0.0,
-                "pullRT": 0.0,
-                "pullTPS": 0.0,
-            }
-            for topic in self._subscriptions
-        }
+        status_table = {topic: self._status(topic, failed) for topic in self._subscriptions}
         properties = {
             "PROP_CONSUME_TYPE": ConsumeType.CONSUME_PASSIVELY.name,
             "PROP_CONSUMEORDERLY": str(self.orderly).lower(),

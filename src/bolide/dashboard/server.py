@@ -1,0 +1,116 @@
+"""Serving the dashboard: uvicorn on the caller's event loop, with a socket we bind (port 0
+works and :attr:`DashboardServer.port` tells the real one). ``bolide standalone`` runs it
+beside the name server and broker; ``bolide dashboard`` runs it alone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+from bolide.client.admin import AdminClient
+from bolide.dashboard.app import DashboardSettings, create_app
+
+__all__ = ["DashboardServer"]
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn sharing a loop: the process's signals stay with its owner (standalone stops
+    the dashboard itself), and :attr:`ready` is set once the socket accepts requests."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+
+_log = logging.getLogger("bolide.dashboard")
+
+
+class DashboardServer:
+    """The dashboard on ``host:port`` over the name servers of ``settings``."""
+
+    def __init__(self, settings: DashboardSettings, host: str, port: int) -> None:
+        self._settings = settings
+        self._host = host
+        self._requested_port = port
+        self._socket: socket.socket | None = None
+        self._server: _EmbeddedServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._admin: AdminClient | None = None
+        self._app: Any = None
+
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            return self._requested_port
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def address(self) -> str:
+        return f"{self._host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind, start the admin client and serve; raises OSError when the port is taken."""
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self._host, self._requested_port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._socket = sock
+        admin = AdminClient(self._settings.namesrv, tls=self._settings.tls)
+        await admin.start()
+        self._admin = admin
+        config = uvicorn.Config(
+            create_app(admin, self._settings),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+            server_header=False,
+        )
+        self._app = config.app
+        self._server = server = _EmbeddedServer(config)
+        self._task = task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        ready = asyncio.ensure_future(server.ready.wait())
+        await asyncio.wait((task, ready), return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if task.done():
+            await self.stop()
+            raise OSError(f"the dashboard on {self.address} did not start")
+        _log.info("dashboard on http://%s/", self.address)
+
+    async def stop(self) -> None:
+        server, task = self._server, self._task
+        self._server = self._task = None
+        if server is not None:
+            server.should_exit = True
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+        app, self._app = self._app, None
+        if app is not None:
+            await app.state.dashboard.close()
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            await admin.close()
+        sock, self._socket = self._socket, None
+        if sock is not None:
+            sock.close()
