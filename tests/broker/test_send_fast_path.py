@@ -125,6 +125,16 @@ def _state(broker: Broker) -> tuple[bytes, dict[tuple[str, int], list[tuple[int,
     return _normalized(log, broker), entries
 
 
+def _counts(broker: Broker) -> tuple[int, int, int, int]:
+    stats = broker.context.stats
+    return (
+        stats.put_request_count,
+        stats.put_total_messages,
+        stats.put_total_bytes,
+        stats.put_failure_count,
+    )
+
+
 def _feed(broker: Broker, frames: list[bytes], *, fast: bool, chunk: int) -> bytes:
     dispatcher = broker.server.dispatcher
     dispatcher.fast_handlers_enabled = fast
@@ -157,4 +167,5 @@ async def test_the_fast_path_stores_and_answers_as_the_general_path(
         assert general.server.dispatcher.fast_answer_count == 0
         assert answers_fast == answers_general
         assert _state(fast) == _state(general)
+        assert _counts(fast) == _counts(general)
         assert len(answers_fast) > 0

@@ -168,6 +168,7 @@ class SendHandlers:
         nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
         both give the same record and the same answer (tests/broker/test_send_fast_path.py
         compares them byte for byte)."""
+        started_ns = time.perf_counter_ns()
         context = self._context
         broker_config = context.config
         if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
@@ -214,8 +215,13 @@ class SendHandlers:
             or result.remark
             or request.serialize_type != SerializeType.JSON
         ):
-            return self._answer(request, result, queue_id)
-        context.stats.record_put(result.message_count, result.wrote_bytes)
+            return self._answer(request, result, queue_id, topic, started_ns)
+        context.stats.record_put(
+            result.message_count,
+            result.wrote_bytes,
+            topic=topic,
+            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
+        )
         return self._success_frames.frame(
             request.opaque, result.message_ids[0], queue_id, result.queue_offset
         )
