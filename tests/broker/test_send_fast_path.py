@@ -135,10 +135,17 @@ def _counts(broker: Broker) -> tuple[int, int, int, int]:
     )
 
 
-def _feed(broker: Broker, frames: list[bytes], *, fast: bool, chunk: int) -> bytes:
+def _feed(
+    broker: Broker,
+    frames: list[bytes],
+    *,
+    fast: bool,
+    chunk: int,
+    peer: tuple[str, int] | str = _PEER,
+) -> bytes:
     dispatcher = broker.server.dispatcher
     dispatcher.fast_handlers_enabled = fast
-    transport = MemoryTransport(_PEER, ("127.0.0.1", broker.port))
+    transport = MemoryTransport(peer, ("127.0.0.1", broker.port))
     connection = Connection(dispatcher)
     connection.connection_made(transport)
     for start in range(0, len(frames), chunk):
@@ -169,3 +176,17 @@ async def test_the_fast_path_stores_and_answers_as_the_general_path(
         assert _state(fast) == _state(general)
         assert _counts(fast) == _counts(general)
         assert len(answers_fast) > 0
+
+
+async def test_an_unusable_peer_address_is_answered_alike(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, broker_names=("fast", "general")) as cluster:
+        fast, general = cluster.broker("fast"), cluster.broker("general")
+        frames = [_request("FastTopic", 1), _request("FastTopic", 2, oneway=True)]
+        answers = []
+        for broker, on in ((fast, True), (general, False)):
+            assert await broker.context.topics.update_topic_config(TopicConfig("FastTopic", 4, 4))
+            answers.append(_feed(broker, frames, fast=on, chunk=2, peer="no address"))
+            assert broker.context.stats.put_failure_count == 2
+        assert answers[0] == answers[1]
+        assert b"SYSTEM_ERROR" not in answers[0]  # the code is a number; the remark names it
+        assert b"unusable" in answers[0]

@@ -17,7 +17,7 @@ __all__ = ["MemoryTransport"]
 class MemoryTransport(asyncio.Transport):
     """Keeps every byte written (:attr:`written`); reports fixed socket addresses."""
 
-    def __init__(self, peer: tuple[str, int], local: tuple[str, int]) -> None:
+    def __init__(self, peer: tuple[str, int] | str, local: tuple[str, int]) -> None:
         super().__init__()
         self._extra = {"peername": peer, "sockname": local}
         self.written = bytearray()

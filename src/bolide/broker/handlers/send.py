@@ -198,13 +198,13 @@ class SendHandlers:
             queue_id = self._any_writable_queue(config)
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
-        put = _put_request(
-            connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
-            reconsume,
-        )  # fmt: skip
         try:
+            put = _put_request(
+                connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
+                reconsume,
+            )  # fmt: skip
             result = context.store.put_message_at_once(put)
-        except BolideError as error:  # as send_message answers it
+        except BolideError as error:  # as send_message answers it (an unusable peer address)
             context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
