@@ -119,6 +119,7 @@ class FileMessageStore:
         )
         self._checkpoint = CheckpointFile(config.checkpoint_path, self._file_ops)
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.puts_at_once = not self._sync_flush  # see MessageStore.put_message_at_once
         self._group_commit = GroupCommit()
         self._executor: ThreadPoolExecutor | None = None
         self._services: list[Service] = []
@@ -430,17 +431,9 @@ class FileMessageStore:
             await self._wait_flushed(result)
         return result
 
-    @property
-    def puts_at_once(self) -> bool:
-        """True under ASYNC flush (see MessageStore.put_message_at_once)."""
-        return not self._sync_flush
-
     def put_message_at_once(self, request: PutRequest) -> PutResult | None:
-        """Store one message without waiting (see MessageStore.put_message_at_once): under
-        ASYNC flush, exactly :meth:`put_message`; under SYNC flush None (nothing stored)."""
-        if self._sync_flush:
-            return None
-        return self._append_one(request)
+        """ASYNC flush: :meth:`put_message` without a coroutine; SYNC: None, nothing stored."""
+        return None if self._sync_flush else self._append_one(request)
 
     async def put_message_list(
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
