@@ -82,6 +82,7 @@ async def test_group_lag_then_reset_offsets(
 
     await page.goto(standalone.url + "/groups")
     await expect(page.locator(f'#groups tr[data-group="{group}"] .lag')).to_have_text("15")
+    await expect(page.locator(f'#groups tr[data-group="{group}"] .orderly')).to_have_text("no")
     assert (await screenshots.take(page, "groups")).exists()
     await page.click(f'#groups a:text-is("{group}")')
     await expect(page.locator("#group-lag")).to_have_text("15")
@@ -204,6 +205,7 @@ async def test_topic_pages_create_send_and_delete(
     await page.click("#create-topic button")
     await expect(page.locator(".flash")).to_contain_text("Topic DashCreated created")
     await expect(page.locator("#queues tbody tr")).to_have_count(2)
+    await expect(page.locator("#message-type")).to_have_text("NORMAL")  # what 5.x clients see
     await page.fill("#send-message input[name=keys]", "hello-key")
     await page.fill("#send-message textarea[name=body]", "hello from the dashboard")
     await page.click("#send-message button")

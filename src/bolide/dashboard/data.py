@@ -178,6 +178,8 @@ class GroupRow:
     lag: int = 0
     consume_tps: float = 0.0
     online: int = 0
+    orderly: bool = False
+    """consumeMessageOrderly: 5.x clients consume it as a FIFO group (Settings.fifo)."""
 
 
 async def group_rows(admin: AdminClient, *, include_system: bool = False) -> list[GroupRow]:
@@ -193,6 +195,7 @@ async def group_rows(admin: AdminClient, *, include_system: bool = False) -> lis
     for group, by_broker in configs.items():
         row = rows.setdefault(group, GroupRow(group))
         row.brokers = sorted(by_broker)
+        row.orderly = any(config.consume_orderly_enable for config in by_broker.values())
     for listing in listings:
         if isinstance(listing, BolideError):
             continue

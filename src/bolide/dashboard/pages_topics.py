@@ -82,6 +82,11 @@ async def topic_page(dashboard: Dashboard, request: Request, session: Session) -
             if address
         ]
     )
+    message_types = (
+        sorted({config.message_type for config in configs.values()})
+        if isinstance(configs, dict)
+        else []
+    )
     put_tps = sum(r.stats_minute.tps for r in rates if not isinstance(r, BolideError))
     put_today = sum(r.stats_day.sum for r in rates if not isinstance(r, BolideError))
     return dashboard.render(
@@ -90,6 +95,7 @@ async def topic_page(dashboard: Dashboard, request: Request, session: Session) -
         "topic.html",
         topic=topic,
         kind=topic_kind(topic),
+        message_type=" / ".join(message_types),
         route=route,
         queues=[] if isinstance(status, BolideError) else status,
         groups=[] if isinstance(groups, BolideError) else groups,
