@@ -37,7 +37,8 @@ from bolide.broker.metrics.figures import (
     group_figures,
     topic_figures,
 )
-from bolide.broker.metrics.otel import bolide_families, gauge, otel_families
+from bolide.broker.metrics.label_sets import LabelSets
+from bolide.broker.metrics.otel import OtelLabelSets, bolide_families, gauge, otel_families
 from bolide.broker.metrics.runtime import pmdt_counts, runtime_numbers
 from bolide.protocol.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -191,9 +192,23 @@ class BrokerCollector(Collector):
         """The store's fsync round durations (µs), when the store measures them."""
         self.client_figures: Callable[[], list[ClientFigures]] = list
         """The consumers' latest running-info figures (the ``rocketmq_client_*`` family)."""
+        self._topic_labels = LabelSets(TOPIC_LABELS)
+        self._dlq_labels = LabelSets(("cluster", "broker", "group"))
+        self._group_labels = LabelSets(GROUP_LABELS)
+        self._diff_labels = LabelSets(DIFF_LABELS)
+        self._otel_labels = OtelLabelSets()
+        self._label_sets = (
+            self._topic_labels,
+            self._dlq_labels,
+            self._group_labels,
+            self._diff_labels,
+            *self._otel_labels.all(),
+        )
 
     def collect(self) -> Iterator[Metric]:
         context = self._context
+        for label_sets in self._label_sets:
+            label_sets.next_scrape()
         topics = topic_figures(context)
         groups = list(group_figures(context, topics))
         yield from self._exporter_topics(topics)
@@ -225,17 +240,22 @@ class BrokerCollector(Collector):
         size = GaugeMetricFamily(
             "rocketmq_producer_message_size", "TopicPutMessageSize", labels=TOPIC_LABELS
         )
+        topic_labels, dlq_labels = self._topic_labels, self._dlq_labels
         for topic, figures in topics.items():
-            if figures.kind == TopicKind.NORMAL:
-                offset.add_metric((cluster, broker, topic), figures.total_offset)
-            elif figures.kind == TopicKind.RETRY:
-                retry.add_metric((cluster, broker, topic), figures.total_offset)
-            elif figures.kind == TopicKind.DLQ:
+            kind = figures.kind
+            if kind == TopicKind.SYSTEM:
+                continue
+            labels = (cluster, broker, topic)
+            if kind == TopicKind.NORMAL:
+                topic_labels.add(offset, labels, figures.total_offset)
+            elif kind == TopicKind.RETRY:
+                topic_labels.add(retry, labels, figures.total_offset)
+            else:
                 group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
-                dlq.add_metric((cluster, broker, group), figures.total_offset)
-            if figures.kind != TopicKind.SYSTEM and figures.has_put_stats:
-                tps.add_metric((cluster, broker, topic), figures.put_tps)
-                size.add_metric((cluster, broker, topic), figures.put_bytes_per_second)
+                dlq_labels.add(dlq, (cluster, broker, group), figures.total_offset)
+            if figures.has_put_stats:
+                topic_labels.add(tps, labels, figures.put_tps)
+                topic_labels.add(size, labels, figures.put_bytes_per_second)
         yield from (offset, retry, dlq, tps, size)
 
     def _exporter_groups(self, groups: list[GroupFigures]) -> Iterator[Metric]:
@@ -260,6 +280,7 @@ class BrokerCollector(Collector):
                 (TopicKind.DLQ, "rocketmq_group_dlqdiff", "GroupDLQDiff"),
             )
         }
+        group_labels, diff_labels = self._group_labels, self._diff_labels
         for each in groups:
             labels = (cluster, broker, each.topic, each.group)
             values: tuple[tuple[str, float], ...] = (
@@ -275,9 +296,10 @@ class BrokerCollector(Collector):
                     ("rocketmq_send_back_nums", each.send_back_per_minute),
                 )
             for name, value in values:
-                families[name].add_metric(labels, value)
+                group_labels.add(families[name], labels, value)
             kind = _diff_kind(each.topic)
-            diffs[kind].add_metric(
+            diff_labels.add(
+                diffs[kind],
                 (each.group, each.topic, str(each.online_consumers), str(int(each.message_model))),
                 each.lag,
             )
@@ -369,7 +391,7 @@ class BrokerCollector(Collector):
     def _otel(
         self, topics: dict[str, TopicFigures], groups: list[GroupFigures]
     ) -> Iterator[Metric]:
-        yield from otel_families(self._context, topics, groups)
+        yield from otel_families(self._context, topics, groups, self._otel_labels)
 
     # --- Bolide's own -------------------------------------------------------------------------
 

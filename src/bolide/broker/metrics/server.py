@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import gzip
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator
 
@@ -28,7 +29,7 @@ from prometheus_client.registry import Collector
 
 from bolide.base import limits
 
-__all__ = ["MetricsServer"]
+__all__ = ["MetricsServer", "RenderCache"]
 
 _log = logging.getLogger("bolide.broker.metrics")
 
@@ -48,6 +49,7 @@ class MetricsServer:
         """How long the latest scrape took to build, ms (wall time)."""
         self.last_collect_ms = 0.0
         """How long the latest scrape held the event loop (collecting the families), ms."""
+        self._rendered = RenderCache()
 
     @property
     def port(self) -> int:
@@ -91,7 +93,7 @@ class MetricsServer:
         started = time.perf_counter()
         families = list(self._registry.collect())
         self.last_collect_ms = (time.perf_counter() - started) * 1000
-        text = await asyncio.to_thread(generate_latest, _Snapshot(families))
+        text = await asyncio.to_thread(self._rendered.render, families)
         self.last_scrape_ms = (time.perf_counter() - started) * 1000
         return text
 
@@ -186,3 +188,39 @@ class _Snapshot(Collector):
 
     def collect(self) -> Iterator[Metric]:
         return iter(self._families)
+
+
+class RenderCache:
+    """prometheus_client's text of each family, kept from the previous scrape: a family whose
+    name, HELP, type and samples (labels and values) are all equal to last time is not
+    rendered again. The text is byte for byte what ``generate_latest`` writes for the whole
+    list (it renders family by family and joins). Used from one worker thread at a time."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, tuple[Metric, bytes]] = {}
+        self._lock = threading.Lock()
+        self.rendered_count = 0
+        """Families rendered (not served from the cache) so far."""
+
+    def render(self, families: list[Metric]) -> bytes:
+        with self._lock:  # two scrapes at once: the second waits, then reuses the first's work
+            texts: dict[str, tuple[Metric, bytes]] = {}
+            parts: list[bytes] = []
+            for family in families:
+                cached = self._texts.get(family.name)
+                if cached is None or not _same(cached[0], family):
+                    cached = (family, generate_latest(_Snapshot((family,))))
+                    self.rendered_count += 1
+                texts[family.name] = cached
+                parts.append(cached[1])
+            self._texts = texts
+            return b"".join(parts)
+
+
+def _same(before: Metric, now: Metric) -> bool:
+    return (
+        before.type == now.type
+        and before.documentation == now.documentation
+        and before.unit == now.unit
+        and before.samples == now.samples
+    )
