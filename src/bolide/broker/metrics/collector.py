@@ -38,7 +38,13 @@ from bolide.broker.metrics.figures import (
     topic_figures,
 )
 from bolide.broker.metrics.label_sets import LabelSets
-from bolide.broker.metrics.otel import OtelLabelSets, bolide_families, gauge, otel_families
+from bolide.broker.metrics.otel import (
+    OtelLabelSets,
+    bolide_families,
+    gauge,
+    otel_group_families,
+    otel_live_families,
+)
 from bolide.broker.metrics.runtime import pmdt_counts, runtime_numbers
 from bolide.protocol.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -206,18 +212,33 @@ class BrokerCollector(Collector):
         )
 
     def collect(self) -> Iterator[Metric]:
+        yield from self.freeze().collect()
+
+    def freeze(self) -> Collector:
+        """Read what the scrape needs from the broker's live tables (on its loop): the
+        topic and group figures and the small families. The returned collector builds the
+        large per-topic and per-group families from that copy alone, on any thread."""
         context = self._context
         for label_sets in self._label_sets:
             label_sets.next_scrape()
         topics = topic_figures(context)
         groups = list(group_figures(context, topics))
-        yield from self._exporter_topics(topics)
-        yield from self._exporter_groups(groups)
-        yield from self._exporter_broker()
-        yield from self._exporter_runtime()
-        yield from _client_families(self.client_figures())
-        yield from self._otel(topics, groups)
-        yield from self._bolide()
+        broker = [*self._exporter_broker(), *self._exporter_runtime()]
+        clients = list(_client_families(self.client_figures()))
+        otel_in, otel_rest = otel_live_families(context, topics, self._otel_labels)
+        bolide = list(self._bolide())
+
+        def build() -> Iterator[Metric]:
+            yield from self._exporter_topics(topics)
+            yield from self._exporter_groups(groups)
+            yield from broker
+            yield from clients
+            yield from otel_in
+            yield from otel_group_families(context, topics, groups, self._otel_labels)
+            yield from otel_rest
+            yield from bolide
+
+        return _Frozen(build)
 
     # --- rocketmq-exporter ------------------------------------------------------------------
 
@@ -388,11 +409,6 @@ class BrokerCollector(Collector):
 
     # --- RocketMQ 5 names -------------------------------------------------------------------
 
-    def _otel(
-        self, topics: dict[str, TopicFigures], groups: list[GroupFigures]
-    ) -> Iterator[Metric]:
-        yield from otel_families(self._context, topics, groups, self._otel_labels)
-
     # --- Bolide's own -------------------------------------------------------------------------
 
     def _bolide(self) -> Iterator[Metric]:
@@ -422,6 +438,16 @@ def _client_families(figures: list[ClientFigures]) -> Iterator[Metric]:
                 labels = (each.client_address, each.client_id, each.group, each.topic)
                 family.add_metric(labels, each.status[key])
         yield family
+
+
+class _Frozen(Collector):
+    """One scrape's families, built by ``build`` from figures already read."""
+
+    def __init__(self, build: Callable[[], Iterator[Metric]]) -> None:
+        self._build = build
+
+    def collect(self) -> Iterator[Metric]:
+        return self._build()
 
 
 def _diff_kind(topic: str) -> str:

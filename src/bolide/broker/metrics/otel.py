@@ -24,7 +24,15 @@ from bolide.broker.metrics.label_sets import LabelSets
 from bolide.protocol.bodies.heartbeat import ConsumeType
 from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 
-__all__ = ["OtelLabelSets", "bolide_families", "gauge", "histogram_family", "otel_families"]
+__all__ = [
+    "OtelLabelSets",
+    "bolide_families",
+    "gauge",
+    "histogram_family",
+    "otel_families",
+    "otel_group_families",
+    "otel_live_families",
+]
 
 _NODE = ("cluster", "node_type", "node_id")
 
@@ -91,15 +99,40 @@ def otel_families(
     label_sets: OtelLabelSets | None = None,
 ) -> Iterator[Metric]:
     """Every RocketMQ 5 family of the broker."""
-    config = context.config
-    node = (config.broker_cluster_name, "broker", config.broker_name)
     sets = label_sets or OtelLabelSets()
-    yield from _traffic_in(context, topics, node, sets.traffic_in)
-    yield from _traffic_out_and_lag(topics, groups, node, sets)
-    yield from _broker_figures(context, topics, node)
-    yield from _connections(context, node)
-    yield from _storage(context, node)
-    yield from _transactions(context, node)
+    traffic_in, rest = otel_live_families(context, topics, sets)
+    yield from traffic_in
+    yield from otel_group_families(context, topics, groups, sets)
+    yield from rest
+
+
+def otel_live_families(
+    context: BrokerContext, topics: dict[str, TopicFigures], sets: OtelLabelSets
+) -> tuple[list[Metric], list[Metric]]:
+    """The families that read the broker's tables (built on its loop): traffic in by topic
+    and message type; then broker figures, connections, storage, transactions."""
+    node = _node(context)
+    return list(_traffic_in(context, topics, node, sets.traffic_in)), [
+        *_broker_figures(context, topics, node),
+        *_connections(context, node),
+        *_storage(context, node),
+        *_transactions(context, node),
+    ]
+
+
+def otel_group_families(
+    context: BrokerContext,
+    topics: dict[str, TopicFigures],
+    groups: list[GroupFigures],
+    sets: OtelLabelSets,
+) -> Iterator[Metric]:
+    """Traffic out and lag by (topic, group): built from the figures alone, on any thread."""
+    yield from _traffic_out_and_lag(topics, groups, _node(context), sets)
+
+
+def _node(context: BrokerContext) -> Node:
+    config = context.config
+    return (config.broker_cluster_name, "broker", config.broker_name)
 
 
 def _traffic_in(

@@ -20,7 +20,7 @@ import gzip
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
@@ -39,8 +39,17 @@ _INDEX = b'<html><body><a href="/metrics">/metrics</a></body></html>\n'
 class MetricsServer:
     """Serves ``registry`` on ``host:port`` (port 0: a free one, see :attr:`port`)."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        freeze: Callable[[], Collector] | None = None,
+    ) -> None:
         self._registry = registry
+        self._freeze = freeze or (lambda: _Snapshot(registry.collect()))
+        """Called on the loop at each scrape: reads what the scrape needs from live state;
+        the collector it returns is collected and rendered on a worker thread."""
         self._host = host
         self._requested_port = port
         self._server: asyncio.Server | None = None
@@ -87,15 +96,23 @@ class MetricsServer:
         return generate_latest(self._registry)
 
     async def exposition_off_loop(self) -> bytes:
-        """The text a scrape gets: the families are collected on the loop (they read the
-        broker's live tables), then rendered to text on a worker thread from that frozen
-        snapshot, so the loop is held only for the collection."""
+        """The text a scrape gets: what the families need is read on the loop (the broker's
+        live tables, see ``freeze``), then the families are built and rendered to text on a
+        worker thread, so the loop is held only for the reading."""
         started = time.perf_counter()
-        families = list(self._registry.collect())
+        frozen = self._freeze()
         self.last_collect_ms = (time.perf_counter() - started) * 1000
-        text = await asyncio.to_thread(self._rendered.render, families)
+        text = await asyncio.to_thread(self._render, frozen)
         self.last_scrape_ms = (time.perf_counter() - started) * 1000
         return text
+
+    @property
+    def rendered_count(self) -> int:
+        """Families rendered to text so far (the others came from the render cache)."""
+        return self._rendered.rendered_count
+
+    def _render(self, frozen: Collector) -> bytes:
+        return self._rendered.render(list(frozen.collect()))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
