@@ -15,8 +15,11 @@ Three sets of names (every one listed with its meaning in docs/operations.md):
 * Bolide's own: send latency and flush latency histograms, parked long polls, delay backlog
   per level, timer backlog, rebalance notifications.
 
-The collector keeps nothing between scrapes: rates come from the stats cells, lag from the
-store's max offsets and the offset table (:mod:`.figures`).
+The collector keeps no figures between scrapes: rates come from the stats cells, lag from the
+store's max offsets and the offset table (:mod:`.figures`), read on the broker's loop by
+:meth:`BrokerCollector.freeze`; only the label dicts of the previous scrape's series are kept
+for reuse (:mod:`.label_sets`). The large families are built from the figures later, on the
+thread that renders them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The /metrics endpoint: a small HTTP/1.1 server on the broker's event loop.
 
 The exposition text is prometheus_client's (``generate_latest``); only the socket handling is
-ours, so the figures are collected on the loop thread that owns the broker's tables (no locks)
-and no web framework is needed in the broker. Rendering the collected families to text is the
-larger half of a big scrape's cost; it runs on a worker thread from the frozen families.
+ours, so the figures are read on the loop thread that owns the broker's tables (no locks)
+and no web framework is needed in the broker. Building the families from those figures and
+rendering them to text, the larger part of a big scrape's cost, run on a worker thread;
+a family equal to the previous scrape's is not rendered again (:class:`RenderCache`).
 One request per connection (``Connection: close``)
 is all Prometheus needs. ``GET /metrics`` answers the exposition (gzip when asked);
 The content type is the 0.0.4 text format every Prometheus version reads (prometheus_client's
