@@ -212,3 +212,19 @@ async def test_dropped_queue_result_is_discarded_and_stop_abandons_a_parked_pull
     harness.loop.stop(QUEUE)
     await until(lambda: not harness.loop.pulling)
     await harness.loop.shutdown()
+
+
+async def test_pull_round_trips_and_found_messages_are_measured_per_topic() -> None:
+    harness = _Harness("*")
+    harness.start()
+    try:
+        await harness.pulls(1)  # parked: the long poll answers 40 ms later
+        harness.clock.advance_ms(40)
+        harness.client.answer(found(2, message("T", 0, 0), message("T", 0, 1)))
+        await harness.pulls(2)  # the second pull parks with nothing to answer
+        harness.clock.advance_ms(1_000)
+        pull_tps, _, pull_rt_ms = harness.loop.rates.status("T", harness.clock.now_ms())
+        assert (pull_tps, pull_rt_ms) == (2.0, 40.0)  # 2 messages in 1 s; one 40 ms trip
+        assert harness.loop.rates.status("Other", harness.clock.now_ms()) == (0.0, 0.0, 0.0)
+    finally:
+        await harness.loop.shutdown()

@@ -15,7 +15,7 @@ from bolide.base.errors import RemoteError
 from bolide.client import admin_stats
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
-from bolide.client.consumer.listener import ConsumeResult
+from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
@@ -23,6 +23,7 @@ from bolide.protocol.bodies.stats import CMResult
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.message import Message, MessageExt
 from bolide.testing.cluster import Cluster
+from bolide.testing.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -120,6 +121,8 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
             status = info.status_table[TOPIC]
             assert status["consumeOKTPS"] > 0
             assert status["consumeRT"] >= 0
+            assert status["pullTPS"] > 0  # one message found by a measured pull
+            assert status["pullRT"] >= 0
             listing = await admin_stats.broker_consume_stats(
                 admin, cluster.broker("broker-a").address
             )
@@ -127,5 +130,38 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
             assert sum(w.broker_offset for w in stats.offset_table.values()) == 1
             assert listing.online_client_counts[GROUP] == 1
             assert listing.total_diff == 0 or listing.total_diff == 1
+        finally:
+            await consumer.shutdown()
+
+
+async def test_orderly_consumer_reports_measured_consume_and_pull_rates(cluster: Cluster) -> None:
+    arrived = asyncio.Event()
+
+    async def listener(messages: list[MessageExt]) -> OrderlyResult:
+        arrived.set()
+        return OrderlyResult.SUCCESS
+
+    async with AdminClient(cluster.namesrv_address) as admin:
+        await admin.create_topic(TOPIC, queue_count=1)
+        async with Producer("StatsProducers", cluster.namesrv_address) as producer:
+            await producer.send(Message(TOPIC, b"in order"))
+        consumer = PushConsumer(
+            GROUP, cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET, orderly=True
+        )
+        consumer.subscribe(TOPIC)
+        consumer.register_listener(listener)
+        await consumer.start()
+        try:
+            async with asyncio.timeout(WAIT_S):
+                await arrived.wait()
+            client_id = consumer.instance.client_id
+
+            rates, clock = consumer.orderly_service.rates, consumer.instance.clock
+            await until(lambda: rates.status(TOPIC, clock.now_ms())[0] > 0)  # after the call
+            info = await admin.consumer_running_info(GROUP, client_id)
+            figures = {key: float(value) for key, value in info.status_table[TOPIC].items()}
+            assert figures["consumeOKTPS"] > 0
+            assert figures["consumeFailedTPS"] == 0 and figures["consumeRT"] >= 0
+            assert figures["pullTPS"] > 0 and figures["pullRT"] >= 0
         finally:
             await consumer.shutdown()

@@ -15,8 +15,11 @@ Three sets of names (every one listed with its meaning in docs/operations.md):
 * Bolide's own: send latency and flush latency histograms, parked long polls, delay backlog
   per level, timer backlog, rebalance notifications.
 
-The collector keeps nothing between scrapes: rates come from the stats cells, lag from the
-store's max offsets and the offset table (:mod:`.figures`).
+The collector keeps no figures between scrapes: rates come from the stats cells, lag from the
+store's max offsets and the offset table (:mod:`.figures`), read on the broker's loop by
+:meth:`BrokerCollector.freeze`; only the label dicts of the previous scrape's series are kept
+for reuse (:mod:`.label_sets`). The large families are built from the figures later, on the
+thread that renders them.
 """
 
 from __future__ import annotations
@@ -37,7 +40,14 @@ from bolide.broker.metrics.figures import (
     group_figures,
     topic_figures,
 )
-from bolide.broker.metrics.otel import bolide_families, gauge, otel_families
+from bolide.broker.metrics.label_sets import LabelSets
+from bolide.broker.metrics.otel import (
+    OtelLabelSets,
+    bolide_families,
+    gauge,
+    otel_group_families,
+    otel_live_families,
+)
 from bolide.broker.metrics.runtime import pmdt_counts, runtime_numbers
 from bolide.protocol.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -191,18 +201,47 @@ class BrokerCollector(Collector):
         """The store's fsync round durations (µs), when the store measures them."""
         self.client_figures: Callable[[], list[ClientFigures]] = list
         """The consumers' latest running-info figures (the ``rocketmq_client_*`` family)."""
+        self._topic_labels = LabelSets(TOPIC_LABELS)
+        self._dlq_labels = LabelSets(("cluster", "broker", "group"))
+        self._group_labels = LabelSets(GROUP_LABELS)
+        self._diff_labels = LabelSets(DIFF_LABELS)
+        self._otel_labels = OtelLabelSets()
+        self._label_sets = (
+            self._topic_labels,
+            self._dlq_labels,
+            self._group_labels,
+            self._diff_labels,
+            *self._otel_labels.all(),
+        )
 
     def collect(self) -> Iterator[Metric]:
+        yield from self.freeze().collect()
+
+    def freeze(self) -> Collector:
+        """Read what the scrape needs from the broker's live tables (on its loop): the
+        topic and group figures and the small families. The returned collector builds the
+        large per-topic and per-group families from that copy alone, on any thread."""
         context = self._context
+        for label_sets in self._label_sets:
+            label_sets.next_scrape()
         topics = topic_figures(context)
         groups = list(group_figures(context, topics))
-        yield from self._exporter_topics(topics)
-        yield from self._exporter_groups(groups)
-        yield from self._exporter_broker()
-        yield from self._exporter_runtime()
-        yield from _client_families(self.client_figures())
-        yield from self._otel(topics, groups)
-        yield from self._bolide()
+        broker = [*self._exporter_broker(), *self._exporter_runtime()]
+        clients = list(_client_families(self.client_figures()))
+        otel_in, otel_rest = otel_live_families(context, topics, self._otel_labels)
+        bolide = list(self._bolide())
+
+        def build() -> Iterator[Metric]:
+            yield from self._exporter_topics(topics)
+            yield from self._exporter_groups(groups)
+            yield from broker
+            yield from clients
+            yield from otel_in
+            yield from otel_group_families(context, topics, groups, self._otel_labels)
+            yield from otel_rest
+            yield from bolide
+
+        return _Frozen(build)
 
     # --- rocketmq-exporter ------------------------------------------------------------------
 
@@ -225,17 +264,22 @@ class BrokerCollector(Collector):
         size = GaugeMetricFamily(
             "rocketmq_producer_message_size", "TopicPutMessageSize", labels=TOPIC_LABELS
         )
+        topic_labels, dlq_labels = self._topic_labels, self._dlq_labels
         for topic, figures in topics.items():
-            if figures.kind == TopicKind.NORMAL:
-                offset.add_metric((cluster, broker, topic), figures.total_offset)
-            elif figures.kind == TopicKind.RETRY:
-                retry.add_metric((cluster, broker, topic), figures.total_offset)
-            elif figures.kind == TopicKind.DLQ:
+            kind = figures.kind
+            if kind == TopicKind.SYSTEM:
+                continue
+            labels = (cluster, broker, topic)
+            if kind == TopicKind.NORMAL:
+                topic_labels.add(offset, labels, figures.total_offset)
+            elif kind == TopicKind.RETRY:
+                topic_labels.add(retry, labels, figures.total_offset)
+            else:
                 group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
-                dlq.add_metric((cluster, broker, group), figures.total_offset)
-            if figures.kind != TopicKind.SYSTEM and figures.has_put_stats:
-                tps.add_metric((cluster, broker, topic), figures.put_tps)
-                size.add_metric((cluster, broker, topic), figures.put_bytes_per_second)
+                dlq_labels.add(dlq, (cluster, broker, group), figures.total_offset)
+            if figures.has_put_stats:
+                topic_labels.add(tps, labels, figures.put_tps)
+                topic_labels.add(size, labels, figures.put_bytes_per_second)
         yield from (offset, retry, dlq, tps, size)
 
     def _exporter_groups(self, groups: list[GroupFigures]) -> Iterator[Metric]:
@@ -260,6 +304,7 @@ class BrokerCollector(Collector):
                 (TopicKind.DLQ, "rocketmq_group_dlqdiff", "GroupDLQDiff"),
             )
         }
+        group_labels, diff_labels = self._group_labels, self._diff_labels
         for each in groups:
             labels = (cluster, broker, each.topic, each.group)
             values: tuple[tuple[str, float], ...] = (
@@ -275,9 +320,10 @@ class BrokerCollector(Collector):
                     ("rocketmq_send_back_nums", each.send_back_per_minute),
                 )
             for name, value in values:
-                families[name].add_metric(labels, value)
+                group_labels.add(families[name], labels, value)
             kind = _diff_kind(each.topic)
-            diffs[kind].add_metric(
+            diff_labels.add(
+                diffs[kind],
                 (each.group, each.topic, str(each.online_consumers), str(int(each.message_model))),
                 each.lag,
             )
@@ -366,11 +412,6 @@ class BrokerCollector(Collector):
 
     # --- RocketMQ 5 names -------------------------------------------------------------------
 
-    def _otel(
-        self, topics: dict[str, TopicFigures], groups: list[GroupFigures]
-    ) -> Iterator[Metric]:
-        yield from otel_families(self._context, topics, groups)
-
     # --- Bolide's own -------------------------------------------------------------------------
 
     def _bolide(self) -> Iterator[Metric]:
@@ -400,6 +441,16 @@ def _client_families(figures: list[ClientFigures]) -> Iterator[Metric]:
                 labels = (each.client_address, each.client_id, each.group, each.topic)
                 family.add_metric(labels, each.status[key])
         yield family
+
+
+class _Frozen(Collector):
+    """One scrape's families, built by ``build`` from figures already read."""
+
+    def __init__(self, build: Callable[[], Iterator[Metric]]) -> None:
+        self._build = build
+
+    def collect(self) -> Iterator[Metric]:
+        return self._build()
 
 
 def _diff_kind(topic: str) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry
 from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics_core import Metric
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 
 from bolide.base import limits
 from bolide.base.service import Service
@@ -29,9 +33,16 @@ class BrokerMetrics:
         self.collector.client_figures = lambda: self.client_stats.figures
         self._poll: Service | None = None
         self.registry.register(self.collector)
-        for extra in (ProcessCollector, PlatformCollector, GCCollector):
+        self._extras: list[Collector] = [
             extra(registry=self.registry)
+            for extra in (ProcessCollector, PlatformCollector, GCCollector)
+        ]
         self.server: MetricsServer | None = None
+
+    def _freeze(self) -> Collector:
+        """One scrape, on the loop: the broker's figures read now; its families, and the
+        process, platform and GC collectors', built later on the rendering thread."""
+        return _Joined([self.collector.freeze(), *self._extras])
 
     def set_commit_log_diff_source(self, source: CommitLogDiffSource | None) -> None:
         """Replication's hook: ``source()`` yields ``(slave address, bytes behind)``."""
@@ -39,7 +50,7 @@ class BrokerMetrics:
 
     async def serve(self, host: str, port: int) -> MetricsServer:
         """Start ``/metrics`` on ``host:port`` (0: a free port); raises OSError."""
-        server = MetricsServer(self.registry, host, port)
+        server = MetricsServer(self.registry, host, port, freeze=self._freeze)
         await server.start()
         self.server = server
         self._poll = Service(
@@ -61,3 +72,14 @@ class BrokerMetrics:
         server, self.server = self.server, None
         if server is not None:
             await server.stop()
+
+
+class _Joined(Collector):
+    """Several collectors' families, one after another (the registry's order)."""
+
+    def __init__(self, collectors: list[Collector]) -> None:
+        self._collectors = collectors
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in self._collectors:
+            yield from collector.collect()

@@ -20,10 +20,19 @@ from prometheus_client.core import (
 from bolide.base.histogram import BucketCounts
 from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.figures import GroupFigures, TopicFigures, TopicKind
+from bolide.broker.metrics.label_sets import LabelSets
 from bolide.protocol.bodies.heartbeat import ConsumeType
 from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 
-__all__ = ["bolide_families", "gauge", "histogram_family", "otel_families"]
+__all__ = [
+    "OtelLabelSets",
+    "bolide_families",
+    "gauge",
+    "histogram_family",
+    "otel_families",
+    "otel_group_families",
+    "otel_live_families",
+]
 
 _NODE = ("cluster", "node_type", "node_id")
 
@@ -71,22 +80,63 @@ Node = tuple[str, str, str]
 """(cluster, node_type, node_id) label values."""
 
 
+class OtelLabelSets:
+    """The reused label dicts of the per-topic and per-group 5.x families."""
+
+    def __init__(self) -> None:
+        self.traffic_in = LabelSets((*_NODE, "topic", "message_type"))
+        self.traffic_out = LabelSets((*_NODE, "topic", "consumer_group"))
+        self.lag = LabelSets((*_NODE, "topic", "consumer_group", "is_retry", "is_system"))
+
+    def all(self) -> tuple[LabelSets, ...]:
+        return (self.traffic_in, self.traffic_out, self.lag)
+
+
 def otel_families(
-    context: BrokerContext, topics: dict[str, TopicFigures], groups: list[GroupFigures]
+    context: BrokerContext,
+    topics: dict[str, TopicFigures],
+    groups: list[GroupFigures],
+    label_sets: OtelLabelSets | None = None,
 ) -> Iterator[Metric]:
     """Every RocketMQ 5 family of the broker."""
+    sets = label_sets or OtelLabelSets()
+    traffic_in, rest = otel_live_families(context, topics, sets)
+    yield from traffic_in
+    yield from otel_group_families(context, topics, groups, sets)
+    yield from rest
+
+
+def otel_live_families(
+    context: BrokerContext, topics: dict[str, TopicFigures], sets: OtelLabelSets
+) -> tuple[list[Metric], list[Metric]]:
+    """The families that read the broker's tables (built on its loop): traffic in by topic
+    and message type; then broker figures, connections, storage, transactions."""
+    node = _node(context)
+    return list(_traffic_in(context, topics, node, sets.traffic_in)), [
+        *_broker_figures(context, topics, node),
+        *_connections(context, node),
+        *_storage(context, node),
+        *_transactions(context, node),
+    ]
+
+
+def otel_group_families(
+    context: BrokerContext,
+    topics: dict[str, TopicFigures],
+    groups: list[GroupFigures],
+    sets: OtelLabelSets,
+) -> Iterator[Metric]:
+    """Traffic out and lag by (topic, group): built from the figures alone, on any thread."""
+    yield from _traffic_out_and_lag(topics, groups, _node(context), sets)
+
+
+def _node(context: BrokerContext) -> Node:
     config = context.config
-    node = (config.broker_cluster_name, "broker", config.broker_name)
-    yield from _traffic_in(context, topics, node)
-    yield from _traffic_out_and_lag(topics, groups, node)
-    yield from _broker_figures(context, topics, node)
-    yield from _connections(context, node)
-    yield from _storage(context, node)
-    yield from _transactions(context, node)
+    return (config.broker_cluster_name, "broker", config.broker_name)
 
 
 def _traffic_in(
-    context: BrokerContext, topics: dict[str, TopicFigures], node: Node
+    context: BrokerContext, topics: dict[str, TopicFigures], node: Node, label_sets: LabelSets
 ) -> Iterator[Metric]:
     messages_in = CounterMetricFamily(
         "rocketmq_messages_in",
@@ -102,8 +152,8 @@ def _traffic_in(
     for topic, figures in topics.items():
         if figures.put_messages:
             labels = (*node, topic, _message_type(context, topic))
-            messages_in.add_metric(labels, figures.put_messages)
-            throughput_in.add_metric(labels, figures.put_bytes)
+            label_sets.add(messages_in, labels, figures.put_messages)
+            label_sets.add(throughput_in, labels, figures.put_bytes)
     yield from (messages_in, throughput_in)
     yield histogram_family(
         "rocketmq_message_size",
@@ -116,8 +166,12 @@ def _traffic_in(
 
 
 def _traffic_out_and_lag(
-    topics: dict[str, TopicFigures], groups: list[GroupFigures], node: Node
+    topics: dict[str, TopicFigures],
+    groups: list[GroupFigures],
+    node: Node,
+    label_sets: OtelLabelSets,
 ) -> Iterator[Metric]:
+    out_sets, lag_sets = label_sets.traffic_out, label_sets.lag
     out_labels = (*_NODE, "topic", "consumer_group")
     messages_out = CounterMetricFamily(
         "rocketmq_messages_out", "Messages delivered, by topic and group.", labels=out_labels
@@ -137,14 +191,15 @@ def _traffic_out_and_lag(
     for each in groups:
         labels = (*node, each.topic, each.group)
         if each.get_messages:
-            messages_out.add_metric(labels, each.get_messages)
-            throughput_out.add_metric(labels, each.get_bytes)
+            out_sets.add(messages_out, labels, each.get_messages)
+            out_sets.add(throughput_out, labels, each.get_bytes)
         flags = (
             str(each.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)).lower(),
             str(topics[each.topic].kind == TopicKind.SYSTEM).lower(),
         )
-        lag.add_metric((*labels, *flags), each.lag)
-        lag_latency.add_metric((*labels, *flags), each.oldest_unconsumed_age_ms)
+        lag_values = (*labels, *flags)
+        lag_sets.add(lag, lag_values, each.lag)
+        lag_sets.add(lag_latency, lag_values, each.oldest_unconsumed_age_ms)
     yield from (messages_out, throughput_out, lag, lag_latency)
     dlq = CounterMetricFamily(
         "rocketmq_send_to_dlq_messages",

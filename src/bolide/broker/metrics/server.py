@@ -1,9 +1,10 @@
 """The /metrics endpoint: a small HTTP/1.1 server on the broker's event loop.
 
 The exposition text is prometheus_client's (``generate_latest``); only the socket handling is
-ours, so the figures are collected on the loop thread that owns the broker's tables (no locks)
-and no web framework is needed in the broker. Rendering the collected families to text is the
-larger half of a big scrape's cost; it runs on a worker thread from the frozen families.
+ours, so the figures are read on the loop thread that owns the broker's tables (no locks)
+and no web framework is needed in the broker. Building the families from those figures and
+rendering them to text, the larger part of a big scrape's cost, run on a worker thread;
+a family equal to the previous scrape's is not rendered again (:class:`RenderCache`).
 One request per connection (``Connection: close``)
 is all Prometheus needs. ``GET /metrics`` answers the exposition (gzip when asked);
 The content type is the 0.0.4 text format every Prometheus version reads (prometheus_client's
@@ -18,8 +19,9 @@ import asyncio
 import contextlib
 import gzip
 import logging
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
@@ -28,7 +30,7 @@ from prometheus_client.registry import Collector
 
 from bolide.base import limits
 
-__all__ = ["MetricsServer"]
+__all__ = ["MetricsServer", "RenderCache"]
 
 _log = logging.getLogger("bolide.broker.metrics")
 
@@ -38,8 +40,17 @@ _INDEX = b'<html><body><a href="/metrics">/metrics</a></body></html>\n'
 class MetricsServer:
     """Serves ``registry`` on ``host:port`` (port 0: a free one, see :attr:`port`)."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        freeze: Callable[[], Collector] | None = None,
+    ) -> None:
         self._registry = registry
+        self._freeze = freeze or (lambda: _Snapshot(registry.collect()))
+        """Called on the loop at each scrape: reads what the scrape needs from live state;
+        the collector it returns is collected and rendered on a worker thread."""
         self._host = host
         self._requested_port = port
         self._server: asyncio.Server | None = None
@@ -48,6 +59,7 @@ class MetricsServer:
         """How long the latest scrape took to build, ms (wall time)."""
         self.last_collect_ms = 0.0
         """How long the latest scrape held the event loop (collecting the families), ms."""
+        self._rendered = RenderCache()
 
     @property
     def port(self) -> int:
@@ -85,15 +97,23 @@ class MetricsServer:
         return generate_latest(self._registry)
 
     async def exposition_off_loop(self) -> bytes:
-        """The text a scrape gets: the families are collected on the loop (they read the
-        broker's live tables), then rendered to text on a worker thread from that frozen
-        snapshot, so the loop is held only for the collection."""
+        """The text a scrape gets: what the families need is read on the loop (the broker's
+        live tables, see ``freeze``), then the families are built and rendered to text on a
+        worker thread, so the loop is held only for the reading."""
         started = time.perf_counter()
-        families = list(self._registry.collect())
+        frozen = self._freeze()
         self.last_collect_ms = (time.perf_counter() - started) * 1000
-        text = await asyncio.to_thread(generate_latest, _Snapshot(families))
+        text = await asyncio.to_thread(self._render, frozen)
         self.last_scrape_ms = (time.perf_counter() - started) * 1000
         return text
+
+    @property
+    def rendered_count(self) -> int:
+        """Families rendered to text so far (the others came from the render cache)."""
+        return self._rendered.rendered_count
+
+    def _render(self, frozen: Collector) -> bytes:
+        return self._rendered.render(list(frozen.collect()))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -186,3 +206,39 @@ class _Snapshot(Collector):
 
     def collect(self) -> Iterator[Metric]:
         return iter(self._families)
+
+
+class RenderCache:
+    """prometheus_client's text of each family, kept from the previous scrape: a family whose
+    name, HELP, type and samples (labels and values) are all equal to last time is not
+    rendered again. The text is byte for byte what ``generate_latest`` writes for the whole
+    list (it renders family by family and joins). Used from one worker thread at a time."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, tuple[Metric, bytes]] = {}
+        self._lock = threading.Lock()
+        self.rendered_count = 0
+        """Families rendered (not served from the cache) so far."""
+
+    def render(self, families: list[Metric]) -> bytes:
+        with self._lock:  # two scrapes at once: the second waits, then reuses the first's work
+            texts: dict[str, tuple[Metric, bytes]] = {}
+            parts: list[bytes] = []
+            for family in families:
+                cached = self._texts.get(family.name)
+                if cached is None or not _same(cached[0], family):
+                    cached = (family, generate_latest(_Snapshot((family,))))
+                    self.rendered_count += 1
+                texts[family.name] = cached
+                parts.append(cached[1])
+            self._texts = texts
+            return b"".join(parts)
+
+
+def _same(before: Metric, now: Metric) -> bool:
+    return (
+        before.type == now.type
+        and before.documentation == now.documentation
+        and before.unit == now.unit
+        and before.samples == now.samples
+    )

@@ -56,6 +56,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, invariant
 from bolide.base.service import Service
 from bolide.client.consumer.consume_concurrently import SendBackClient, retry_message
+from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.listener import AdaptedListener, ConsumeResult, OrderlyResult
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.orderly_locks import QueueLocker
@@ -236,6 +237,9 @@ class OrderlyConsumeService:
         invariant(not clustering or locker is not None, "clustering needs a queue locker")
         self.group = group
         self.stats = OrderlyStats()
+        self.rates = ConsumeRates()
+        """Per topic consume TPS (ok / suspended) and mean listener ms, like the concurrent
+        service's, for GET_CONSUMER_RUNNING_INFO."""
         self._call = cast(OrderlyCall, listener.call)
         self._listener_is_async = listener.is_async
         self._clustering = clustering
@@ -538,7 +542,12 @@ class OrderlyConsumeService:
             try:
                 started_ms = self._clock.monotonic_ms()
                 result = await self._call_listener(messages, context)
-                self.stats.consume_time_total_ms += self._clock.monotonic_ms() - started_ms
+                spent_ms = self._clock.monotonic_ms() - started_ms
+                self.stats.consume_time_total_ms += spent_ms
+                ok = len(messages) if result is OrderlyResult.SUCCESS else 0
+                self.rates.record(
+                    queue.topic, ok, len(messages) - ok, spent_ms, self._clock.now_ms()
+                )
                 # Under the consume lock, so a rebalance taking the queue sees this commit.
                 return await self._process_result(queue, process_queue, messages, result, context)
             finally:

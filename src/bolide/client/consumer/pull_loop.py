@@ -37,6 +37,7 @@ from typing import Protocol
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, RemoteError
+from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.rpc import PullResult, PullStatus, filter_by_tags
@@ -158,6 +159,9 @@ class PullLoop:
         """Pull requests answered (any status)."""
         self.found_count = 0
         """Messages handed to the sink."""
+        self.rates = ConsumeRates()
+        """Per topic: messages found per pull and each pull's round trip (ms), for the
+        ``pullTPS`` / ``pullRT`` of GET_CONSUMER_RUNNING_INFO (Java counts them alike)."""
 
     @property
     def pulling(self) -> frozenset[MessageQueue]:
@@ -212,6 +216,7 @@ class PullLoop:
             if subscription is None:
                 await self._clock.sleep_ms(limits.PULL_DELAY_ON_ERROR_MS)
                 continue
+            began_ms = self._clock.now_ms()
             try:
                 result = await self._pull(queue, subscription, next_offset)
             except BolideError as error:
@@ -222,13 +227,20 @@ class PullLoop:
                 return  # rebalanced away while the pull was parked: the result is not ours
             next_offset = self.next_offsets[queue] = result.next_begin_offset
             if result.status is PullStatus.FOUND:
-                self._found(queue, process_queue, subscription, result)
-            elif result.status is PullStatus.OFFSET_ILLEGAL:
+                found = self._found(queue, process_queue, subscription, result)
+                self._record_pull(queue, began_ms, found)
+                continue
+            self._record_pull(queue, began_ms, 0)
+            if result.status is PullStatus.OFFSET_ILLEGAL:
                 self._offset_illegal(queue, process_queue, result)
                 return
-            elif not process_queue.message_count:
+            if not process_queue.message_count:
                 # Nothing cached: what was skipped (filtered, or nothing new) is consumed.
                 self._skipped(queue, process_queue, next_offset)
+
+    def _record_pull(self, queue: MessageQueue, began_ms: int, found: int) -> None:
+        now_ms = self._clock.now_ms()
+        self.rates.record(queue.topic, found, 0, now_ms - began_ms, now_ms)
 
     def _commit_skipped(
         self, queue: MessageQueue, process_queue: ProcessQueue, offset: int
@@ -283,17 +295,19 @@ class PullLoop:
         process_queue: ProcessQueue,
         subscription: SubscriptionData,
         result: PullResult,
-    ) -> None:
+    ) -> int:
+        """Cache and hand on what matches the subscription; how many messages that is."""
         messages = filter_by_tags(result.messages, subscription.tags_set)
         if not messages:
             # All filtered out here: like NO_MATCHED_MSG (Java waits for the next pull's
             # answer, which may be a 15 s long poll, to move the offset).
             if not process_queue.message_count:
                 self._skipped(queue, process_queue, result.next_begin_offset)
-            return
+            return 0
         process_queue.put_messages(messages)
         self.found_count += len(messages)
         self._sink(messages, process_queue, queue)
+        return len(messages)
 
     def _offset_illegal(
         self, queue: MessageQueue, process_queue: ProcessQueue, result: PullResult

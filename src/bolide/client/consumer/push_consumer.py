@@ -648,19 +648,24 @@ class PushConsumer(AsyncLifecycle):
             await self.rebalancer.reset_offsets(topic, offsets)
 
     def _status(self, topic: str, failed: int) -> dict[str, float | int]:
-        """One topic's ConsumeStatus: measured listener rates (concurrent consumption)."""
-        ok_tps = failed_tps = rt_ms = 0.0
-        if self._consume is not None:
-            ok_tps, failed_tps, rt_ms = self._consume.rates.status(
-                topic, self.instance.clock.now_ms()
-            )
+        """One topic's ConsumeStatus: measured listener rates (concurrent or orderly) and
+        pull round trips / pulled messages per second, over the last minute."""
+        now_ms = self.instance.clock.now_ms()
+        consume_rates = self._consume.rates if self._consume is not None else None
+        if consume_rates is None and self._orderly is not None:
+            consume_rates = self._orderly.rates
+        ok_tps = failed_tps = rt_ms = pull_tps = pull_rt_ms = 0.0
+        if consume_rates is not None:
+            ok_tps, failed_tps, rt_ms = consume_rates.status(topic, now_ms)
+        if self._pull_loop is not None:
+            pull_tps, _, pull_rt_ms = self._pull_loop.rates.status(topic, now_ms)
         return {
             "consumeOKTPS": ok_tps,
             "consumeFailedTPS": failed_tps,
             "consumeFailedMsgs": failed,
             "consumeRT": rt_ms,
-            "pullRT": 0.0,
-            "pullTPS": 0.0,
+            "pullRT": pull_rt_ms,
+            "pullTPS": pull_tps,
         }
 
     async def consume_directly(
