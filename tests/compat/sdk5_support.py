@@ -25,6 +25,11 @@ from bolide.protocol.bodies import SubscriptionGroupConfig
 BOLIDE = str(Path(sys.executable).parent / "bolide")
 READY_TIMEOUT_S = 60.0
 WAIT_TIMEOUT_S = 60.0
+SDK_REQUEST_TIMEOUT_S = 30
+"""The SDK's deadline on each RPC (its route query, send, ack...). Generous on purpose: on a
+loaded 2-core CI machine a route query to a proxy that has just started took more than the
+5 s it used to be, and the SDK then fails the whole call ("failed to fetch topic route").
+A receive still returns after its own long-polling time: the proxy answers by then."""
 
 
 @dataclass
@@ -143,4 +148,4 @@ def sdk_message(topic: str, body: bytes, **fields: Any) -> Any:
 def configuration(endpoint: str) -> Any:
     from rocketmq import ClientConfiguration, Credentials
 
-    return ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    return ClientConfiguration(endpoint, Credentials(), request_timeout=SDK_REQUEST_TIMEOUT_S)

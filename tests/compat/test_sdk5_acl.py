@@ -14,7 +14,7 @@ import pytest
 
 import bolide
 from tests.cli.conftest import BOLIDE
-from tests.compat.sdk5_support import sdk_message, standalone
+from tests.compat.sdk5_support import SDK_REQUEST_TIMEOUT_S, sdk_message, standalone
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 
@@ -35,7 +35,8 @@ accounts:
 def _producer(endpoint: str, access_key: str, secret_key: str, topic: str) -> object:
     from rocketmq import ClientConfiguration, Credentials, Producer
 
-    config = ClientConfiguration(endpoint, Credentials(access_key, secret_key), request_timeout=5)
+    credentials = Credentials(access_key, secret_key)
+    config = ClientConfiguration(endpoint, credentials, request_timeout=SDK_REQUEST_TIMEOUT_S)
     producer = Producer(config, (topic,))
     producer.startup()
     return producer
