@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -80,14 +81,33 @@ def start_standalone(data_dir: Path, *extra: str) -> Standalone:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    try:
+        line = _ready_line(process)
+    except BaseException:  # no ready line (or the test was interrupted): stop it by its pid
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+        raise
+    return Standalone(process, line, data_dir)
+
+
+def _ready_line(process: subprocess.Popen[bytes]) -> str:
+    """The ``bolide ready`` line, waited for at most READY_TIMEOUT_S in all."""
     assert process.stdout is not None
     deadline = time.monotonic() + READY_TIMEOUT_S
-    line = b""
-    while not line.startswith(b"bolide ready") and time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line and process.poll() is not None:
-            raise RuntimeError(f"bolide standalone exited with {process.returncode}")
-    return Standalone(process, line.decode().strip(), data_dir)
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            left_s = deadline - time.monotonic()
+            if left_s <= 0 or not selector.select(left_s):
+                raise TimeoutError("bolide standalone printed no ready line in time")
+            line = process.stdout.readline()
+            if line.startswith(b"bolide ready"):
+                return line.decode().strip()
+            if not line:
+                process.wait(READY_TIMEOUT_S)
+                raise RuntimeError(f"bolide standalone exited with {process.returncode}")
 
 
 @contextlib.contextmanager
