@@ -53,6 +53,8 @@ def write_index_entries(view, records, Py_ssize_t entry_at, int32_t count, int32
         for commit_log_offset, store_timestamp_ms, key_hashes in records:
             delta_s = store_timestamp_ms - begin_time_ms
             delta_s = 0 if delta_s < 0 else delta_s // 1000
+            if delta_s > 2147483647:  # a signed 32-bit field: clamped, as Java does
+                delta_s = 2147483647
             if store_timestamp_ms > end_time_ms:
                 end_time_ms = store_timestamp_ms
             for hash_value in key_hashes:
