@@ -349,3 +349,20 @@ def test_a_body_that_does_not_inflate_is_reported_with_its_index() -> None:
     assert (caught.value.index, len(caught.value.decoded)) == (2, 2)
     assert caught.value.next_position == len(body)
     assert len(decode_records(body, decompress=False)) == 3
+
+
+_PROPERTY_TEXT = st.lists(st.sampled_from(["\x01", "\x02", "A", "WAIT", "DELAY", "é", "K"])).map(
+    "".join
+)
+
+
+@given(text=_PROPERTY_TEXT, extra=_PROPERTY_TEXT)
+def test_the_send_properties_edit_is_the_same(fast: ModuleType, text: str, extra: str) -> None:
+    marks = ("DELAY\x01", "CLUSTER\x01")
+    expected = _pure("edit_plain_properties")(text, marks, "WAIT", extra)
+    assert fast.edit_plain_properties(text, marks, "WAIT", extra) == expected
+    if expected is not None:  # the one-call edit is the three steps it stands for
+        assert wire.properties_are_plain(text, ("DELAY", "CLUSTER"))
+        assert expected == wire.join_properties(wire.without_property(text, "WAIT"), extra)
+    else:
+        assert not wire.properties_are_plain(text, ("DELAY", "CLUSTER"))

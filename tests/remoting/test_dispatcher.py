@@ -302,3 +302,57 @@ async def test_context_variables_stay_with_their_handler() -> None:
     finally:
         await peer.close()
         await server.stop()
+
+
+FAST_FORM = 1010
+
+
+async def test_a_fast_form_answers_at_once_or_hands_over_to_the_handler() -> None:
+    handlers = Handlers()
+    dispatcher = Dispatcher(family_limits={"slow": 1})
+    dispatcher.register(FAST_FORM, handlers.slow, family="slow")
+    asked: list[int] = []
+
+    def fast(connection: Connection, command: RemotingCommand) -> RemotingCommand | None:
+        asked.append(command.opaque)
+        if command.body == b"boom":
+            raise ValueError("fast form broke")
+        if command.body == b"fast":
+            return command.make_response(ResponseCode.SUCCESS, remark="fast")
+        return None  # the ordinary (slow) handler takes it
+
+    dispatcher.register_fast(FAST_FORM, fast)
+    server = RemotingServer(dispatcher)
+    await server.start()
+    peer = await RawPeer.connect(server.port)
+    try:
+        await peer.send(request(FAST_FORM, 1, body=b"fast"))
+        assert (await peer.read_command()).remark == "fast"
+        await peer.send(request(FAST_FORM, 2, body=b"boom"))
+        broke = await peer.read_command()
+        assert (broke.code, broke.remark, broke.opaque) == (
+            ResponseCode.SYSTEM_ERROR,
+            "fast form broke",
+            2,
+        )
+        await peer.send(request(FAST_FORM, 3, body=b"general"))  # parks in the slow handler
+        await until(lambda: dispatcher.in_flight("slow") == 1)
+        await peer.send(request(FAST_FORM, 4, body=b"fast"))  # the family is full: busy
+        busy = await peer.read_command()
+        assert (busy.code, busy.opaque) == (ResponseCode.SYSTEM_BUSY, 4)
+        dispatcher.fast_handlers_enabled = False
+        handlers.release.set()
+        assert (await peer.read_command()).remark == "slow"
+        await peer.send(request(FAST_FORM, 5, body=b"fast"))  # fast forms off: the handler
+        assert (await peer.read_command()).remark == "slow"
+        assert asked == [1, 2, 3]
+        assert dispatcher.fast_answer_count == 1
+    finally:
+        await peer.close()
+        await server.stop()
+
+
+def test_a_fast_form_needs_a_registered_handler() -> None:
+    dispatcher = Dispatcher()
+    with pytest.raises(InvariantViolationError):
+        dispatcher.register_fast(FAST_FORM, lambda connection, command: None)

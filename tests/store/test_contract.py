@@ -440,3 +440,17 @@ async def test_retention_under_disk_pressure_ignores_age(harness_factory: StoreF
     assert deleted >= 1
     assert store.min_offset("orders", 0) > 0
     assert store.max_offset("orders", 0) == 30
+
+
+async def test_a_put_at_once_is_the_same_put_without_a_coroutine(harness: Harness) -> None:
+    store = harness.store
+    assert store.puts_at_once  # the contract stores run ASYNC flush
+    first = store.put_message_at_once(request(body=b"now", TAGS="a"))
+    second = await store.put_message(request(body=b"later", TAGS="a"))
+    assert first is not None and first.status is PutStatus.PUT_OK
+    assert (first.queue_offset, second.queue_offset) == (0, 1)
+    assert second.commit_log_offset == first.commit_log_offset + first.wrote_bytes
+    refused = store.put_message_at_once(request(queue_id=-1))
+    assert refused is not None and refused.status is PutStatus.MESSAGE_ILLEGAL
+    got = store.get_message("orders", 0, 0, 32, HUGE)
+    assert [decode_record(b)[0].body for b in got.buffers] == [b"now", b"later"]

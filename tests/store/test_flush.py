@@ -230,3 +230,14 @@ async def test_a_put_list_that_does_not_wait_is_flushed_by_a_round_of_its_own(
     finally:
         gate.set()
         await store.shutdown()
+
+
+async def test_a_sync_store_never_puts_at_once(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    store = await _open(config, ControlledFileOps())
+    try:
+        assert not store.puts_at_once
+        assert store.put_message_at_once(request()) is None
+        assert store.commit_log_max_offset == 0  # nothing was stored
+    finally:
+        await store.shutdown()

@@ -3,7 +3,8 @@ permissions, white lists, hot reload, and the admin changes of the accounts file
 
 Front ends use :class:`AclValidator`: remoting servers through :func:`acl_request_check`, the
 dashboard and metrics through :meth:`AclValidator.is_admin`, the 5.x proxy through
-:meth:`AclValidator.verify_grpc_authorization` and :meth:`AclValidator.authorize`.
+:meth:`AclValidator.verify_grpc_authorization` then :meth:`AclValidator.authorize_grpc` (what each
+call needs: :func:`grpc_required_resources`).
 :func:`open_acl` loads a file and builds the validator and its watcher.
 """
 
@@ -17,6 +18,8 @@ from bolide.acl.permissions import (
     ADMIN_REQUEST_CODES,
     NAMESRV_ADMIN_REQUEST_CODES,
     Perm,
+    RequestParseError,
+    grpc_required_resources,
     required_resources,
     retry_topic,
 )
@@ -40,8 +43,10 @@ __all__ = [
     "AclValidator",
     "AddressPattern",
     "Perm",
+    "RequestParseError",
     "acl_request_check",
     "compile_address_pattern",
+    "grpc_required_resources",
     "open_acl",
     "parse_rules",
     "required_resources",

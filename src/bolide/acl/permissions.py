@@ -24,12 +24,24 @@ What a request needs (resources read from its ext fields or body)::
 
 "(Bolide)" marks checks RocketMQ 4.x leaves out: without them a batch send reached a denied
 topic and any account could rewrite the ACL file or reset a group's offsets.
+
+What a 5.x gRPC call needs (:func:`grpc_required_resources`, the proxy's check; as RocketMQ 5's
+proxy with ACL 1.0)::
+
+    SendMessage, RecallMessage, EndTransaction     topic PUB (SUB for a %RETRY% topic)
+    ReceiveMessage, AckMessage, QueryAssignment,   topic SUB + %RETRY%group SUB
+    ChangeInvisibleDuration,
+    ForwardMessageToDeadLetterQueue
+    Heartbeat, NotifyClientTermination             %RETRY%group SUB (a consumer's; a
+                                                   producer names no group: nothing)
+    QueryRoute                                     topic ANY (PUB or SUB)
+    anything else (Telemetry)                      a valid signature only
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from bolide.acl.addresses import AclConfigError
 from bolide.base.errors import BolideError
@@ -47,6 +59,7 @@ __all__ = [
     "RequestParseError",
     "check_permission",
     "format_perm",
+    "grpc_required_resources",
     "parse_perm",
     "required_resources",
     "retry_topic",
@@ -183,6 +196,45 @@ def required_resources(request: RemotingCommand) -> dict[str, Perm]:
         except BolideError as error:
             raise RequestParseError(f"request code {code}: bad body: {error}") from error
         needed[retry_topic(group)] = Perm.SUB
+    return needed
+
+
+_GRPC_PUBLISH = frozenset({"SendMessage", "RecallMessage", "EndTransaction"})
+_GRPC_CONSUME = frozenset(
+    {
+        "ReceiveMessage",
+        "AckMessage",
+        "QueryAssignment",
+        "ChangeInvisibleDuration",
+        "ForwardMessageToDeadLetterQueue",
+    }
+)
+_GRPC_GROUP_ONLY = frozenset({"Heartbeat", "NotifyClientTermination"})
+
+
+def grpc_required_resources(method: str, topics: Iterable[str], group: str) -> dict[str, Perm]:
+    """Resource -> permission the 5.x RPC ``method`` (``SendMessage``...) needs, given the
+    topics and the consumer group (``""``: none) its request names. Raises
+    :class:`RequestParseError` when a call that needs a topic or group names none."""
+    needed: dict[str, Perm] = {}
+    names = [topic for topic in topics if topic]
+    if method in _GRPC_PUBLISH:
+        if not names:
+            raise RequestParseError(f"{method} without a topic")
+        for topic in names:
+            _send(needed, topic)
+    elif method in _GRPC_CONSUME:
+        if not names or not group:
+            raise RequestParseError(f"{method} without a topic and a group")
+        for topic in names:
+            needed[topic] = Perm.SUB
+        needed[retry_topic(group)] = Perm.SUB
+    elif method in _GRPC_GROUP_ONLY:
+        if group:
+            needed[retry_topic(group)] = Perm.SUB
+    elif method == "QueryRoute":
+        for topic in names:
+            needed[topic] = Perm.ANY
     return needed
 
 

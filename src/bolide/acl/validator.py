@@ -257,6 +257,26 @@ class AclValidator:
             raise AclDeniedError(f"accessKey={shown_key(access_key)} is not admin", access_key)
         self.authorize_account(account, needed)
 
+    def authorize_grpc(self, account: AclAccount | None, needed: Mapping[str, Perm]) -> None:
+        """The permission step of a 5.x call: ``account`` is what
+        :meth:`verify_grpc_authorization` returned (None: white-listed, allowed), ``needed``
+        what :func:`~bolide.acl.permissions.grpc_required_resources` gives. Uses the account's
+        current rules (a reload applies from the next call on); a send to the trace topic
+        needs nothing. Raises :class:`AclDeniedError`."""
+        if account is None or dict(needed) == {self._trace_topic: Perm.PUB}:
+            return
+        current = self.account(account.access_key)
+        if current is None:
+            self.denied_count += 1
+            raise AclDeniedError(
+                f"No acl config for {shown_key(account.access_key)}", account.access_key
+            )
+        try:
+            self.authorize_account(current, needed)
+        except AclDeniedError:
+            self.denied_count += 1
+            raise
+
     @staticmethod
     def authorize_account(account: AclAccount, needed: Mapping[str, Perm]) -> None:
         """The permission step for an account already identified; see :meth:`authorize`."""

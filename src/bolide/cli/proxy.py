@@ -20,6 +20,7 @@ from bolide.base.clock import SystemClock
 from bolide.base.errors import ConfigError
 from bolide.cli.security import client_options
 from bolide.client.security import credentials_of
+from bolide.proxy.authorization import Authorizer
 from bolide.proxy.server import ProxyConfig, ProxyServer
 from bolide.proxy.service import Authenticator
 from bolide.remoting.client_pool import RequestHook
@@ -51,6 +52,7 @@ async def start_proxy(
     min_invisible_time_ms: int,
     *,
     authenticator: Authenticator | None = None,
+    authorizer: Authorizer | None = None,
     sign: RequestHook | None = None,
     tls: TlsClientSettings | None = None,
 ) -> ProxyServer:
@@ -63,6 +65,7 @@ async def start_proxy(
         config=ProxyConfig(
             min_invisible_time_ms=min_invisible_time_ms,
             authenticator=authenticator,
+            authorizer=authorizer,
             sign=sign,
             tls=tls,
         ),
@@ -114,6 +117,7 @@ def proxy(
     async def serve(stop: asyncio.Event) -> None:
         watcher: AclFileWatcher | None = None
         authenticator: Authenticator | None = None
+        authorizer: Authorizer | None = None
         if acl_file is not None:
             try:
                 accounts, watcher = open_acl(acl_file, SystemClock())
@@ -122,6 +126,7 @@ def proxy(
                     f"proxy ACL file cannot be used, not starting: {error}"
                 ) from error
             authenticator = accounts.validator.verify_grpc_authorization
+            authorizer = accounts.validator.authorize_grpc
             watcher.start()
         try:
             server = await start_proxy(
@@ -130,6 +135,7 @@ def proxy(
                 port,
                 min_invisible_ms,
                 authenticator=authenticator,
+                authorizer=authorizer,
                 sign=None if credentials is None else credentials.sign,
                 tls=options["tls"],
             )

@@ -333,6 +333,7 @@ def _proxy_security(
         validator.add_inner_account(access_key, secret_key)
     return {
         "authenticator": validator.verify_grpc_authorization,
+        "authorizer": validator.authorize_grpc,
         "sign": inner_request_signer(config),
         "tls": tls_client_settings(config),
     }

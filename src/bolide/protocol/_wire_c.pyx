@@ -121,6 +121,41 @@ def decode_properties(str text):
     return result
 
 
+def edit_plain_properties(str text, tuple acted_on_marks, str drop_name, str extra):
+    """The properties string of a common send, or None (see wire.edit_plain_properties)."""
+    cdef Py_ssize_t length = len(text)
+    cdef Py_ssize_t pairs, at, end
+    cdef str mark, padded
+    if length:
+        for mark in acted_on_marks:
+            if mark in text:
+                return None
+        pairs = text.count("\x02") + (0 if text.endswith("\x02") else 1)
+        if (
+            text.count("\x01") != pairs
+            or text.startswith(("\x01", "\x02"))
+            or "\x02\x01" in text
+            or "\x02\x02" in text
+        ):
+            return None
+        if (drop_name + "\x01") in text:  # without_property
+            mark = "\x02" + drop_name + "\x01"
+            padded = "\x02" + text
+            at = padded.find(mark)
+            while at >= 0:
+                end = padded.find("\x02", at + 1)
+                padded = padded[:at] if end < 0 else padded[:at] + padded[end:]
+                at = padded.find(mark, at)
+            text = padded[1:]
+    if not text:  # join_properties
+        return extra
+    if not extra:
+        return text
+    if text.endswith("\x02"):
+        return text + extra
+    return text + "\x02" + extra
+
+
 cdef dict _decode_properties_bytes(const uint8_t* p, Py_ssize_t length):
     """decode_properties(bytes.decode('utf-8')) straight from UTF-8 bytes: the separators are
     ASCII and never occur inside a multi-byte sequence, so pairs can be cut before decoding.

@@ -150,9 +150,13 @@ def properties_are_plain(text: str, acted_on: tuple[str, ...]) -> bool:
     and exactly one ``\x01``, and there is no empty chunk — then decoding and encoding again
     would give back the same pairs. The broker's send path (docs/architecture.md, "Sending
     and storing")."""
+    return _is_plain(text, tuple(f"{name}{NAME_VALUE_SEPARATOR}" for name in acted_on))
+
+
+def _is_plain(text: str, acted_on_marks: tuple[str, ...]) -> bool:
     if not text:
         return True
-    if any(f"{name}{NAME_VALUE_SEPARATOR}" in text for name in acted_on):
+    if any(mark in text for mark in acted_on_marks):
         return False
     pairs = text.count(PROPERTY_SEPARATOR) + (0 if text.endswith(PROPERTY_SEPARATOR) else 1)
     return (
@@ -161,6 +165,18 @@ def properties_are_plain(text: str, acted_on: tuple[str, ...]) -> bool:
         and f"{PROPERTY_SEPARATOR}{NAME_VALUE_SEPARATOR}" not in text
         and PROPERTY_SEPARATOR * 2 not in text
     )
+
+
+def edit_plain_properties(
+    text: str, acted_on_marks: tuple[str, ...], drop_name: str, extra: str
+) -> str | None:
+    """The properties string a common send stores, in one call: None when ``text`` is not
+    plain (:func:`properties_are_plain`; ``acted_on_marks`` are the acted-on names each
+    followed by ``\x01``), else ``join_properties(without_property(text, drop_name), extra)``.
+    The broker's send fast path (WAIT dropped, CLUSTER appended)."""
+    if not _is_plain(text, acted_on_marks):
+        return None
+    return join_properties(without_property(text, drop_name), extra)
 
 
 def without_property(text: str, name: str) -> str:
@@ -700,6 +716,7 @@ def write_records(
 
 COMPILED_NAMES: Final = (
     "decode_properties",
+    "edit_plain_properties",
     "read_record_header",
     "read_stored_record",
     "decode_messages",

@@ -24,6 +24,7 @@ from bolide.base.service import CrashHandler, Service
 from bolide.client.rpc.client import heartbeat
 from bolide.protocol.bodies import HeartbeatData, ProducerData
 from bolide.protocol.codes import RequestCode
+from bolide.proxy.authorization import Authorizer
 from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.consuming import Consuming
@@ -51,6 +52,9 @@ class ProxyConfig:
     authenticator: Authenticator | None = None
     """Checks each call's ``authorization`` header (the ACL's verify_grpc_authorization);
     None: no authentication (ACL off)."""
+    authorizer: Authorizer | None = None
+    """Checks the authenticated account holds what each call needs on its topics and group
+    (the ACL's authorize_grpc); None: authentication only."""
     sign: RequestHook | None = None
     """Signs the proxy's own requests to name servers and brokers with ACL on (an account's
     SessionCredentials.sign); None: unsigned."""
@@ -119,6 +123,7 @@ class ProxyServer:
             max_body_bytes=self.config.max_body_bytes,
             on_producer=self._producer_seen,
             authenticator=self.config.authenticator,
+            authorizer=self.config.authorizer,
         )
         self._server: _Server | None = None
         self._socket: socket.socket | None = None

@@ -25,6 +25,7 @@ from grpclib.server import Stream
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.protocol.bodies import SubscriptionGroupConfig
+from bolide.proxy.authorization import Authorizer, authorize_call
 from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.clients import ClientRegistry, settings_reply
 from bolide.proxy.consuming import Consuming
@@ -63,6 +64,7 @@ class MessagingService:
         max_body_bytes: int,
         on_producer: Callable[[], None],
         authenticator: Authenticator | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.directory = directory
         self.clients = clients
@@ -71,6 +73,7 @@ class MessagingService:
         self._max_body_bytes = max_body_bytes
         self._on_producer = on_producer
         self._authenticator = authenticator
+        self._authorizer = authorizer
         self.request_count = 0
 
     def __mapping__(self) -> dict[str, Handler]:
@@ -146,24 +149,32 @@ class MessagingService:
         if client_id:
             self.clients.get(client_id)
         try:
-            self._authenticate(stream)
+            self._check(stream, response_type.__name__.removesuffix("Response"), request)
             response = await work(request)
         except (ProxyError, BolideError, OSError) as error:
             response = response_type(status=status(code_of_error(error), str(error)))
         await stream.send_message(response)
 
-    def _authenticate(self, stream: Stream[Any, Any]) -> None:
+    def _check(self, stream: Stream[Any, Any], method: str, request: Any) -> None:
+        """Authenticate the call, then (with an authorizer) check the calling account holds
+        the permissions the RPC ``method`` needs on the request's topics and group."""
+        identity = self._authenticate(stream)
+        if self._authenticator is not None and self._authorizer is not None:
+            authorize_call(self._authorizer, identity, method, request)
+
+    def _authenticate(self, stream: Stream[Any, Any]) -> object:
         """Check the ``authorization`` header when the proxy has an authenticator (ACL on);
-        raises ProxyError(UNAUTHORIZED) naming the reason."""
+        returns what the authenticator returned (the account); raises
+        ProxyError(UNAUTHORIZED) naming the reason."""
         if self._authenticator is None:
-            return
+            return None
         metadata = stream.metadata
         authorization = metadata.get(AUTHORIZATION_HEADER) if metadata is not None else None
         date_time = metadata.get(DATE_TIME_HEADER) if metadata is not None else None
         peer = stream.peer.addr() if stream.peer is not None else None
         address = f"{peer[0]}:{peer[1]}" if peer else ""
         try:
-            self._authenticator(
+            return self._authenticator(
                 authorization if isinstance(authorization, str) else None,
                 date_time if isinstance(date_time, str) else None,
                 address,
@@ -240,7 +251,7 @@ class MessagingService:
         deadline = stream.deadline
         left_s = deadline.time_remaining() if deadline is not None else None
         try:
-            self._authenticate(stream)
+            self._check(stream, "ReceiveMessage", request)
             outcome = await self.consuming.receive(request, left_s, _client_id(stream))
             answer, messages = outcome.status, outcome.messages
         except (ProxyError, BolideError, OSError) as error:

@@ -196,6 +196,13 @@ class Connection(asyncio.Protocol):
             raise self._closed_error()
         self._write(command)
 
+    def send_frame(self, frame: bytes) -> None:
+        """Write ``frame``, a whole frame already encoded (a precompiled answer), as
+        :meth:`send` writes a command: same coalescing, same errors when closed."""
+        if self._close_reason is not None:
+            raise self._closed_error()
+        self._queue([frame], len(frame))
+
     async def drain(self) -> None:
         """Wait until the write buffer is at or below the low-water mark.
 
@@ -385,8 +392,11 @@ class Connection(asyncio.Protocol):
         (both measured in bench/remoting.py).
         """
         parts = encode_command_parts(command)
+        self._queue(parts, len(parts[0]) + command.body_length, at_once=at_once)
+
+    def _queue(self, parts: list[Body], size_bytes: int, *, at_once: bool = False) -> None:
         self._out += parts
-        self._out_bytes += len(parts[0]) + command.body_length
+        self._out_bytes += size_bytes
         if at_once or self._out_bytes >= self._settings.write_coalesce_max_bytes:
             self._flush()
         elif not self._batching and not self._flush_scheduled:

@@ -10,6 +10,11 @@ What a peer gets back (the rules of RocketMQ's remoting server, docs/protocol.md
 * the handler returns a command -> sent with the request's opaque and serialize type;
 * the handler returns None, or the request is oneway (flag bit 1) -> nothing is sent.
 
+A handler may also have a *fast* form (:meth:`Dispatcher.register_fast`): a plain function
+called first, inside ``dispatch``, after the request check and the family bound, that either
+answers the request at once or returns None to hand it to the ordinary handler. The broker's
+single-message send uses it for the common case (no coroutine, no task, no future).
+
 Requests never wait for one another: a long-polling pull may park for ~30 s while the same
 connection keeps sending. Creating one task per request is the obvious way, but it is the hot
 path, so the first step of each handler runs synchronously inside ``dispatch`` and a task is
@@ -52,6 +57,15 @@ dispatcher uses real eager tasks and the restriction is gone.
 """
 
 
+FastHandler = Callable[["Connection", RemotingCommand], RemotingCommand | bytes | None]
+"""``fast(connection, request) -> response | frame | None``: the answer, computed
+synchronously — a command, or the whole answer frame already encoded (its opaque, flag and
+serialize type those the dispatcher would give it: the request's opaque and serialize type,
+the RESPONSE flag) — or None when the request needs the ordinary handler (which then runs as
+if the fast form had not been asked; so a fast handler returning None must have changed
+nothing)."""
+
+
 class RequestError(BolideError):
     """Raised by a handler to answer with a specific response ``code`` and ``remark``."""
 
@@ -72,6 +86,7 @@ class _Family:
 class _Route:
     handler: Handler
     family: _Family
+    fast: FastHandler | None = None
 
 
 class Dispatcher:
@@ -99,6 +114,10 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self.request_check: RequestCheck | None = None
         """Runs before every request when set (see :data:`RequestCheck`)."""
+        self.fast_handlers_enabled = True
+        """False: fast forms are never asked (every request takes its ordinary handler)."""
+        self.fast_answer_count = 0
+        """Requests answered by a fast form (see :meth:`register_fast`)."""
 
     def register(self, code: int, handler: Handler, *, family: str) -> None:
         """Route requests with ``code`` to ``handler``, counted against ``family``'s bound.
@@ -112,6 +131,15 @@ class Dispatcher:
             bucket = self._families[family] = _Family(family, limit)
         self._routes[code] = _Route(handler, bucket)
 
+    def register_fast(self, code: int, fast: FastHandler) -> None:
+        """Give the handler registered for ``code`` a fast form (see :data:`FastHandler`); it
+        runs within the same family bound and answers as the handler would, errors included.
+        """
+        route = self._routes.get(code)
+        invariant(route is not None, f"request code {code} has no handler to speed up")
+        assert route is not None
+        self._routes[code] = _Route(route.handler, route.family, fast)
+
     def without(self, codes: Collection[int]) -> Dispatcher:
         """A dispatcher for a second listener: the handlers registered here now, except
         ``codes`` (answered REQUEST_CODE_NOT_SUPPORTED), with the same family bounds (the
@@ -119,6 +147,7 @@ class Dispatcher:
         view). The broker's VIP channel is such a view."""
         view = Dispatcher(default_family_limit=self._default_family_limit, eager=self._eager)
         view.request_check = self.request_check
+        view.fast_handlers_enabled = self.fast_handlers_enabled
         view._family_limits = self._family_limits
         view._families = self._families
         excluded = frozenset(codes)
@@ -170,6 +199,21 @@ class Dispatcher:
                 ),
             )
             return
+        fast = route.fast
+        if fast is not None and self.fast_handlers_enabled:
+            try:
+                response = fast(connection, request)
+            except Exception as error:
+                self._answer(connection, request, _error_response(request, error))
+                return
+            if response is not None:
+                self.fast_answer_count += 1
+                if isinstance(response, bytes):
+                    if not request.flag & FLAG_ONEWAY and not connection.is_closed:
+                        connection.send_frame(response)
+                else:
+                    self._answer(connection, request, response)
+                return
         family.in_flight += 1
         try:
             coroutine = route.handler(connection, request)

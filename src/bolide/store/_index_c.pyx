@@ -53,7 +53,7 @@ def write_index_entries(view, records, Py_ssize_t entry_at, int32_t count, int32
         for commit_log_offset, store_timestamp_ms, key_hashes in records:
             delta_s = store_timestamp_ms - begin_time_ms
             delta_s = 0 if delta_s < 0 else delta_s // 1000
-            if delta_s > 2147483647:  # a signed 32-bit field: clamped, as Java does
+            if delta_s > 2147483647:  # clamped into an int32, as the pure twin does
                 delta_s = 2147483647
             if store_timestamp_ms > end_time_ms:
                 end_time_ms = store_timestamp_ms

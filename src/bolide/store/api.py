@@ -226,6 +226,17 @@ class MessageStore(Protocol):
         """Store one message. Never raises for bad input or disk trouble: see PutStatus."""
         ...
 
+    @property
+    def puts_at_once(self) -> bool:
+        """Whether :meth:`put_message_at_once` stores (True) or returns None (SYNC flush)."""
+        ...
+
+    def put_message_at_once(self, request: PutRequest) -> PutResult | None:
+        """Store one message as :meth:`put_message` would when that needs no wait (ASYNC
+        flush): the same record, the same result, without a coroutine (the broker's send fast
+        path). None, having stored nothing, when the put would wait (SYNC flush)."""
+        ...
+
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         """Store a batch as consecutive records (all or nothing). Never raises: see PutStatus."""
         ...

@@ -119,6 +119,7 @@ class FileMessageStore:
         )
         self._checkpoint = CheckpointFile(config.checkpoint_path, self._file_ops)
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.puts_at_once = not self._sync_flush  # see MessageStore.put_message_at_once
         self._group_commit = GroupCommit()
         self._executor: ThreadPoolExecutor | None = None
         self._services: list[Service] = []
@@ -429,6 +430,10 @@ class FileMessageStore:
         if self._sync_flush and result.ok:
             await self._wait_flushed(result)
         return result
+
+    def put_message_at_once(self, request: PutRequest) -> PutResult | None:
+        """ASYNC flush: :meth:`put_message` without a coroutine; SYNC: None, nothing stored."""
+        return None if self._sync_flush else self._append_one(request)
 
     async def put_message_list(
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True

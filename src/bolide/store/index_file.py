@@ -51,9 +51,8 @@ _log = logging.getLogger("bolide.store.index")
 _HEADER: Final = struct.Struct(">iiqqqqii")
 _ENTRY: Final = struct.Struct(">Iqii")
 _SLOT: Final = struct.Struct(">i")
-_ENTRY_DELTA_MAX_S: Final = 2**31 - 1
-"""An entry's seconds since the file's begin time are a signed 32-bit field: a later store
-time (a clock jump of decades) is written as this, as a Java broker does."""
+_INT32_MAX: Final = 2**31 - 1
+"""The largest seconds offset an index entry holds (a signed 32-bit field)."""
 _HEADER_TAIL: Final = struct.Struct(">qqqqii")
 """Header bytes 8..47: times, offsets, slot count, entry count (one pack per add)."""
 INDEX_MAGIC: Final = 0x424F4C49  # "BOLI"
@@ -440,11 +439,9 @@ def write_index_entries(
     read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
     write_header = _HEADER_TAIL.pack_into
     for commit_log_offset, store_timestamp_ms, key_hashes in records:
-        delta_s = (store_timestamp_ms - begin_time_ms) // 1000
-        if delta_s < 0:
-            delta_s = 0
-        elif delta_s > _ENTRY_DELTA_MAX_S:  # a signed 32-bit field: clamped, as Java does
-            delta_s = _ENTRY_DELTA_MAX_S
+        # Clamped into an int32 of seconds, as RocketMQ's index does (an index file spans
+        # minutes; a clock jump must not fail the put).
+        delta_s = min(max((store_timestamp_ms - begin_time_ms) // 1000, 0), _INT32_MAX)
         if store_timestamp_ms > end_time_ms:
             end_time_ms = store_timestamp_ms
         for key_hash in key_hashes:

@@ -107,6 +107,16 @@ class MemoryMessageStore:
     # --- puts -----------------------------------------------------------------------------------
 
     async def put_message(self, request: PutRequest) -> PutResult:
+        return self._put_one(request)
+
+    @property
+    def puts_at_once(self) -> bool:
+        return True
+
+    def put_message_at_once(self, request: PutRequest) -> PutResult | None:
+        return self._put_one(request)
+
+    def _put_one(self, request: PutRequest) -> PutResult:
         try:
             self._check_running()
             topic, record, _ = self._builder.single(request)

@@ -37,7 +37,8 @@ import logging
 import time
 from typing import TypeVar
 
-from bolide.base.errors import BolideError, ProtocolError
+from bolide.base.errors import BolideError, InvariantViolationError, ProtocolError
+from bolide.broker.config import BrokerRole
 from bolide.broker.delivery import DELIVERED_FROM
 from bolide.broker.handlers.context import (
     BrokerContext,
@@ -49,9 +50,12 @@ from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
+from bolide.protocol.answer_frames import SendSuccessFrames
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
+from bolide.protocol.frame import SerializeType
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
+from bolide.protocol.headers.send import send_header_values
 from bolide.protocol.message import (
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
@@ -69,6 +73,7 @@ from bolide.protocol.wire import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     decode_properties,
+    edit_plain_properties,
     encode_properties,
     join_properties,
     properties_are_plain,
@@ -136,6 +141,7 @@ class SendHandlers:
             PropertyKey.MSG_REGION: config.region_id,
             PropertyKey.TRACE_ON: "true" if config.trace_on else "false",
         }
+        self._success_frames = SendSuccessFrames(self._error_fields)
         self._cluster_pair = (
             f"{PropertyKey.CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}"
         )
@@ -148,6 +154,77 @@ class SendHandlers:
             RequestCode.SEND_BATCH_MESSAGE,
         ):
             dispatcher.register(code, self.send_message, family="send")
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
+            dispatcher.register_fast(code, self.send_message_at_once)
+
+    def send_message_at_once(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand | bytes | None:
+        """The common single send answered inside the dispatcher's call (no coroutine, no
+        task, no header object; a SUCCESS answer as a precompiled frame): a known topic that
+        is not a retry or system topic, plain properties (no DELAY/TIMER/transaction/
+        CLUSTER), a valid queue id, a store that answers without waiting (ASYNC flush) and a
+        master that does not wait for a slave. Anything else returns None, having changed
+        nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
+        both give the same record and the same answer (tests/broker/test_send_fast_path.py
+        compares them byte for byte)."""
+        started_ns = time.perf_counter_ns()
+        context = self._context
+        broker_config = context.config
+        if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
+            return None
+        values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
+        if values is None:
+            return None
+        _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
+        config = context.topics.find(topic)
+        if (
+            batch
+            or config is None
+            or (config.order and not is_writeable(broker_config.broker_permission))
+            or is_send_forbidden_topic(topic)
+            or is_retry_topic(topic)
+            or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
+            or queue_id >= max(config.read_queue_count, config.write_queue_count)
+        ):
+            return None
+        # WAIT dropped, CLUSTER appended, as send_message's string edit (None: not plain).
+        properties = edit_plain_properties(
+            text or "", _SLOW_MARKS, PropertyKey.WAIT, self._cluster_pair
+        )
+        if properties is None:
+            return None
+        if queue_id < 0:
+            queue_id = self._any_writable_queue(config)
+        if config.topic_filter_type == _MULTI_TAG:
+            sys_flag |= MessageSysFlag.MULTI_TAGS
+        try:
+            put = _put_request(
+                connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
+                reconsume,
+            )  # fmt: skip
+            result = context.store.put_message_at_once(put)
+        except BolideError as error:  # as send_message answers it (an unusable peer address)
+            context.stats.record_put_failure()
+            _log.warning("send from %s failed: %s", connection.remote_address, error)
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+        if result is None:
+            raise InvariantViolationError("a store that puts at once did not")
+        if (
+            result.status is not PutStatus.PUT_OK
+            or result.remark
+            or request.serialize_type != SerializeType.JSON
+        ):
+            return self._answer(request, result, queue_id, topic, started_ns)
+        context.stats.record_put(
+            result.message_count,
+            result.wrote_bytes,
+            topic=topic,
+            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
+        )
+        return self._success_frames.frame(
+            request.opaque, result.message_ids[0], queue_id, result.queue_offset
+        )
 
     async def send_message(
         self, connection: Connection, request: RemotingCommand
@@ -239,9 +316,13 @@ class SendHandlers:
                 f"{queue_count} queues (producer {header.producer_group})",
             )
         if queue_id < 0:
-            writable = config.write_queue_count
-            queue_id = self._context.random.randrange(writable) if writable > 0 else 0
+            queue_id = self._any_writable_queue(config)
         return queue_id
+
+    def _any_writable_queue(self, config: TopicConfig) -> int:
+        """The queue of a send that left the choice to the broker (queueId < 0)."""
+        writable = config.write_queue_count
+        return self._context.random.randrange(writable) if writable > 0 else 0
 
     # --- one message ------------------------------------------------------------------------
 
@@ -283,19 +364,12 @@ class SendHandlers:
                 return await self._put_half(connection, request, header, properties, topic,
                                             store_queue_id, sys_flag)  # fmt: skip
             topic, store_queue_id = self._wait_target(properties, sys_flag, topic, store_queue_id)
-        return await context.store.put_message(
-            PutRequest(
-                topic=topic,
-                queue_id=store_queue_id,
-                body=request.body,
-                flag=header.flag,
-                properties=properties,  # a mapping is encoded by the store
-                sys_flag=sys_flag,
-                born_timestamp_ms=header.born_timestamp_ms,
-                born_host=born_host_of(connection),
-                reconsume_times=header.reconsume_times or 0,
-            ),
-        )
+        # A mapping of properties is encoded by the store.
+        put = _put_request(
+            connection, request.body, topic, store_queue_id, properties, sys_flag, header.flag,
+            header.born_timestamp_ms, header.reconsume_times,
+        )  # fmt: skip
+        return await context.store.put_message(put)
 
     def _is_half(
         self, properties: dict[str, str], sys_flag: int, header: SendMessageRequestHeader
@@ -517,6 +591,31 @@ def _waits_for_store(properties: str | None) -> bool:
     return not any(pair == _WAIT_FALSE for pair in properties.split(PROPERTY_SEPARATOR))
 
 
+def _put_request(
+    connection: Connection,
+    body: bytes,
+    topic: str,
+    queue_id: int,
+    properties: dict[str, str] | str,
+    sys_flag: int,
+    flag: int,
+    born_timestamp_ms: int,
+    reconsume_times: int | None,
+) -> PutRequest:
+    """The store request of one message (both send paths build it here)."""
+    return PutRequest(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        flag=flag,
+        properties=properties,
+        sys_flag=sys_flag,
+        born_timestamp_ms=born_timestamp_ms,
+        born_host=born_host_of(connection),
+        reconsume_times=reconsume_times or 0,
+    )
+
+
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
     try:
         if request.code == RequestCode.SEND_MESSAGE:
@@ -567,6 +666,9 @@ _SLOW_NAMES = (
     *TIMER_TRIGGER_PROPERTIES,
     TRAN_MSG,
 )
+
+
+_SLOW_MARKS = tuple(f"{name}{NAME_VALUE_SEPARATOR}" for name in _SLOW_NAMES)
 
 
 def _plain_properties(text: str) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "EndTransactionRequestHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
+    "send_header_values",
 ]
 
 
@@ -119,31 +120,12 @@ class SendMessageRequestHeader:
 
     @classmethod
     def _decode(cls, fields: Mapping[str, str], keys: _SendKeys) -> Self:
-        # Hot path (every send): no per-field helper calls. Any miss falls back to the checked
-        # path, which finds the culprit and raises HeaderError naming it.
-        a, b, c, d, e, f, g, h, i, j, k, l_, m, n = keys
-        get = fields.get
-        try:
-            reconsume_times = get(j)
-            max_reconsume_times = get(l_)
-            return _construct_send_header(
-                fields[a],
-                fields[b],
-                fields[c],
-                int(fields[d]),
-                int(fields[e]),
-                int(fields[f]),
-                int(fields[g]),
-                int(fields[h]),
-                get(i) or None,
-                int(reconsume_times) if reconsume_times else None,
-                get(k, "").lower() in TRUE_TEXTS,
-                int(max_reconsume_times) if max_reconsume_times else None,
-                get(m, "").lower() in TRUE_TEXTS,
-                get(n) or None,
-            )
-        except (KeyError, ValueError):
+        # Any miss falls back to the checked path, which finds the culprit and raises
+        # HeaderError naming it.
+        values = _send_header_values(fields, keys)
+        if values is None:
             return cls._decode_checked(fields, keys)
+        return _construct_send_header(*values)
 
     @classmethod
     def _decode_checked(cls, fields: Mapping[str, str], keys: _SendKeys) -> Self:
@@ -185,6 +167,46 @@ class SendMessageRequestHeader:
 
 
 _construct_send_header = frozen_constructor(SendMessageRequestHeader)
+
+SendHeaderValues = tuple[
+    str, str, str, int, int, int, int, int, str | None, int | None, bool, int | None, bool,
+    str | None,
+]  # fmt: skip
+"""The fields of a :class:`SendMessageRequestHeader` as a plain tuple, in declaration order."""
+
+
+def send_header_values(fields: Mapping[str, str], *, v2: bool) -> SendHeaderValues | None:
+    """The send header of ``fields`` (the one-letter form when ``v2``) as a plain tuple, the
+    values :meth:`SendMessageRequestHeader.from_ext_fields` / ``from_v2_ext_fields`` would
+    hold; None when a field is missing or malformed (those decodes then say which)."""
+    return _send_header_values(fields, _V2_KEYS if v2 else _V1_KEYS)
+
+
+def _send_header_values(fields: Mapping[str, str], keys: _SendKeys) -> SendHeaderValues | None:
+    # Hot path (every send): no per-field helper calls, no object.
+    a, b, c, d, e, f, g, h, i, j, k, l_, m, n = keys
+    get = fields.get
+    try:
+        reconsume_times = get(j)
+        max_reconsume_times = get(l_)
+        return (
+            fields[a],
+            fields[b],
+            fields[c],
+            int(fields[d]),
+            int(fields[e]),
+            int(fields[f]),
+            int(fields[g]),
+            int(fields[h]),
+            get(i) or None,
+            int(reconsume_times) if reconsume_times else None,
+            get(k, "").lower() in TRUE_TEXTS,
+            int(max_reconsume_times) if max_reconsume_times else None,
+            get(m, "").lower() in TRUE_TEXTS,
+            get(n) or None,
+        )
+    except (KeyError, ValueError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,192 @@
+"""The send fast path against the general path: the same requests, the same bytes.
+
+Two brokers of one cluster (same seed, same ManualClock) get the same request frames through
+real Connections over in-memory transports (the same peer address): broker "fast" with the
+dispatcher's fast forms on, broker "general" with them off. Everything must come out the same:
+the commit log byte for byte, every consume-queue entry, every answer frame. The only
+difference allowed is each broker's own address (its port), which is part of the stored
+STOREHOST and of every message id: it is replaced by a placeholder before comparing.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bolide.base.clock import ManualClock
+from bolide.broker.broker import Broker
+from bolide.protocol.bodies import TopicConfig
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.command import RemotingCommand, encode_command
+from bolide.protocol.headers import SendMessageRequestHeader
+from bolide.protocol.message import MessageSysFlag, PropertyKey
+from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.wire import encode_properties
+from bolide.remoting import Connection
+from bolide.store.file_store import FileMessageStore
+from bolide.testing.cluster import Cluster
+from bolide.testing.memory_transport import MemoryTransport
+
+_PEER = ("127.0.0.1", 45678)
+
+
+def _request(
+    topic: str,
+    index: int,
+    *,
+    code: int = RequestCode.SEND_MESSAGE_V2,
+    queue_id: int = 0,
+    properties: dict[str, str] | None = None,
+    sys_flag: int = 0,
+    batch: bool = False,
+    oneway: bool = False,
+) -> bytes:
+    props = {PropertyKey.UNIQ_KEY: f"0A000001{index:024X}", PropertyKey.WAIT: "true"}
+    props.update(properties or {})
+    header = SendMessageRequestHeader(
+        producer_group="PG_FAST",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_count=4,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp_ms=1_700_000_000_000 + index,
+        flag=index % 3,
+        properties=encode_properties(props),
+        reconsume_times=0,
+        batch=batch,
+    )
+    fields = (
+        header.to_ext_fields() if code == RequestCode.SEND_MESSAGE else header.to_v2_ext_fields()
+    )
+    request = RemotingCommand.request(code, fields, f"body {index}".encode() * 7, oneway=oneway)
+    request.opaque = index
+    return encode_command(request)
+
+
+def _requests() -> Iterator[bytes]:
+    """Sends the fast path answers and sends it leaves to the general path, interleaved."""
+    index = 0
+    for round_ in range(6):
+        for queue_id in (0, 1, 3, -1):  # -1: the broker picks (its seeded random)
+            index += 1
+            tagged = {PropertyKey.TAGS: f"T{round_}", PropertyKey.KEYS: "k1 k2"}
+            yield _request("FastTopic", index, queue_id=queue_id, properties=tagged)
+        index += 1
+        yield _request("FastTopic", index, code=RequestCode.SEND_MESSAGE, queue_id=2)
+        index += 1
+        yield _request("FastTopic", index, queue_id=9)  # beyond the queues: SYSTEM_ERROR
+        index += 1
+        yield _request("FastTopic", index, properties={PropertyKey.DELAY: "2"})  # scheduled
+        index += 1
+        yield _request("FastTopic", index, properties={"TIMER_DELAY_SEC": "5"})  # timer
+        index += 1
+        yield _request("FastTopic", index, properties={PropertyKey.CLUSTER: "forged"})
+        index += 1
+        yield _request(f"Auto{round_}", index)  # unknown topic: auto-created
+        index += 1
+        yield _request("%RETRY%PG_FAST", index)  # retry topic
+        index += 1
+        yield _request("SCHEDULE_TOPIC_XXXX", index)  # forbidden system topic
+        index += 1
+        yield _request("bad topic!", index)  # invalid name
+        index += 1
+        yield _request("FastTopic", index, sys_flag=MessageSysFlag.TRANSACTION_PREPARED)
+        index += 1
+        yield _request("FastTopic", index, oneway=True)
+        index += 1
+        yield _request("FastTopic", index, queue_id=1, properties={"TRAN_MSG": "true"})
+        index += 1
+        yield _request("Multi", index, properties={PropertyKey.TAGS: "a||b"})
+
+
+def _host_bytes(broker: Broker) -> bytes:
+    return socket.inet_aton("127.0.0.1") + broker.port.to_bytes(4, "big")
+
+
+def _normalized(data: bytes, broker: Broker) -> bytes:
+    prefix = offset_message_id(("127.0.0.1", broker.port), 0)[:-16].encode()
+    return data.replace(_host_bytes(broker), b"<HOST!!>").replace(prefix, b"<" * len(prefix))
+
+
+def _state(broker: Broker) -> tuple[bytes, dict[tuple[str, int], list[tuple[int, int, int]]]]:
+    store = broker.context.store
+    assert isinstance(store, FileMessageStore)
+    log = store.read_commit_log(0, store.commit_log_max_offset) or b""
+    assert len(log) == store.commit_log_max_offset
+    entries = {
+        (topic, queue_id): store.consume_queue_entries(topic, queue_id, 0, 1000)
+        for topic, queue_ids in store.topics_and_queues().items()
+        for queue_id in queue_ids
+    }
+    return _normalized(log, broker), entries
+
+
+def _counts(broker: Broker) -> tuple[int, int, int, int]:
+    stats = broker.context.stats
+    return (
+        stats.put_request_count,
+        stats.put_total_messages,
+        stats.put_total_bytes,
+        stats.put_failure_count,
+    )
+
+
+def _feed(
+    broker: Broker,
+    frames: list[bytes],
+    *,
+    fast: bool,
+    chunk: int,
+    peer: tuple[str, int] | str = _PEER,
+) -> bytes:
+    dispatcher = broker.server.dispatcher
+    dispatcher.fast_handlers_enabled = fast
+    transport = MemoryTransport(peer, ("127.0.0.1", broker.port))
+    connection = Connection(dispatcher)
+    connection.connection_made(transport)
+    for start in range(0, len(frames), chunk):
+        connection.data_received(b"".join(frames[start : start + chunk]))
+    connection.close()
+    return _normalized(transport.take(), broker)
+
+
+@pytest.mark.parametrize("chunk", [1, 16])
+async def test_the_fast_path_stores_and_answers_as_the_general_path(
+    tmp_path: Path, chunk: int
+) -> None:
+    clock = ManualClock()
+    async with Cluster(tmp_path, broker_names=("fast", "general"), clock=clock) as cluster:
+        fast, general = cluster.broker("fast"), cluster.broker("general")
+        for broker in (fast, general):
+            topics = broker.context.topics
+            assert await topics.update_topic_config(TopicConfig("FastTopic", 4, 4))
+            assert await topics.update_topic_config(
+                TopicConfig("Multi", 2, 2, topic_filter_type="MULTI_TAG")
+            )
+        frames = list(_requests())
+        answers_fast = _feed(fast, frames, fast=True, chunk=chunk)
+        answers_general = _feed(general, frames, fast=False, chunk=chunk)
+        assert fast.server.dispatcher.fast_answer_count >= 6 * 6  # the fast path did work
+        assert general.server.dispatcher.fast_answer_count == 0
+        assert answers_fast == answers_general
+        assert _state(fast) == _state(general)
+        assert _counts(fast) == _counts(general)
+        assert len(answers_fast) > 0
+
+
+async def test_an_unusable_peer_address_is_answered_alike(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, broker_names=("fast", "general")) as cluster:
+        fast, general = cluster.broker("fast"), cluster.broker("general")
+        frames = [_request("FastTopic", 1), _request("FastTopic", 2, oneway=True)]
+        answers = []
+        for broker, on in ((fast, True), (general, False)):
+            assert await broker.context.topics.update_topic_config(TopicConfig("FastTopic", 4, 4))
+            answers.append(_feed(broker, frames, fast=on, chunk=2, peer="no address"))
+            assert broker.context.stats.put_failure_count == 2
+        assert answers[0] == answers[1]
+        assert b"SYSTEM_ERROR" not in answers[0]  # the code is a number; the remark names it
+        assert b"unusable" in answers[0]
