@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -45,11 +45,13 @@ async def name_servers() -> AsyncIterator[list[NameServer]]:
         await server.stop()
 
 
-def _unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+@pytest.fixture
+def refusing_socket() -> Iterator[socket.socket]:
+    """A bound socket that does not listen: connects to its port are refused, and no other
+    process can take the port while the test runs (a probed-then-closed port could be)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock
 
 
 async def test_registers_with_every_name_server_and_unregisters(
@@ -82,9 +84,10 @@ async def test_registers_with_every_name_server_and_unregisters(
 
 async def test_an_unreachable_name_server_does_not_block_the_others(
     name_servers: list[NameServer],
+    refusing_socket: socket.socket,
 ) -> None:
     topics, pool = Topics(), ClientPool()
-    addresses = [f"127.0.0.1:{_unused_port()}", name_servers[0].address]
+    addresses = [f"127.0.0.1:{refusing_socket.getsockname()[1]}", name_servers[0].address]
     registration = NameServerRegistration(
         IDENTITY, addresses, topics.wrapper, pool, clock=ManualClock(), timeout_ms=2_000
     )

@@ -121,6 +121,9 @@ class HaGroup:
             "namesrvAddr": self.namesrv_address,
             "storePathRootDir": self.root / name / "store",
             "mapedFileSizeCommitLog": SEGMENT_BYTES,
+            # the VIP channel would listen on listenPort - 2, a port nobody probed free: another
+            # process may hold it, and a fixed listenPort makes that fail the start
+            "vipChannelEnabled": "false",
         }
         path.write_text("".join(f"{k}={v}\n" for k, v in {**common, **lines}.items()))
         return path

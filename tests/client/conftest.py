@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -41,13 +42,24 @@ async def pull_all(
         offset = result.next_begin_offset
 
 
+EVENTUALLY_DEADLINE_S = 60.0
+"""How long ``eventually`` keeps checking once its attempts are spent: the broker's store
+works in threads, which a loaded CI machine may not run for seconds."""
+
+
 async def eventually(check: Callable[[], Awaitable[bool]], attempts: int = 5_000) -> None:
-    """Repeat ``check`` (a round trip to a server) until it holds; no wall-clock sleeps."""
-    for _ in range(attempts):
+    """Repeat ``check`` (a round trip to a server) until it holds; no wall-clock sleeps.
+
+    Fails once ``attempts`` checks are spent and ``EVENTUALLY_DEADLINE_S`` has passed.
+    """
+    started = time.monotonic()
+    checks = 0
+    while checks < attempts or time.monotonic() - started < EVENTUALLY_DEADLINE_S:
         if await check():
             return
+        checks += 1
         await asyncio.sleep(0)
-    raise AssertionError(f"condition not reached after {attempts} checks")
+    raise AssertionError(f"condition not reached after {checks} checks")
 
 
 async def create_topic(

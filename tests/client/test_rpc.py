@@ -20,7 +20,7 @@ from tests.client.conftest import pull_all
 
 pytestmark = pytest.mark.timeout(60)
 
-TIMEOUT_MS = 3_000
+TIMEOUT_MS = 10_000  # a deadline, never a measurement: generous for a loaded CI machine
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ SUCCESS = 0
 PULL_NOT_FOUND = 19
 FLAG_RESPONSE = 1
 FLAG_ONEWAY = 2
-WAIT_TIMEOUT_S = 15.0
+WAIT_TIMEOUT_S = 60.0
 """Guard on waits for frames: fails a hung test instead of blocking it (never a measurement)."""
 
 

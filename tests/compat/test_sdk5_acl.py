@@ -15,7 +15,12 @@ import pytest
 
 import bolide
 from tests.cli.conftest import BOLIDE
-from tests.compat.sdk5_support import sdk_message, standalone, wait_until
+from tests.compat.sdk5_support import (
+    SDK_REQUEST_TIMEOUT_S,
+    sdk_message,
+    standalone,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 
@@ -36,7 +41,8 @@ accounts:
 def _producer(endpoint: str, access_key: str, secret_key: str, topic: str) -> object:
     from rocketmq import ClientConfiguration, Credentials, Producer
 
-    config = ClientConfiguration(endpoint, Credentials(access_key, secret_key), request_timeout=5)
+    credentials = Credentials(access_key, secret_key)
+    config = ClientConfiguration(endpoint, credentials, request_timeout=SDK_REQUEST_TIMEOUT_S)
     producer = Producer(config, (topic,))
     producer.startup()
     return producer
@@ -140,7 +146,8 @@ accounts:
 def _consumer(endpoint: str, access_key: str, secret_key: str, group: str, topic: str) -> object:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 
-    config = ClientConfiguration(endpoint, Credentials(access_key, secret_key), request_timeout=5)
+    credentials = Credentials(access_key, secret_key)
+    config = ClientConfiguration(endpoint, credentials, request_timeout=SDK_REQUEST_TIMEOUT_S)
     consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, 2)
     consumer.startup()
     return consumer

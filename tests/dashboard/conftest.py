@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.async_api import BrowserContext, Page, async_playwright
+from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 BOLIDE = str(Path(sys.executable).parent / "bolide")
 CHROMIUM = "/usr/bin/chromium"
@@ -27,6 +27,10 @@ CHROMIUM_ARGS = [
 ]
 PROCESS_GUARD_S = 60.0
 """Guard on the server's start and stop: fails a hung test instead of blocking it."""
+PAGE_WAIT_MS = 30_000
+"""Guard on each browser assertion and action (Playwright's own defaults: 5 s, 30 s). A page
+that renders a broker's answer can take seconds on a loaded 2-core CI machine; an
+assertion that holds returns at once, so only a failing test pays the whole guard."""
 SCREENSHOT_DIR_VARIABLE = "BOLIDE_DASHBOARD_SCREENSHOTS"
 """When set, the journeys also save their screenshots there (docs/images for the docs)."""
 
@@ -99,6 +103,8 @@ async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
             args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 860},
         )
+        context.set_default_timeout(PAGE_WAIT_MS)
+        expect.set_options(timeout=PAGE_WAIT_MS)
         try:
             yield context
         finally:

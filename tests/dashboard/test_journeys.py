@@ -19,13 +19,12 @@ from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import Message, MessageExt, PropertyKey
-from tests.dashboard.conftest import Screenshots, Standalone
+from tests.dashboard.conftest import PAGE_WAIT_MS, Screenshots, Standalone
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 WAIT_S = 30.0
 """Guard on waiting for consumption: fails a hung test, never a measurement."""
-PAGE_WAIT_MS = 15_000
 
 
 async def _produce(standalone: Standalone, topic: str, count: int, queues: int = 1) -> None:

@@ -18,8 +18,9 @@ from bolide.protocol.message import MessageExt
 from bolide.remoting import ClientPool, Connection
 from bolide.testing.cluster import Cluster
 
-WAIT_S = 20.0
-"""Generous bound on waiting for an event in these tests: a hang fails instead of blocking."""
+WAIT_S = 60.0
+"""Generous bound on waiting for an event in these tests: a hang fails instead of blocking.
+Above the clients' 20 s rebalance period, which a membership change may have to wait for."""
 
 
 async def create_topic(cluster: Cluster, topic: str, queue_count: int) -> None:

@@ -49,7 +49,7 @@ accounts:
     admin: true
 """
 SECRET = "long-enough-secret"
-DEADLINE_S = 20.0
+DEADLINE_S = 60.0
 """Guard on waiting for a condition: fails a hung test, never a measurement."""
 
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 
 TOPIC = "AdminOrders"
 QUEUES = 4
-WAIT_S = 20.0
+WAIT_S = 60.0
 """Guard on waiting for consumption: fails a hung test, never a measurement."""
 
 

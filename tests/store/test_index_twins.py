@@ -62,3 +62,27 @@ def test_index_entries_are_written_alike(
         )
         results.append((answer, bytes(buffer)))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("twin", ["compiled", "pure"])
+def test_a_store_time_decades_after_the_begin_time_is_clamped_alike(
+    fast: ModuleType, twin: str
+) -> None:
+    # Found by the property test above: 2**31 s after the begin time overflowed the signed
+    # 32-bit delta (the pure twin raised struct.error, the compiled one wrapped negative).
+    write = (
+        fast.write_index_entries
+        if twin == "compiled"
+        else compiled.pure_twin("bolide.store.index_file", "write_index_entries")
+    )
+    begin_time_ms = 2**41
+    late_ms = begin_time_ms + (2**31 + 9) * 1000
+    size = index_file.HEADER_BYTES + 4 * _SLOTS + index_file.ENTRY_BYTES * 2
+    buffer = bytearray(size)
+    entry_at = index_file.HEADER_BYTES + 4 * _SLOTS + index_file.ENTRY_BYTES
+    count, _, end_time_ms = write(
+        memoryview(buffer), [(123, late_ms, [42])], entry_at, 0, _SLOTS, begin_time_ms, 5, 77
+    )
+    assert (count, end_time_ms) == (1, late_ms)
+    delta_s = int.from_bytes(buffer[entry_at + 12 : entry_at + 16], "big", signed=True)
+    assert delta_s == 2**31 - 1
