@@ -128,6 +128,12 @@ from typing import Any, Protocol
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.base.fileio import atomic_write_with_backup
+from bolide.broker.config_choices import (
+    DEFAULT_METRICS_PORT,
+    BrokerRole,
+    MetricsExporterType,
+    NewGroupStart,
+)
 from bolide.broker.config_values import (
     lower_enum_parser,
     parse_optional_credentials,
@@ -166,47 +172,6 @@ DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 _DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
-
-
-class NewGroupStart(enum.Enum):
-    """Where a consumer group without a committed offset starts a queue (newGroupStartRule):
-    what QUERY_CONSUMER_OFFSET answers it. See docs/architecture.md, "New consumer groups"."""
-
-    MEMORY = "MEMORY"
-    """RocketMQ's rule: offset 0 while the queue still starts at 0 and its first message is
-    in the broker's memory window (within accessMessageInMemoryMaxRatio, 40 %, of physical
-    memory from the commit log's end); else not found, and the client's consumeFromWhere
-    decides (LAST_OFFSET: the max offset)."""
-    QUEUE_START = "QUEUE_START"
-    """Offset 0 whenever the queue still starts at 0, however old its messages."""
-    CONSUME_FROM = "CONSUME_FROM"
-    """Never an offset: the client's consumeFromWhere always decides."""
-
-
-class BrokerRole(enum.Enum):
-    """RocketMQ's brokerRole (docs/replication.md): a SYNC_MASTER answers a send once a slave
-    has it, an ASYNC_MASTER at once; a SLAVE copies its master and refuses sends."""
-
-    ASYNC_MASTER = "ASYNC_MASTER"
-    SYNC_MASTER = "SYNC_MASTER"
-    SLAVE = "SLAVE"
-
-    @property
-    def is_master(self) -> bool:
-        return self is not BrokerRole.SLAVE
-
-
-DEFAULT_METRICS_PORT = 5557
-"""metricsPromExporterPort's default: rocketmq-exporter's and RocketMQ 5's Prometheus port."""
-
-
-class MetricsExporterType(enum.Enum):
-    """RocketMQ 5's metricsExporterType; Bolide serves PROM."""
-
-    DISABLE = "DISABLE"
-    OTLP_GRPC = "OTLP_GRPC"
-    PROM = "PROM"
-    LOG = "LOG"
 
 
 # --- value parsers: (key, text) -> value, ConfigError naming both on failure -----------------
