@@ -480,7 +480,8 @@ that sends nothing for this long is disconnected."""
 TLS_HANDSHAKE_TIMEOUT_MS = 10_000
 """A TLS handshake (either side) that takes longer fails."""
 LISTEN_BACKLOG_COUNT = 100
-"""Pending connections the permissive TLS listener lets the kernel queue (asyncio's default)."""
+"""Pending connections a listener Bolide binds itself (the permissive TLS listener, the 5.x
+proxy, the dashboard) lets the kernel queue (asyncio's default)."""
 ACCEPT_ERROR_BACKOFF_MS = 100
 """After a failed accept (out of file descriptors...) the permissive listener waits this long
 before the next, instead of spinning on the same error."""

@@ -15,6 +15,7 @@ import uvicorn
 
 from bolide.client.admin import AdminClient
 from bolide.dashboard.app import DashboardSettings, create_app
+from bolide.remoting import listening_socket
 
 __all__ = ["DashboardServer"]
 
@@ -64,17 +65,7 @@ class DashboardServer:
 
     async def start(self) -> None:
         """Bind, start the admin client and serve; raises OSError when the port is taken."""
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self._host, self._requested_port))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._socket = sock
+        self._socket = sock = listening_socket(self._host, self._requested_port)
         admin = AdminClient(self._settings.namesrv, tls=self._settings.tls)
         await admin.start()
         self._admin = admin

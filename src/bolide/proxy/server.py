@@ -30,7 +30,7 @@ from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.consuming import Consuming
 from bolide.proxy.producing import Producing
 from bolide.proxy.service import Authenticator, MessagingService
-from bolide.remoting import ClientPool, Dispatcher
+from bolide.remoting import ClientPool, Dispatcher, listening_socket
 from bolide.remoting.client_pool import RequestHook
 from bolide.remoting.tls import TlsClientSettings
 
@@ -155,15 +155,7 @@ class ProxyServer:
 
     async def start(self) -> None:
         """Listen; raises OSError when the port cannot be bound."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self._requested_port))
-        except OSError:
-            sock.close()
-            raise
-        self._socket = sock
+        self._socket = sock = listening_socket(self.host, self._requested_port)
         self._server = _Server([self.service])
         await self._server.start(sock=sock)
         self._housekeeping.start()

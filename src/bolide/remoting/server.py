@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 
 from bolide.base import limits
 from bolide.base.errors import ConnectionClosedError, InvariantViolationError, invariant
@@ -144,3 +145,22 @@ class RemotingServer:
         self._connections.discard(connection)
         if self._on_connection_close is not None:
             self._on_connection_close(connection)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A non-blocking TCP socket bound to ``host:port`` (0: any free port) and listening, for
+    servers that are handed a ready socket (the 5.x proxy, the dashboard).
+
+    Raises OSError when the address cannot be bound (the socket is closed then).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(limits.LISTEN_BACKLOG_COUNT)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
