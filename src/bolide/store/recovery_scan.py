@@ -98,7 +98,8 @@ class SegmentScanner:
         # Hot loop (a record every ~1 µs): names bound locally, the common consume-queue
         # case (the queue's next offset, room in its run) and tags-code case inline.
         runs, tags_codes, sound_topics = self._runs, self._tags_codes, self._sound_topics
-        index_entries, queue_entry = self._index_entries, self._queue_entry
+        key_seeds, index, queue_entry = self._key_seeds, self._index, self._queue_entry
+        index_max_entries = index.max_entries
         unpack_prefix, blank_min, blank = _PREFIX.unpack_from, _BLANK_MIN_BYTES, BLANK_MAGIC_CODE
         run_max = QUEUE_RUN_MAX_ENTRIES - 1
         while position < size:
@@ -143,7 +144,14 @@ class SegmentScanner:
                     self.queue_entries += 1
                 else:
                     queue_entry(topic, queue_id, header.queue_offset, offset, total_size, code)
-            index_entries(topic, offset, store_timestamp_ms, keys, unique_key)
+            key_seed = key_seeds.get(topic)
+            if key_seed is None:
+                key_seed = self._key_seed(topic)
+            hashes = index_hashes(key_seed, keys, unique_key, index_max_entries)
+            if hashes:
+                index.prepare_one(offset, len(hashes))
+                index.add_record(offset, store_timestamp_ms, hashes)
+                self.index_entries += len(hashes)
             offset += total_size
             position += total_size
         return offset, None, True
@@ -186,20 +194,11 @@ class SegmentScanner:
         if len(run.entries) >= QUEUE_RUN_MAX_ENTRIES:
             self._write_run(run)
 
-    def _index_entries(
-        self, topic: str, offset: int, store_timestamp_ms: int, keys: str | None, unique: str | None
-    ) -> None:
-        key_seed = self._key_seeds.get(topic)
-        if key_seed is None:
-            key_seed = index_key_seed(topic)
-            if len(self._key_seeds) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-                self._key_seeds[topic] = key_seed
-        index = self._index
-        hashes = index_hashes(key_seed, keys, unique, index.max_entries)
-        if hashes:
-            index.prepare_one(offset, len(hashes))
-            index.add_record(offset, store_timestamp_ms, hashes)
-            self.index_entries += len(hashes)
+    def _key_seed(self, topic: str) -> int:
+        key_seed = index_key_seed(topic)
+        if len(self._key_seeds) < _NAME_CACHE_MAX_ENTRIES:
+            self._key_seeds[topic] = key_seed
+        return key_seed
 
     @staticmethod
     def _write_run(run: _QueueRun) -> None:
