@@ -56,6 +56,8 @@ from bolide.store.api import MessageStore
 
 TIMER_TOPIC = "bench-timers"
 LEVEL_TOPIC = "bench-levels"
+BENCH_DUE_PROPERTY = "BENCH_DUE_MS"
+"""A timer message's due time, also as a user property (kept when the timer is bypassed)."""
 SEND_WINDOW = 64
 """Sends in flight at once (pipelined on one connection)."""
 
@@ -184,10 +186,11 @@ async def _receive(
 
 def _timer_due_ms(message: MessageExt) -> float:
     """When a timer message was due: its TIMER_OUT_MS, or, for one that reached the broker
-    after its time (a send slower than the lead on a loaded machine) and was stored at once
-    without passing the timer, the TIMER_DELIVER_MS it was sent with."""
+    after its time (a send slower than the lead on a loaded machine: the broker stores it at
+    once and drops its timer properties), the due time the bench also sent as a user
+    property."""
     properties = message.properties
-    return float(properties.get(TIMER_OUT_MS) or properties[PropertyKey.TIMER_DELIVER_MS])
+    return float(properties.get(TIMER_OUT_MS) or properties[BENCH_DUE_PROPERTY])
 
 
 async def _timer_phase(pool: ClientPool, address: str, options: argparse.Namespace) -> Samples:
@@ -199,7 +202,11 @@ async def _timer_phase(pool: ClientPool, address: str, options: argparse.Namespa
     ]
     rng.shuffle(deliver_times)
     requests = [
-        (start_ms, TIMER_TOPIC, {PropertyKey.TIMER_DELIVER_MS: str(int(due))})
+        (
+            start_ms,
+            TIMER_TOPIC,
+            {PropertyKey.TIMER_DELIVER_MS: str(int(due)), BENCH_DUE_PROPERTY: str(int(due))},
+        )
         for due in deliver_times
     ]
     receiver = asyncio.ensure_future(
