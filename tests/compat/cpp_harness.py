@@ -187,12 +187,15 @@ class ScratchServer:
         }
 
 
-def new_quiet_producer(group: str, namesrv_address: str) -> Any:
-    """A started-not C++ Producer at log level FATAL (set HOME to a temp dir first)."""
+def new_quiet_producer(group: str, namesrv_address: str, *, send_timeout_ms: int = 5000) -> Any:
+    """A started-not C++ Producer at log level FATAL (set HOME to a temp dir first).
+
+    ``send_timeout_ms`` bounds each of the (up to three) attempts of a synchronous send.
+    """
     from rocketmq import ffi
     from rocketmq.client import Producer
 
-    producer = Producer(group, timeout=5000)
+    producer = Producer(group, timeout=send_timeout_ms)
     ffi.dll.SetProducerLogLevel(producer._handle, ffi._CLogLevel.FATAL)
     producer.set_namesrv_addr(namesrv_address)
     return producer

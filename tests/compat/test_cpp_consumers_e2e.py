@@ -42,12 +42,20 @@ from tests.compat.cpp_harness import (
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 
 QUEUES = 4
+SEND_TIMEOUT_MS = 20_000
+"""Bounds each attempt of a C++ send_sync (librocketmq's default is 3 s, the harness's 5 s).
+A guard, not a measurement: these tests send dozens of messages while C++ consumers pull
+from the same in-process broker, and a loaded CI machine can hold an answer past 5 s; on a
+single broker librocketmq then fails the send ("No route info of this topic") instead of
+waiting. A broker that never answers still fails the send, after three attempts."""
 
 
 @pytest.fixture
 async def producer(cpp_home: Path, bolide_cluster: Cluster) -> AsyncIterator[Any]:
     del cpp_home  # a private HOME must be in place before the native library logs
-    client = new_quiet_producer("PG_CONSUMER_TESTS", bolide_cluster.namesrv_address)
+    client = new_quiet_producer(
+        "PG_CONSUMER_TESTS", bolide_cluster.namesrv_address, send_timeout_ms=SEND_TIMEOUT_MS
+    )
     client.start()
     try:
         yield client
