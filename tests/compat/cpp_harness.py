@@ -187,6 +187,10 @@ class ScratchServer:
         }
 
 
+_PRODUCER_INSTANCE_NUMBERS = itertools.count(1)
+"""Numbers the instance names of the C++ producers of this process (one client factory each)."""
+
+
 def new_quiet_producer(group: str, namesrv_address: str, *, send_timeout_ms: int = 5000) -> Any:
     """A started-not C++ Producer at log level FATAL (set HOME to a temp dir first).
 
@@ -197,6 +201,12 @@ def new_quiet_producer(group: str, namesrv_address: str, *, send_timeout_ms: int
 
     producer = Producer(group, timeout=send_timeout_ms)
     ffi.dll.SetProducerLogLevel(producer._handle, ffi._CLogLevel.FATAL)
+    # librocketmq keeps one client factory (route tables, connections) per client id, process
+    # wide; with the default instance name every producer of the test process shared it, and a
+    # later test could inherit a connection to an earlier test's stopped broker on a reused port
+    # (three attempts failing at once, reported as "No route info of this topic").
+    instance_name = f"{group}-{next(_PRODUCER_INSTANCE_NUMBERS)}"
+    ffi.dll.SetProducerInstanceName(producer._handle, instance_name.encode())
     producer.set_namesrv_addr(namesrv_address)
     return producer
 
