@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
@@ -217,10 +217,12 @@ class ClientModeClients:
 # --- shared steps -----------------------------------------------------------------------------
 
 
-def _cancel_requested() -> bool:
-    """True once the current task was asked to stop, even if a library swallowed the
-    CancelledError: loops check it to stop anyway."""
-    task = asyncio.current_task()
+def _cancel_requested(task: asyncio.Task[Any] | None = None) -> bool:
+    """True once ``task`` (default: the current task) was asked to stop, even if a library
+    swallowed the CancelledError: loops check it to stop anyway. A loop passes its own task,
+    looked up once: on Python 3.11 each look-up costs a getpid system call."""
+    if task is None:
+        task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
 
 
@@ -271,11 +273,12 @@ async def _send_window(
     tally = _WindowTally()
 
     async def window_slot(sender: Sender) -> None:
-        while not _cancel_requested():
+        task = asyncio.current_task()
+        while not _cancel_requested(task):
             count = await next_ticket()
             if count == 0:
                 return
-            batch = [bodies.stamped() for _ in range(count)]
+            batch = [bodies.stamped()] if count == 1 else [bodies.stamped() for _ in range(count)]
             started_ns = time.perf_counter_ns()
             try:
                 await sender.send(batch)
