@@ -158,42 +158,63 @@ class SendBatcher:
     def _request_done(self, lane: _Lane) -> None:
         """A request of ``lane`` was answered: what waits goes next, or the lane is dropped."""
         lane.in_flight -= 1
-        while lane.waiting and lane.has_room():
-            group = self._take(lane.waiting)
-            if not group:
-                continue  # every one of them was cancelled
-            lane.in_flight += 1
-            lane.batch_in_flight = len(group) > 1
+        self._start_groups(lane)
+        if lane.in_flight == 0 and not lane.waiting and self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
+
+    def _start_groups(self, lane: _Lane) -> None:
+        """Start a task for each request ``lane`` has room for and sends waiting for."""
+        while (group := self._next_group(lane)) is not None:
             task = lane.loop.create_task(
                 self._send_group(lane, group), name=f"bolide-producer-batch-{lane.key[0]}"
             )
             self._drains.add(task)
             task.add_done_callback(self._drains.discard)
-        if lane.in_flight == 0 and not lane.waiting and self._lanes.get(lane.key) is lane:
-            del self._lanes[lane.key]
+
+    def _next_group(self, lane: _Lane) -> list[_Waiting] | None:
+        """The sends of ``lane``'s next request, counted in flight, if it has room and sends
+        wait (None otherwise)."""
+        while lane.waiting and lane.has_room():
+            group = self._take(lane.waiting)
+            if group:
+                lane.in_flight += 1
+                lane.batch_in_flight = len(group) > 1
+                return group
+        return None  # no room, or every one of them was cancelled
 
     async def _send_group(self, lane: _Lane, group: list[_Waiting]) -> None:
-        """Send ``group`` (one request) for ``lane``.
+        """Send ``group`` (one request) for ``lane``, then, in the same task, what waits in
+        the lane while it has room for it (one task per run of requests, not per request).
 
         After a batch the request still counts for one pass of the event loop: the callers
         just answered run first, and what they send next joins what waits, in one request,
         instead of going alone or behind it (no timer: the loop does not sleep).
         """
-        try:
-            if len(group) == 1:
-                await self._send_alone(group[0], lane.key)
-            else:
-                await self._send_together(group, lane.key)
-                await asyncio.sleep(0)
-        except BaseException as error:  # cancelled (loop closing) or a bug: nobody hangs
-            for waiting in (*group, *lane.waiting):
-                _fail(waiting, error)
-            lane.waiting.clear()
-            raise
-        finally:
+        next_group: list[_Waiting] | None = group
+        while next_group is not None:
+            group = next_group
+            try:
+                if len(group) == 1:
+                    await self._send_alone(group[0], lane.key)
+                else:
+                    await self._send_together(group, lane.key)
+                    await asyncio.sleep(0)
+            except BaseException as error:  # cancelled (loop closing) or a bug: nobody hangs
+                for waiting in (*group, *lane.waiting):
+                    _fail(waiting, error)
+                lane.waiting.clear()
+                if len(group) > 1:
+                    lane.batch_in_flight = False
+                self._request_done(lane)
+                raise
             if len(group) > 1:
                 lane.batch_in_flight = False
-            self._request_done(lane)
+            lane.in_flight -= 1
+            next_group = self._next_group(lane)
+            if next_group is not None:  # room for more (single sends): they go too
+                self._start_groups(lane)
+        lane.in_flight += 1  # _request_done counts this request's end once more
+        self._request_done(lane)
 
     def _take(self, waiting: deque[_Waiting]) -> list[_Waiting]:
         """The next request's sends: one unbatchable send, or the batchable ones in a row

@@ -26,7 +26,6 @@ from bolide.base.errors import (
     InvalidMessageError,
     MessageTooLargeError,
     ProtocolError,
-    invariant,
 )
 from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.compression import CompressionType, compress_body, compressed_sys_flag
@@ -327,14 +326,11 @@ def join_prepared(sends: Sequence[PreparedSend]) -> PreparedSend:
     ``auto_batch``): each keeps its UNIQ_KEY, flag, body and properties, in order.
 
     The caller keeps to the batch rules (one topic, ``batchable``, at most
-    limits.PRODUCER_AUTO_BATCH_MAX_BYTES); the broker answers with every message's offset id
+    limits.PRODUCER_AUTO_BATCH_MAX_BYTES: the batcher's lanes are per topic and take only
+    batchable sends, within the bounds); the broker answers with every message's offset id
     and the first queue offset, the others following one by one.
     """
     first = sends[0]
-    invariant(
-        all(send.batchable and send.topic == first.topic for send in sends),
-        "a natural batch joins batchable sends of one topic",
-    )
     return PreparedSend(
         topic=first.topic,
         body=encode_batch_body(sends),  # a PreparedSend has an entry's flag, body, properties
