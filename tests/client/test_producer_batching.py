@@ -221,9 +221,9 @@ async def test_a_lane_without_a_queue_may_have_more_requests_in_flight() -> None
     batcher = SendBatcher(send_prepared, max_in_flight=2)
     chosen = MessageQueue("t", "b", 3)
 
-    def send(key: str, queue: MessageQueue | None) -> asyncio.Task[SendResult]:
+    def send(key: str, queue: MessageQueue | None) -> asyncio.Future[SendResult]:
         prepared = prepare_message(Message("t", b"x"), key, 1, settings)
-        return asyncio.create_task(batcher.send(prepared, queue, 3_000))
+        return asyncio.ensure_future(batcher.send(prepared, queue, 3_000))
 
     free = [send(f"F{i}", None) for i in range(5)]
     ordered = [send(f"Q{i}", chosen) for i in range(3)]
@@ -256,9 +256,9 @@ async def test_single_sends_overlap_but_a_batch_goes_alone() -> None:
     batcher = SendBatcher(send_prepared, max_in_flight=3)
     settings = SendSettings("pg")
 
-    def send(key: str) -> asyncio.Task[SendResult]:
+    def send(key: str) -> asyncio.Future[SendResult]:
         prepared = prepare_message(Message("t", b"x"), key, 1, settings)
-        return asyncio.create_task(batcher.send(prepared, None, 3_000))
+        return asyncio.ensure_future(batcher.send(prepared, None, 3_000))
 
     async def settle() -> None:
         for _ in range(50):

@@ -127,9 +127,12 @@ class UniqueKeyGenerator:
         """The id's text up to the counter for the millisecond ``_last_ms`` (ids made within
         one millisecond differ only by the counter: they reuse it)."""
 
-    def next_id(self) -> str:
-        """A new id: 32 uppercase hex characters for an IPv4 ip (56 for IPv6)."""
-        now_ms = self._clock.now_ms()
+    def next_id(self, now_ms: int | None = None) -> str:
+        """A new id: 32 uppercase hex characters for an IPv4 ip (56 for IPv6). ``now_ms`` is
+        the clock's ``now_ms()`` when the caller has just read it (the producer: it is also
+        the message's born time); by default the generator reads its clock."""
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
         counter = self._counter
         self._counter = (counter + 1) & 0xFFFF
         if now_ms == self._last_ms:

@@ -121,12 +121,14 @@ class SendBatcher:
         self.requests_sent = 0
         """Requests this batcher made (a batch counts once): for tests and benches."""
 
-    async def send(
+    def send(
         self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
-    ) -> SendResult:
+    ) -> Awaitable[SendResult]:
         """Send ``prepared`` through its lane: at once while the lane has room for another
-        request in flight, else with what else waits, when one of them is answered. Raises as
-        the producer's send."""
+        request in flight, else with what else waits, when one of them is answered. The
+        caller awaits the answer at once (it joined its lane when it called); that raises as
+        the producer's send. A plain function: a send that waits costs no coroutine of its
+        own, only the future it awaits."""
         key = (prepared.topic, queue, timeout_ms)
         lane = self._lanes.get(key)
         if lane is None:
@@ -135,8 +137,14 @@ class SendBatcher:
         elif lane.waiting or lane.batch_in_flight or lane.in_flight >= lane.max_in_flight:
             future: asyncio.Future[SendResult] = lane.loop.create_future()
             lane.waiting.append(_Waiting(prepared, future))
-            return await future
+            return future
         lane.in_flight += 1
+        return self._send_now(lane, prepared, queue, timeout_ms)
+
+    async def _send_now(
+        self, lane: _Lane, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        """One request for ``prepared`` alone (counted in flight by the caller)."""
         self.requests_sent += 1
         try:
             return await self._send_prepared(prepared, queue, timeout_ms)

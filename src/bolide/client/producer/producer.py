@@ -273,8 +273,8 @@ class Producer(AsyncLifecycle):
 
     def _prepare(self, message: Message) -> PreparedSend:
         self._require_running()
-        unique_key = self._unique_keys.next_id()
         now_ms = self.instance.clock.now_ms()
+        unique_key = self._unique_keys.next_id(now_ms)
         prepared = prepare_plain(message, unique_key, now_ms, self.settings)
         if prepared is None:
             return prepare_message(message, unique_key, now_ms, self.settings)
