@@ -37,6 +37,7 @@ unit: $(STAMP)
 # The suites of the compiled layers again on their pure-Python twins (issue 14: CI runs both).
 unit-pure: $(STAMP)
 	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/protocol tests/store tests/remoting
+	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/client/test_producer.py tests/client/test_producer_batching.py tests/client/test_results_twins.py
 
 test: lint typecheck contracts unit unit-pure
 
