@@ -167,6 +167,9 @@ class SendBatcher:
         """A request of ``lane`` was answered: what waits goes next, or the lane is dropped."""
         lane.in_flight -= 1
         self._start_groups(lane)
+        self._drop_if_idle(lane)
+
+    def _drop_if_idle(self, lane: _Lane) -> None:
         if lane.in_flight == 0 and not lane.waiting and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
 
@@ -221,8 +224,7 @@ class SendBatcher:
             next_group = self._next_group(lane)
             if next_group is not None:  # room for more (single sends): they go too
                 self._start_groups(lane)
-        lane.in_flight += 1  # _request_done counts this request's end once more
-        self._request_done(lane)
+        self._drop_if_idle(lane)
 
     def _take(self, waiting: deque[_Waiting]) -> list[_Waiting]:
         """The next request's sends: one unbatchable send, or the batchable ones in a row
