@@ -42,11 +42,13 @@ from bolide.protocol.command import (
     decode_command,
     encode_command_parts,
 )
-from bolide.protocol.frame import FrameDecoder
+from bolide.protocol.frame import FrameDecoder, RawFrame, SerializeType
+from bolide.protocol.send_scan import ScannedSend, scan_send_request
 
 _log = logging.getLogger("bolide.remoting.connection")
 
 _IPV4_MAPPED_PREFIX = "::ffff:"
+_JSON = SerializeType.JSON.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,12 @@ class ConnectionSettings:
 
 
 class RequestSink(Protocol):
-    """Receives the requests a peer sends on a connection (implemented by the Dispatcher)."""
+    """Receives the requests a peer sends on a connection (implemented by the Dispatcher).
+
+    A sink may also have a ``dispatch_scanned`` method (see :data:`ScannedSink`): the
+    connection then offers it the send requests whose header the send scan reads, before
+    building a command for them.
+    """
 
     def dispatch(self, connection: Connection, request: RemotingCommand) -> None:
         """Start handling ``request``; must not raise and must not block."""
@@ -84,6 +91,11 @@ class RequestSink(Protocol):
 
 
 ConnectionCallback = Callable[["Connection"], None]
+
+ScannedSink = Callable[["Connection", ScannedSend, RawFrame], bool]
+"""``dispatch_scanned(connection, values, frame) -> handled``: a sink's fast entry for a send
+request whose header :func:`~bolide.protocol.send_scan.scan_send_request` read; False, having
+done nothing, hands the frame to the ordinary ``decode_command`` + ``dispatch``."""
 
 
 def format_socket_address(address: object) -> str:
@@ -123,6 +135,7 @@ class Connection(asyncio.Protocol):
         self._on_open = on_open
         self._on_close = on_close
         self._decoder = FrameDecoder(self._settings.max_frame_bytes)
+        self._scanned: ScannedSink | None = getattr(sink, "dispatch_scanned", None)
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -318,9 +331,18 @@ class Connection(asyncio.Protocol):
         self._batching = True
         try:
             frames = self._decoder.feed(data)
+            scanned = self._scanned
             for frame in frames:
                 if self._close_reason is not None:
                     return  # a handler closed us mid-batch: the rest is not for anyone
+                if scanned is not None and frame.serialize_type == _JSON:
+                    # A common send: its header read straight into the handler's values.
+                    values = scan_send_request(frame.header)
+                    if values is not None:
+                        self.language = values[2]
+                        self.version = values[3]
+                        if scanned(self, values, frame):
+                            continue
                 self._received(decode_command(frame))
         except ProtocolError as error:
             _log.warning("closing connection from %s: %s", self.remote_address, error)

@@ -52,10 +52,10 @@ from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
 from bolide.protocol.answer_frames import SendSuccessFrames
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
-from bolide.protocol.frame import SerializeType
+from bolide.protocol.command import RemotingCommand, decode_command
+from bolide.protocol.frame import RawFrame, SerializeType
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
-from bolide.protocol.headers.send import send_header_values
+from bolide.protocol.headers.send import SendHeaderValues, send_header_values
 from bolide.protocol.message import (
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
@@ -63,6 +63,7 @@ from bolide.protocol.message import (
     transaction_type,
 )
 from bolide.protocol.message_codec import BatchEntry, decode_batch_body
+from bolide.protocol.send_scan import ScannedSend
 from bolide.protocol.system_topics import (
     dlq_topic,
     group_of_retry_topic,
@@ -156,6 +157,7 @@ class SendHandlers:
             dispatcher.register(code, self.send_message, family="send")
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
             dispatcher.register_fast(code, self.send_message_at_once)
+            dispatcher.register_scanned(code, self.send_scanned)
 
     def send_message_at_once(
         self, connection: Connection, request: RemotingCommand
@@ -168,13 +170,35 @@ class SendHandlers:
         nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
         both give the same record and the same answer (tests/broker/test_send_fast_path.py
         compares them byte for byte)."""
+        values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
+        if values is None:
+            return None
+        json = request.serialize_type == SerializeType.JSON
+        return self._store_at_once(connection, values, request.body, request.opaque, json, request)
+
+    def send_scanned(
+        self, connection: Connection, scanned: ScannedSend, frame: RawFrame
+    ) -> RemotingCommand | bytes | None:
+        """:meth:`send_message_at_once` for a request whose JSON header the send scan read
+        (:func:`~bolide.protocol.send_scan.scan_send_request`): no command, no field mapping;
+        the same checks, record and answer."""
+        return self._store_at_once(connection, scanned[4:], frame.body, scanned[1], True, frame)
+
+    def _store_at_once(
+        self,
+        connection: Connection,
+        values: SendHeaderValues,
+        body: bytes,
+        opaque: int,
+        json: bool,
+        source: RemotingCommand | RawFrame,
+    ) -> RemotingCommand | bytes | None:
+        """The fast send of both forms; ``source`` (the command, or the frame to decode) is
+        needed only to answer something else than SUCCESS."""
         started_ns = time.perf_counter_ns()
         context = self._context
         broker_config = context.config
         if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
-            return None
-        values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
-        if values is None:
             return None
         _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
         config = context.topics.find(topic)
@@ -200,22 +224,19 @@ class SendHandlers:
             sys_flag |= MessageSysFlag.MULTI_TAGS
         try:
             put = _put_request(
-                connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
-                reconsume,
-            )  # fmt: skip
+                connection, body, topic, queue_id, properties, sys_flag, flag, born_ms, reconsume
+            )
             result = context.store.put_message_at_once(put)
         except BolideError as error:  # as send_message answers it (an unusable peer address)
             context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
-            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+            return _command_of(source).make_response(
+                ResponseCode.SYSTEM_ERROR, str(error), self._error_fields
+            )
         if result is None:
             raise InvariantViolationError("a store that puts at once did not")
-        if (
-            result.status is not PutStatus.PUT_OK
-            or result.remark
-            or request.serialize_type != SerializeType.JSON
-        ):
-            return self._answer(request, result, queue_id, topic, started_ns)
+        if result.status is not PutStatus.PUT_OK or result.remark or not json:
+            return self._answer(_command_of(source), result, queue_id, topic, started_ns)
         context.stats.record_put(
             result.message_count,
             result.wrote_bytes,
@@ -223,7 +244,7 @@ class SendHandlers:
             elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
         )
         return self._success_frames.frame(
-            request.opaque, result.message_ids[0], queue_id, result.queue_offset
+            opaque, result.message_ids[0], queue_id, result.queue_offset
         )
 
     async def send_message(
@@ -614,6 +635,11 @@ def _put_request(
         born_host=born_host_of(connection),
         reconsume_times=reconsume_times or 0,
     )
+
+
+def _command_of(source: RemotingCommand | RawFrame) -> RemotingCommand:
+    """The request as a command (the scanned form decodes its frame only to answer an error)."""
+    return source if isinstance(source, RemotingCommand) else decode_command(source)
 
 
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
