@@ -623,3 +623,67 @@ def scan_rows(body, int64_t stop_offset, sink, inflate):
     finally:
         sink.count += added
         PyBuffer_Release(&view)
+
+
+# --- batch body (message_codec.py) ----------------------------------------------------------
+
+cdef object _batch_entry_parts = None
+
+
+cdef tuple _batch_entry_type():
+    """(BatchEntry, its three slot setters), looked up once (message_codec imports this module
+    at its end)."""
+    global _batch_entry_parts
+    if _batch_entry_parts is None:
+        from bolide.protocol.message_codec import BatchEntry
+        slots = vars(BatchEntry)
+        _batch_entry_parts = (
+            BatchEntry, slots["flag"].__set__, slots["body"].__set__,
+            slots["properties"].__set__,
+        )
+    return _batch_entry_parts
+
+
+def decode_batch_body(body):
+    """The inner messages of a batch body; see message_codec.decode_batch_body."""
+    from bolide.base import limits
+    cdef Py_ssize_t max_count = limits.BATCH_MESSAGES_MAX_COUNT
+    cdef Py_buffer buffer
+    cdef Py_ssize_t position = 0, end, body_offset, properties_at, properties_offset
+    cdef int32_t body_length
+    cdef Py_ssize_t properties_length
+    cdef const uint8_t* base
+    cdef list entries = []
+    entry_class, set_flag, set_body, set_properties = _batch_entry_type()
+    new = object.__new__
+    PyObject_GetBuffer(body, &buffer, PyBUF_SIMPLE)
+    try:
+        base = <const uint8_t*>buffer.buf
+        end = buffer.len
+        while position < end:
+            if len(entries) >= max_count:
+                raise ProtocolError(f"batch holds more than {max_count} messages")
+            if position + 20 > end:
+                raise ProtocolError(f"batch entry at {position} is cut short")
+            body_length = _i32(base + position + 16)
+            body_offset = position + 20
+            properties_at = body_offset + body_length
+            if body_length < 0 or properties_at + 2 > end:
+                raise ProtocolError(
+                    f"batch entry at {position}: body length {body_length} too long")
+            properties_length = (<Py_ssize_t>base[properties_at] << 8) | base[properties_at + 1]
+            properties_offset = properties_at + 2
+            position = properties_offset + properties_length
+            if position > end:
+                raise ProtocolError(
+                    f"batch entry properties run past the end ({properties_length})")
+            entry = new(entry_class)
+            set_flag(entry, _i32(base + body_offset - 8))
+            set_body(entry, PyBytes_FromStringAndSize(
+                <const char*>base + body_offset, body_length))
+            set_properties(entry, _utf8(base + properties_offset, properties_length,
+                                        "batch properties"))
+            entries.append(entry)
+        return entries
+    finally:
+        PyBuffer_Release(&buffer)
