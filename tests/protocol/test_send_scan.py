@@ -215,7 +215,7 @@ def test_the_answer_frames_are_the_same_bytes(
     assert fast_scan.success_frame(*arguments) == pure(*arguments)
 
 
-def _outcome(function: Any, body: bytes) -> Any:
+def _outcome(function: Any, body: bytes | memoryview) -> Any:
     try:
         return [(entry.flag, entry.body, entry.properties) for entry in function(body)]
     except ProtocolError as error:
