@@ -55,8 +55,9 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand, decode_command
 from bolide.protocol.frame import RawFrame, SerializeType
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
-from bolide.protocol.headers.send import SendHeaderValues, send_header_values
+from bolide.protocol.headers.send import send_header_values
 from bolide.protocol.message import (
+    TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
     PropertyKey,
@@ -65,6 +66,8 @@ from bolide.protocol.message import (
 from bolide.protocol.message_codec import BatchEntry, decode_batch_body
 from bolide.protocol.send_scan import ScannedSend
 from bolide.protocol.system_topics import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    SEND_FORBIDDEN_TOPICS,
     dlq_topic,
     group_of_retry_topic,
     is_retry_topic,
@@ -89,6 +92,8 @@ _log = logging.getLogger("bolide.broker.send")
 
 _PutT = TypeVar("_PutT", PutRequest, BatchPutRequest)
 
+_perf_counter_ns = time.perf_counter_ns
+_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _VERSION_V3_4_9 = 121
 """Clients at or above this wire version send a trustworthy ``maxReconsumeTimes``."""
 _TOPIC_SYS_FLAG_UNIT = 1
@@ -173,8 +178,11 @@ class SendHandlers:
         values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
         if values is None:
             return None
-        json = request.serialize_type == SerializeType.JSON
-        return self._store_at_once(connection, values, request.body, request.opaque, json, request)
+        _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
+        return self._store_at_once(
+            connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
+            request.body, request.opaque, request.serialize_type == SerializeType.JSON, request,
+        )  # fmt: skip
 
     def send_scanned(
         self, connection: Connection, scanned: ScannedSend, frame: RawFrame
@@ -182,12 +190,26 @@ class SendHandlers:
         """:meth:`send_message_at_once` for a request whose JSON header the send scan read
         (:func:`~bolide.protocol.send_scan.scan_send_request`): no command, no field mapping;
         the same checks, record and answer."""
-        return self._store_at_once(connection, scanned[4:], frame.body, scanned[1], True, frame)
+        (
+            _, opaque, _, _, _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume,
+            _, _, batch, _,
+        ) = scanned  # fmt: skip
+        return self._store_at_once(
+            connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
+            frame.body, opaque, True, frame,
+        )  # fmt: skip
 
     def _store_at_once(
         self,
         connection: Connection,
-        values: SendHeaderValues,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_ms: int,
+        flag: int,
+        text: str | None,
+        reconsume: int | None,
+        batch: bool,
         body: bytes,
         opaque: int,
         json: bool,
@@ -195,20 +217,19 @@ class SendHandlers:
     ) -> RemotingCommand | bytes | None:
         """The fast send of both forms; ``source`` (the command, or the frame to decode) is
         needed only to answer something else than SUCCESS."""
-        started_ns = time.perf_counter_ns()
+        started_ns = _perf_counter_ns()
         context = self._context
         broker_config = context.config
         if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
             return None
-        _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
         config = context.topics.find(topic)
         if (
             batch
             or config is None
             or (config.order and not is_writeable(broker_config.broker_permission))
-            or is_send_forbidden_topic(topic)
-            or is_retry_topic(topic)
-            or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
+            or topic in SEND_FORBIDDEN_TOPICS
+            or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            or sys_flag & TRANSACTION_MASK == _PREPARED
             or queue_id >= max(config.read_queue_count, config.write_queue_count)
         ):
             return None
@@ -223,9 +244,10 @@ class SendHandlers:
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
         try:
-            put = _put_request(
-                connection, body, topic, queue_id, properties, sys_flag, flag, born_ms, reconsume
-            )
+            put = PutRequest(
+                topic, queue_id, body, flag, properties, sys_flag, born_ms,
+                born_host_of(connection), reconsume or 0,
+            )  # fmt: skip
             result = context.store.put_message_at_once(put)
         except BolideError as error:  # as send_message answers it (an unusable peer address)
             context.stats.record_put_failure()
@@ -237,11 +259,8 @@ class SendHandlers:
             raise InvariantViolationError("a store that puts at once did not")
         if result.status is not PutStatus.PUT_OK or result.remark or not json:
             return self._answer(_command_of(source), result, queue_id, topic, started_ns)
-        context.stats.record_put(
-            result.message_count,
-            result.wrote_bytes,
-            topic=topic,
-            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
+        context.stats.record_single_put(
+            result.wrote_bytes, topic, (_perf_counter_ns() - started_ns) // 1000
         )
         return self._success_frames.frame(
             opaque, result.message_ids[0], queue_id, result.queue_offset
