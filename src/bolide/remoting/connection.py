@@ -43,7 +43,6 @@ from bolide.protocol.command import (
     encode_command_parts,
 )
 from bolide.protocol.frame import FrameDecoder, RawFrame, SerializeType
-from bolide.protocol.send_scan import ScannedSend, scan_send_request
 
 _log = logging.getLogger("bolide.remoting.connection")
 
@@ -81,8 +80,7 @@ class RequestSink(Protocol):
     """Receives the requests a peer sends on a connection (implemented by the Dispatcher).
 
     A sink may also have a ``dispatch_scanned`` method (see :data:`ScannedSink`): the
-    connection then offers it the send requests whose header the send scan reads, before
-    building a command for them.
+    connection then offers it every JSON frame before building a command for it.
     """
 
     def dispatch(self, connection: Connection, request: RemotingCommand) -> None:
@@ -92,10 +90,11 @@ class RequestSink(Protocol):
 
 ConnectionCallback = Callable[["Connection"], None]
 
-ScannedSink = Callable[["Connection", ScannedSend, RawFrame], bool]
-"""``dispatch_scanned(connection, values, frame) -> handled``: a sink's fast entry for a send
-request whose header :func:`~bolide.protocol.send_scan.scan_send_request` read; False, having
-done nothing, hands the frame to the ordinary ``decode_command`` + ``dispatch``."""
+ScannedSink = Callable[["Connection", RawFrame], bool]
+"""``dispatch_scanned(connection, frame) -> handled``: a sink's fast entry for a JSON request
+frame, before any command is built (the dispatcher reads common send headers with
+:func:`~bolide.protocol.send_scan.scan_send_request`); False, having done nothing, hands the
+frame to the ordinary ``decode_command`` + ``dispatch``."""
 
 
 def format_socket_address(address: object) -> str:
@@ -335,14 +334,8 @@ class Connection(asyncio.Protocol):
             for frame in frames:
                 if self._close_reason is not None:
                     return  # a handler closed us mid-batch: the rest is not for anyone
-                if scanned is not None and frame.serialize_type == _JSON:
-                    # A common send: its header read straight into the handler's values.
-                    values = scan_send_request(frame.header)
-                    if values is not None:
-                        self.language = values[2]
-                        self.version = values[3]
-                        if scanned(self, values, frame):
-                            continue
+                if scanned is not None and frame.serialize_type == _JSON and scanned(self, frame):
+                    continue  # a common send, answered from its scanned header
                 self._received(decode_command(frame))
         except ProtocolError as error:
             _log.warning("closing connection from %s: %s", self.remote_address, error)

@@ -162,7 +162,15 @@ class SendHandlers:
             dispatcher.register(code, self.send_message, family="send")
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
             dispatcher.register_fast(code, self.send_message_at_once)
-            dispatcher.register_scanned(code, self.send_scanned)
+            dispatcher.register_scanned(code, self.send_scanned, ready=self.puts_at_once)
+
+    def puts_at_once(self) -> bool:
+        """Whether a send may be answered at once now: the store does not wait for the disk
+        (ASYNC flush) and the broker is no SYNC_MASTER waiting for a slave."""
+        context = self._context
+        return (
+            context.store.puts_at_once and context.config.broker_role is not BrokerRole.SYNC_MASTER
+        )
 
     def send_message_at_once(
         self, connection: Connection, request: RemotingCommand
