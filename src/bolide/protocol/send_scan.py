@@ -73,6 +73,7 @@ _EXT_INT_LIMIT = 10**18
 """Integers in extFields and integer texts have at most 18 digits (an int64 without care)."""
 _INT_TEXT_MAX_DIGITS = 18
 _LANGUAGE_BY_NAME: dict[str, LanguageCode] = {member.name: member for member in LanguageCode}
+_ONLY_STRINGS = frozenset((str,))
 
 
 def _int32(fields: dict[str, Any], key: str) -> int | None:
@@ -84,7 +85,9 @@ def _int32(fields: dict[str, Any], key: str) -> int | None:
 
 def _decimal(text: str) -> int | None:
     """The value of a plain ASCII decimal (``-`` allowed, at most 18 digits), else None."""
-    digits = text[1:] if text[:1] == "-" else text
+    if text.isdigit():  # the common case first: one C call
+        return int(text) if text.isascii() and len(text) <= _INT_TEXT_MAX_DIGITS else None
+    digits = text[1:] if text[:1] == "-" else ""
     if digits.isdigit() and digits.isascii() and len(digits) <= _INT_TEXT_MAX_DIGITS:
         return int(text)
     return None
@@ -94,15 +97,16 @@ def _texts(ext_fields: object) -> dict[str, str] | None:
     """extFields with integer values as text; None for another value type."""
     if type(ext_fields) is not dict:
         return None
-    texts: dict[str, str] = ext_fields
+    if _ONLY_STRINGS.issuperset(map(type, ext_fields.values())):
+        return ext_fields  # the common case: every value a string
+    texts: dict[str, str] = {}
     for key, value in ext_fields.items():
         if type(value) is str:
-            continue
-        if type(value) is not int or not -_EXT_INT_LIMIT < value < _EXT_INT_LIMIT:
+            texts[key] = value
+        elif type(value) is int and -_EXT_INT_LIMIT < value < _EXT_INT_LIMIT:
+            texts[key] = str(value)
+        else:
             return None
-        if texts is ext_fields:
-            texts = dict(ext_fields)
-        texts[key] = str(value)
     return texts
 
 
@@ -149,7 +153,13 @@ def _send_values(
     a, b, c, d, e, f, g, h, i, j, k, l_, m, n = keys
     get = ext.get
     producer_group, topic, default_topic = get(a), get(b), get(c)
-    numbers = [_decimal(get(key) or "") for key in (d, e, f, g, h)]
+    numbers = [
+        _decimal(get(d) or ""),
+        _decimal(get(e) or ""),
+        _decimal(get(f) or ""),
+        _decimal(get(g) or ""),
+        _decimal(get(h) or ""),
+    ]
     reconsume = get(j) or ""
     max_reconsume = get(l_) or ""
     reconsume_times = _decimal(reconsume) if reconsume else None
