@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.compression import decompress_body
@@ -417,3 +417,7 @@ def encode_batch_body(entries: Sequence[BatchEntry]) -> bytes:
             raise ProtocolError(f"batch entry field out of range: {error}") from error
         pieces += (head, entry.body, _UINT16.pack(len(properties)), properties)
     return b"".join(pieces)
+
+
+# The compiled twin (bolide/protocol/_wire_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol._wire_c", ("decode_batch_body",))
