@@ -2,7 +2,7 @@
 
 A put (on the event loop) does all its fallible work first — consume-queue room, commit-log
 room (maybe a new segment), index room — then writes its records into the mapped segment in
-one pass (record_writer.py), appends the 20-byte consume-queue entries and the index
+one pass (``wire.write_records``, compiled), appends the 20-byte consume-queue entries and the index
 entries, and tells the arrival listeners. Nothing of a failed put is visible.
 
 The put path (docs/architecture.md, "Sending and storing"): the usual put compares three integers
@@ -15,19 +15,20 @@ one slice per file) and queues its index entries, which the index writes in batc
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
 
 from bolide.base.clock import Clock
 from bolide.protocol.message import TRANSACTION_MASK
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
+from bolide.protocol.wire import write_records
 from bolide.store.api import ArrivalListener, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, queue_tags_code
 from bolide.store.index_file import KeyIndex
-from bolide.store.record_writer import RecordWriter
 from bolide.store.records import PreparedRecord, RecordBuilder, TopicFacts
 
 _log = logging.getLogger("bolide.store")
@@ -57,7 +58,9 @@ class Appender:
         self._index = index
         self._clock = clock
         self._delay_levels_ms = delay_levels_ms
-        self._writer = RecordWriter(builder.store_ip, builder.store_host[1])
+        self._store_ip = builder.store_ip
+        self._store_port = builder.store_host[1]
+        self._deferred: dict[tuple[str, int], list[Any]] | None = None
         self._message_id_prefix = builder.message_id_prefix
         self.listeners: list[ArrivalListener] = []
         self.dirty_queues: set[ConsumeQueue] = set()
@@ -87,6 +90,11 @@ class Appender:
                 disk is unknown: the caller refuses puts until recovery.
         """
         count = len(records)
+        if count == 1 and tags_code_override is None and not topic.is_schedule:
+            return self._append_single(
+                topic, queue_id, records[0], sys_flag, born_timestamp_ms, born_ip, born_port,
+                reconsume_times, prepared_transaction_offset,
+            )  # fmt: skip
         total_size = records[0].size if count == 1 else sum([r.size for r in records])
         queue = None
         if not sys_flag & TRANSACTION_MASK or gets_queue_entry(sys_flag):
@@ -101,22 +109,11 @@ class Appender:
             self._index.prepare_one(base_offset, len(records[0].hashes))
         store_timestamp_ms = self._clock.now_ms()
         first_queue_offset = None if queue is None else queue.max_offset
-        segment.write_position = self._writer.write(
-            segment.view,
-            position,
-            records,
-            topic.tail_prefix,
-            queue_id,
-            first_queue_offset,
-            base_offset,
-            sys_flag,
-            born_timestamp_ms,
-            born_ip,
-            born_port,
-            store_timestamp_ms,
-            reconsume_times,
-            prepared_transaction_offset,
-        )
+        segment.write_position = write_records(
+            segment.view, position, records, topic.tail_prefix, queue_id, first_queue_offset,
+            base_offset, sys_flag, born_timestamp_ms, born_ip, born_port, store_timestamp_ms,
+            self._store_ip, self._store_port, reconsume_times, prepared_transaction_offset,
+        )  # fmt: skip
         message_ids = self._dispatch(
             topic, queue_id, queue, records, base_offset, store_timestamp_ms, tags_code_override
         )
@@ -130,6 +127,60 @@ class Appender:
             total_size,
             message_ids,
             count,
+        )
+
+    def _append_single(
+        self,
+        topic: TopicFacts,
+        queue_id: int,
+        record: PreparedRecord,
+        sys_flag: int,
+        born_timestamp_ms: int,
+        born_ip: bytes,
+        born_port: int,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+    ) -> PutResult:
+        """:meth:`append` of one record whose tags code is its TAGS hash (not a scheduled
+        record, no override): the same steps in the same order, without the batch's lists."""
+        queue = None
+        if not sys_flag & TRANSACTION_MASK or gets_queue_entry(sys_flag):
+            queue = self._queues.get_or_create(topic.name, queue_id)
+            if queue.max_offset >= queue.room_end_offset:
+                queue.prepare_append(1)
+        size = record.size
+        segment, position = self._commit_log.reserve(size)
+        base_offset = segment.start_offset + position
+        hashes = record.hashes
+        if hashes:
+            self._index.prepare_one(base_offset, len(hashes))
+        store_timestamp_ms = self._clock.now_ms()
+        first_queue_offset = None if queue is None else queue.max_offset
+        segment.write_position = write_records(
+            segment.view, position, (record,), topic.tail_prefix, queue_id, first_queue_offset,
+            base_offset, sys_flag, born_timestamp_ms, born_ip, born_port, store_timestamp_ms,
+            self._store_ip, self._store_port, reconsume_times, prepared_transaction_offset,
+        )  # fmt: skip
+        if hashes:
+            self._index.add_record(base_offset, store_timestamp_ms, hashes)
+        if queue is not None:
+            code = record.tags_code
+            queue.append(base_offset, size, code)
+            self.dirty_queues.add(queue)
+            if self._deferred is not None:
+                self._defer(topic.name, queue_id, queue.max_offset, (code,))
+            elif self.listeners:
+                self._notify_one(topic.name, queue_id, queue.max_offset, code)
+        self.put_count += 1
+        self.put_bytes += size
+        return PutResult(
+            _PUT_OK,
+            base_offset,
+            first_queue_offset or 0,
+            store_timestamp_ms,
+            size,
+            [f"{self._message_id_prefix}{base_offset:016X}"],
+            1,
         )
 
     def _reserve_index(self, records: list[PreparedRecord], base_offset: int) -> None:
@@ -198,16 +249,55 @@ class Appender:
         self, topic: TopicFacts, queue_id: int, queue: ConsumeQueue, codes: Sequence[int]
     ) -> None:
         self.dirty_queues.add(queue)
-        if self.listeners:
+        if self._deferred is not None:
+            self._defer(topic.name, queue_id, queue.max_offset, codes)
+        elif self.listeners:
             self._notify(topic.name, queue_id, queue.max_offset, codes)
 
     def _notify(self, topic: str, queue_id: int, max_offset: int, codes: Sequence[int]) -> None:
         for code in codes if len(codes) == 1 else dict.fromkeys(codes):
-            for listener in self.listeners:
-                try:
-                    listener(topic, queue_id, max_offset, code)
-                except Exception:
-                    _log.exception("arrival listener failed")
+            self._notify_one(topic, queue_id, max_offset, code)
+
+    def _notify_one(self, topic: str, queue_id: int, max_offset: int, code: int) -> None:
+        for listener in self.listeners:
+            try:
+                listener(topic, queue_id, max_offset, code)
+            except Exception:
+                _log.exception("arrival listener failed")
+
+    # --- notifications of a list of puts, together ---------------------------------------
+
+    @contextlib.contextmanager
+    def notifications_held(self) -> Iterator[None]:
+        """Hold the arrival notifications of the puts inside until the block ends: a list of
+        puts then tells each listener once per queue and distinct tags code (with the queue's
+        last max offset), not once per message. Nested holds end with the outermost."""
+        if self._deferred is not None:
+            yield
+            return
+        self._deferred = {}
+        try:
+            yield
+        finally:
+            self._flush_notifications()
+
+    def _defer(self, topic: str, queue_id: int, max_offset: int, codes: Sequence[int]) -> None:
+        assert self._deferred is not None  # for mypy; callers check
+        held = self._deferred.get((topic, queue_id))
+        if held is None:
+            self._deferred[(topic, queue_id)] = held = [max_offset, {}]
+        held[0] = max_offset
+        held[1].update(dict.fromkeys(codes))
+
+    def _flush_notifications(self) -> None:
+        """Tell the listeners what :meth:`notifications_held` held, queue by queue in the
+        order they were first written; puts notify at once again."""
+        deferred, self._deferred = self._deferred, None
+        if not deferred or not self.listeners:
+            return
+        for (topic, queue_id), (max_offset, codes) in deferred.items():
+            for code in codes:
+                self._notify_one(topic, queue_id, max_offset, code)
 
     def take_dirty_queues(self) -> set[ConsumeQueue]:
         """The queues written since the last call (for the queue flush)."""

@@ -441,12 +441,13 @@ class FileMessageStore:
         """Store each request in order, one flush wait for all (see
         MessageStore.put_message_list): delayed and timer deliveries share a group commit."""
         results: list[PutResult | None] = []
-        for request in requests:
-            result = self._append_one(request)
-            results.append(result)
-            if not result.ok and result.status not in MESSAGE_REFUSALS:
-                results += [None] * (len(requests) - len(results))
-                break
+        with self._appender.notifications_held():  # one per queue and tags code, at the end
+            for request in requests:
+                result = self._append_one(request)
+                results.append(result)
+                if not result.ok and result.status not in MESSAGE_REFUSALS:
+                    results += [None] * (len(requests) - len(results))
+                    break
         if self._sync_flush:
             stored = [result for result in results if result is not None and result.ok]
             if stored and wait_flushed:

@@ -1,0 +1,218 @@
+"""The compiled put path (``_put_c.pyx``, ``_wire_c.store_properties``) against its twins.
+
+For generated messages (properties strings with the four store properties, repeated names,
+odd separators, non-ASCII and lone surrogates, NUL endings, bad flags, big bodies) the compiled
+``build_record`` and the pure one must give records with the same fields or the same refusal
+(status and remark), and leave the same tags-code memo; ``store_properties`` must give the
+same four values. Then two file stores, one on each twin, fed the same puts under the same
+clock must leave the same commit-log, consume-queue and index files. Skips where not built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bolide.base import compiled
+from bolide.base.clock import ManualClock
+from bolide.protocol import wire
+from bolide.protocol.message import tags_code
+from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
+from bolide.store import records
+from bolide.store.api import BatchPutRequest, PutRequest
+from bolide.store.file_store import FileMessageStore
+from bolide.store.index_file import index_key_seed
+from bolide.store.records import RejectedError, TopicFacts
+
+from .conftest import BORN_HOST, STORE_HOST, tiny_config
+
+
+@pytest.fixture(scope="module")
+def fast() -> ModuleType:
+    try:
+        return importlib.import_module("bolide.store._put_c")
+    except ImportError:  # pragma: no cover - a build without a C compiler
+        pytest.skip("the compiled put path was not built (pure-Python install)")
+
+
+@pytest.fixture(scope="module")
+def fast_wire() -> ModuleType:
+    try:
+        return importlib.import_module("bolide.protocol._wire_c")
+    except ImportError:  # pragma: no cover - a build without a C compiler
+        pytest.skip("the compiled wire codec was not built (pure-Python install)")
+
+
+_NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "TAG", "XTAGS", "", "a\x01b"])
+_VALUES = st.text(
+    alphabet=st.sampled_from(["a", "B", "7", " ", "é", "中", "\x01", "\x00", "\ud800", "😀"]),
+    max_size=6,
+)
+_PAIR = st.tuples(_NAMES, _VALUES).map(lambda pair: f"{pair[0]}\x01{pair[1]}")
+_TEXT = st.one_of(
+    st.lists(_PAIR, max_size=6).map("\x02".join),
+    st.text(alphabet=st.sampled_from(["\x01", "\x02", "T", "A", "G", "S", "x"]), max_size=20),
+)
+
+
+def _view(record: Any) -> tuple[Any, ...]:
+    return (
+        bytes(record.body),
+        record.flag,
+        record.properties_bytes,
+        record.size,
+        record.tags,
+        record.tags_code,
+        record.delay,
+        list(record.hashes),
+        record.body_crc,
+    )
+
+
+def _build(build: Any, topic: TopicFacts, body: bytes, flag: int, text: str) -> Any:
+    memo: dict[str, int] = {}
+    try:
+        record = build(topic, body, flag, text, 12, 64, 3, memo)
+    except RejectedError as rejected:
+        return ("refused", rejected.status, rejected.remark)
+    return _view(record), memo
+
+
+@settings(max_examples=400)
+@given(
+    _TEXT,
+    st.binary(max_size=80),
+    st.sampled_from([0, 7, -(2**31), 2**31 - 1, 2**31, -(2**31) - 1]),
+    st.sampled_from(["orders", SCHEDULE_TOPIC, "话题"]),
+)
+def test_records_are_built_alike(
+    fast: ModuleType, text: str, body: bytes, flag: int, topic_name: str
+) -> None:
+    topic = TopicFacts(topic_name, topic_name.encode())
+    pure = compiled.pure_twin("bolide.store.records", "build_record")
+    assert _build(fast.build_record, topic, body, flag, text) == _build(
+        pure, topic, body, flag, text
+    )
+
+
+def test_the_refusals_are_the_same(fast: ModuleType) -> None:
+    topic = TopicFacts("orders", b"orders")
+    pure = compiled.pure_twin("bolide.store.records", "build_record")
+    for body, flag, text in (
+        (b"x" * 65, 0, ""),  # body above the limit of 64
+        (b"x", 2**31, ""),
+        (b"x", 0, "TAGS\x01a\x00"),
+        (b"x", 0, "TAGS\x01\ud800"),
+        (b"x", 0, "K\x01" + "v" * 40_000),
+    ):
+        compiled_answer = _build(fast.build_record, topic, body, flag, text)
+        assert compiled_answer[0] == "refused"
+        assert compiled_answer == _build(pure, topic, body, flag, text)
+
+
+def test_the_record_fields_are_those_the_store_reads(fast: ModuleType) -> None:
+    topic = TopicFacts("orders", b"orders")
+    text = "TAGS\x01t1\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x02DELAY\x013\x02TAGS\x01t2"
+    record = fast.build_record(topic, b"body", 5, text, 0, 64, 8, {})
+    assert (record.tags, record.tags_code, record.delay) == ("t2", tags_code("t2"), None)
+    seed = index_key_seed("orders")
+    assert len(record.hashes) == 3 and record.size == wire.RECORD_OVERHEAD_BYTES + 4 + 6 + len(text)
+    assert (
+        record.hashes
+        == compiled.pure_twin("bolide.store.records", "build_record")(
+            topic, b"body", 5, text, 0, 64, 8, {}
+        ).hashes
+    )
+    assert seed == topic.key_seed
+
+
+@settings(max_examples=400)
+@given(_TEXT)
+def test_store_properties_are_read_alike(fast_wire: ModuleType, text: str) -> None:
+    pure = compiled.pure_twin("bolide.protocol.wire", "store_properties")
+    padded = "\x02" + text
+    expected = tuple(
+        wire.property_value(padded, mark)
+        for mark in (wire.TAGS_MARK, wire.KEYS_MARK, wire.UNIQ_KEY_MARK, wire.DELAY_MARK)
+    )
+    assert fast_wire.store_properties(text) == pure(text) == expected
+
+
+# --- whole stores, one on each twin --------------------------------------------------------
+
+
+def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
+    base = 1_700_000_000_000
+    singles = [
+        PutRequest(
+            "orders",
+            number % 3,
+            bytes([number % 251]) * (number % 40),
+            flag=number,
+            properties=f"TAGS\x01t{number % 4}\x02UNIQ_KEY\x01U{number:08X}"
+            + ("\x02KEYS\x01a b" if number % 5 == 0 else ""),
+            born_host=BORN_HOST,
+            born_timestamp_ms=base + number,
+        )
+        for number in range(60)
+    ]
+    batch = BatchPutRequest(
+        "orders",
+        1,
+        [BatchEntry(0, b"b%d" % n, f"UNIQ_KEY\x01B{n}\x02TAGS\x01bt") for n in range(8)],
+        born_host=BORN_HOST,
+        extra_properties="CLUSTER\x01c",
+    )
+    scheduled = PutRequest(
+        SCHEDULE_TOPIC, 2, b"later", properties="DELAY\x013\x02TAGS\x01x", born_host=BORN_HOST
+    )
+    return [*singles[:30], batch, scheduled, singles[30:45], *singles[45:]]
+
+
+async def _fill(root: Path) -> dict[str, bytes]:
+    clock = ManualClock(start_ms=1_700_000_100_000)
+    store = FileMessageStore(tiny_config(root), clock=clock, store_host=STORE_HOST)
+    await store.start()
+    for put in _puts():
+        clock.advance_ms(3)
+        if isinstance(put, PutRequest):
+            assert (await store.put_message(put)).ok
+        elif isinstance(put, BatchPutRequest):
+            assert (await store.put_messages(put)).ok
+        else:
+            assert all(r is not None and r.ok for r in await store.put_message_list(put))
+    await store.shutdown()
+    files = {}
+    for path in sorted((root / "store").rglob("*")):
+        relative = str(path.relative_to(root / "store"))
+        if path.is_file() and (relative.startswith(("commitlog", "consumequeue", "index"))):
+            files[relative] = path.read_bytes()
+    return files
+
+
+def test_stores_on_either_twin_write_the_same_files(
+    fast: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PreparedRecord", "build_record"):
+        monkeypatch.setattr(records, name, getattr(fast, name))
+    compiled_files = asyncio.run(_fill(tmp_path / "compiled"))
+    for name in ("PreparedRecord", "build_record"):
+        monkeypatch.setattr(records, name, compiled.pure_twin("bolide.store.records", name))
+    monkeypatch.setattr(
+        wire, "store_properties", compiled.pure_twin("bolide.protocol.wire", "store_properties")
+    )
+    monkeypatch.setattr(records, "store_properties", wire.store_properties)
+    pure_files = asyncio.run(_fill(tmp_path / "pure"))
+    assert compiled_files.keys() == pure_files.keys()
+    assert any(name.startswith("index") for name in compiled_files)
+    assert any(name.startswith("consumequeue") for name in compiled_files)
+    for name, data in compiled_files.items():
+        assert data == pure_files[name], name
