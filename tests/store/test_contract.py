@@ -488,3 +488,20 @@ async def test_a_list_of_puts_is_announced_once_per_queue_and_tags_code_at_its_e
     seen.clear()
     await store.put_message(request(TAGS="A"))  # a single put announces at once again
     assert seen == [("orders", 0, 4, a, (4, 1))]
+
+
+async def test_puts_inside_a_held_block_are_announced_together_when_it_ends(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    seen: list[tuple[str, int, int, int]] = []
+    store.add_arrival_listener(lambda *arrival: seen.append(arrival))
+    with store.notifications_held():
+        assert (await store.put_message(request(TAGS="A"))).ok
+        with store.notifications_held():  # nested: the outer block announces
+            entries = [BatchEntry(0, b"x", "TAGS\x01B"), BatchEntry(0, b"y", "TAGS\x01A")]
+            assert (await store.put_messages(BatchPutRequest("orders", 1, entries))).ok
+            assert (await store.put_message(request(TAGS="A"))).ok
+        assert seen == []
+    a, b = java_string_hash("A"), java_string_hash("B")
+    assert seen == [("orders", 0, 2, a), ("orders", 1, 2, b), ("orders", 1, 2, a)]

@@ -26,7 +26,7 @@ from bolide.protocol import wire
 from bolide.protocol.message import tags_code
 from bolide.protocol.message_codec import BatchEntry
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.store import records
+from bolide.store import appender, records
 from bolide.store.api import BatchPutRequest, PutRequest
 from bolide.store.file_store import FileMessageStore
 from bolide.store.index_file import index_key_seed
@@ -146,7 +146,54 @@ def test_store_properties_are_read_alike(fast_wire: ModuleType, text: str) -> No
     assert fast_wire.store_properties(text) == pure(text) == expected
 
 
+_ENTRY = st.tuples(st.integers(-(2**31), 2**31), st.binary(max_size=70), _TEXT)
+
+
+@settings(max_examples=300)
+@given(st.lists(_ENTRY, max_size=5), _TEXT, st.sampled_from(["orders", SCHEDULE_TOPIC]))
+def test_batches_are_built_alike(
+    fast: ModuleType, entries: list[tuple[int, bytes, str]], extra: str, topic_name: str
+) -> None:
+    topic = TopicFacts(topic_name, topic_name.encode())
+    batch = [BatchEntry(flag, body, text) for flag, body, text in entries]
+    answers: list[Any] = []
+    for build in (fast.build_records, compiled.pure_twin("bolide.store.records", "build_records")):
+        memo: dict[str, int] = {}
+        try:
+            answers.append(([_view(r) for r in build(topic, batch, extra, 0, 64, 3, memo)], memo))
+        except RejectedError as rejected:
+            answers.append(("refused", rejected.status, rejected.remark))
+    assert answers[0] == answers[1]
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 5000), st.lists(st.integers(0, 2**32 - 1), max_size=3))),
+    st.integers(0, 2**63 - 2**40),
+    st.integers(0, 2**42),
+)
+def test_batch_entries_are_laid_out_alike(
+    fast: ModuleType, shapes: list[tuple[int, list[int]]], base_offset: int, store_ms: int
+) -> None:
+    pure_build = compiled.pure_twin("bolide.store.records", "PreparedRecord")
+    answers = []
+    for make, lay in (
+        (fast.PreparedRecord, fast.batch_entries),
+        (pure_build, compiled.pure_twin("bolide.store.appender", "batch_entries")),
+        (pure_build, fast.batch_entries),  # the compiled one reads a pure record too
+    ):
+        batch = [make(b"", 0, b"", size, None, size % 7, None, hashes) for size, hashes in shapes]
+        index_records: list[Any] = []
+        ids, entries = lay(batch, base_offset, "7F000001", store_ms, index_records)
+        answers.append((ids, entries, index_records))
+    assert answers[0] == answers[1] == answers[2]
+    if shapes:
+        assert answers[0][0][0] == f"7F000001{base_offset:016X}"
+
+
 # --- whole stores, one on each twin --------------------------------------------------------
+
+
+_RECORDS_TWINS = ("PreparedRecord", "build_record", "build_records")
 
 
 def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
@@ -201,11 +248,15 @@ async def _fill(root: Path) -> dict[str, bytes]:
 def test_stores_on_either_twin_write_the_same_files(
     fast: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("PreparedRecord", "build_record"):
+    for name in _RECORDS_TWINS:
         monkeypatch.setattr(records, name, getattr(fast, name))
+    monkeypatch.setattr(appender, "batch_entries", fast.batch_entries)
     compiled_files = asyncio.run(_fill(tmp_path / "compiled"))
-    for name in ("PreparedRecord", "build_record"):
+    for name in _RECORDS_TWINS:
         monkeypatch.setattr(records, name, compiled.pure_twin("bolide.store.records", name))
+    monkeypatch.setattr(
+        appender, "batch_entries", compiled.pure_twin("bolide.store.appender", "batch_entries")
+    )
     monkeypatch.setattr(
         wire, "store_properties", compiled.pure_twin("bolide.protocol.wire", "store_properties")
     )

@@ -71,6 +71,7 @@ TWIN_MODULES: Final = (
     "bolide.protocol.wire_rows",
     "bolide.store.index_file",
     "bolide.store.records",
+    "bolide.store.appender",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 

@@ -12,15 +12,18 @@ read through :func:`bolide.protocol.wire.store_properties` (its one home, compil
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 import zlib
 
 from bolide.base import limits
 from bolide.protocol.message import tags_code as _java_tags_code
+from bolide.protocol.wire import join_properties as _join
 from bolide.protocol.wire import store_properties as _store_properties
 
 cdef object _crc32 = zlib.crc32
+cdef const char* _HEX_DIGITS = b"0123456789ABCDEF"
 cdef Py_ssize_t _PROPERTIES_MAX = limits.MESSAGE_PROPERTIES_MAX_BYTES
 cdef Py_ssize_t _CACHE_MAX = limits.STORE_NAME_CACHE_MAX_ENTRIES
 
@@ -75,9 +78,61 @@ cdef class PreparedRecord:
 def build_record(topic, body, flag, str text, Py_ssize_t extra_bytes,
                  Py_ssize_t max_body_bytes, Py_ssize_t index_max_entries, dict tags_codes):
     """The validated record of one message; see records.build_record."""
+    _load()
+    return _build(topic, body, flag, text, extra_bytes, max_body_bytes, index_max_entries,
+                  tags_codes)
+
+
+def build_records(topic, entries, str extra_properties, Py_ssize_t extra_bytes,
+                  Py_ssize_t max_body_bytes, Py_ssize_t index_max_entries, dict tags_codes):
+    """The validated records of a batch's entries; see records.build_records."""
+    cdef list built = []
+    _load()
+    for entry in entries:
+        built.append(_build(
+            topic, entry.body, entry.flag, _join(entry.properties, extra_properties),
+            extra_bytes, max_body_bytes, index_max_entries, tags_codes))
+    return built
+
+
+def batch_entries(records, int64_t base_offset, str message_id_prefix,
+                  int64_t store_timestamp_ms, list index_records):
+    """Message ids and consume-queue entries of a batch; see appender.batch_entries."""
+    cdef list message_ids = []
+    cdef list entries = []
+    cdef PreparedRecord record
+    cdef int64_t offset = base_offset, size
+    cdef char digits[17]
+    for item in records:
+        if type(item) is PreparedRecord:
+            record = <PreparedRecord>item
+            hashes, size, code = record.hashes, record.size, record.tags_code
+        else:  # the pure twin's record (differential tests)
+            hashes, size, code = item.hashes, item.size, item.tags_code
+        _hex16(offset, digits)
+        message_ids.append(message_id_prefix + PyUnicode_FromStringAndSize(digits, 16))
+        if hashes:
+            index_records.append((offset, store_timestamp_ms, hashes))
+        entries.append((offset, size, code))
+        offset += size
+    return message_ids, entries
+
+
+cdef inline void _hex16(int64_t value, char* digits) noexcept:
+    """``f"{value:016X}"`` of a non-negative offset."""
+    cdef uint64_t v = <uint64_t>value
+    cdef int k
+    for k in range(15, -1, -1):
+        digits[k] = _HEX_DIGITS[v & 15]
+        v >>= 4
+    digits[16] = 0
+
+
+cdef PreparedRecord _build(topic, body, flag, str text, Py_ssize_t extra_bytes,
+                           Py_ssize_t max_body_bytes, Py_ssize_t index_max_entries,
+                           dict tags_codes):
     cdef Py_ssize_t body_length, properties_length
     cdef PreparedRecord record
-    _load()
     if not -0x80000000 <= flag <= 0x7FFFFFFF:
         raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"flag {flag} is not an int32")
     body_length = len(body)

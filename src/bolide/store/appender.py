@@ -20,15 +20,16 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from bolide.base import compiled
 from bolide.base.clock import Clock
 from bolide.protocol.message import TRANSACTION_MASK
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import write_records
 from bolide.store.api import ArrivalListener, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
-from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
+from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueEntry, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, queue_tags_code
-from bolide.store.index_file import KeyIndex
+from bolide.store.index_file import KeyIndex, PendingRecord
 from bolide.store.records import PreparedRecord, RecordBuilder, TopicFacts
 
 _log = logging.getLogger("bolide.store")
@@ -167,8 +168,14 @@ class Appender:
             code = record.tags_code
             queue.append(base_offset, size, code)
             self.dirty_queues.add(queue)
-            if self._deferred is not None:
-                self._defer(topic.name, queue_id, queue.max_offset, (code,))
+            deferred = self._deferred
+            if deferred is not None:  # _defer's steps, inline
+                held = deferred.get((topic.name, queue_id))
+                if held is None:
+                    deferred[(topic.name, queue_id)] = [queue.max_offset, {code: None}]
+                else:
+                    held[0] = queue.max_offset
+                    held[1][code] = None
             elif self.listeners:
                 self._notify_one(topic.name, queue_id, queue.max_offset, code)
         self.put_count += 1
@@ -219,25 +226,27 @@ class Appender:
                 queue.append(base_offset, record.size, code)
                 self._queue_written(topic, queue_id, queue, (code,))
             return [f"{prefix}{base_offset:016X}"]
-        message_ids: list[str] = []
-        entries: list[tuple[int, int, int]] = []
-        index = self._index
-        offset = base_offset
-        for record in records:
-            message_ids.append(f"{prefix}{offset:016X}")
-            if record.hashes:
-                index.add_record(offset, store_timestamp_ms, record.hashes)
-            code = tags_code_override
-            if code is None:
-                code = record.tags_code
-                if topic.is_schedule:
-                    code = self._delivery_ms(record, store_timestamp_ms)
-            entries.append((offset, record.size, code))
-            offset += record.size
+        index_records: list[PendingRecord] = []
+        message_ids, entries = batch_entries(
+            records, base_offset, prefix, store_timestamp_ms, index_records
+        )
+        self._index.add_records(index_records)
+        if tags_code_override is not None or topic.is_schedule:
+            entries = [
+                (offset, size, self._queue_code(record, store_timestamp_ms, tags_code_override))
+                for (offset, size, _), record in zip(entries, records, strict=True)
+            ]
         if queue is not None:
             queue.append_many(entries)
             self._queue_written(topic, queue_id, queue, [entry[2] for entry in entries])
         return message_ids
+
+    def _queue_code(
+        self, record: PreparedRecord, store_timestamp_ms: int, tags_code_override: int | None
+    ) -> int:
+        if tags_code_override is not None:
+            return tags_code_override
+        return self._delivery_ms(record, store_timestamp_ms)  # a SCHEDULE_TOPIC_XXXX record
 
     def _delivery_ms(self, record: PreparedRecord, store_timestamp_ms: int) -> int:
         """The tags code of a SCHEDULE_TOPIC_XXXX record: when it is due."""
@@ -303,3 +312,29 @@ class Appender:
         """The queues written since the last call (for the queue flush)."""
         dirty, self.dirty_queues = self.dirty_queues, set()
         return dirty
+
+
+def batch_entries(
+    records: Sequence[PreparedRecord],
+    base_offset: int,
+    message_id_prefix: str,
+    store_timestamp_ms: int,
+    index_records: list[PendingRecord],
+) -> tuple[list[str], list[ConsumeQueueEntry]]:
+    """The message ids and consume-queue entries (tags code: the record's TAGS hash) of
+    ``records`` laid end to end from ``base_offset``; appends the index's pending record of
+    each one that has key hashes to ``index_records``. Compiled in ``_put_c.pyx``."""
+    message_ids: list[str] = []
+    entries: list[ConsumeQueueEntry] = []
+    offset = base_offset
+    for record in records:
+        message_ids.append(f"{message_id_prefix}{offset:016X}")
+        if record.hashes:
+            index_records.append((offset, store_timestamp_ms, record.hashes))
+        entries.append((offset, record.size, record.tags_code))
+        offset += record.size
+    return message_ids, entries
+
+
+# The compiled twin (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.store._put_c", ("batch_entries",))

@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from bolide.base import limits
 from bolide.base.clock import Clock
@@ -507,14 +508,9 @@ class FileMessageStore:
         return result
 
     def _refuse(self) -> None:
-        if not self._running:
-            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "store is not running")
-        if self.refuse_puts:
-            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, self.refuse_puts)
-        raise RejectedError(
-            PutStatus.SERVICE_NOT_AVAILABLE,
-            f"store refuses writes until recovery: {self._write_failure}",
-        )
+        failure = f"store refuses writes until recovery: {self._write_failure}"
+        reason = self.refuse_puts or failure if self._running else "store is not running"
+        raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, reason)
 
     def _failed_put(self, error: StoreError) -> PutResult:
         """The answer to a put whose room could not be made (nothing was written)."""
@@ -545,6 +541,9 @@ class FileMessageStore:
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._appender.listeners.append(listener)
+
+    def notifications_held(self) -> AbstractContextManager[None]:
+        return self._appender.notifications_held()
 
     # --- reads ----------------------------------------------------------------------------------
 

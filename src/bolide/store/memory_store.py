@@ -10,8 +10,9 @@ them is wrong. Nothing survives :meth:`MemoryMessageStore.shutdown`.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,20 +144,28 @@ class MemoryMessageStore:
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
     ) -> list[PutResult | None]:
         results: list[PutResult | None] = []
-        self._held = {}  # announced together at the end: once per queue and tags code
-        try:
+        with self.notifications_held():  # once per queue and tags code, at the end
             for request in requests:
                 result = await self.put_message(request)
                 results.append(result)
                 if not result.ok and result.status not in MESSAGE_REFUSALS:
                     results += [None] * (len(requests) - len(results))
                     break
+        return results
+
+    @contextlib.contextmanager
+    def notifications_held(self) -> Iterator[None]:
+        if self._held is not None:  # nested: the outermost block announces
+            yield
+            return
+        self._held = {}
+        try:
+            yield
         finally:
             held, self._held = self._held, None
             for (topic, queue_id), (max_offset, codes) in held.items():
                 for tags_code in codes:
                     self._notify(topic, queue_id, max_offset, tags_code)
-        return results
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         try:

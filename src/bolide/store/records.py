@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import tags_code
-from bolide.protocol.message_codec import encode_record
+from bolide.protocol.message_codec import BatchEntry, encode_record
 from bolide.protocol.msgid import offset_message_id
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import (
@@ -171,14 +171,13 @@ class RecordBuilder:
             0,
         )
         topic = self.topic(request.topic)
-        extra = request.extra_properties
-        born_host = request.born_host
-        records = [
-            self._record(
-                topic, entry.body, entry.flag, join_properties(entry.properties, extra), born_host
-            )
-            for entry in request.entries
-        ]
+        extra_bytes = self._store_extra_bytes
+        if ":" in request.born_host[0]:
+            extra_bytes += IPV6_HOST_EXTRA_BYTES
+        records = build_records(
+            topic, request.entries, request.extra_properties, extra_bytes,
+            self._max_message_size_bytes, self._index_max_entries, self._tags_codes,
+        )  # fmt: skip
         total_size = sum([record.size for record in records])
         if total_size + limits.COMMIT_LOG_BLANK_MIN_BYTES > self._segment_bytes:
             raise _too_big(total_size)
@@ -389,6 +388,29 @@ def build_record(
     )
 
 
+def build_records(
+    topic: TopicFacts,
+    entries: Sequence[BatchEntry],
+    extra_properties: str,
+    extra_bytes: int,
+    max_body_bytes: int,
+    index_max_entries: int,
+    tags_codes: dict[str, int],
+) -> list[PreparedRecord]:
+    """:func:`build_record` of each entry of a batch, ``extra_properties`` joined to its
+    properties string. Compiled in ``_put_c.pyx``.
+
+    Raises:
+        RejectedError: an entry breaks a rule.
+    """
+    records = []
+    for entry in entries:
+        text = join_properties(entry.properties, extra_properties)
+        args = (extra_bytes, max_body_bytes, index_max_entries, tags_codes)
+        records.append(build_record(topic, entry.body, entry.flag, text, *args))
+    return records
+
+
 def _bad_queue_id(queue_id: int) -> RejectedError:
     return RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
 
@@ -406,4 +428,6 @@ def _too_big(total_size: int) -> RejectedError:
 
 
 # The compiled twins (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.store._put_c", ("PreparedRecord", "build_record"))
+compiled.install(
+    globals(), "bolide.store._put_c", ("PreparedRecord", "build_record", "build_records")
+)
