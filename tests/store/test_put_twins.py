@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from bolide.base import compiled
 from bolide.base.clock import ManualClock
 from bolide.protocol import wire
-from bolide.protocol.message import tags_code
+from bolide.protocol.message import MessageSysFlag, tags_code
 from bolide.protocol.message_codec import BatchEntry
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store import appender, records
-from bolide.store.api import BatchPutRequest, PutRequest
+from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
 from bolide.store.file_store import FileMessageStore
 from bolide.store.index_file import index_key_seed
 from bolide.store.records import RejectedError, TopicFacts
@@ -194,6 +194,7 @@ def test_batch_entries_are_laid_out_alike(
 
 
 _RECORDS_TWINS = ("PreparedRecord", "build_record", "build_records")
+_APPENDER_TWINS = ("append_single", "batch_entries")
 
 
 def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
@@ -206,10 +207,11 @@ def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
             flag=number,
             properties=f"TAGS\x01t{number % 4}\x02UNIQ_KEY\x01U{number:08X}"
             + ("\x02KEYS\x01a b" if number % 5 == 0 else ""),
+            sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED) if number % 17 == 0 else 0,
             born_host=BORN_HOST,
             born_timestamp_ms=base + number,
         )
-        for number in range(60)
+        for number in range(120)
     ]
     batch = BatchPutRequest(
         "orders",
@@ -221,28 +223,50 @@ def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
     scheduled = PutRequest(
         SCHEDULE_TOPIC, 2, b"later", properties="DELAY\x013\x02TAGS\x01x", born_host=BORN_HOST
     )
-    return [*singles[:30], batch, scheduled, singles[30:45], *singles[45:]]
+    refused = [
+        PutRequest("orders", 0, b"x", properties="TAGS\x01a\x00", born_host=BORN_HOST),
+        PutRequest("orders", 99_999, b"x", born_host=BORN_HOST),
+        PutRequest("orders", 0, b"x", flag=2**31, born_host=BORN_HOST),
+    ]
+    return [
+        *singles[:30], batch, scheduled, singles[30:45], *refused, *singles[45:80],
+        [*singles[80:90], refused[0], *singles[90:]],
+    ]  # fmt: skip
 
 
-async def _fill(root: Path) -> dict[str, bytes]:
+def _result(result: PutResult | None) -> tuple[Any, ...] | None:
+    if result is None:
+        return None
+    return (
+        result.status, result.commit_log_offset, result.queue_offset, result.store_timestamp_ms,
+        result.wrote_bytes, tuple(result.message_ids), result.message_count, result.remark,
+    )  # fmt: skip
+
+
+async def _fill(root: Path) -> tuple[dict[str, bytes], list[Any], list[Any]]:
+    """The store's files, put results and arrivals after :func:`_puts` under a manual clock."""
     clock = ManualClock(start_ms=1_700_000_100_000)
     store = FileMessageStore(tiny_config(root), clock=clock, store_host=STORE_HOST)
     await store.start()
+    arrivals: list[tuple[str, int, int, int]] = []
+    store.add_arrival_listener(lambda *arrival: arrivals.append(arrival))
+    answers: list[Any] = []
     for put in _puts():
         clock.advance_ms(3)
         if isinstance(put, PutRequest):
-            assert (await store.put_message(put)).ok
+            answers.append(_result(await store.put_message(put)))
+            answers.append(_result(store.put_message_at_once(put)))
         elif isinstance(put, BatchPutRequest):
-            assert (await store.put_messages(put)).ok
+            answers.append(_result(await store.put_messages(put)))
         else:
-            assert all(r is not None and r.ok for r in await store.put_message_list(put))
+            answers.append([_result(r) for r in await store.put_message_list(put)])
     await store.shutdown()
     files = {}
     for path in sorted((root / "store").rglob("*")):
         relative = str(path.relative_to(root / "store"))
         if path.is_file() and (relative.startswith(("commitlog", "consumequeue", "index"))):
             files[relative] = path.read_bytes()
-    return files
+    return files, answers, arrivals
 
 
 def test_stores_on_either_twin_write_the_same_files(
@@ -250,18 +274,24 @@ def test_stores_on_either_twin_write_the_same_files(
 ) -> None:
     for name in _RECORDS_TWINS:
         monkeypatch.setattr(records, name, getattr(fast, name))
-    monkeypatch.setattr(appender, "batch_entries", fast.batch_entries)
-    compiled_files = asyncio.run(_fill(tmp_path / "compiled"))
+    for name in _APPENDER_TWINS:
+        monkeypatch.setattr(appender, name, getattr(fast, name))
+    compiled_files, compiled_answers, compiled_arrivals = asyncio.run(_fill(tmp_path / "compiled"))
     for name in _RECORDS_TWINS:
         monkeypatch.setattr(records, name, compiled.pure_twin("bolide.store.records", name))
-    monkeypatch.setattr(
-        appender, "batch_entries", compiled.pure_twin("bolide.store.appender", "batch_entries")
-    )
+    for name in _APPENDER_TWINS:
+        monkeypatch.setattr(appender, name, compiled.pure_twin("bolide.store.appender", name))
     monkeypatch.setattr(
         wire, "store_properties", compiled.pure_twin("bolide.protocol.wire", "store_properties")
     )
     monkeypatch.setattr(records, "store_properties", wire.store_properties)
-    pure_files = asyncio.run(_fill(tmp_path / "pure"))
+    pure_files, pure_answers, pure_arrivals = asyncio.run(_fill(tmp_path / "pure"))
+    assert compiled_answers == pure_answers
+    assert compiled_arrivals == pure_arrivals
+    flat = [
+        a for answer in compiled_answers for a in (answer if isinstance(answer, list) else [answer])
+    ]
+    assert sum(1 for answer in flat if answer[0] != PutStatus.PUT_OK) == 7  # 3 twice, 1 listed
     assert compiled_files.keys() == pure_files.keys()
     assert any(name.startswith("index") for name in compiled_files)
     assert any(name.startswith("consumequeue") for name in compiled_files)

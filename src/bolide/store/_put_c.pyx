@@ -15,9 +15,13 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
+import logging
 import zlib
 
 from bolide.base import limits
+from bolide.base.errors import invariant as _invariant
+from bolide.protocol.message import TRANSACTION_MASK as _TRANSACTION_MASK
+from bolide.protocol.wire import write_records as _write_records
 from bolide.protocol.message import tags_code as _java_tags_code
 from bolide.protocol.wire import join_properties as _join
 from bolide.protocol.wire import store_properties as _store_properties
@@ -26,6 +30,9 @@ cdef object _crc32 = zlib.crc32
 cdef const char* _HEX_DIGITS = b"0123456789ABCDEF"
 cdef Py_ssize_t _PROPERTIES_MAX = limits.MESSAGE_PROPERTIES_MAX_BYTES
 cdef Py_ssize_t _CACHE_MAX = limits.STORE_NAME_CACHE_MAX_ENTRIES
+cdef Py_ssize_t _INDEX_PENDING_MAX = limits.INDEX_PENDING_MAX_RECORDS
+cdef int32_t TRANSACTION_MASK = _TRANSACTION_MASK
+_log = logging.getLogger("bolide.store")
 
 cdef enum:
     OVERHEAD = 91  # wire.RECORD_OVERHEAD_BYTES
@@ -37,15 +44,21 @@ cdef object PutStatus = None
 cdef object _index_hashes = None
 
 
+cdef object PutResult = None
+cdef object _PUT_OK = None
+cdef object _gets_queue_entry = None
+
+
 cdef int _load() except -1:
-    global RejectedError, PutStatus, _index_hashes
+    global RejectedError, PutStatus, _index_hashes, PutResult, _PUT_OK, _gets_queue_entry
     if RejectedError is None:
-        from bolide.store import records
-        from bolide.store.api import PutStatus as status
-        from bolide.store.dispatch import index_hashes
+        from bolide.store import api, dispatch, records
         RejectedError = records.RejectedError
-        PutStatus = status
-        _index_hashes = index_hashes
+        PutStatus = api.PutStatus
+        PutResult = api.PutResult
+        _PUT_OK = api.PutStatus.PUT_OK
+        _index_hashes = dispatch.index_hashes
+        _gets_queue_entry = dispatch.gets_queue_entry
     return 0
 
 
@@ -93,6 +106,106 @@ def build_records(topic, entries, str extra_properties, Py_ssize_t extra_bytes,
             topic, entry.body, entry.flag, _join(entry.properties, extra_properties),
             extra_bytes, max_body_bytes, index_max_entries, tags_codes))
     return built
+
+
+def append_single(appender, topic, queue_id, record, int32_t sys_flag, born_timestamp_ms,
+                  born_ip, born_port, reconsume_times, prepared_transaction_offset):
+    """One record appended; see appender.append_single."""
+    cdef int64_t base_offset, store_timestamp_ms, size, max_offset
+    cdef char digits[17]
+    _load()
+    queue = None
+    if not sys_flag & TRANSACTION_MASK or _gets_queue_entry(sys_flag):
+        queue = appender._queues.get_or_create(topic.name, queue_id)
+        if queue.max_offset >= queue.room_end_offset:
+            queue.prepare_append(1)
+    size = record.size
+    segment, position = appender._commit_log.reserve(size)
+    base_offset = segment.start_offset + position
+    hashes = record.hashes
+    index = appender._index
+    if hashes:
+        index.prepare_one(base_offset, len(hashes))
+    store_timestamp_ms = appender._clock.now_ms()
+    first_queue_offset = None if queue is None else queue.max_offset
+    segment.write_position = _write_records(
+        segment.view, position, (record,), topic.tail_prefix, queue_id, first_queue_offset,
+        base_offset, sys_flag, born_timestamp_ms, born_ip, born_port, store_timestamp_ms,
+        appender._store_ip, appender._store_port, reconsume_times, prepared_transaction_offset)
+    if hashes:  # KeyIndex.add_record's steps
+        pending = index._pending
+        pending.append((base_offset, store_timestamp_ms, hashes))
+        index._room -= len(hashes)
+        if len(pending) >= _INDEX_PENDING_MAX:
+            index.drain()
+    if queue is not None:
+        code = record.tags_code
+        _queue_append(queue, base_offset, size, code)
+        appender.dirty_queues.add(queue)
+        max_offset = queue.max_offset
+        deferred = appender._deferred
+        if deferred is not None:
+            key = (topic.name, queue_id)
+            held = deferred.get(key)
+            if held is None:
+                deferred[key] = [max_offset, {code: None}]
+            else:
+                held[0] = max_offset
+                held[1][code] = None
+        else:
+            name = topic.name
+            for listener in appender.listeners:
+                try:
+                    listener(name, queue_id, max_offset, code)
+                except Exception:
+                    _log.exception("arrival listener failed")
+    appender.put_count += 1
+    appender.put_bytes += size
+    _hex16(base_offset, digits)
+    return PutResult(
+        _PUT_OK, base_offset, first_queue_offset or 0, store_timestamp_ms, size,
+        [appender._message_id_prefix + PyUnicode_FromStringAndSize(digits, 16)], 1)
+
+
+cdef int _queue_append(queue, int64_t commit_log_offset, int64_t size, int64_t tags_code) except -1:
+    """ConsumeQueue.append: the 20-byte entry (>qiq) at the queue's end, room made before."""
+    cdef Py_buffer target
+    cdef int64_t queue_offset = queue.max_offset
+    cdef int64_t byte_offset = queue_offset * CQ_ENTRY_BYTES, position
+    cdef uint8_t* p
+    segments = queue.segments
+    segment = segments[len(segments) - 1]
+    position = byte_offset - segment.start_offset
+    if position < 0:  # a file made ahead by a failed put: the general code finds the file
+        queue.append(commit_log_offset, size, tags_code)
+        return 0
+    if position + CQ_ENTRY_BYTES > segment.allocated_position:
+        _invariant(False, f"append without room in {segment.path}")
+    PyObject_GetBuffer(segment.view, &target, PyBUF_WRITABLE)
+    try:
+        if position + CQ_ENTRY_BYTES > target.len:
+            _invariant(False, f"append beyond the mapping of {segment.path}")
+        p = <uint8_t*>target.buf + position
+        _put64(p, commit_log_offset)
+        _put32(p + 8, <uint32_t><int32_t>size)
+        _put64(p + 12, tags_code)
+    finally:
+        PyBuffer_Release(&target)
+    segment.write_position = position + CQ_ENTRY_BYTES
+    queue.max_offset = queue_offset + 1
+    return 0
+
+
+cdef inline void _put32(uint8_t* p, uint32_t v) noexcept:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+
+cdef inline void _put64(uint8_t* p, int64_t value) noexcept:
+    _put32(p, <uint32_t>(<uint64_t>value >> 32))
+    _put32(p + 4, <uint32_t>value)
 
 
 def batch_entries(records, int64_t base_offset, str message_id_prefix,

@@ -92,9 +92,9 @@ class Appender:
         """
         count = len(records)
         if count == 1 and tags_code_override is None and not topic.is_schedule:
-            return self._append_single(
-                topic, queue_id, records[0], sys_flag, born_timestamp_ms, born_ip, born_port,
-                reconsume_times, prepared_transaction_offset,
+            return append_single(
+                self, topic, queue_id, records[0], sys_flag, born_timestamp_ms, born_ip,
+                born_port, reconsume_times, prepared_transaction_offset,
             )  # fmt: skip
         total_size = records[0].size if count == 1 else sum([r.size for r in records])
         queue = None
@@ -128,66 +128,6 @@ class Appender:
             total_size,
             message_ids,
             count,
-        )
-
-    def _append_single(
-        self,
-        topic: TopicFacts,
-        queue_id: int,
-        record: PreparedRecord,
-        sys_flag: int,
-        born_timestamp_ms: int,
-        born_ip: bytes,
-        born_port: int,
-        reconsume_times: int,
-        prepared_transaction_offset: int,
-    ) -> PutResult:
-        """:meth:`append` of one record whose tags code is its TAGS hash (not a scheduled
-        record, no override): the same steps in the same order, without the batch's lists."""
-        queue = None
-        if not sys_flag & TRANSACTION_MASK or gets_queue_entry(sys_flag):
-            queue = self._queues.get_or_create(topic.name, queue_id)
-            if queue.max_offset >= queue.room_end_offset:
-                queue.prepare_append(1)
-        size = record.size
-        segment, position = self._commit_log.reserve(size)
-        base_offset = segment.start_offset + position
-        hashes = record.hashes
-        if hashes:
-            self._index.prepare_one(base_offset, len(hashes))
-        store_timestamp_ms = self._clock.now_ms()
-        first_queue_offset = None if queue is None else queue.max_offset
-        segment.write_position = write_records(
-            segment.view, position, (record,), topic.tail_prefix, queue_id, first_queue_offset,
-            base_offset, sys_flag, born_timestamp_ms, born_ip, born_port, store_timestamp_ms,
-            self._store_ip, self._store_port, reconsume_times, prepared_transaction_offset,
-        )  # fmt: skip
-        if hashes:
-            self._index.add_record(base_offset, store_timestamp_ms, hashes)
-        if queue is not None:
-            code = record.tags_code
-            queue.append(base_offset, size, code)
-            self.dirty_queues.add(queue)
-            deferred = self._deferred
-            if deferred is not None:  # _defer's steps, inline
-                held = deferred.get((topic.name, queue_id))
-                if held is None:
-                    deferred[(topic.name, queue_id)] = [queue.max_offset, {code: None}]
-                else:
-                    held[0] = queue.max_offset
-                    held[1][code] = None
-            elif self.listeners:
-                self._notify_one(topic.name, queue_id, queue.max_offset, code)
-        self.put_count += 1
-        self.put_bytes += size
-        return PutResult(
-            _PUT_OK,
-            base_offset,
-            first_queue_offset or 0,
-            store_timestamp_ms,
-            size,
-            [f"{self._message_id_prefix}{base_offset:016X}"],
-            1,
         )
 
     def _reserve_index(self, records: list[PreparedRecord], base_offset: int) -> None:
@@ -314,6 +254,70 @@ class Appender:
         return dirty
 
 
+def append_single(
+    appender: Appender,
+    topic: TopicFacts,
+    queue_id: int,
+    record: PreparedRecord,
+    sys_flag: int,
+    born_timestamp_ms: int,
+    born_ip: bytes,
+    born_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+) -> PutResult:
+    """:meth:`Appender.append` of one record whose tags code is its TAGS hash (not a scheduled
+    record, no override): the same steps in the same order, without the batch's lists — room,
+    the record written into the mapped segment, the index entry queued, the consume-queue
+    entry, the listeners. Compiled in ``_put_c.pyx`` (the single send's store path as one
+    unit)."""
+    queue = None
+    if not sys_flag & TRANSACTION_MASK or gets_queue_entry(sys_flag):
+        queue = appender._queues.get_or_create(topic.name, queue_id)
+        if queue.max_offset >= queue.room_end_offset:
+            queue.prepare_append(1)
+    size = record.size
+    segment, position = appender._commit_log.reserve(size)
+    base_offset = segment.start_offset + position
+    hashes = record.hashes
+    if hashes:
+        appender._index.prepare_one(base_offset, len(hashes))
+    store_timestamp_ms = appender._clock.now_ms()
+    first_queue_offset = None if queue is None else queue.max_offset
+    segment.write_position = write_records(
+        segment.view, position, (record,), topic.tail_prefix, queue_id, first_queue_offset,
+        base_offset, sys_flag, born_timestamp_ms, born_ip, born_port, store_timestamp_ms,
+        appender._store_ip, appender._store_port, reconsume_times, prepared_transaction_offset,
+    )  # fmt: skip
+    if hashes:
+        appender._index.add_record(base_offset, store_timestamp_ms, hashes)
+    if queue is not None:
+        code = record.tags_code
+        queue.append(base_offset, size, code)
+        appender.dirty_queues.add(queue)
+        deferred = appender._deferred
+        if deferred is not None:  # Appender._defer's steps, inline
+            held = deferred.get((topic.name, queue_id))
+            if held is None:
+                deferred[(topic.name, queue_id)] = [queue.max_offset, {code: None}]
+            else:
+                held[0] = queue.max_offset
+                held[1][code] = None
+        elif appender.listeners:
+            appender._notify_one(topic.name, queue_id, queue.max_offset, code)
+    appender.put_count += 1
+    appender.put_bytes += size
+    return PutResult(
+        _PUT_OK,
+        base_offset,
+        first_queue_offset or 0,
+        store_timestamp_ms,
+        size,
+        [f"{appender._message_id_prefix}{base_offset:016X}"],
+        1,
+    )
+
+
 def batch_entries(
     records: Sequence[PreparedRecord],
     base_offset: int,
@@ -337,4 +341,4 @@ def batch_entries(
 
 
 # The compiled twin (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.store._put_c", ("batch_entries",))
+compiled.install(globals(), "bolide.store._put_c", ("append_single", "batch_entries"))
