@@ -194,7 +194,7 @@ def test_batch_entries_are_laid_out_alike(
 
 
 _RECORDS_TWINS = ("PreparedRecord", "build_record", "build_records")
-_APPENDER_TWINS = ("append_single", "batch_entries")
+_APPENDER_TWINS = ("put_one", "append_single", "batch_entries")
 
 
 def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
@@ -227,9 +227,19 @@ def _puts() -> list[PutRequest | BatchPutRequest | list[PutRequest]]:
         PutRequest("orders", 0, b"x", properties="TAGS\x01a\x00", born_host=BORN_HOST),
         PutRequest("orders", 99_999, b"x", born_host=BORN_HOST),
         PutRequest("orders", 0, b"x", flag=2**31, born_host=BORN_HOST),
+        PutRequest("orders", 0, b"x", born_host=("127.0.0.1", 70_000)),
+        PutRequest("orders", 0, b"x", born_timestamp_ms=2**63, born_host=BORN_HOST),
+        PutRequest("orders", 0, b"x", born_host=("not-an-ip", 1)),
+        PutRequest("bad/topic", 0, b"x", born_host=BORN_HOST),
+    ]
+    odd = [  # stored: a mapping, an IPv6 born host, a bool field, a new topic
+        PutRequest("orders", 1, b"m", properties={"TAGS": "m", "KEYS": "k"}, born_host=BORN_HOST),
+        PutRequest("orders", 2, b"v6", properties="TAGS\x01six", born_host=("::1", 5)),
+        PutRequest("orders", 0, b"b", reconsume_times=True, born_host=BORN_HOST),
+        PutRequest("payments", 0, b"p", properties="UNIQ_KEY\x01P", born_host=BORN_HOST),
     ]
     return [
-        *singles[:30], batch, scheduled, singles[30:45], *refused, *singles[45:80],
+        *singles[:30], batch, scheduled, singles[30:45], *refused, *odd, *singles[45:80],
         [*singles[80:90], refused[0], *singles[90:]],
     ]  # fmt: skip
 
@@ -291,7 +301,7 @@ def test_stores_on_either_twin_write_the_same_files(
     flat = [
         a for answer in compiled_answers for a in (answer if isinstance(answer, list) else [answer])
     ]
-    assert sum(1 for answer in flat if answer[0] != PutStatus.PUT_OK) == 7  # 3 twice, 1 listed
+    assert sum(1 for answer in flat if answer[0] != PutStatus.PUT_OK) == 15  # 7 twice, 1 listed
     assert compiled_files.keys() == pure_files.keys()
     assert any(name.startswith("index") for name in compiled_files)
     assert any(name.startswith("consumequeue") for name in compiled_files)

@@ -31,12 +31,15 @@ cdef const char* _HEX_DIGITS = b"0123456789ABCDEF"
 cdef Py_ssize_t _PROPERTIES_MAX = limits.MESSAGE_PROPERTIES_MAX_BYTES
 cdef Py_ssize_t _CACHE_MAX = limits.STORE_NAME_CACHE_MAX_ENTRIES
 cdef Py_ssize_t _INDEX_PENDING_MAX = limits.INDEX_PENDING_MAX_RECORDS
+cdef Py_ssize_t _QUEUE_IDS_MAX = limits.STORE_QUEUE_IDS_MAX_COUNT
+cdef Py_ssize_t _BLANK_MIN = limits.COMMIT_LOG_BLANK_MIN_BYTES
 cdef int32_t TRANSACTION_MASK = _TRANSACTION_MASK
 _log = logging.getLogger("bolide.store")
 
 cdef enum:
     OVERHEAD = 91  # wire.RECORD_OVERHEAD_BYTES
     CQ_ENTRY_BYTES = 20  # consume_queue.ENTRY_BYTES
+    IPV6_EXTRA = 12  # wire.IPV6_HOST_EXTRA_BYTES
 
 # records.py imports this module at its end; its names are looked up at first use.
 cdef object RejectedError = None
@@ -106,6 +109,62 @@ def build_records(topic, entries, str extra_properties, Py_ssize_t extra_bytes,
             topic, entry.body, entry.flag, _join(entry.properties, extra_properties),
             extra_bytes, max_body_bytes, index_max_entries, tags_codes))
     return built
+
+
+def put_one(builder, appender, request):
+    """One message validated and stored; see appender.put_one."""
+    cdef PreparedRecord record
+    _load()
+    queue_id = request.queue_id
+    if not 0 <= queue_id < _QUEUE_IDS_MAX:
+        raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
+    sys_flag = request.sys_flag
+    born_timestamp_ms = request.born_timestamp_ms
+    born_host = request.born_host
+    reconsume_times = request.reconsume_times
+    prepared_transaction_offset = request.prepared_transaction_offset
+    born_port = born_host[1]
+    born_ip = None
+    if (_int32(sys_flag) and _int32(reconsume_times) and _int64(born_timestamp_ms)
+            and _int64(prepared_transaction_offset) and type(born_port) is int
+            and 0 <= born_port <= 0xFFFF):
+        born_ip = builder._born_ips.get(born_host[0])
+    if born_ip is None:  # checked (and refused, or cached) the general way
+        born_ip = builder.check_fields(
+            sys_flag, born_timestamp_ms, born_host, reconsume_times, prepared_transaction_offset)
+    topic = builder._topics.get(request.topic)
+    if topic is None:
+        topic = builder.topic(request.topic)
+    properties = request.properties
+    if type(properties) is not str:  # a mapping: encoded by the general code
+        record = builder._record(topic, request.body, request.flag, properties, born_host)
+    else:
+        extra = builder._store_extra_bytes
+        if ":" in born_host[0]:
+            extra += IPV6_EXTRA
+        record = _build(topic, request.body, request.flag, properties, extra,
+                        builder._max_message_size_bytes, builder._index_max_entries,
+                        builder._tags_codes)
+    if record.size + _BLANK_MIN > builder._segment_bytes:
+        raise RejectedError(
+            PutStatus.MESSAGE_ILLEGAL,
+            f"{record.size} bytes of records do not fit a commit-log segment")
+    tags_code = request.tags_code
+    if tags_code is None and not topic.is_schedule:
+        return append_single(
+            appender, topic, queue_id, record, sys_flag, born_timestamp_ms, born_ip, born_port,
+            reconsume_times, prepared_transaction_offset)
+    return appender.append(
+        topic, queue_id, [record], sys_flag, born_timestamp_ms, born_ip, born_port,
+        reconsume_times, prepared_transaction_offset, tags_code)
+
+
+cdef inline bint _int32(value):
+    return type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF
+
+
+cdef inline bint _int64(value):
+    return type(value) is int and -0x8000000000000000 <= value <= 0x7FFFFFFFFFFFFFFF
 
 
 def append_single(appender, topic, queue_id, record, int32_t sys_flag, born_timestamp_ms,

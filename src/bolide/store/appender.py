@@ -25,7 +25,7 @@ from bolide.base.clock import Clock
 from bolide.protocol.message import TRANSACTION_MASK
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import write_records
-from bolide.store.api import ArrivalListener, PutResult, PutStatus
+from bolide.store.api import ArrivalListener, PutRequest, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueEntry, ConsumeQueueTable
 from bolide.store.dispatch import gets_queue_entry, queue_tags_code
@@ -254,6 +254,23 @@ class Appender:
         return dirty
 
 
+def put_one(builder: RecordBuilder, appender: Appender, request: PutRequest) -> PutResult:
+    """One message validated (:meth:`RecordBuilder.single`) and stored
+    (:meth:`Appender.append`): the file store's single put below its refusal checks.
+    Compiled in ``_put_c.pyx`` (checks, record build and append in one call).
+
+    Raises:
+        RejectedError: the request breaks a rule; nothing was written.
+        DiskFullError, StoreError: as :meth:`Appender.append`.
+    """
+    topic, record, born_ip = builder.single(request)
+    return appender.append(
+        topic, request.queue_id, [record], request.sys_flag, request.born_timestamp_ms, born_ip,
+        request.born_host[1], request.reconsume_times, request.prepared_transaction_offset,
+        request.tags_code,
+    )  # fmt: skip
+
+
 def append_single(
     appender: Appender,
     topic: TopicFacts,
@@ -341,4 +358,4 @@ def batch_entries(
 
 
 # The compiled twin (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.store._put_c", ("append_single", "batch_entries"))
+compiled.install(globals(), "bolide.store._put_c", ("put_one", "append_single", "batch_entries"))

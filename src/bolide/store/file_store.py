@@ -34,7 +34,7 @@ from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
-from bolide.store import retention
+from bolide.store import appender, retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
     ArrivalListener,
@@ -461,19 +461,7 @@ class FileMessageStore:
         try:
             if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
-            topic, record, born_ip = self._builder.single(request)
-            return self._appender.append(
-                topic,
-                request.queue_id,
-                [record],
-                request.sys_flag,
-                request.born_timestamp_ms,
-                born_ip,
-                request.born_host[1],
-                request.reconsume_times,
-                request.prepared_transaction_offset,
-                request.tags_code,
-            )
+            return appender.put_one(self._builder, self._appender, request)  # compiled: _put_c.pyx
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)
