@@ -20,6 +20,7 @@ def _extensions_built() -> bool:
             "bolide.protocol._wire_c",
             "bolide.protocol._frame_c",
             "bolide.store._index_c",
+            "bolide.store._put_c",
         ):
             importlib.import_module(name)
     except ImportError:
@@ -38,6 +39,7 @@ def test_version_json_reports_the_compiled_hot_path() -> None:
             "bolide.protocol._frame_c",
             "bolide.protocol._wire_c",
             "bolide.store._index_c",
+            "bolide.store._put_c",
         ]
 
 

@@ -70,6 +70,8 @@ TWIN_MODULES: Final = (
     "bolide.protocol.wire",
     "bolide.protocol.wire_rows",
     "bolide.store.index_file",
+    "bolide.store.records",
+    "bolide.store.appender",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 
