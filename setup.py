@@ -20,6 +20,7 @@ EXTENSIONS = [
     ("bolide.protocol._frame_c", "src/bolide/protocol/_frame_c.pyx"),
     ("bolide.store._index_c", "src/bolide/store/_index_c.pyx"),
     ("bolide.store._put_c", "src/bolide/store/_put_c.pyx"),
+    ("bolide.store._recovery_c", "src/bolide/store/_recovery_c.pyx"),
 ]
 """(module, source) of every compiled twin."""
 

@@ -21,6 +21,7 @@ def _extensions_built() -> bool:
             "bolide.protocol._frame_c",
             "bolide.store._index_c",
             "bolide.store._put_c",
+            "bolide.store._recovery_c",
         ):
             importlib.import_module(name)
     except ImportError:
@@ -40,6 +41,7 @@ def test_version_json_reports_the_compiled_hot_path() -> None:
             "bolide.protocol._wire_c",
             "bolide.store._index_c",
             "bolide.store._put_c",
+            "bolide.store._recovery_c",
         ]
 
 

@@ -72,6 +72,7 @@ TWIN_MODULES: Final = (
     "bolide.store.index_file",
     "bolide.store.records",
     "bolide.store.appender",
+    "bolide.store.recovery_scan",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 

@@ -677,3 +677,7 @@ chosen queue has one, for its order; Kafka's max.in.flight is 5): sparse sends d
 behind a slow answer. A batch goes alone: once sends come faster than answers, everything
 waits for it and batches (measured at 4 x 32 in flight: 32 messages per request and 9 us of
 client CPU per message, where two requests of any kind gave 16 per request and 12 us)."""
+RECOVERY_QUEUE_RUN_MAX_ENTRIES = 1024
+"""Consume-queue entries (20 bytes each) recovery collects for one queue before it writes
+them in one run: fewer calls a record, at most 20 KiB held a queue (and at most
+STORE_NAME_CACHE_MAX_ENTRIES queues collecting at once)."""

@@ -36,6 +36,7 @@ import typer
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.base.gc_pauses import freeze_started_process
 from bolide.broker.broker import Broker
 from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
 from bolide.broker.security import (
@@ -464,6 +465,7 @@ def _ready(json_output: bool, **addresses: str) -> None:
     else:
         line = "bolide ready " + " ".join(f"{key}={value}" for key, value in addresses.items())
     print(line, flush=True)
+    _log.info("%d start-up objects exempt from full GC passes", freeze_started_process())
 
 
 def _run(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
