@@ -40,6 +40,7 @@ unit-pure: $(STAMP)
 # The real clients' suite (C++ rocketmq==0.4.4, 5.x SDK) too: "passes in both modes"
 # (~3 min, mostly waiting on the clients' timers, not CPU).
 	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/compat
+	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/client/test_producer.py tests/client/test_producer_batching.py tests/client/test_results_twins.py
 
 test: lint typecheck contracts unit unit-pure
 
