@@ -228,3 +228,30 @@ async def test_pull_round_trips_and_found_messages_are_measured_per_topic() -> N
         assert harness.loop.rates.status("Other", harness.clock.now_ms()) == (0.0, 0.0, 0.0)
     finally:
         await harness.loop.shutdown()
+
+
+async def test_what_the_sink_wakes_runs_before_the_next_pull_is_sent() -> None:
+    """A FOUND pull hands its messages on, then lets the woken consume work run before it
+    builds the next pull (the listener must not wait for it)."""
+    harness = _Harness()
+    events: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def sink(messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue) -> None:
+        loop.call_soon(events.append, f"consumed {len(messages)}")  # a worker's wake-up
+
+    harness.loop._sink = sink
+    pull_message = harness.client.pull_message
+
+    async def recorded(*args: object) -> PullResult:
+        events.append("pull")
+        return await pull_message(*args)  # type: ignore[arg-type]
+
+    harness.client.pull_message = recorded  # type: ignore[method-assign]
+    harness.client.answer(found(2, message("T", 0, 0), message("T", 0, 1)))
+    harness.start()
+    try:
+        await until(lambda: events.count("pull") >= 2)
+        assert events[:3] == ["pull", "consumed 2", "pull"]
+    finally:
+        await harness.loop.shutdown()
