@@ -14,7 +14,7 @@ from bolide.client.consumer.pull_loop import PullLoop, PullSettings, build_pull_
 from bolide.client.rpc import PullResult, PullStatus
 from bolide.protocol.bodies import MessageQueue, SubscriptionData
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.headers import PullSysFlag
+from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt, java_string_hash
 from bolide.testing.waiting import until
 from tests.client.consumer_peers import (
@@ -243,9 +243,11 @@ async def test_what_the_sink_wakes_runs_before_the_next_pull_is_sent() -> None:
     harness.loop._sink = sink
     pull_message = harness.client.pull_message
 
-    async def recorded(*args: object) -> PullResult:
+    async def recorded(
+        queue: MessageQueue, header: PullMessageRequestHeader, timeout_ms: int
+    ) -> PullResult:
         events.append("pull")
-        return await pull_message(*args)  # type: ignore[arg-type]
+        return await pull_message(queue, header, timeout_ms)
 
     harness.client.pull_message = recorded  # type: ignore[method-assign]
     harness.client.answer(found(2, message("T", 0, 0), message("T", 0, 1)))
