@@ -12,11 +12,11 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.base.errors import ConnectionClosedError
-from bolide.broker.handlers.pull import PullHandlers
+from bolide.broker.handlers.pull import PullHandlers, _response_code
 from bolide.protocol.bodies import MessageModel, SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.headers import PullSysFlag
-from bolide.protocol.message import MessageExt
+from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
+from bolide.protocol.message import MessageExt, java_string_hash
 from bolide.store.api import PutRequest
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
@@ -333,3 +333,44 @@ async def test_a_woken_pull_whose_read_fails_is_answered_system_error(
     response = await held
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert response.remark == "the disk went away"
+
+
+async def test_the_caught_up_shortcut_only_skips_reads_that_find_nothing(
+    tmp_path: Path,
+) -> None:
+    """The pull handler parks a pull at the queue's max offset without reading the store;
+    the read it skips must answer PULL_NOT_FOUND there, for every queue state and filter —
+    including a queue whose every message retention removed (min = max)."""
+    clock = ManualClock()
+    settings = {
+        "mapedFileSizeCommitLog": "4096",
+        "fileReservedTime": "1",
+        "deleteWhen": ";".join(str(hour) for hour in range(24)),
+    }
+    async with connected(tmp_path, clock=clock, settings=settings) as (cluster, wire):
+        store = cluster.brokers[0].context.store
+        handlers = PullHandlers(cluster.brokers[0].context)
+        for index in range(3):
+            await wire.send("Short", f"m{index}".encode(), tags="A")
+        for index in range(60):  # fills and rolls commit-log segments for retention
+            await wire.send("Gone", f"old message {index:03d}".encode() * 4)
+        for index in range(30):  # rolls the segment holding the last of them
+            await wire.send("Filler", f"filler {index:03d}".encode() * 4)
+        clock.advance_ms(2 * 3_600_000 + 1)
+        await store.run_retention_once()
+        await wire.send("Short", b"other queue", queue_id=2)
+        assert store.min_offset("Gone", 0) == store.max_offset("Gone", 0) == 60
+        cases = 0
+        for topic, queue_id in [("Short", 0), ("Short", 1), ("Short", 2), ("Gone", 0), ("No", 0)]:
+            top = store.max_offset(topic, queue_id) + 2
+            for offset in range(top):
+                for expression in ("*", "A", "B"):
+                    header = PullMessageRequestHeader.from_ext_fields(
+                        pull_request(topic, queue_id, offset, subscription=expression).ext_fields
+                    )
+                    codes = None if expression == "*" else frozenset({java_string_hash(expression)})
+                    general = _response_code(handlers._read(header, codes, None), offset)
+                    if handlers.caught_up(header):
+                        cases += 1
+                        assert general == ResponseCode.PULL_NOT_FOUND, (topic, queue_id, offset)
+        assert cases == 15  # each queue's max offset, three filters

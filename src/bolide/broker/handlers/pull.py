@@ -123,36 +123,59 @@ class PullHandlers:
         except RefusedError as refused:
             return self._refusal(request, header, refused)
         context = self._context
-        result = self._read(header, tag_codes, sql)
-        code = _response_code(result, header.queue_offset)
         slave = context.config.broker_role is BrokerRole.SLAVE
         if slave and not context.config.slave_read_enable:
             # Java: a slave that may not serve reads sends the consumer back to the master.
+            result = self._read(header, tag_codes, sql)
             return self._response(
                 request, ResponseCode.PULL_RETRY_IMMEDIATELY, result, header, _MASTER_ID
             )
         if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0 and not slave:
             self._commit(connection, header)
-        if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & _SUSPEND:
-            long_polling = context.long_polling
-            wake = functools.partial(self._woken, connection, request, header, tag_codes, sql)
-            if long_polling.park(
-                header.topic,
-                header.queue_id,
-                header.queue_offset,
-                long_polling.deadline_after(self._hold_ms(header)),
-                wake,
-                tag_codes=tag_codes,
-                owner=connection,
-            ):
-                return None  # answered by _woken
-            # Answering "not found" at once made clients pull again at once: a busy loop.
-            # SYSTEM_BUSY is an error to them: they wait before the next pull (Java and
-            # Bolide 3 s, pullTimeDelayMillsWhenException).
-            remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
-            busy = RefusedError(ResponseCode.SYSTEM_BUSY, remark)
-            return self._refusal(request, header, busy)
+        suspend = header.sys_flag & _SUSPEND
+        if suspend and self.caught_up(header):
+            # A caught-up consumer's pull (the e2e case): the read would answer PULL_NOT_FOUND.
+            return self._park(connection, request, header, tag_codes, sql)
+        result = self._read(header, tag_codes, sql)
+        code = _response_code(result, header.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and suspend:
+            return self._park(connection, request, header, tag_codes, sql)
         return self._response(request, code, result, header, self._suggest(header, result))
+
+    def caught_up(self, header: PullMessageRequestHeader) -> bool:
+        """Whether the pull asks for the queue's next offset to be written (its max offset):
+        the store read then answers PULL_NOT_FOUND whatever the filter (OFFSET_OVERFLOW_ONE,
+        or NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE at offset 0), so the read is skipped.
+        Held to the read's answer by tests/broker/test_handlers_pull.py."""
+        return header.queue_offset == self._context.store.max_offset(header.topic, header.queue_id)
+
+    def _park(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        tag_codes: frozenset[int] | None,
+        sql: SqlFilter | None,
+    ) -> RemotingCommand | None:
+        """Park the pull until a matching arrival or its hold ends (:meth:`_woken` answers
+        it then; None here); SYSTEM_BUSY when the long-poll table is full."""
+        long_polling = self._context.long_polling
+        wake = functools.partial(self._woken, connection, request, header, tag_codes, sql)
+        if long_polling.park(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            long_polling.deadline_after(self._hold_ms(header)),
+            wake,
+            tag_codes=tag_codes,
+            owner=connection,
+        ):
+            return None
+        # Answering "not found" at once made clients pull again at once: a busy loop.
+        # SYSTEM_BUSY is an error to them: they wait before the next pull (Java and
+        # Bolide 3 s, pullTimeDelayMillsWhenException).
+        remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
+        return self._refusal(request, header, RefusedError(ResponseCode.SYSTEM_BUSY, remark))
 
     def _woken(
         self,
