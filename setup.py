@@ -19,6 +19,7 @@ EXTENSIONS = [
     ("bolide.protocol._wire_c", "src/bolide/protocol/_wire_c.pyx"),
     ("bolide.protocol._frame_c", "src/bolide/protocol/_frame_c.pyx"),
     ("bolide.store._index_c", "src/bolide/store/_index_c.pyx"),
+    ("bolide.spark._sink_c", "src/bolide/spark/_sink_c.pyx"),
 ]
 """(module, source) of every compiled twin."""
 

@@ -32,15 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from bolide.cli.bench_runtime import process_cpu_s, process_tree_cpu_s
+from bolide.client.config import build_client_config
+from bolide.client.instance import ClientInstance
 from bolide.protocol.bodies import PERM_READ, PERM_WRITE
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.remoting.loop import run as run_loop
+from bolide.spark.queues import fetch_bounds, list_queues
 
 TOPIC = "spark-bench"
 READY_TIMEOUT_S = 60
+DISPATCH_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -120,28 +124,65 @@ def _spark_cpu_seconds() -> float:
     return process_tree_cpu_s(os.getpid())
 
 
+def _jvm_cpu_seconds(spark: Any) -> float:
+    """CPU used so far by Spark's JVM (the gateway's java process)."""
+    return process_cpu_s(spark.sparkContext._gateway.proc.pid)
+
+
 @dataclass(frozen=True)
 class Timing:
     seconds: float
     broker_cpu_s: float
     spark_cpu_s: float
+    jvm_cpu_s: float
 
 
-def _timed(server: Standalone, action: Any) -> tuple[Timing, Any]:
-    broker, spark = server.cpu_seconds(), _spark_cpu_seconds()
+def _timed(server: Standalone, spark: Any, action: Any) -> tuple[Timing, Any]:
+    broker, tree, jvm = server.cpu_seconds(), _spark_cpu_seconds(), _jvm_cpu_seconds(spark)
     started = time.perf_counter()
     result = action()
     seconds = time.perf_counter() - started
-    return Timing(seconds, server.cpu_seconds() - broker, _spark_cpu_seconds() - spark), result
+    timing = Timing(
+        seconds,
+        server.cpu_seconds() - broker,
+        _spark_cpu_seconds() - tree,
+        _jvm_cpu_seconds(spark) - jvm,
+    )
+    return timing, result
 
 
 def _line(name: str, rows: int, timing: Timing) -> str:
     spark_us = timing.spark_cpu_s / rows * 1e6
+    jvm_us = timing.jvm_cpu_s / rows * 1e6
     broker_us = timing.broker_cpu_s / rows * 1e6
     return (
         f"{name:<34} {rows:>9,} rows {timing.seconds:>6.1f} s {rows / timing.seconds:>9,.0f} rows/s"
-        f"  CPU/row: Spark+workers {spark_us:5.1f} µs, broker {broker_us:5.1f} µs"
+        f"  CPU/row: Spark+workers {spark_us:5.1f} µs (JVM {jvm_us:4.1f}),"
+        f" broker {broker_us:5.1f} µs"
     )
+
+
+async def _stored_messages(namesrv: str) -> int:
+    """Messages the topic's consume queues hold now (the sum of the queues' max offsets)."""
+    instance = ClientInstance(build_client_config(namesrv, "spark-bench-check"))
+    await instance.start()
+    try:
+        bounds = await fetch_bounds(instance, await list_queues(instance, [TOPIC]))
+    finally:
+        await instance.shutdown()
+    return sum(bound.max_offset for bound in bounds.values())
+
+
+def _wait_dispatched(namesrv: str, messages: int) -> None:
+    """Wait (bounded) until the broker's consume queues cover every message written: the
+    broker indexes the commit log behind the writes, and a read sees only indexed messages."""
+    deadline = time.monotonic() + DISPATCH_TIMEOUT_S
+    stored = run_loop(_stored_messages(namesrv))
+    while stored < messages and time.monotonic() < deadline:
+        time.sleep(0.2)
+        stored = run_loop(_stored_messages(namesrv))
+    if stored < messages:
+        print(f"(only {stored:,} of {messages:,} messages indexed after {DISPATCH_TIMEOUT_S} s)")
 
 
 def run(options: Options) -> None:
@@ -181,6 +222,7 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
     )
     timing, _ = _timed(
         server,
+        spark,
         lambda: (
             rows.write.format("bolide")
             .option("namesrv", server.namesrv)
@@ -191,8 +233,9 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
     )
     print(_line(f"sink (df.write, {options.body_bytes} B bodies)", options.messages, timing))
 
+    _wait_dispatched(server.namesrv, options.messages)
     timing, read = _timed(
-        server, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
+        server, spark, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
     )
     count = read // options.body_bytes
     print(_line("batch read (sum(length(body)))", count, timing))
@@ -213,7 +256,7 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
         query.awaitTermination()
         return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
-    timing, streamed = _timed(server, stream)
+    timing, streamed = _timed(server, spark, stream)
     print(_line(f"streaming ({options.per_trigger:,} per trigger)", streamed, timing))
 
 

@@ -20,6 +20,7 @@ def _extensions_built() -> bool:
             "bolide.protocol._wire_c",
             "bolide.protocol._frame_c",
             "bolide.store._index_c",
+            "bolide.spark._sink_c",
         ):
             importlib.import_module(name)
     except ImportError:
@@ -37,6 +38,7 @@ def test_version_json_reports_the_compiled_hot_path() -> None:
         assert sorted(report["compiled_modules"]) == [
             "bolide.protocol._frame_c",
             "bolide.protocol._wire_c",
+            "bolide.spark._sink_c",
             "bolide.store._index_c",
         ]
 

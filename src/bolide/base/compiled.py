@@ -70,6 +70,7 @@ TWIN_MODULES: Final = (
     "bolide.protocol.wire",
     "bolide.protocol.wire_rows",
     "bolide.store.index_file",
+    "bolide.spark.sink_rows",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 
