@@ -45,6 +45,7 @@ from bolide.spark.queues import fetch_bounds, list_queues
 TOPIC = "spark-bench"
 READY_TIMEOUT_S = 60
 DISPATCH_TIMEOUT_S = 120
+DISK_MAX_USED_SPACE_RATIO_PERCENT = 95
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,14 @@ class Standalone:
 
     def __init__(self, data_dir: Path) -> None:
         bolide = str(Path(sys.executable).parent / "bolide")
+        # A shared machine's disk may be fuller than the broker's default 75 % limit, past
+        # which it deletes the oldest commit-log files at once (the reads would then lose data).
+        config = data_dir / "broker.conf"
+        config.write_text(f"diskMaxUsedSpaceRatio={DISK_MAX_USED_SPACE_RATIO_PERCENT}\n")
         self.process = subprocess.Popen(
             [bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
-             "--no-metrics", "--no-dashboard",
-             "--data-dir", str(data_dir)],
+             "--no-metrics", "--no-dashboard", "--config", str(config),
+             "--data-dir", str(data_dir / "store")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         assert self.process.stdout is not None
