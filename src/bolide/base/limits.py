@@ -447,9 +447,10 @@ SPARK_ARROW_BATCH_MAX_BYTES = 64 * MIB
 holds at most 2 GiB, and Spark's Arrow path copies each batch)."""
 SPARK_PLAN_WINDOW_REQUESTS = 64
 """Min/max offset or timestamp look-ups the driver keeps in flight while planning a batch."""
-SPARK_WRITE_WINDOW_REQUESTS = 16
-"""Send requests one sink partition keeps in flight (the bounded window of async sends): with
-1 MiB batches, up to 16 MiB a task, enough to keep a broker busy while the task encodes."""
+SPARK_WRITE_WINDOW_REQUESTS = 8
+"""Send requests one sink partition keeps in flight (the bounded window of async sends): 8 x 256
+rows keeps a broker busy while the task encodes, and bounds the queue a request waits behind at
+the broker (more in flight only adds latency: a busy broker then times sends out)."""
 SPARK_WRITE_BATCH_MAX_MESSAGES = 256
 """Rows packed into one batch send request by the sink (rows without delay or sharding key):
 the sink's cost per request (≈ 60 µs of client CPU) spread over many rows."""

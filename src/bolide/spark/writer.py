@@ -41,6 +41,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,18 +345,25 @@ async def _write_all(
     default_topic: str | None,
     prefix: str,
 ) -> None:
-    # Advancing ``batches`` blocks on Spark's input while the loop waits; that is fine (the
-    # loop serves this task only) and sends in flight progress whenever a send waits for room.
-    row = 0
-    max_message_bytes = sender.producer.settings.max_message_bytes
-    for batch in batches:
-        plain = plain_rows(batch, default_topic, max_message_bytes)
-        if plain is not None:
-            await sender.add_plain(plain, prefix, row)
-        else:
-            for message, sharding_key in _messages(batch, default_topic, prefix, row):
-                await sender.add(message, sharding_key)
-        row += batch.num_rows
+    # Spark's input is read on a thread: while the JVM produces the next record batch, the loop
+    # keeps serving the sends in flight (a loop blocked on the input would let their timeouts
+    # run out with the answers waiting unread in the socket).
+    loop = asyncio.get_running_loop()
+    source = iter(batches)
+    input_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bolide-spark-input")
+    try:
+        row = 0
+        max_message_bytes = sender.producer.settings.max_message_bytes
+        while (batch := await loop.run_in_executor(input_reader, next, source, None)) is not None:
+            plain = plain_rows(batch, default_topic, max_message_bytes)
+            if plain is not None:
+                await sender.add_plain(plain, prefix, row)
+            else:
+                for message, sharding_key in _messages(batch, default_topic, prefix, row):
+                    await sender.add(message, sharding_key)
+            row += batch.num_rows
+    finally:
+        input_reader.shutdown(wait=False, cancel_futures=True)
     await sender.finish()
 
 
