@@ -36,7 +36,7 @@ unit: $(STAMP)
 
 # The suites of the compiled layers again on their pure-Python twins (issue 14: CI runs both).
 unit-pure: $(STAMP)
-	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/protocol tests/store tests/remoting
+	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/protocol tests/store tests/remoting tests/spark/test_records.py tests/spark/test_sink_rows.py
 
 test: lint typecheck contracts unit unit-pure
 
