@@ -23,6 +23,7 @@ EXTENSIONS = [
     ("bolide.store._recovery_c", "src/bolide/store/_recovery_c.pyx"),
     ("bolide.protocol._batch_c", "src/bolide/protocol/_batch_c.pyx"),
     ("bolide.client.producer._results_c", "src/bolide/client/producer/_results_c.pyx"),
+    ("bolide.spark._sink_c", "src/bolide/spark/_sink_c.pyx"),
 ]
 """(module, source) of every compiled twin."""
 

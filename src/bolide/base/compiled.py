@@ -75,6 +75,7 @@ TWIN_MODULES: Final = (
     "bolide.store.recovery_scan",
     "bolide.protocol.message_codec",
     "bolide.client.producer.results",
+    "bolide.spark.sink_rows",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 
