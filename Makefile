@@ -6,7 +6,7 @@ STAMP := $(VENV)/.bolide-installed
 
 .PHONY: test run lint typecheck contracts unit unit-pure bench clean
 
-PYX := $(wildcard src/bolide/*/*.pyx)
+PYX := $(shell find src/bolide -name "*.pyx")
 
 # The editable install also compiles the hot path (setup.py): a changed .pyx re-runs it.
 $(STAMP): pyproject.toml setup.py $(PYX)
@@ -53,4 +53,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build
-	rm -f src/bolide/*/*.so src/bolide/*/_*_c.c
+	find src/bolide \( -name "*.so" -o -name "_*_c.c" \) -delete
