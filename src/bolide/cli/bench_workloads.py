@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.base.gc_pause import freeze_startup_objects
 from bolide.cli.bench_runtime import (
     BenchSettings,
     LatencyRecorder,
@@ -463,6 +464,8 @@ async def run_e2e(
             await receiver.start()
         await _wait_owned(receivers, settings.queues)
         senders = await _open_senders(clients, topic, settings.producers)
+        # Setup is over: its objects leave the collector's scans, as a server's do at ready.
+        freeze_startup_objects()
         counters.phase, counters.done, counters.expected = "e2e", 0, total
         watch = Stopwatch(broker_pid)
         tickets = _paced_tickets(total, settings.rate_per_s, settings.batch_size)

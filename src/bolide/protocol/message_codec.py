@@ -438,4 +438,7 @@ def encode_batch_body(entries: Sequence[BatchEntryLike]) -> bytes:
 COMPILED_NAMES: Final = ("encode_batch_body",)
 """The functions ``_batch_c.pyx`` also provides, with the same signatures and answers."""
 
+# The compiled twins, unless BOLIDE_PURE_PYTHON=1 or not built: the producer's batch body
+# (bolide/protocol/_batch_c.pyx) and the broker's split of one (bolide/protocol/_wire_c.pyx).
 compiled.install(globals(), "bolide.protocol._batch_c", COMPILED_NAMES)
+compiled.install(globals(), "bolide.protocol._wire_c", ("decode_batch_body",))
