@@ -48,6 +48,7 @@ cdef extern from "Python.h":
     void* PyUnicode_DATA(object text)
     Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
 # The layout (wire.py): fixed-part positions with IPv4 hosts.
 cdef enum:
@@ -403,6 +404,30 @@ cdef tuple _store_properties(const uint8_t* p, Py_ssize_t length):
         else:
             values.append(_utf8(p + spans[2 * k], spans[2 * k + 1] - spans[2 * k], "properties"))
     return tuple(values)
+
+
+def store_properties(str text):
+    """TAGS, KEYS, UNIQ_KEY, DELAY of a properties string; see wire.store_properties."""
+    cdef Py_ssize_t length
+    cdef const char* data
+    try:
+        data = PyUnicode_AsUTF8AndSize(text, &length)  # cached on the str; ASCII: its data
+    except UnicodeEncodeError:  # a lone surrogate: the same answer the slow way
+        padded = "\x02" + text
+        return tuple([_last_value(padded, mark) for mark in _STORE_MARKS])
+    return _store_properties(<const uint8_t*>data, length)
+
+
+_STORE_MARKS = ("\x02TAGS\x01", "\x02KEYS\x01", "\x02UNIQ_KEY\x01", "\x02DELAY\x01")
+
+
+cdef object _last_value(str padded, str mark):
+    cdef Py_ssize_t at = padded.rfind(mark), start, end
+    if at < 0:
+        return None
+    start = at + len(mark)
+    end = padded.find("\x02", start)
+    return padded[start:] if end < 0 else padded[start:end]
 
 
 def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):

@@ -197,16 +197,18 @@ class Connection(asyncio.Protocol):
 
     # ---- sending -------------------------------------------------------------------------
 
-    def send(self, command: RemotingCommand) -> None:
+    def send(self, command: RemotingCommand, *, at_once: bool = False) -> None:
         """Write ``command`` as is (opaque and flag untouched) — responses and re-sends.
 
-        Does not wait for buffer space: callers that can outrun the peer use :meth:`drain`.
-        Raises :class:`ConnectionClosedError` when the connection is closed and
-        :class:`ProtocolError` when the command cannot be encoded.
+        ``at_once`` writes it (and whatever is queued) now instead of at the end of the loop
+        turn: for an answer made outside its connection's receive batch whose peer is waiting
+        (a woken long poll). Does not wait for buffer space: callers that can outrun the peer
+        use :meth:`drain`. Raises :class:`ConnectionClosedError` when the connection is closed
+        and :class:`ProtocolError` when the command cannot be encoded.
         """
         if self._close_reason is not None:
             raise self._closed_error()
-        self._write(command)
+        self._write(command, at_once=at_once)
 
     def send_frame(self, frame: bytes) -> None:
         """Write ``frame``, a whole frame already encoded (a precompiled answer), as
