@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import sys
 import tempfile
@@ -75,13 +74,6 @@ class Result:
             f"| {self.setup} | {self.messages_per_s:,.0f} | {self.p50_ms:.2f} | "
             f"{self.p99_ms:.2f} | {lag} |"
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Process:
@@ -173,16 +165,17 @@ async def _scenario(setup: str, role: str | None, options: Options) -> Result:
         servers = [namesrv]
         pool = ClientPool()
         try:
-            master_port = _free_port()
-            settings: dict[str, object] = {"listenPort": master_port, "brokerId": 0}
+            # Port 0 everywhere: the ready line shows the real address, and the slave learns
+            # the master's real HA address from the name server (REGISTER_BROKER answer).
+            settings: dict[str, object] = {"listenPort": 0, "brokerId": 0}
             if role is not None:
-                settings.update(brokerRole=role, haListenPort=_free_port())
+                settings.update(brokerRole=role, haListenPort=0)
             master = await _broker(root, "master", namesrv.address, settings)
             servers.append(master)
             slave = None
             if role is not None:
                 slave = await _broker(root, "slave", namesrv.address, {
-                    "listenPort": _free_port(), "brokerId": 1, "brokerRole": "SLAVE"})  # fmt: skip
+                    "listenPort": 0, "brokerId": 1, "brokerRole": "SLAVE"})  # fmt: skip
                 servers.append(slave)
                 # Another process's state: polled (the bench has no event to wait on).
                 while (await _runtime(pool, master.address)).get("haConnectionCount") != "1":  # noqa: ASYNC110

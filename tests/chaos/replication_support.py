@@ -1,8 +1,9 @@
 """A name server, a master and a slave as separate ``bolide`` processes on loopback.
 
 Each process is started by :class:`HaGroup` and stopped by it, by pid (SIGKILL for the
-master's crashes, SIGTERM otherwise). Ports are fixed per group (probed free at start), so a
-master restarted on its data comes back where its slave and clients look for it.
+master's crashes, SIGTERM otherwise). Every process first listens on port 0 (the system picks);
+the group then keeps the ports each broker was given, so a master restarted on its data comes
+back where its slave and clients look for it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -28,13 +28,6 @@ READY_TIMEOUT_S = 60.0
 """Guard on a process start: fails a hung test instead of blocking it."""
 SEGMENT_BYTES = 4 * 1024 * 1024
 """Small commit-log segments: a test directory stays small."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class ServerProcess:
@@ -86,15 +79,24 @@ async def spawn(*arguments: str, cwd: Path) -> ServerProcess:
     return ServerProcess(process, ready)
 
 
+def _broker_port(server: ServerProcess) -> int:
+    """The broker's port, from its ready line (``... broker=127.0.0.1:<port> ...``)."""
+    for word in server.ready.split():
+        if word.startswith("broker="):
+            return int(word.rsplit(":", 1)[1])
+    raise AssertionError(f"no broker address in the ready line {server.ready!r}")
+
+
 class HaGroup:
     """``bolide namesrv`` + a master (``role``) + a SLAVE of broker-a, under ``root``."""
 
     def __init__(self, root: Path, role: str = "SYNC_MASTER") -> None:
         self.root = root
         self.role = role
-        self.master_port = free_port()
-        self.master_ha_port = free_port()
-        self.slave_port = free_port()
+        # 0 until a broker's first start tells the port the system gave it.
+        self.master_port = 0
+        self.master_ha_port = 0
+        self.slave_port = 0
         self.namesrv: ServerProcess | None = None
         self.master: ServerProcess | None = None
         self.slave: ServerProcess | None = None
@@ -149,6 +151,7 @@ class HaGroup:
         self.slave = await spawn(
             "broker", "-c", str(conf), "--data-dir", str(self.root / "slave"), cwd=self.root
         )
+        self.slave_port = _broker_port(self.slave)
 
     async def kill_slave(self) -> None:
         assert self.slave is not None
@@ -168,6 +171,9 @@ class HaGroup:
         self.master = await spawn(
             "broker", "-c", str(conf), "--data-dir", str(self.root / "master"), cwd=self.root
         )
+        self.master_port = _broker_port(self.master)
+        if self.master_ha_port == 0:
+            self.master_ha_port = int((await self.runtime(self.master_address))["haListenPort"])
 
     async def kill_master(self) -> None:
         assert self.master is not None

@@ -17,6 +17,11 @@ from typing import Any
 WAIT_TIMEOUT_S = 60.0
 """Guard on waits for messages: fails a hung test instead of blocking it (not a measurement;
 a C++ consumer rebalances every 10 s, so a wait may legitimately span one or two rounds)."""
+EVENTUALLY_SPIN_TURNS = 100
+"""Loop turns :func:`eventually` spins before it polls (what the loop alone makes true)."""
+EVENTUALLY_POLL_INTERVAL_S = 0.005
+"""Poll interval of :func:`eventually` after its spins: short next to any wait here, long
+enough to leave the CPU to the native threads it waits for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +141,22 @@ def destroy_push_consumer(consumer: Any) -> None:
 
 async def eventually(predicate: Callable[[], bool], timeout_s: float = WAIT_TIMEOUT_S) -> None:
     """Yield to the event loop until ``predicate()`` holds (state the broker under test changes
-    as native client threads talk to it); TimeoutError after ``timeout_s``."""
+    as native client threads talk to it); TimeoutError after ``timeout_s``.
 
-    async def spin() -> None:
-        # No event exists to wait on: the state moves as the broker serves native threads.
-        while not predicate():  # noqa: ASYNC110
+    No event exists to wait on: the state moves as the broker serves native threads, which
+    need CPU to run. So after a few loop turns it polls every few milliseconds instead of
+    spinning (a spin held one of CI's two cores for as long as a C++ rebalance took, 10 s).
+    """
+
+    async def poll() -> None:
+        for _ in range(EVENTUALLY_SPIN_TURNS):
+            if predicate():
+                return
             await asyncio.sleep(0)
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(EVENTUALLY_POLL_INTERVAL_S)
 
-    await asyncio.wait_for(spin(), timeout_s)
+    await asyncio.wait_for(poll(), timeout_s)
 
 
 def stored_messages(broker: Any, topic: str) -> list[Any]:

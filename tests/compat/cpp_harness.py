@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,13 +187,26 @@ class ScratchServer:
         }
 
 
-def new_quiet_producer(group: str, namesrv_address: str) -> Any:
-    """A started-not C++ Producer at log level FATAL (set HOME to a temp dir first)."""
+_PRODUCER_INSTANCE_NUMBERS = itertools.count(1)
+"""Numbers the instance names of the C++ producers of this process (one client factory each)."""
+
+
+def new_quiet_producer(group: str, namesrv_address: str, *, send_timeout_ms: int = 5000) -> Any:
+    """A started-not C++ Producer at log level FATAL (set HOME to a temp dir first).
+
+    ``send_timeout_ms`` bounds each of the (up to three) attempts of a synchronous send.
+    """
     from rocketmq import ffi
     from rocketmq.client import Producer
 
-    producer = Producer(group, timeout=5000)
+    producer = Producer(group, timeout=send_timeout_ms)
     ffi.dll.SetProducerLogLevel(producer._handle, ffi._CLogLevel.FATAL)
+    # librocketmq keeps one client factory (route tables, connections) per client id, process
+    # wide; with the default instance name every producer of the test process shared it, and a
+    # later test could inherit a connection to an earlier test's stopped broker on a reused port
+    # (three attempts failing at once, reported as "No route info of this topic").
+    instance_name = f"{group}-{next(_PRODUCER_INSTANCE_NUMBERS)}"
+    ffi.dll.SetProducerInstanceName(producer._handle, instance_name.encode())
     producer.set_namesrv_addr(namesrv_address)
     return producer
 
@@ -218,6 +232,37 @@ def destroy_pull_consumer(consumer: Any) -> None:
     consumer.shutdown()
     consumer._handle = None
     ffi.dll.DestroyPullConsumer(handle)
+
+
+NATIVE_LOG_NAME_PART = "_rocketmq-cpp.log"
+"""librocketmq's log files are ``$HOME/logs/rocketmq-cpp/<pid>_rocketmq-cpp.log.<n>``."""
+
+
+def log_native_warnings(producer: Any) -> None:
+    """Set librocketmq's log level to WARN, so a failing call writes its reason (a response
+    timeout, a refused connection, an error code) where :func:`native_log_tail` reads it.
+
+    The level is process-wide: each new C++ client of the harness sets FATAL again.
+    """
+    from rocketmq import ffi
+
+    ffi.dll.SetProducerLogLevel(producer._handle, ffi._CLogLevel.WARN)
+
+
+def native_log_tail(line_count: int = 30) -> str:
+    """The last warning and error lines librocketmq wrote in this process ("" when none).
+
+    boost.log opens its file once, under the HOME of the process's first C++ client (an
+    earlier test's), so the file is found among this process's open descriptors.
+    """
+    lines: list[str] = []
+    for descriptor in sorted(Path("/proc/self/fd").iterdir()):
+        with contextlib.suppress(OSError):
+            target = os.readlink(descriptor)
+            if NATIVE_LOG_NAME_PART in target:
+                text = Path(target).read_text(errors="replace")
+                lines += [line for line in text.splitlines() if "](info)" not in line]
+    return "\n".join(lines[-line_count:])
 
 
 def destroy_producer(producer: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -131,11 +131,17 @@ async def test_wrong_secret_no_permission_and_denied_topic_are_refused(
 
 
 @pytest.fixture
-def push_consumers() -> Iterator[list[Any]]:
+async def push_consumers(acl_cluster: Cluster) -> AsyncIterator[list[Any]]:
+    """Consumers shut down while the broker still serves on the running loop: their final
+    offset commits and UNREGISTER_CLIENT get answers (a blocking shutdown outside the loop
+    waited for each request's timeout, ~25 s)."""
+    del acl_cluster  # torn down after the consumers
     started: list[Any] = []
-    yield started
-    for consumer in started:
-        destroy_push_consumer(consumer)
+    try:
+        yield started
+    finally:
+        for consumer in started:
+            await asyncio.to_thread(destroy_push_consumer, consumer)
 
 
 @pytest.mark.slow  # the C++ consumer rebalances on its own 10-20 s timer

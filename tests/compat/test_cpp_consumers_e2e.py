@@ -32,7 +32,9 @@ from tests.compat.cpp_clients import (
 from tests.compat.cpp_harness import (
     destroy_producer,
     destroy_pull_consumer,
+    log_native_warnings,
     make_message,
+    native_log_tail,
     new_quiet_producer,
     new_quiet_pull_consumer,
 )
@@ -40,12 +42,20 @@ from tests.compat.cpp_harness import (
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 
 QUEUES = 4
+SEND_TIMEOUT_MS = 20_000
+"""Bounds each attempt of a C++ send_sync (librocketmq's default is 3 s, the harness's 5 s).
+A guard, not a measurement: these tests send dozens of messages while C++ consumers pull
+from the same in-process broker, and a loaded CI machine can hold an answer past 5 s; on a
+single broker librocketmq then fails the send ("No route info of this topic") instead of
+waiting. A broker that never answers still fails the send, after three attempts."""
 
 
 @pytest.fixture
 async def producer(cpp_home: Path, bolide_cluster: Cluster) -> AsyncIterator[Any]:
     del cpp_home  # a private HOME must be in place before the native library logs
-    client = new_quiet_producer("PG_CONSUMER_TESTS", bolide_cluster.namesrv_address)
+    client = new_quiet_producer(
+        "PG_CONSUMER_TESTS", bolide_cluster.namesrv_address, send_timeout_ms=SEND_TIMEOUT_MS
+    )
     client.start()
     try:
         yield client
@@ -99,7 +109,17 @@ async def _create_topic(broker: Broker, topic: str) -> None:
 
 
 async def _send(producer: Any, topic: str, body: str, tags: str | None = None) -> None:
-    result = await asyncio.to_thread(producer.send_sync, make_message(topic, body, tags=tags))
+    """One send_sync; a failure carries librocketmq's own warnings. With a single broker,
+    librocketmq 1.2.3 never retries a failed attempt (its retries look for another broker) and
+    reports any failure (response timeout, lost connection, error code) as "No route info of
+    this topic": its log says which."""
+    from rocketmq.exceptions import RocketMQException
+
+    log_native_warnings(producer)  # process-wide: each new consumer had set FATAL
+    try:
+        result = await asyncio.to_thread(producer.send_sync, make_message(topic, body, tags=tags))
+    except RocketMQException as error:
+        raise AssertionError(f"C++ send failed: {error}\n{native_log_tail()}") from error
     assert result.status.name == "OK"
 
 

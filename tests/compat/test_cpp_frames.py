@@ -188,7 +188,8 @@ async def test_route_and_unregister_requests(cpp_home: Path, scratch_server: Scr
     fields = unregister.command.ext_fields
     assert fields["producerGroup"] == "PG_route_unregister"
     assert fields["consumerGroup"] == ""
-    assert re.fullmatch(r"\d+-127\.0\.0\.1@DEFAULT", fields["clientID"])
+    # <pid>-<ip>@<instance name>; the harness names each producer's instance (own client factory)
+    assert re.fullmatch(r"\d+-127\.0\.0\.1@PG_route_unregister-\d+", fields["clientID"])
     route = scratch_server.with_code(GET_ROUTEINFO_BY_TOPIC)[0]
     assert route.command.body == b""
     # The JSON header as the C++ client writes it: jsoncpp FastWriter output.

@@ -4,8 +4,8 @@ acks, read-only slaves, pulls from a slave and the slave's copy of the master's 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
-import socket
 from pathlib import Path
 
 from bolide.broker.broker import Broker
@@ -214,13 +214,6 @@ async def test_a_slave_that_falls_behind_makes_sync_sends_answer_slave_not_avail
             await pool.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def master_end(broker: Broker) -> int:
     return broker.context.store.stats().commit_log_max_offset
 
@@ -228,8 +221,7 @@ def master_end(broker: Broker) -> int:
 async def test_a_master_restarted_behind_its_slave_refuses_it_and_truncates_nothing(
     tmp_path: Path,
 ) -> None:
-    # A fixed HA port: the restarted master must be where the slave looks for it.
-    async with Cluster(tmp_path, settings={"ha_listen_port": free_port()}) as cluster:
+    async with Cluster(tmp_path, settings={"ha_listen_port": 0}) as cluster:
         master = cluster.broker("broker-a")
         slave = await _slave(cluster, tmp_path, slave_read_enable=True)
         pool = ClientPool()
@@ -237,11 +229,16 @@ async def test_a_master_restarted_behind_its_slave_refuses_it_and_truncates_noth
             wire = BrokerWire(pool, master.address)
             await _create_topic(wire, "Diverged", queues=2)
             await _send_many(wire, "Diverged", 10, size=10)
+            # The restarted master must be where the slave looks for it: it takes back the HA
+            # port the system gave it at its first start (port 0), instead of a fixed one.
+            ha_port = master.replication.ha_port
+            assert ha_port is not None
+            config = dataclasses.replace(master.config, ha_listen_port=ha_port)
             await master.stop()
             cluster.brokers.remove(master)
             old_image = tmp_path / "old-image"
             shutil.copytree(master.config.store_path_root_dir, old_image)
-            master = Broker(master.config, host="127.0.0.1")
+            master = Broker(config, host="127.0.0.1")
             await master.start()
             cluster.brokers.append(master)
             wire = BrokerWire(pool, master.address)
@@ -252,7 +249,7 @@ async def test_a_master_restarted_behind_its_slave_refuses_it_and_truncates_noth
             cluster.brokers.remove(master)
             shutil.rmtree(master.config.store_path_root_dir)
             shutil.copytree(old_image, master.config.store_path_root_dir)
-            master = Broker(master.config, host="127.0.0.1")
+            master = Broker(config, host="127.0.0.1")
             await master.start()
             cluster.brokers.append(master)
             ha = master.replication.master

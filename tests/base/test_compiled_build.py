@@ -1,0 +1,103 @@
+"""A machine whose C compiler fails still builds Bolide, pure (issue 14: try ``CC=false``).
+
+The build runs setup.py's ``build_ext`` on a copy of the extension sources with ``CC=false``:
+the command must succeed, build no extension, and say so in exactly one warning line that
+names every extension. A second test hides the extensions from an interpreter the way a
+compiler-less install leaves them (not there) and checks what ``bolide version --json`` says.
+The broker's own start line is checked in tests/cli/test_version.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[2]
+WARNING_START = "WARNING: bolide's compiled hot path was not built"
+PROCESS_GUARD_S = 300.0
+"""Bounds each child process so a hung build fails the test (not a measurement)."""
+
+
+def _extensions() -> list[tuple[str, str]]:
+    """(module, source) of every compiled twin, as setup.py lists them (read, not run)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "EXTENSIONS" for target in node.targets
+        ):
+            extensions: list[tuple[str, str]] = ast.literal_eval(node.value)
+            return extensions
+    raise AssertionError("setup.py has no EXTENSIONS list")
+
+
+def _copy_build_inputs(destination: Path) -> None:
+    """setup.py and the Cython sources, keeping their paths; generated C files too when an
+    earlier build left them (copied with their times, so Cython does not redo them)."""
+    shutil.copy2(ROOT / "setup.py", destination / "setup.py")
+    for pattern in ("*.pyx", "*.pxd", "*.pxi", "_*_c.c"):
+        for source in (ROOT / "src").rglob(pattern):
+            target = destination / source.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def test_a_failing_c_compiler_builds_nothing_and_warns_once(tmp_path: Path) -> None:
+    _copy_build_inputs(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace"],
+        cwd=tmp_path,
+        env={**os.environ, "CC": "false"},
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_GUARD_S,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING_START)]
+    assert len(warnings) == 1, result.stderr[-2000:]
+    assert warnings[0].endswith(
+        "installing the pure-Python twins instead (slower, same behaviour)."
+    )
+    for module, _ in _extensions():
+        assert f"{module}: CompileError" in warnings[0]
+    assert sorted(tmp_path.rglob("*.so")) == []
+
+
+_WITHOUT_EXTENSIONS = """
+import importlib.abc, sys
+
+class NotBuilt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, NotBuilt())
+sys.argv = ["bolide", "version", "--json"]
+from bolide.cli.app import main
+main()
+"""
+
+
+def test_without_the_extensions_version_reports_pure_python() -> None:
+    modules = sorted(module for module, _ in _extensions())
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTENSIONS.format(names=set(modules))],
+        env={**os.environ, "BOLIDE_PURE_PYTHON": "0"},
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_GUARD_S,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = orjson.loads(result.stdout)
+    assert report["compiled"] is False and report["pure_python_forced"] is False
+    assert report["compiled_modules"] == []
+    assert sorted(report["missing_modules"]) == modules
+    assert report["hot_path"] == f"pure Python (compiled modules not built: {', '.join(modules)})"
