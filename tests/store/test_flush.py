@@ -241,3 +241,90 @@ async def test_a_sync_store_never_puts_at_once(tmp_path: Path) -> None:
         assert store.commit_log_max_offset == 0  # nothing was stored
     finally:
         await store.shutdown()
+
+
+class _GatedSyncs(ControlledFileOps):
+    """Each commit-log fsync waits for its own gate (the n-th call for ``gates[n]``), and
+    the bytes it made durable are recorded as the file's size at the moment it returned."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.gates = [threading.Event() for _ in range(count)]
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def sync(self, fd: int) -> None:
+        if "/commitlog/" not in os.readlink(f"/proc/self/fd/{fd}"):
+            super().sync(fd)
+            return
+        with self._lock:
+            number = self.calls
+            self.calls += 1
+        if number < len(self.gates):
+            self.gates[number].wait(timeout=30)
+        super().sync(fd)
+
+
+async def test_a_put_is_answered_only_by_an_fsync_that_started_after_it(tmp_path: Path) -> None:
+    """Crash safety of the group commit: a put made while a round's fsync runs is not
+    answered when that fsync returns, only when the next round's does; answering follows
+    the fsyncs' completion, whichever order they complete in."""
+    file_ops = _GatedSyncs(3)
+    config = tiny_config(
+        tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, commit_log_segment_bytes=1 << 20
+    )
+    store = await _open(config, file_ops)
+    try:
+        first = asyncio.ensure_future(store.put_message(request(body=b"first")))
+        await until(lambda: file_ops.calls == 1)  # round 1 runs its fsync: held
+        second = asyncio.ensure_future(store.put_message(request(body=b"second")))
+        await until(lambda: file_ops.calls == 2)  # round 2 (covers both) runs: held
+        assert not first.done() and not second.done()
+        file_ops.gates[0].set()  # round 1 done: only the first put is durable
+        result = await first
+        assert result.status is PutStatus.PUT_OK
+        flushed = store.stats().commit_log_flushed_offset
+        assert flushed == result.commit_log_offset + result.wrote_bytes
+        for _ in range(20):  # nothing but round 2 may answer the second put
+            await asyncio.sleep(0)
+        assert not second.done()
+        file_ops.gates[1].set()
+        assert (await second).status is PutStatus.PUT_OK
+        third = asyncio.ensure_future(store.put_message(request(body=b"third")))
+        await until(lambda: file_ops.calls == 3)
+        assert not third.done()
+        file_ops.gates[2].set()
+        stored = await third
+        assert stored.status is PutStatus.PUT_OK
+        assert store.stats().commit_log_flushed_offset >= stored.commit_log_offset
+    finally:
+        for gate in file_ops.gates:
+            gate.set()
+        await store.shutdown()
+
+
+async def test_a_later_round_finishing_first_answers_everything_it_covers(
+    tmp_path: Path,
+) -> None:
+    """Round 2's fsync started after both puts were written: when it returns first, both
+    are durable (fdatasync also waits for the pages round 1 is still writing back)."""
+    file_ops = _GatedSyncs(2)
+    config = tiny_config(
+        tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, commit_log_segment_bytes=1 << 20
+    )
+    store = await _open(config, file_ops)
+    try:
+        first = asyncio.ensure_future(store.put_message(request(body=b"first")))
+        await until(lambda: file_ops.calls == 1)
+        second = asyncio.ensure_future(store.put_message(request(body=b"second")))
+        await until(lambda: file_ops.calls == 2)
+        file_ops.gates[1].set()  # the later round completes first
+        results = await asyncio.gather(first, second)
+        assert [r.status for r in results] == [PutStatus.PUT_OK, PutStatus.PUT_OK]
+        assert not file_ops.gates[0].is_set()  # round 1's fsync still runs
+        end = results[1].commit_log_offset + results[1].wrote_bytes
+        assert store.stats().commit_log_flushed_offset >= end
+    finally:
+        for gate in file_ops.gates:
+            gate.set()
+        await store.shutdown()

@@ -10,7 +10,8 @@
    zero byte at the end of non-empty properties (which puts refuse, so zeros there mean
    the record's tail was lost). Every sound record is re-dispatched to
    its consume queue and the index. The first unsound one ends the data: it and everything
-   after it is cut (the segment's tail zeroed, later segments deleted).
+   after it is cut (the segment's tail zeroed, later segments deleted). The scan itself is
+   store/recovery_scan.py (compiled as _recovery_c.pyx).
 
 After a clean shutdown the checkpoint sits at the end of the data, so steps 3 and 4 touch
 almost nothing; after a crash they cover what the last flush had not made durable.
@@ -21,21 +22,14 @@ from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass
 from typing import Final
 
 from bolide.base import limits
-from bolide.base.errors import ProtocolError
-from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import (
-    BLANK_MAGIC_CODE,
     PHYSICAL_OFFSET_POSITION,
     QUEUE_ID_POSITION,
     QUEUE_OFFSET_POSITION,
     RECORD_PREFIX,
-    RecordHeader,
-    StoreProperties,
-    read_stored_record,
 )
 from bolide.store.api import RecoveryReport
 from bolide.store.checkpoint import Checkpoint
@@ -44,11 +38,9 @@ from bolide.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueEntry,
     ConsumeQueueTable,
-    topic_is_storable,
 )
-from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
-from bolide.store.index_file import KeyIndex, index_key_seed
-from bolide.store.segment import MappedSegment
+from bolide.store.index_file import KeyIndex
+from bolide.store.recovery_scan import SegmentScanner
 
 _log = logging.getLogger("bolide.store.recovery")
 
@@ -56,14 +48,6 @@ _PREFIX: Final = RECORD_PREFIX
 _QUEUE_ID: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _ZERO_CHUNK_BYTES: Final = 64 * 1024
-
-
-@dataclass(slots=True)
-class _Counters:
-    records: int = 0
-    queue_entries: int = 0
-    gaps: int = 0
-    index_entries: int = 0
 
 
 class Recovery:
@@ -81,11 +65,7 @@ class Recovery:
         self._queues = queues
         self._index = index
         self._delay_levels_ms = delay_levels_ms
-        self._counters = _Counters()
-        self._tags_codes: dict[str, int] = {}
-        self._key_seeds: dict[str, int] = {}
-        self._sound_topics: set[str] = set()
-        self._queue_by_id: dict[tuple[str, int], ConsumeQueue] = {}
+        self._scanner = SegmentScanner(queues, index, delay_levels_ms)
 
     def run(self, *, checkpoint: Checkpoint | None, abort_present: bool) -> RecoveryReport:
         """Load, trim, scan and cut; returns what was found.
@@ -127,7 +107,7 @@ class Recovery:
                 len(removed),
             )
         self._correct_min_offsets()
-        counters = self._counters
+        counters = self._scanner
         return RecoveryReport(
             clean_shutdown=not abort_present,
             checkpoint_found=checkpoint is not None,
@@ -193,102 +173,11 @@ class Recovery:
             segment = commit_log.segment_for(offset)
             if segment is None:
                 return offset, None
-            offset, reason, next_segment = self._scan_segment(segment, offset)
+            offset, reason, next_segment = self._scanner.scan(
+                segment.view, segment.size_bytes, offset - segment.start_offset, offset
+            )
             if not next_segment:
                 return offset, reason
-
-    def _scan_segment(self, segment: MappedSegment, offset: int) -> tuple[int, str | None, bool]:
-        """Dispatch the sound records of ``segment`` from ``offset``: (where the data ends or
-        the next segment starts, cut reason, whether to go on with the next segment)."""
-        view = segment.view
-        size = segment.size_bytes
-        position = offset - segment.start_offset
-        dispatch, problem_of = self._dispatch, self._record_problem
-        while position < size:
-            if position + limits.COMMIT_LOG_BLANK_MIN_BYTES > size:
-                return offset, f"record boundary {offset} too close to its segment end", False
-            total_size, magic = _PREFIX.unpack_from(view, position)
-            if total_size == 0:
-                return offset, None, False
-            if magic == BLANK_MAGIC_CODE:
-                if total_size != size - position:
-                    return offset, f"blank marker of {total_size} bytes at {offset} is wrong", False
-                return segment.end_offset, None, True
-            try:
-                # Magic, sizes, PHYSICALOFFSET, body CRC, UTF-8 and a torn tail, compiled.
-                header, properties = read_stored_record(view, position, offset)
-            except ProtocolError as error:
-                return offset, f"unsound record at {offset}: {error}", False
-            problem = problem_of(header, offset)
-            if problem is not None:
-                return offset, problem, False
-            dispatch(header, offset, properties)
-            offset += total_size
-            position += total_size
-        return offset, None, True
-
-    def _record_problem(self, header: RecordHeader, offset: int) -> str | None:
-        """The store's own rules on a record the codec found sound (read_stored_record)."""
-        if not 0 <= header.queue_id < limits.STORE_QUEUE_IDS_MAX_COUNT:
-            return f"record at {offset} has queue id {header.queue_id}"
-        topic = header.topic
-        if topic not in self._sound_topics:
-            if not topic_is_storable(topic):
-                return f"record at {offset} has an impossible topic {topic!r}"
-            if len(self._sound_topics) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-                self._sound_topics.add(topic)
-        return None
-
-    def _dispatch(self, header: RecordHeader, offset: int, properties: StoreProperties) -> None:
-        """Re-create the consume-queue and index entries of a sound record (``properties``:
-        its TAGS, KEYS, UNIQ_KEY and DELAY)."""
-        tags, keys, unique_key, delay = properties
-        counters = self._counters
-        counters.records += 1
-        topic = header.topic
-        if gets_queue_entry(header.sys_flag):
-            queue = self._queue_by_id.get((topic, header.queue_id))
-            if queue is None:
-                queue = self._queues.get_or_create(topic, header.queue_id)
-                if len(self._queue_by_id) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-                    self._queue_by_id[(topic, header.queue_id)] = queue
-            if header.queue_offset >= queue.max_offset:
-                if header.queue_offset > queue.max_offset:
-                    if queue.max_offset == queue.min_offset:
-                        queue.restart_at(header.queue_offset)
-                    else:
-                        counters.gaps += 1
-                        _log.error(
-                            "queue %s/%d misses entries %d..%d; record %d appended at %d",
-                            topic,
-                            header.queue_id,
-                            queue.max_offset,
-                            header.queue_offset - 1,
-                            offset,
-                            queue.max_offset,
-                        )
-                tags_code = queue_tags_code(
-                    topic,
-                    tags,
-                    delay if topic == SCHEDULE_TOPIC else None,
-                    header.store_timestamp_ms,
-                    self._delay_levels_ms,
-                    self._tags_codes,
-                )
-                if queue.max_offset + 1 > queue.room_end_offset:
-                    queue.prepare_append(1)
-                queue.append(offset, header.total_size, tags_code)
-                counters.queue_entries += 1
-        key_seed = self._key_seeds.get(topic)
-        if key_seed is None:
-            key_seed = index_key_seed(topic)
-            if len(self._key_seeds) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-                self._key_seeds[topic] = key_seed
-        hashes = index_hashes(key_seed, keys, unique_key, self._index.max_entries)
-        if hashes:
-            self._index.prepare_one(offset, len(hashes))
-            self._index.add_record(offset, header.store_timestamp_ms, hashes)
-            counters.index_entries += len(hashes)
 
     def _nonzero_bytes_after(self, end: int) -> int:
         """Bytes from ``end`` to the last non-zero byte before a run of zeros (what a cut
