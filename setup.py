@@ -19,7 +19,11 @@ EXTENSIONS = [
     ("bolide.protocol._wire_c", "src/bolide/protocol/_wire_c.pyx"),
     ("bolide.protocol._frame_c", "src/bolide/protocol/_frame_c.pyx"),
     ("bolide.store._index_c", "src/bolide/store/_index_c.pyx"),
+    ("bolide.store._put_c", "src/bolide/store/_put_c.pyx"),
     ("bolide.store._recovery_c", "src/bolide/store/_recovery_c.pyx"),
+    ("bolide.protocol._batch_c", "src/bolide/protocol/_batch_c.pyx"),
+    ("bolide.client.producer._results_c", "src/bolide/client/producer/_results_c.pyx"),
+    ("bolide.spark._sink_c", "src/bolide/spark/_sink_c.pyx"),
 ]
 """(module, source) of every compiled twin."""
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 
-from bolide.base.gc_pauses import freeze_started_process
+from bolide.base.gc_pause import freeze_startup_objects
 from bolide.broker.config import parse_delay_levels
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -80,7 +80,7 @@ async def _serve(pipe: Pipe, data_dir: str, levels: str, flush: str) -> None:
 
     settings = {"messageDelayLevel": levels, "flushDiskType": flush}
     async with Cluster(Path(data_dir), settings=settings) as cluster:
-        freeze_started_process()  # as `bolide broker` does once it is ready
+        freeze_startup_objects()  # as `bolide broker` does once it is ready
         pipe.send(cluster.brokers[0].address)
         loop = asyncio.get_running_loop()
         while await loop.run_in_executor(None, pipe.recv) == "levels":

@@ -9,6 +9,7 @@ and the write. Printed: µs of process CPU per send, with the fast path (the def
 without it (``Dispatcher.fast_handlers_enabled = False``: the general coroutine path).
 
     .venv/bin/python bench/send_path.py [--messages 100000] [--pipeline 32]
+    .venv/bin/python bench/send_path.py --batch 32   # SEND_BATCH_MESSAGE of 32 (CPU per message)
     .venv/bin/python bench/send_path.py --profile   # cProfile of the fast run, top 25
 """
 
@@ -28,6 +29,7 @@ from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand, encode_command
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import PropertyKey, encode_properties
+from bolide.protocol.message_codec import BatchEntry, encode_batch_body
 from bolide.remoting import Connection
 from bolide.testing.cluster import Cluster
 from bolide.testing.memory_transport import MemoryTransport
@@ -36,7 +38,34 @@ TOPIC = "bench-send-path"
 QUEUES = 8
 
 
-def _frames(count: int, body_bytes: int) -> list[bytes]:
+def _unique_key(index: int) -> str:
+    return f"0A0000010000{index:020X}"
+
+
+def _batch_frames(count: int, body_bytes: int, batch: int) -> list[bytes]:
+    """SEND_BATCH_MESSAGE requests of ``batch`` messages, as ``bolide bench produce --mode raw
+    --batch-size`` and the Python producer's natural batching send them."""
+    body = os.urandom(body_bytes)
+    frames = []
+    for request_index, first in enumerate(range(0, count, batch)):
+        entries = [
+            BatchEntry(0, body, encode_properties({PropertyKey.UNIQ_KEY: _unique_key(index)}))
+            for index in range(first, min(first + batch, count))
+        ]
+        fields = dict(_header_fields())
+        fields["e"] = str(request_index % QUEUES)
+        fields["g"] = str(1_700_000_000_000 + first)
+        fields["i"] = encode_properties({PropertyKey.WAIT: "true"})
+        fields["m"] = "true"
+        request = RemotingCommand.request(
+            RequestCode.SEND_BATCH_MESSAGE, fields, encode_batch_body(entries)
+        )
+        request.opaque = request_index
+        frames.append(encode_command(request))
+    return frames
+
+
+def _header_fields() -> dict[str, str]:
     header = SendMessageRequestHeader(
         producer_group="bench-producers",
         topic=TOPIC,
@@ -48,7 +77,11 @@ def _frames(count: int, body_bytes: int) -> list[bytes]:
         flag=0,
         reconsume_times=0,
     )
-    base = header.to_v2_ext_fields()
+    return header.to_v2_ext_fields()
+
+
+def _frames(count: int, body_bytes: int) -> list[bytes]:
+    base = _header_fields()
     body = os.urandom(body_bytes)
     frames = []
     for index in range(count):
@@ -56,7 +89,7 @@ def _frames(count: int, body_bytes: int) -> list[bytes]:
         fields["e"] = str(index % QUEUES)
         fields["g"] = str(1_700_000_000_000 + index)
         fields["i"] = encode_properties(
-            {PropertyKey.UNIQ_KEY: f"0A0000010000{index:020X}", PropertyKey.WAIT: "true"}
+            {PropertyKey.UNIQ_KEY: _unique_key(index), PropertyKey.WAIT: "true"}
         )
         request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, body)
         request.opaque = index
@@ -79,7 +112,10 @@ def _run(
 
 
 async def _measure(args: argparse.Namespace) -> None:
-    frames = _frames(args.messages, args.message_bytes)
+    if args.batch > 1:
+        frames = _batch_frames(args.messages, args.message_bytes, args.batch)
+    else:
+        frames = _frames(args.messages, args.message_bytes)
     chunks = [
         b"".join(frames[start : start + args.pipeline])
         for start in range(0, len(frames), args.pipeline)
@@ -101,9 +137,10 @@ async def _measure(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0)
                 fast_share = (dispatcher.fast_answer_count - answered) / len(frames)
                 print(
-                    f"{label:13s} {seconds / len(frames) * 1e6:6.2f} us CPU/send"
-                    f" ({loop_seconds / len(frames) * 1e6:6.2f} on the loop thread)"
-                    f"  ({len(frames):,} sends, {fast_share:.0%} answered by the fast path)"
+                    f"{label:13s} {seconds / args.messages * 1e6:6.2f} us CPU/message"
+                    f" ({loop_seconds / args.messages * 1e6:6.2f} on the loop thread)"
+                    f"  ({args.messages:,} messages in {len(frames):,} requests,"
+                    f" {fast_share:.0%} answered by the fast path)"
                 )
                 if profile is not None:
                     stats = pstats.Stats(profile).sort_stats("tottime")
@@ -118,6 +155,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--message-bytes", type=int, default=1024)
     parser.add_argument("--pipeline", type=int, default=32, help="frames per data_received")
+    parser.add_argument("--batch", type=int, default=1, help="messages per request (> 1: batch)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     print(f"hot path: {compiled.describe()}; load average {os.getloadavg()}")

@@ -12,8 +12,8 @@ flush); Spark runs ``local[2]`` in this process, its Python workers on the same 
 
 Each rate is rows over the wall time of the Spark action (planning included; the JVM and the
 Python workers are warmed by a small write and read first). Beside it, the CPU time per row of
-the Spark side (this process, the JVM, Spark's Python daemon and workers) and of the broker:
-on a shared machine they move far less than the rates do.
+the Spark side — the JVM, and Python: this process, Spark's Python daemons and workers — and of
+the broker: on a shared machine they move far less than the rates do.
 
     .venv/bin/python bench/spark.py [--messages 1000000] [--body-bytes 1024] [--queues 4]
         [--per-trigger 200000]
@@ -32,15 +32,20 @@ from pathlib import Path
 from typing import Any
 
 from bolide.cli.bench_runtime import process_cpu_s, process_tree_cpu_s
+from bolide.client.config import build_client_config
+from bolide.client.instance import ClientInstance
 from bolide.protocol.bodies import PERM_READ, PERM_WRITE
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.remoting.loop import run as run_loop
+from bolide.spark.queues import fetch_bounds, list_queues
 
 TOPIC = "spark-bench"
 READY_TIMEOUT_S = 60
+DISPATCH_TIMEOUT_S = 120
+DISK_MAX_USED_SPACE_RATIO_PERCENT = 95
 
 
 @dataclass(frozen=True)
@@ -56,10 +61,14 @@ class Standalone:
 
     def __init__(self, data_dir: Path) -> None:
         bolide = str(Path(sys.executable).parent / "bolide")
+        # A shared machine's disk may be fuller than the broker's default 75 % limit, past
+        # which it deletes the oldest commit-log files at once (the reads would then lose data).
+        config = data_dir / "broker.conf"
+        config.write_text(f"diskMaxUsedSpaceRatio={DISK_MAX_USED_SPACE_RATIO_PERCENT}\n")
         self.process = subprocess.Popen(
             [bolide, "standalone", "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
-             "--no-metrics", "--no-dashboard",
-             "--data-dir", str(data_dir)],
+             "--no-metrics", "--no-dashboard", "--config", str(config),
+             "--data-dir", str(data_dir / "store")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         assert self.process.stdout is not None
@@ -116,8 +125,13 @@ def _session() -> Any:
 
 def _spark_cpu_seconds() -> float:
     """CPU used so far by this process and its descendants (the JVM and Spark's Python
-    daemon and workers, which Spark keeps alive between tasks)."""
+    daemon and workers, which Spark keeps alive between tasks; and the broker)."""
     return process_tree_cpu_s(os.getpid())
+
+
+def _jvm_cpu_seconds(spark: Any) -> float:
+    """CPU used so far by Spark's JVM (the gateway's java process)."""
+    return process_cpu_s(spark.sparkContext._gateway.proc.pid)
 
 
 @dataclass(frozen=True)
@@ -125,23 +139,57 @@ class Timing:
     seconds: float
     broker_cpu_s: float
     spark_cpu_s: float
+    jvm_cpu_s: float
 
 
-def _timed(server: Standalone, action: Any) -> tuple[Timing, Any]:
-    broker, spark = server.cpu_seconds(), _spark_cpu_seconds()
+def _timed(server: Standalone, spark: Any, action: Any) -> tuple[Timing, Any]:
+    broker, tree, jvm = server.cpu_seconds(), _spark_cpu_seconds(), _jvm_cpu_seconds(spark)
     started = time.perf_counter()
     result = action()
     seconds = time.perf_counter() - started
-    return Timing(seconds, server.cpu_seconds() - broker, _spark_cpu_seconds() - spark), result
+    timing = Timing(
+        seconds,
+        server.cpu_seconds() - broker,
+        _spark_cpu_seconds() - tree,
+        _jvm_cpu_seconds(spark) - jvm,
+    )
+    return timing, result
 
 
 def _line(name: str, rows: int, timing: Timing) -> str:
-    spark_us = timing.spark_cpu_s / rows * 1e6
+    # The broker is a child of this process: its CPU is in the tree's, and taken out here.
+    python_s = timing.spark_cpu_s - timing.jvm_cpu_s - timing.broker_cpu_s
+    jvm_us = timing.jvm_cpu_s / rows * 1e6
+    python_us = python_s / rows * 1e6
     broker_us = timing.broker_cpu_s / rows * 1e6
     return (
         f"{name:<34} {rows:>9,} rows {timing.seconds:>6.1f} s {rows / timing.seconds:>9,.0f} rows/s"
-        f"  CPU/row: Spark+workers {spark_us:5.1f} µs, broker {broker_us:5.1f} µs"
+        f"  CPU/row: Spark {jvm_us + python_us:5.1f} µs (JVM {jvm_us:4.1f}, Python"
+        f" {python_us:4.1f}), broker {broker_us:5.1f} µs"
     )
+
+
+async def _stored_messages(namesrv: str) -> int:
+    """Messages the topic's consume queues hold now (the sum of the queues' max offsets)."""
+    instance = ClientInstance(build_client_config(namesrv, "spark-bench-check"))
+    await instance.start()
+    try:
+        bounds = await fetch_bounds(instance, await list_queues(instance, [TOPIC]))
+    finally:
+        await instance.shutdown()
+    return sum(bound.max_offset for bound in bounds.values())
+
+
+def _wait_dispatched(namesrv: str, messages: int) -> None:
+    """Wait (bounded) until the broker's consume queues cover every message written: the
+    broker indexes the commit log behind the writes, and a read sees only indexed messages."""
+    deadline = time.monotonic() + DISPATCH_TIMEOUT_S
+    stored = run_loop(_stored_messages(namesrv))
+    while stored < messages and time.monotonic() < deadline:
+        time.sleep(0.2)
+        stored = run_loop(_stored_messages(namesrv))
+    if stored < messages:
+        print(f"(only {stored:,} of {messages:,} messages indexed after {DISPATCH_TIMEOUT_S} s)")
 
 
 def run(options: Options) -> None:
@@ -181,6 +229,7 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
     )
     timing, _ = _timed(
         server,
+        spark,
         lambda: (
             rows.write.format("bolide")
             .option("namesrv", server.namesrv)
@@ -191,8 +240,9 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
     )
     print(_line(f"sink (df.write, {options.body_bytes} B bodies)", options.messages, timing))
 
+    _wait_dispatched(server.namesrv, options.messages)
     timing, read = _timed(
-        server, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
+        server, spark, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
     )
     count = read // options.body_bytes
     print(_line("batch read (sum(length(body)))", count, timing))
@@ -213,7 +263,7 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
         query.awaitTermination()
         return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
-    timing, streamed = _timed(server, stream)
+    timing, streamed = _timed(server, spark, stream)
     print(_line(f"streaming ({options.per_trigger:,} per trigger)", streamed, timing))
 
 

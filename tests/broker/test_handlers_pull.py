@@ -12,10 +12,12 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.base.errors import ConnectionClosedError
+from bolide.broker.handlers.pull import PullHandlers, _response_code
 from bolide.protocol.bodies import MessageModel, SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.headers import PullSysFlag
-from bolide.protocol.message import MessageExt
+from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
+from bolide.protocol.message import MessageExt, java_string_hash
+from bolide.store.api import PutRequest
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
 from tests.integration.wire import (
@@ -286,3 +288,89 @@ async def test_a_full_long_poll_table_answers_system_busy(
     assert _offsets(refused.ext_fields) == ("0", "1", "0", "1")
     await wire.send("Busy", b"y")
     assert (await held).code == ResponseCode.SUCCESS
+
+
+async def test_a_held_pull_is_answered_by_the_put_that_wakes_it(connection: Connected) -> None:
+    """A parked pull is a callback, not a suspended handler task: the put that stores a
+    matching message reads and answers it before returning (no loop turn in between)."""
+    cluster, wire = connection
+    broker = cluster.brokers[0]
+    context = broker.context
+    polling = context.long_polling
+    await wire.send("Woken", b"first")
+    held = asyncio.ensure_future(wire.pull("Woken", 0, 1, sys_flag=HOLD))
+    await until(lambda: polling.count == 1)
+    # No handler task waits for the parked pull (the first pass may have needed one).
+    await until(lambda: broker._dispatcher.suspended_handlers == 0)
+    answered_before = context.stats.get_found_requests
+    result = context.store.put_message_at_once(PutRequest(topic="Woken", queue_id=0, body=b"2nd"))
+    assert result is not None and result.ok
+    # Read and answered inside the put: nothing ran on the loop since.
+    assert polling.count == 0
+    assert context.stats.get_found_requests == answered_before + 1
+    response = await held
+    assert response.code == ResponseCode.SUCCESS
+    assert _bodies(records(response)) == [b"2nd"]
+    assert response.ext_fields["nextBeginOffset"] == "2"
+
+
+async def test_a_woken_pull_whose_read_fails_is_answered_system_error(
+    connection: Connected, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the dispatcher answers a handler that raised: the client hears at once instead of
+    waiting for its pull to time out."""
+    cluster, wire = connection
+    polling = cluster.brokers[0].context.long_polling
+    await wire.send("Broken", b"x")
+    held = asyncio.ensure_future(wire.pull("Broken", 0, 1, sys_flag=HOLD))
+    await until(lambda: polling.count == 1)
+
+    def broken_read(*args: object) -> None:
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(PullHandlers, "_read", broken_read)
+    await wire.send("Broken", b"y")
+    response = await held
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark == "the disk went away"
+
+
+async def test_the_caught_up_shortcut_only_skips_reads_that_find_nothing(
+    tmp_path: Path,
+) -> None:
+    """The pull handler parks a pull at the queue's max offset without reading the store;
+    the read it skips must answer PULL_NOT_FOUND there, for every queue state and filter —
+    including a queue whose every message retention removed (min = max)."""
+    clock = ManualClock()
+    settings = {
+        "mapedFileSizeCommitLog": "4096",
+        "fileReservedTime": "1",
+        "deleteWhen": ";".join(str(hour) for hour in range(24)),
+    }
+    async with connected(tmp_path, clock=clock, settings=settings) as (cluster, wire):
+        store = cluster.brokers[0].context.store
+        handlers = PullHandlers(cluster.brokers[0].context)
+        for index in range(3):
+            await wire.send("Short", f"m{index}".encode(), tags="A")
+        for index in range(60):  # fills and rolls commit-log segments for retention
+            await wire.send("Gone", f"old message {index:03d}".encode() * 4)
+        for index in range(30):  # rolls the segment holding the last of them
+            await wire.send("Filler", f"filler {index:03d}".encode() * 4)
+        clock.advance_ms(2 * 3_600_000 + 1)
+        await store.run_retention_once()
+        await wire.send("Short", b"other queue", queue_id=2)
+        assert store.min_offset("Gone", 0) == store.max_offset("Gone", 0) == 60
+        cases = 0
+        for topic, queue_id in [("Short", 0), ("Short", 1), ("Short", 2), ("Gone", 0), ("No", 0)]:
+            top = store.max_offset(topic, queue_id) + 2
+            for offset in range(top):
+                for expression in ("*", "A", "B"):
+                    header = PullMessageRequestHeader.from_ext_fields(
+                        pull_request(topic, queue_id, offset, subscription=expression).ext_fields
+                    )
+                    codes = None if expression == "*" else frozenset({java_string_hash(expression)})
+                    general = _response_code(handlers._read(header, codes, None), offset)
+                    if handlers.caught_up(header):
+                        cases += 1
+                        assert general == ResponseCode.PULL_NOT_FOUND, (topic, queue_id, offset)
+        assert cases == 15  # each queue's max offset, three filters

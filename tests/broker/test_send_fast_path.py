@@ -2,7 +2,10 @@
 
 Two brokers of one cluster (same seed, same ManualClock) get the same request frames through
 real Connections over in-memory transports (the same peer address): broker "fast" with the
-dispatcher's fast forms on, broker "general" with them off. Everything must come out the same:
+dispatcher's fast forms on (fed scanned header values, or commands), broker "general" with
+them off. The frames include the headers the Java and C++ clients write (C++: numbers among
+the extFields, ``remark: ""``, a trailing newline), headers the send scan leaves to the
+general path, and escapes. Everything must come out the same:
 the commit log byte for byte, every consume-queue entry, every answer frame. The only
 difference allowed is each broker's own address (its port), which is part of the stored
 STOREHOST and of every message id: it is replaced by a placeholder before comparing.
@@ -103,6 +106,46 @@ def _requests() -> Iterator[bytes]:
         yield _request("Multi", index, properties={PropertyKey.TAGS: "a||b"})
 
 
+def _cpp_request(
+    index: int, topic: str = "FastTopic", *, queue_id: int = 1, edits: dict[str, str] | None = None
+) -> bytes:
+    """A send as the C++ client writes it (code 10, some values as JSON numbers); ``edits``
+    replace parts of the header text."""
+    header = (
+        '{"code":10,"extFields":{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"",'
+        f'"producerGroup":"PG_CPP","topic":"{topic}","defaultTopic":"TBW102",'
+        f'"defaultTopicQueueNums":4,"queueId":{queue_id},"sysFlag":0,'
+        f'"bornTimestamp":"{1_700_000_000_000 + index}","flag":0,'
+        f'"properties":"UNIQ_KEY\\u0001C{index:031X}\\u0002KEYS\\u0001k\\u00e9",'
+        '"reconsumeTimes":"0","unitMode":"false","batch":"false"},'
+        f'"flag":0,"language":"CPP","opaque":{index},"remark":"","version":63}}\n'
+    )
+    for old, new in (edits or {}).items():
+        header = header.replace(old, new)
+    data = header.encode()
+    body = f"cpp body {index}".encode()
+    total = 4 + len(data) + len(body)
+    return total.to_bytes(4, "big") + len(data).to_bytes(4, "big") + data + body
+
+
+def _odd_requests(first_index: int) -> Iterator[bytes]:
+    """Headers the scan reads in an unusual form, or leaves to the general path."""
+    index = first_index
+    for queue_id in (0, 2, 7):  # 7: beyond the queues, SYSTEM_ERROR
+        index += 1
+        yield _cpp_request(index, queue_id=queue_id)
+    index += 1
+    yield _cpp_request(index, topic="%RETRY%PG_FAST")
+    index += 1  # an escaped topic name
+    yield _cpp_request(index, edits={'"FastTopic"': '"\\u0046astTopic"'})
+    index += 1  # a header key the scan does not take
+    yield _cpp_request(index, edits={'"version":63': '"version":63,"extra":[1]'})
+    index += 1  # a queue id that is no number: the general path names the field
+    yield _cpp_request(index, edits={'"queueId":1': '"queueId":"one"'})
+    index += 1  # a repeated key: the last one counts
+    yield _cpp_request(index, edits={'"queueId":1': '"queueId":"x","queueId":3'})
+
+
 def _host_bytes(broker: Broker) -> bytes:
     return socket.inet_aton("127.0.0.1") + broker.port.to_bytes(4, "big")
 
@@ -154,9 +197,9 @@ def _feed(
     return _normalized(transport.take(), broker)
 
 
-@pytest.mark.parametrize("chunk", [1, 16])
+@pytest.mark.parametrize(("chunk", "form"), [(1, "scanned"), (16, "scanned"), (16, "command")])
 async def test_the_fast_path_stores_and_answers_as_the_general_path(
-    tmp_path: Path, chunk: int
+    tmp_path: Path, chunk: int, form: str
 ) -> None:
     clock = ManualClock()
     async with Cluster(tmp_path, broker_names=("fast", "general"), clock=clock) as cluster:
@@ -168,9 +211,11 @@ async def test_the_fast_path_stores_and_answers_as_the_general_path(
                 TopicConfig("Multi", 2, 2, topic_filter_type="MULTI_TAG")
             )
         frames = list(_requests())
+        frames += _odd_requests(len(frames) + 1000)
+        fast.server.dispatcher.scanned_handlers_enabled = form == "scanned"
         answers_fast = _feed(fast, frames, fast=True, chunk=chunk)
         answers_general = _feed(general, frames, fast=False, chunk=chunk)
-        assert fast.server.dispatcher.fast_answer_count >= 6 * 6  # the fast path did work
+        assert fast.server.dispatcher.fast_answer_count >= 6 * 6 + 4  # the fast path did work
         assert general.server.dispatcher.fast_answer_count == 0
         assert answers_fast == answers_general
         assert _state(fast) == _state(general)

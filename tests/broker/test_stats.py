@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 
 from bolide.base.clock import ManualClock
+from bolide.broker.metrics.stats_items import StatsName
 from bolide.broker.stats import BrokerStats
 
 
@@ -56,3 +57,36 @@ def test_runtime_is_java_shaped() -> None:
     stats = BrokerStats(clock)
     clock.advance_ms((1 * 86_400 + 2 * 3_600 + 3 * 60 + 4) * 1000)
     assert stats.runtime_info()["runtime"] == "[ 1 days, 2 hours, 3 minutes, 4 seconds ]"
+
+
+def _figures(stats: BrokerStats) -> tuple[object, ...]:
+    cells = {
+        name: {key: (cell.value, cell.times) for key, cell in stats.table.cells(name).items()}
+        for name in (StatsName.TOPIC_PUT_NUMS, StatsName.TOPIC_PUT_SIZE)
+    }
+    histograms = [
+        (h.counts, h.total, h.count, h.max_value)
+        for h in (stats.put_latency_us, stats.message_size_bytes)
+    ]
+    return (
+        stats.put_request_count,
+        stats.put_total_messages,
+        stats.put_total_bytes,
+        cells,
+        histograms,
+        dict(stats.runtime_info()),
+    )
+
+
+def test_a_single_put_counts_as_record_put_of_one() -> None:
+    clocks = ManualClock(), ManualClock()
+    general, single = BrokerStats(clocks[0]), BrokerStats(clocks[1])
+    steps = [("T", 1030, 12), ("T", 2000, 700), ("U", 5, 0), ("T", 1, 3), ("", 9, 4)]
+    steps += [("U", 77, -1), ("T", 1024, 2)]
+    for index, (topic, size, elapsed_us) in enumerate(steps):
+        if index == 5:  # a new local day between two puts
+            for clock in clocks:
+                clock.set_ms(_local_midnight_after(clock.now_ms()))
+        general.record_put(1, size, topic=topic, elapsed_us=elapsed_us)
+        single.record_single_put(size, topic, elapsed_us)
+        assert _figures(single) == _figures(general)

@@ -20,7 +20,11 @@ def _extensions_built() -> bool:
             "bolide.protocol._wire_c",
             "bolide.protocol._frame_c",
             "bolide.store._index_c",
+            "bolide.store._put_c",
             "bolide.store._recovery_c",
+            "bolide.protocol._batch_c",
+            "bolide.client.producer._results_c",
+            "bolide.spark._sink_c",
         ):
             importlib.import_module(name)
     except ImportError:
@@ -36,9 +40,13 @@ def test_version_json_reports_the_compiled_hot_path() -> None:
     assert report["compiled"] is _extensions_built()
     if report["compiled"]:
         assert sorted(report["compiled_modules"]) == [
+            "bolide.client.producer._results_c",
+            "bolide.protocol._batch_c",
             "bolide.protocol._frame_c",
             "bolide.protocol._wire_c",
+            "bolide.spark._sink_c",
             "bolide.store._index_c",
+            "bolide.store._put_c",
             "bolide.store._recovery_c",
         ]
 

@@ -14,7 +14,7 @@ from bolide.client.consumer.pull_loop import PullLoop, PullSettings, build_pull_
 from bolide.client.rpc import PullResult, PullStatus
 from bolide.protocol.bodies import MessageQueue, SubscriptionData
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.headers import PullSysFlag
+from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt, java_string_hash
 from bolide.testing.waiting import until
 from tests.client.consumer_peers import (
@@ -226,5 +226,34 @@ async def test_pull_round_trips_and_found_messages_are_measured_per_topic() -> N
         pull_tps, _, pull_rt_ms = harness.loop.rates.status("T", harness.clock.now_ms())
         assert (pull_tps, pull_rt_ms) == (2.0, 40.0)  # 2 messages in 1 s; one 40 ms trip
         assert harness.loop.rates.status("Other", harness.clock.now_ms()) == (0.0, 0.0, 0.0)
+    finally:
+        await harness.loop.shutdown()
+
+
+async def test_what_the_sink_wakes_runs_before_the_next_pull_is_sent() -> None:
+    """A FOUND pull hands its messages on, then lets the woken consume work run before it
+    builds the next pull (the listener must not wait for it)."""
+    harness = _Harness()
+    events: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def sink(messages: list[MessageExt], pq: ProcessQueue, queue: MessageQueue) -> None:
+        loop.call_soon(events.append, f"consumed {len(messages)}")  # a worker's wake-up
+
+    harness.loop._sink = sink
+    pull_message = harness.client.pull_message
+
+    async def recorded(
+        queue: MessageQueue, header: PullMessageRequestHeader, timeout_ms: int
+    ) -> PullResult:
+        events.append("pull")
+        return await pull_message(queue, header, timeout_ms)
+
+    harness.client.pull_message = recorded  # type: ignore[method-assign]
+    harness.client.answer(found(2, message("T", 0, 0), message("T", 0, 1)))
+    harness.start()
+    try:
+        await until(lambda: events.count("pull") >= 2)
+        assert events[:3] == ["pull", "consumed 2", "pull"]
     finally:
         await harness.loop.shutdown()

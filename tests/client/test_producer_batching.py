@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,9 +222,9 @@ async def test_a_lane_without_a_queue_may_have_more_requests_in_flight() -> None
     batcher = SendBatcher(send_prepared, max_in_flight=2)
     chosen = MessageQueue("t", "b", 3)
 
-    def send(key: str, queue: MessageQueue | None) -> asyncio.Task[SendResult]:
+    def send(key: str, queue: MessageQueue | None) -> asyncio.Future[SendResult]:
         prepared = prepare_message(Message("t", b"x"), key, 1, settings)
-        return asyncio.create_task(batcher.send(prepared, queue, 3_000))
+        return asyncio.ensure_future(batcher.send(prepared, queue, 3_000))
 
     free = [send(f"F{i}", None) for i in range(5)]
     ordered = [send(f"Q{i}", chosen) for i in range(3)]
@@ -256,9 +257,9 @@ async def test_single_sends_overlap_but_a_batch_goes_alone() -> None:
     batcher = SendBatcher(send_prepared, max_in_flight=3)
     settings = SendSettings("pg")
 
-    def send(key: str) -> asyncio.Task[SendResult]:
+    def send(key: str) -> asyncio.Future[SendResult]:
         prepared = prepare_message(Message("t", b"x"), key, 1, settings)
-        return asyncio.create_task(batcher.send(prepared, None, 3_000))
+        return asyncio.ensure_future(batcher.send(prepared, None, 3_000))
 
     async def settle() -> None:
         for _ in range(50):
@@ -281,3 +282,57 @@ async def test_single_sends_overlap_but_a_batch_goes_alone() -> None:
             answer.set_result(None)
     results = await asyncio.gather(*tasks)
     assert [result.offset_msg_id for result in results] == [f"OFF-A{i}" for i in range(6)]
+
+
+async def test_a_run_of_batches_is_one_task_and_the_lane_goes_when_idle() -> None:
+    """Callers that send again as soon as they are answered (a window of in-flight sends):
+    each round after the first goes as one batch, each send gets its own id and offset, one
+    task carries the whole run, and the lane is dropped once nothing is in flight."""
+    offset = 0
+    requests: list[int] = []
+
+    async def send_prepared(
+        prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        nonlocal offset
+        await asyncio.sleep(0)  # on the wire for a loop pass
+        count = prepared.msg_id.count(",") + 1
+        requests.append(count)
+        ids = ",".join(f"OFF-{key}" for key in prepared.msg_id.split(","))
+        first, offset = offset, offset + count
+        return SendResult(SendStatus.SEND_OK, prepared.msg_id, ids, MessageQueue("t", "b", 0),
+                          first)  # fmt: skip
+
+    batcher = SendBatcher(send_prepared, max_in_flight=1)
+    settings = SendSettings("pg")
+    results: list[SendResult] = []
+    created: list[asyncio.Task[Any]] = []
+    loop = asyncio.get_running_loop()
+
+    def count_lane_tasks(
+        loop: asyncio.AbstractEventLoop, coroutine: Any, **options: Any
+    ) -> asyncio.Task[Any]:
+        task = asyncio.Task(coroutine, loop=loop, **options)
+        created.append(task)  # named by create_task after the factory returns
+        return task
+
+    loop.set_task_factory(count_lane_tasks)
+
+    async def window_slot(slot: int) -> None:
+        for round_ in range(5):
+            key = f"S{slot}R{round_}"
+            prepared = prepare_message(Message("t", b"x"), key, 1, settings)
+            results.append(await batcher.send(prepared, None, 3_000))
+
+    try:
+        slots = [asyncio.ensure_future(window_slot(slot)) for slot in range(8)]
+        await asyncio.gather(*slots)
+    finally:
+        loop.set_task_factory(None)
+    lane_tasks = [task.get_name() for task in created if task.get_name().startswith("bolide")]
+    assert lane_tasks == ["bolide-producer-batch-t"]  # one task carried every batch
+    assert sum(requests) == 40 and requests[0] == 1 and max(requests) == 8
+    assert sorted(result.queue_offset for result in results) == list(range(40))
+    assert all(result.offset_msg_id == f"OFF-{result.msg_id}" for result in results)
+    await batcher.wait_idle()
+    assert batcher.waiting_count == 0 and not batcher._lanes

@@ -99,6 +99,23 @@ def test_unique_key_time_restarts_each_month() -> None:
     assert int(april[20:28], 16) == 30 * 86_400_000 - 5
 
 
+def test_unique_keys_within_one_millisecond_keep_the_layout() -> None:
+    """Ids of one millisecond reuse its text up to the counter; each is still the layout's."""
+    clock = ManualClock(start_ms=_MAY_2024_MS + 7)
+    generator = UniqueKeyGenerator("10.0.0.7", 0xABCD, clock, instance_hash=0xCAFEBABE)
+    head = "0A000007" + "ABCD" + "CAFEBABE"
+    expected: list[str] = []
+    got: list[str] = []
+    counter = 0
+    for elapsed_ms, count in ((7, 3), (8, 1), (8 + 65_536, 2)):
+        clock.set_ms(_MAY_2024_MS + elapsed_ms)
+        for _ in range(count):
+            got.append(generator.next_id())
+            expected.append(f"{head}{elapsed_ms:08X}{counter:04X}")
+            counter += 1
+    assert got == expected
+
+
 def test_unique_keys_are_distinct_and_32_uppercase_hex() -> None:
     clock = ManualClock()
     generator = UniqueKeyGenerator("127.0.0.1", 4321, clock)

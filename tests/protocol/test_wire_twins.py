@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bolide.base import compiled
@@ -356,7 +356,30 @@ _PROPERTY_TEXT = st.lists(st.sampled_from(["\x01", "\x02", "A", "WAIT", "DELAY",
 )
 
 
-@given(text=_PROPERTY_TEXT, extra=_PROPERTY_TEXT)
+_PROPERTY_PAIRS = st.lists(
+    st.sampled_from(
+        [
+            "WAIT\x01true",
+            "UNIQ_KEY\x01AB",
+            "XDELAY\x01",
+            "KEYS\x01k\x01",
+            "\x02",
+            "WAITS\x01",
+            "CLUSTER",
+            "A\x01\U0001f600",
+            "WAIT\x01",
+            "\x01",
+            "",
+        ]
+    )
+).map("\x02".join)
+
+
+@given(text=st.one_of(_PROPERTY_TEXT, _PROPERTY_PAIRS), extra=_PROPERTY_TEXT)
+@example(text="UNIQ_KEY\x01AB\x02WAIT\x01true", extra="CLUSTER\x01c")
+@example(text="WAIT\x01t\x02", extra="")
+@example(text="a\x01b\x02WAIT\x01t\x02", extra="x\x01y")
+@example(text="a\x01b\x01c\x02d", extra="")
 def test_the_send_properties_edit_is_the_same(fast: ModuleType, text: str, extra: str) -> None:
     marks = ("DELAY\x01", "CLUSTER\x01")
     expected = _pure("edit_plain_properties")(text, marks, "WAIT", extra)

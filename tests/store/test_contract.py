@@ -454,3 +454,54 @@ async def test_a_put_at_once_is_the_same_put_without_a_coroutine(harness: Harnes
     assert refused is not None and refused.status is PutStatus.MESSAGE_ILLEGAL
     got = store.get_message("orders", 0, 0, 32, HUGE)
     assert [decode_record(b)[0].body for b in got.buffers] == [b"now", b"later"]
+
+
+async def test_a_list_of_puts_is_announced_once_per_queue_and_tags_code_at_its_end(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    seen: list[tuple[str, int, int, int, tuple[int, int]]] = []
+
+    def listener(topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        readable = (store.max_offset("orders", 0), store.max_offset("orders", 1))
+        seen.append((topic, queue_id, max_offset, tags_code, readable))
+
+    store.add_arrival_listener(listener)
+    puts = [
+        request(TAGS="A"),
+        request(queue_id=1, TAGS="B"),
+        request(TAGS="B"),
+        PutRequest("orders", 99_999, b"x"),  # refused: the list goes on
+        request(TAGS="A"),
+    ]
+    results = await store.put_message_list(puts)
+    assert [result is not None and result.ok for result in results] == [
+        True, True, True, False, True,
+    ]  # fmt: skip
+    a, b = java_string_hash("A"), java_string_hash("B")
+    # After the whole list (every put readable), once per queue and distinct tags code.
+    assert seen == [
+        ("orders", 0, 3, a, (3, 1)),
+        ("orders", 0, 3, b, (3, 1)),
+        ("orders", 1, 1, b, (3, 1)),
+    ]
+    seen.clear()
+    await store.put_message(request(TAGS="A"))  # a single put announces at once again
+    assert seen == [("orders", 0, 4, a, (4, 1))]
+
+
+async def test_puts_inside_a_held_block_are_announced_together_when_it_ends(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    seen: list[tuple[str, int, int, int]] = []
+    store.add_arrival_listener(lambda *arrival: seen.append(arrival))
+    with store.notifications_held():
+        assert (await store.put_message(request(TAGS="A"))).ok
+        with store.notifications_held():  # nested: the outer block announces
+            entries = [BatchEntry(0, b"x", "TAGS\x01B"), BatchEntry(0, b"y", "TAGS\x01A")]
+            assert (await store.put_messages(BatchPutRequest("orders", 1, entries))).ok
+            assert (await store.put_message(request(TAGS="A"))).ok
+        assert seen == []
+    a, b = java_string_hash("A"), java_string_hash("B")
+    assert seen == [("orders", 0, 2, a), ("orders", 1, 2, b), ("orders", 1, 2, a)]

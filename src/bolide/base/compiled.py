@@ -70,7 +70,12 @@ TWIN_MODULES: Final = (
     "bolide.protocol.wire",
     "bolide.protocol.wire_rows",
     "bolide.store.index_file",
+    "bolide.store.records",
+    "bolide.store.appender",
     "bolide.store.recovery_scan",
+    "bolide.protocol.message_codec",
+    "bolide.client.producer.results",
+    "bolide.spark.sink_rows",
 )
 """Every module that ends with :func:`install` (setup.py builds their extensions)."""
 
@@ -93,7 +98,8 @@ def install(namespace: MutableMapping[str, Any], extension: str, names: Iterable
     """
     names = tuple(names)
     twin_name = str(namespace.get("__name__", "?"))
-    _PURE_TWINS[twin_name] = {name: namespace[name] for name in names}
+    # a twin module may install from more than one extension: keep every pure function
+    _PURE_TWINS.setdefault(twin_name, {}).update({name: namespace[name] for name in names})
     if _PURE_FORCED:
         return False
     try:

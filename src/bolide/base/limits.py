@@ -447,11 +447,14 @@ SPARK_ARROW_BATCH_MAX_BYTES = 64 * MIB
 holds at most 2 GiB, and Spark's Arrow path copies each batch)."""
 SPARK_PLAN_WINDOW_REQUESTS = 64
 """Min/max offset or timestamp look-ups the driver keeps in flight while planning a batch."""
-SPARK_WRITE_WINDOW_REQUESTS = 32
-"""Send requests one sink partition keeps in flight (the bounded window of async sends)."""
-SPARK_WRITE_BATCH_MAX_MESSAGES = 64
-"""Rows packed into one batch send request by the sink (rows without delay or sharding key)."""
-SPARK_WRITE_BATCH_MAX_BYTES = 512 * KIB
+SPARK_WRITE_WINDOW_REQUESTS = 8
+"""Send requests one sink partition keeps in flight (the bounded window of async sends): 8 x 256
+rows keeps a broker busy while the task encodes, and bounds the queue a request waits behind at
+the broker (more in flight only adds latency: a busy broker then times sends out)."""
+SPARK_WRITE_BATCH_MAX_MESSAGES = 256
+"""Rows packed into one batch send request by the sink (rows without delay or sharding key):
+the sink's cost per request (≈ 60 µs of client CPU) spread over many rows."""
+SPARK_WRITE_BATCH_MAX_BYTES = 1 * MIB
 """Body bytes packed into one batch send: well under the 4 MiB a broker accepts per request."""
 SPARK_MAX_TRIGGER_DELAY_DEFAULT_MS = 15 * 60_000
 """With minMessagesPerTrigger, a trigger waits at most this long for enough messages (Kafka's

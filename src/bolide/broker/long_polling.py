@@ -19,13 +19,17 @@ an expired hold therefore answers PULL_NOT_FOUND. The table is bounded
 (``LONG_POLL_MAX_PARKED_REQUESTS``): when it is full, parking is refused and the caller
 answers SYSTEM_BUSY at once, so the client backs off before it pulls again.
 
-The pull handler's intended use::
+Two ways to wait. A coroutine awaits :meth:`LongPollingService.hold`::
 
     reason = await long_polling.hold(topic, queue_id, queue_offset, suspend_timeout_ms,
                                      tag_codes=codes_or_none, owner=connection)
     if reason is WakeReason.CANCELLED:
         return None                      # the connection closed: nobody to answer
     response = run_pull(..., suspend=False)   # ARRIVED, EXPIRED or REFUSED
+
+The broker's pull handler parks a callback instead (:meth:`LongPollingService.park`), which
+answers from inside the wake — the put that stored the message — with no task, future or
+loop turn in between: the shortest path from a send to a caught-up consumer.
 """
 
 from __future__ import annotations

@@ -195,6 +195,9 @@ class LatencyRecorder:
 
     def record_many(self, latency_ns: int, count: int) -> None:
         """``count`` samples of the same latency (a batch send: every message waited as long)."""
+        if count == 1 and len(self._samples_ns) < limits.BENCH_LATENCY_SAMPLES_MAX_COUNT:
+            self._samples_ns.append(latency_ns)  # the usual single send, without a list
+            return
         room = limits.BENCH_LATENCY_SAMPLES_MAX_COUNT - len(self._samples_ns)
         kept = max(0, min(count, room))
         self._samples_ns.extend([latency_ns] * kept)

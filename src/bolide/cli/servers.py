@@ -36,7 +36,7 @@ import typer
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
-from bolide.base.gc_pauses import freeze_started_process
+from bolide.base.gc_pause import freeze_startup_objects
 from bolide.broker.broker import Broker
 from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
 from bolide.broker.security import (
@@ -459,13 +459,15 @@ def _configure_logging(data_dir: Path) -> None:
 
 
 def _ready(json_output: bool, **addresses: str) -> None:
-    """Print the one ready line on stdout, flushed at once (scripts and tests wait for it)."""
+    """Print the one ready line on stdout, flushed at once (scripts and tests wait for it).
+    The startup is over: its objects leave the collector's scans (base/gc_pause.py)."""
+    frozen_count = freeze_startup_objects()
     if json_output:
         line = orjson.dumps(addresses).decode()
     else:
         line = "bolide ready " + " ".join(f"{key}={value}" for key, value in addresses.items())
     print(line, flush=True)
-    _log.info("%d start-up objects exempt from full GC passes", freeze_started_process())
+    _log.info("%d start-up objects exempt from full GC passes", frozen_count)
 
 
 def _run(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:

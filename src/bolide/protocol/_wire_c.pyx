@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of the hot functions of :mod:`bolide.protocol.wire` (Cython).
+"""Compiled twin of the hot functions of :mod:`bolide.protocol.wire` (Cython), and of
+:func:`bolide.protocol.message_codec.decode_batch_body` (the broker's batch-body split).
 
 Same names, signatures, answers and errors as the pure-Python functions there, which are the
 reference (the layout is drawn in wire.py's docstring; the offsets below are that drawing's).
@@ -47,6 +48,7 @@ cdef extern from "Python.h":
     void* PyUnicode_DATA(object text)
     Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
 # The layout (wire.py): fixed-part positions with IPv4 hosts.
 cdef enum:
@@ -121,39 +123,96 @@ def decode_properties(str text):
     return result
 
 
+cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_Tailmatch(object text, object suffix, Py_ssize_t start,
+                                   Py_ssize_t end, int direction) except -1
+
+cdef enum:
+    _MAX_MARKS = 32
+
+
 def edit_plain_properties(str text, tuple acted_on_marks, str drop_name, str extra):
-    """The properties string of a common send, or None (see wire.edit_plain_properties)."""
-    cdef Py_ssize_t length = len(text)
-    cdef Py_ssize_t pairs, at, end
-    cdef str mark, padded
-    if length:
-        for mark in acted_on_marks:
-            if mark in text:
-                return None
-        pairs = text.count("\x02") + (0 if text.endswith("\x02") else 1)
-        if (
-            text.count("\x01") != pairs
-            or text.startswith(("\x01", "\x02"))
-            or "\x02\x01" in text
-            or "\x02\x02" in text
-        ):
-            return None
-        if (drop_name + "\x01") in text:  # without_property
-            mark = "\x02" + drop_name + "\x01"
-            padded = "\x02" + text
-            at = padded.find(mark)
-            while at >= 0:
-                end = padded.find("\x02", at + 1)
-                padded = padded[:at] if end < 0 else padded[:at] + padded[end:]
-                at = padded.find(mark, at)
-            text = padded[1:]
+    """The properties string of a common send, or None (see wire.edit_plain_properties).
+
+    One pass over ``text``: the plain checks of wire._is_plain (a mark ``NAME\x01`` occurs
+    exactly where some ``\x01`` follows NAME), and the chunks that begin ``drop_name\x01``
+    (what wire.without_property cuts)."""
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t index, chunk_start = 0, ones = 0, seps = 0, mark_count, m
+    cdef Py_ssize_t drop_length = PyUnicode_GET_LENGTH(drop_name)
+    cdef Py_UCS4 character, previous = 2
+    cdef Py_UCS4 last_chars[_MAX_MARKS]
+    cdef bint dropping = False, any_dropped = False
+    cdef list runs = None
+    cdef Py_ssize_t run_start = 0
+    if length == 0:
+        return extra
+    mark_count = len(acted_on_marks)
+    if mark_count > _MAX_MARKS:  # not the broker's case: the reference steps
+        return _edit_plain_properties_slowly(text, acted_on_marks, drop_name, extra)
+    for m in range(mark_count):
+        mark = <str>acted_on_marks[m]
+        last_chars[m] = PyUnicode_READ(
+            PyUnicode_KIND(mark), PyUnicode_DATA(mark), PyUnicode_GET_LENGTH(mark) - 2
+        ) if PyUnicode_GET_LENGTH(mark) >= 2 else 0xFFFFFFFF
+        if PyUnicode_GET_LENGTH(mark) < 2 or PyUnicode_READ(  # not NAME\x01: the reference
+                PyUnicode_KIND(mark), PyUnicode_DATA(mark), PyUnicode_GET_LENGTH(mark) - 1) != 1:
+            return _edit_plain_properties_slowly(text, acted_on_marks, drop_name, extra)
+    for index in range(length + 1):
+        character = PyUnicode_READ(kind, data, index) if index < length else 2
+        if character == 1:
+            if previous == 2 and index < length:
+                return None  # a chunk starting with \x01 (also at the start of text)
+            ones += 1
+            for m in range(mark_count):
+                if previous == last_chars[m] and PyUnicode_Tailmatch(
+                        text, acted_on_marks[m], 0, index + 1, 1):
+                    return None
+        elif character == 2:
+            if index < length:
+                seps += 1
+                if previous == 2:
+                    return None  # an empty chunk (or text starting with \x02)
+            # the chunk [chunk_start, index) ends: cut when it begins drop_name\x01
+            dropping = (
+                index - chunk_start > drop_length
+                and PyUnicode_READ(kind, data, chunk_start + drop_length) == 1
+                and PyUnicode_Tailmatch(text, drop_name, chunk_start,
+                                        chunk_start + drop_length, -1)
+            )
+            if dropping:
+                if runs is None:
+                    runs = []
+                if chunk_start > run_start:
+                    runs.append(PyUnicode_Substring(text, run_start, chunk_start - 1))
+                run_start = index + 1
+            chunk_start = index + 1
+        previous = character
+    pairs = seps + (0 if PyUnicode_READ(kind, data, length - 1) == 2 else 1)
+    if ones != pairs:
+        return None
+    if runs is not None:
+        if run_start <= length:
+            if run_start < length or PyUnicode_READ(kind, data, length - 1) == 2:
+                runs.append(PyUnicode_Substring(text, run_start, length))
+        text = "\x02".join(runs)
     if not text:  # join_properties
         return extra
     if not extra:
         return text
-    if text.endswith("\x02"):
+    if PyUnicode_READ(PyUnicode_KIND(text), PyUnicode_DATA(text),
+                      PyUnicode_GET_LENGTH(text) - 1) == 2:
         return text + extra
     return text + "\x02" + extra
+
+
+def _edit_plain_properties_slowly(str text, tuple acted_on_marks, str drop_name, str extra):
+    """The reference steps, for unusual marks (wire.edit_plain_properties)."""
+    from bolide.base import compiled
+    return compiled.pure_twin("bolide.protocol.wire", "edit_plain_properties")(
+        text, acted_on_marks, drop_name, extra)
 
 
 cdef dict _decode_properties_bytes(const uint8_t* p, Py_ssize_t length):
@@ -345,6 +404,30 @@ cdef tuple _store_properties(const uint8_t* p, Py_ssize_t length):
         else:
             values.append(_utf8(p + spans[2 * k], spans[2 * k + 1] - spans[2 * k], "properties"))
     return tuple(values)
+
+
+def store_properties(str text):
+    """TAGS, KEYS, UNIQ_KEY, DELAY of a properties string; see wire.store_properties."""
+    cdef Py_ssize_t length
+    cdef const char* data
+    try:
+        data = PyUnicode_AsUTF8AndSize(text, &length)  # cached on the str; ASCII: its data
+    except UnicodeEncodeError:  # a lone surrogate: the same answer the slow way
+        padded = "\x02" + text
+        return tuple([_last_value(padded, mark) for mark in _STORE_MARKS])
+    return _store_properties(<const uint8_t*>data, length)
+
+
+_STORE_MARKS = ("\x02TAGS\x01", "\x02KEYS\x01", "\x02UNIQ_KEY\x01", "\x02DELAY\x01")
+
+
+cdef object _last_value(str padded, str mark):
+    cdef Py_ssize_t at = padded.rfind(mark), start, end
+    if at < 0:
+        return None
+    start = at + len(mark)
+    end = padded.find("\x02", start)
+    return padded[start:] if end < 0 else padded[start:end]
 
 
 def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
@@ -623,3 +706,67 @@ def scan_rows(body, int64_t stop_offset, sink, inflate):
     finally:
         sink.count += added
         PyBuffer_Release(&view)
+
+
+# --- batch body (message_codec.py) ----------------------------------------------------------
+
+cdef object _batch_entry_parts = None
+
+
+cdef tuple _batch_entry_type():
+    """(BatchEntry, its three slot setters), looked up once (message_codec imports this module
+    at its end)."""
+    global _batch_entry_parts
+    if _batch_entry_parts is None:
+        from bolide.protocol.message_codec import BatchEntry
+        slots = vars(BatchEntry)
+        _batch_entry_parts = (
+            BatchEntry, slots["flag"].__set__, slots["body"].__set__,
+            slots["properties"].__set__,
+        )
+    return _batch_entry_parts
+
+
+def decode_batch_body(body):
+    """The inner messages of a batch body; see message_codec.decode_batch_body."""
+    from bolide.base import limits
+    cdef Py_ssize_t max_count = limits.BATCH_MESSAGES_MAX_COUNT
+    cdef Py_buffer buffer
+    cdef Py_ssize_t position = 0, end, body_offset, properties_at, properties_offset
+    cdef int32_t body_length
+    cdef Py_ssize_t properties_length
+    cdef const uint8_t* base
+    cdef list entries = []
+    entry_class, set_flag, set_body, set_properties = _batch_entry_type()
+    new = object.__new__
+    PyObject_GetBuffer(body, &buffer, PyBUF_SIMPLE)
+    try:
+        base = <const uint8_t*>buffer.buf
+        end = buffer.len
+        while position < end:
+            if len(entries) >= max_count:
+                raise ProtocolError(f"batch holds more than {max_count} messages")
+            if position + 20 > end:
+                raise ProtocolError(f"batch entry at {position} is cut short")
+            body_length = _i32(base + position + 16)
+            body_offset = position + 20
+            properties_at = body_offset + body_length
+            if body_length < 0 or properties_at + 2 > end:
+                raise ProtocolError(
+                    f"batch entry at {position}: body length {body_length} too long")
+            properties_length = (<Py_ssize_t>base[properties_at] << 8) | base[properties_at + 1]
+            properties_offset = properties_at + 2
+            position = properties_offset + properties_length
+            if position > end:
+                raise ProtocolError(
+                    f"batch entry properties run past the end ({properties_length})")
+            entry = new(entry_class)
+            set_flag(entry, _i32(base + body_offset - 8))
+            set_body(entry, PyBytes_FromStringAndSize(
+                <const char*>base + body_offset, body_length))
+            set_properties(entry, _utf8(base + properties_offset, properties_length,
+                                        "batch properties"))
+            entries.append(entry)
+        return entries
+    finally:
+        PyBuffer_Release(&buffer)

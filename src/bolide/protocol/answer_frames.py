@@ -15,11 +15,12 @@ from collections.abc import Mapping
 
 import orjson
 
+from bolide.base import compiled
 from bolide.protocol.codes import LanguageCode, ResponseCode
 from bolide.protocol.command import BOLIDE_WIRE_VERSION, FLAG_RESPONSE
 from bolide.protocol.frame import SerializeType, encode_frame_prefix
 
-__all__ = ["SendSuccessFrames"]
+__all__ = ["SendSuccessFrames", "success_frame"]
 
 
 class SendSuccessFrames:
@@ -31,17 +32,43 @@ class SendSuccessFrames:
 
     def __init__(self, extra_fields: Mapping[str, str]) -> None:
         extra = orjson.dumps(dict(extra_fields)).decode()[1:-1]
-        self._head = f'{{"code":{int(ResponseCode.SUCCESS)},"extFields":{{"msgId":"'
+        self._head = f'{{"code":{int(ResponseCode.SUCCESS)},"extFields":{{"msgId":"'.encode()
         self._tail = (
             f'"{"," if extra else ""}{extra}}},"flag":{FLAG_RESPONSE},'
             f'"language":"{LanguageCode.PYTHON.name}","opaque":'
-        )
-        self._end = f',"serializeTypeCurrentRPC":"JSON","version":{BOLIDE_WIRE_VERSION}}}'
+        ).encode()
+        self._end = f',"serializeTypeCurrentRPC":"JSON","version":{BOLIDE_WIRE_VERSION}}}'.encode()
 
     def frame(self, opaque: int, message_id: str, queue_id: int, queue_offset: int) -> bytes:
         """The whole answer frame (prefix and header); ``message_id`` is hexadecimal."""
-        header = (
-            f'{self._head}{message_id}","queueId":"{queue_id}","queueOffset":"{queue_offset}'
-            f"{self._tail}{opaque}{self._end}"
-        ).encode()
-        return encode_frame_prefix(SerializeType.JSON, len(header), 0) + header
+        return success_frame(
+            self._head, self._tail, self._end, opaque, message_id, queue_id, queue_offset
+        )
+
+
+def success_frame(
+    head: bytes,
+    tail: bytes,
+    end: bytes,
+    opaque: int,
+    message_id: str,
+    queue_id: int,
+    queue_offset: int,
+) -> bytes:
+    """A SUCCESS answer frame from the fixed parts of its header (``head`` up to the message
+    id, ``tail`` from after the queue offset up to the opaque, ``end`` after the opaque) and
+    the four values; ``message_id`` is ASCII (hexadecimal)."""
+    header = b'%s%s","queueId":"%d","queueOffset":"%d%s%d%s' % (
+        head,
+        message_id.encode(),
+        queue_id,
+        queue_offset,
+        tail,
+        opaque,
+        end,
+    )
+    return encode_frame_prefix(SerializeType.JSON, len(header), 0) + header
+
+
+# The compiled twin (bolide/protocol/_frame_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol._frame_c", ("success_frame",))

@@ -14,9 +14,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.compression import decompress_body
@@ -396,8 +396,24 @@ def decode_batch_body(body: Buffer) -> list[BatchEntry]:
     return entries
 
 
-def encode_batch_body(entries: Sequence[BatchEntry]) -> bytes:
+class BatchEntryLike(Protocol):
+    """What :func:`encode_batch_body` reads of an entry: a :class:`BatchEntry`, or any object
+    with the same three attributes (the producer's prepared sends)."""
+
+    @property
+    def flag(self) -> int: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def properties(self) -> str: ...
+
+
+def encode_batch_body(entries: Sequence[BatchEntryLike]) -> bytes:
     """The batch body of ``entries`` (layout above), MAGICCODE and BODYCRC written as 0.
+    Compiled (``_batch_c.pyx``, same bytes and errors): the producer's natural batches run it
+    for every message.
 
     Raises:
         ProtocolError: more than limits.BATCH_MESSAGES_MAX_COUNT entries, properties over
@@ -417,3 +433,12 @@ def encode_batch_body(entries: Sequence[BatchEntry]) -> bytes:
             raise ProtocolError(f"batch entry field out of range: {error}") from error
         pieces += (head, entry.body, _UINT16.pack(len(properties)), properties)
     return b"".join(pieces)
+
+
+COMPILED_NAMES: Final = ("encode_batch_body",)
+"""The functions ``_batch_c.pyx`` also provides, with the same signatures and answers."""
+
+# The compiled twins, unless BOLIDE_PURE_PYTHON=1 or not built: the producer's batch body
+# (bolide/protocol/_batch_c.pyx) and the broker's split of one (bolide/protocol/_wire_c.pyx).
+compiled.install(globals(), "bolide.protocol._batch_c", COMPILED_NAMES)
+compiled.install(globals(), "bolide.protocol._wire_c", ("decode_batch_body",))

@@ -79,6 +79,8 @@ def decode_offset_message_id(message_id: str) -> tuple[SocketAddress, int]:
 #   '---------- fixed per generator, hex computed once -----'--- per id -------------------'
 _TIME_AND_COUNTER: Final = struct.Struct(">IH")
 _PID_AND_HASH: Final = struct.Struct(">HI")
+_COUNTER_HEX: Final = "%04X"
+"""The counter as the last 4 hex digits of an id, as ``_TIME_AND_COUNTER`` lays it out."""
 
 
 def _month_start_ms(now_ms: int) -> int:
@@ -120,14 +122,25 @@ class UniqueKeyGenerator:
         self._counter = 0
         self._month_start_ms = 0
         self._next_month_start_ms = 0
+        self._last_ms = -1
+        self._last_ms_hex = ""
+        """The id's text up to the counter for the millisecond ``_last_ms`` (ids made within
+        one millisecond differ only by the counter: they reuse it)."""
 
-    def next_id(self) -> str:
-        """A new id: 32 uppercase hex characters for an IPv4 ip (56 for IPv6)."""
-        now_ms = self._clock.now_ms()
+    def next_id(self, now_ms: int | None = None) -> str:
+        """A new id: 32 uppercase hex characters for an IPv4 ip (56 for IPv6). ``now_ms`` is
+        the clock's ``now_ms()`` when the caller has just read it (the producer: it is also
+        the message's born time); by default the generator reads its clock."""
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
+        counter = self._counter
+        self._counter = (counter + 1) & 0xFFFF
+        if now_ms == self._last_ms:
+            return self._last_ms_hex + _COUNTER_HEX % counter
         if not self._month_start_ms <= now_ms < self._next_month_start_ms:
             self._month_start_ms = _month_start_ms(now_ms)
             self._next_month_start_ms = _next_month_start_ms(self._month_start_ms)
-        counter = self._counter
-        self._counter = (counter + 1) & 0xFFFF
         elapsed_ms = (now_ms - self._month_start_ms) & 0xFFFFFFFF
-        return self._prefix_hex + _TIME_AND_COUNTER.pack(elapsed_ms, counter).hex().upper()
+        text = self._prefix_hex + _TIME_AND_COUNTER.pack(elapsed_ms, counter).hex().upper()
+        self._last_ms, self._last_ms_hex = now_ms, text[:-4]
+        return text

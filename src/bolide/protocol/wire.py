@@ -222,6 +222,18 @@ def property_value(padded: str, mark: str) -> str | None:
     return padded[start:] if end < 0 else padded[start:end]
 
 
+def store_properties(text: str) -> StoreProperties:
+    """TAGS, KEYS, UNIQ_KEY and DELAY of the properties string ``text`` (None when absent):
+    :func:`property_value` of each, in one call (the store's put path)."""
+    padded = PROPERTY_SEPARATOR + text
+    return (
+        property_value(padded, TAGS_MARK),
+        property_value(padded, KEYS_MARK) if KEYS_MARK in padded else None,
+        property_value(padded, UNIQ_KEY_MARK),
+        property_value(padded, DELAY_MARK),
+    )
+
+
 # --- record layout ----------------------------------------------------------------------------
 
 
@@ -721,6 +733,7 @@ COMPILED_NAMES: Final = (
     "read_stored_record",
     "decode_messages",
     "write_records",
+    "store_properties",
 )
 """The functions ``_wire_c.pyx`` also provides, with the same signatures and answers."""
 

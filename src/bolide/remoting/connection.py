@@ -42,11 +42,12 @@ from bolide.protocol.command import (
     decode_command,
     encode_command_parts,
 )
-from bolide.protocol.frame import FrameDecoder
+from bolide.protocol.frame import FrameDecoder, RawFrame, SerializeType
 
 _log = logging.getLogger("bolide.remoting.connection")
 
 _IPV4_MAPPED_PREFIX = "::ffff:"
+_JSON = SerializeType.JSON.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,11 @@ class ConnectionSettings:
 
 
 class RequestSink(Protocol):
-    """Receives the requests a peer sends on a connection (implemented by the Dispatcher)."""
+    """Receives the requests a peer sends on a connection (implemented by the Dispatcher).
+
+    A sink may also have a ``dispatch_scanned`` method (see :data:`ScannedSink`): the
+    connection then offers it every JSON frame before building a command for it.
+    """
 
     def dispatch(self, connection: Connection, request: RemotingCommand) -> None:
         """Start handling ``request``; must not raise and must not block."""
@@ -84,6 +89,12 @@ class RequestSink(Protocol):
 
 
 ConnectionCallback = Callable[["Connection"], None]
+
+ScannedSink = Callable[["Connection", RawFrame], bool]
+"""``dispatch_scanned(connection, frame) -> handled``: a sink's fast entry for a JSON request
+frame, before any command is built (the dispatcher reads common send headers with
+:func:`~bolide.protocol.send_scan.scan_send_request`); False, having done nothing, hands the
+frame to the ordinary ``decode_command`` + ``dispatch``."""
 
 
 def format_socket_address(address: object) -> str:
@@ -123,6 +134,7 @@ class Connection(asyncio.Protocol):
         self._on_open = on_open
         self._on_close = on_close
         self._decoder = FrameDecoder(self._settings.max_frame_bytes)
+        self._scanned: ScannedSink | None = getattr(sink, "dispatch_scanned", None)
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -185,16 +197,18 @@ class Connection(asyncio.Protocol):
 
     # ---- sending -------------------------------------------------------------------------
 
-    def send(self, command: RemotingCommand) -> None:
+    def send(self, command: RemotingCommand, *, at_once: bool = False) -> None:
         """Write ``command`` as is (opaque and flag untouched) — responses and re-sends.
 
-        Does not wait for buffer space: callers that can outrun the peer use :meth:`drain`.
-        Raises :class:`ConnectionClosedError` when the connection is closed and
-        :class:`ProtocolError` when the command cannot be encoded.
+        ``at_once`` writes it (and whatever is queued) now instead of at the end of the loop
+        turn: for an answer made outside its connection's receive batch whose peer is waiting
+        (a woken long poll). Does not wait for buffer space: callers that can outrun the peer
+        use :meth:`drain`. Raises :class:`ConnectionClosedError` when the connection is closed
+        and :class:`ProtocolError` when the command cannot be encoded.
         """
         if self._close_reason is not None:
             raise self._closed_error()
-        self._write(command)
+        self._write(command, at_once=at_once)
 
     def send_frame(self, frame: bytes) -> None:
         """Write ``frame``, a whole frame already encoded (a precompiled answer), as
@@ -318,9 +332,12 @@ class Connection(asyncio.Protocol):
         self._batching = True
         try:
             frames = self._decoder.feed(data)
+            scanned = self._scanned
             for frame in frames:
                 if self._close_reason is not None:
                     return  # a handler closed us mid-batch: the rest is not for anyone
+                if scanned is not None and frame.serialize_type == _JSON and scanned(self, frame):
+                    continue  # a common send, answered from its scanned header
                 self._received(decode_command(frame))
         except ProtocolError as error:
             _log.warning("closing connection from %s: %s", self.remote_address, error)

@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from bolide.base import limits
 from bolide.base.errors import BolideError, invariant
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand, decode_command
+from bolide.protocol.frame import RawFrame
+from bolide.protocol.send_scan import SEND_SCAN_CODES, ScannedSend, scan_send_request
 
 if TYPE_CHECKING:
     from bolide.remoting.connection import Connection
@@ -66,6 +68,18 @@ if the fast form had not been asked; so a fast handler returning None must have 
 nothing)."""
 
 
+ScannedHandler = Callable[["Connection", ScannedSend, RawFrame], RemotingCommand | bytes | None]
+"""``scanned(connection, values, frame) -> response | frame | None``: a fast form fed the
+values :func:`~bolide.protocol.send_scan.scan_send_request` read from the frame's header
+instead of a command (no RemotingCommand built); answers as a :data:`FastHandler` does (None:
+nothing changed, the ordinary path takes the frame)."""
+
+
+_SCANNED_HEADER_STARTS = tuple(f'{{"code":{code},'.encode() for code in sorted(SEND_SCAN_CODES))
+"""How the headers of the codes the send scan reads begin as Java, C++ and Python peers write
+them (``code`` first): other frames are not scanned (they take the ordinary path at once)."""
+
+
 class RequestError(BolideError):
     """Raised by a handler to answer with a specific response ``code`` and ``remark``."""
 
@@ -87,6 +101,7 @@ class _Route:
     handler: Handler
     family: _Family
     fast: FastHandler | None = None
+    scanned: ScannedHandler | None = None
 
 
 class Dispatcher:
@@ -116,6 +131,9 @@ class Dispatcher:
         """Runs before every request when set (see :data:`RequestCheck`)."""
         self.fast_handlers_enabled = True
         """False: fast forms are never asked (every request takes its ordinary handler)."""
+        self.scanned_handlers_enabled = True
+        """False: scanned forms are never asked (fast forms then get a command)."""
+        self._scan_ready: Callable[[], bool] | None = None
         self.fast_answer_count = 0
         """Requests answered by a fast form (see :meth:`register_fast`)."""
 
@@ -138,7 +156,23 @@ class Dispatcher:
         route = self._routes.get(code)
         invariant(route is not None, f"request code {code} has no handler to speed up")
         assert route is not None
-        self._routes[code] = _Route(route.handler, route.family, fast)
+        self._routes[code] = _Route(route.handler, route.family, fast, route.scanned)
+
+    def register_scanned(
+        self, code: int, scanned: ScannedHandler, *, ready: Callable[[], bool]
+    ) -> None:
+        """Give the handler registered for ``code`` (a code the send scan reads,
+        :data:`~bolide.protocol.send_scan.SEND_SCAN_CODES`) a form fed scanned header values
+        (see :data:`ScannedHandler` and :meth:`dispatch_scanned`). ``ready()`` says, before a
+        header is scanned, whether the form could answer at all now (the send forms cannot
+        under SYNC flush): every scanned form shares that one gate."""
+        route = self._routes.get(code)
+        invariant(route is not None, f"request code {code} has no handler to speed up")
+        invariant(code in SEND_SCAN_CODES, f"the send scan does not read request code {code}")
+        invariant(self._scan_ready in (None, ready), "scanned forms share one readiness gate")
+        assert route is not None
+        self._routes[code] = _Route(route.handler, route.family, route.fast, scanned)
+        self._scan_ready = ready
 
     def without(self, codes: Collection[int]) -> Dispatcher:
         """A dispatcher for a second listener: the handlers registered here now, except
@@ -148,6 +182,8 @@ class Dispatcher:
         view = Dispatcher(default_family_limit=self._default_family_limit, eager=self._eager)
         view.request_check = self.request_check
         view.fast_handlers_enabled = self.fast_handlers_enabled
+        view.scanned_handlers_enabled = self.scanned_handlers_enabled
+        view._scan_ready = self._scan_ready
         view._family_limits = self._family_limits
         view._families = self._families
         excluded = frozenset(codes)
@@ -225,6 +261,50 @@ class Dispatcher:
             self._start_eagerly(coroutine, connection, request, family)
         else:
             self._track(self._complete(coroutine, connection, request, family))
+
+    def dispatch_scanned(self, connection: Connection, frame: RawFrame) -> bool:
+        """Answer a JSON request frame through its code's scanned form when the send scan
+        reads its header (:func:`~bolide.protocol.send_scan.scan_send_request`); False, having
+        done nothing, when the request needs a command: no scanned form or not ready, fast
+        forms off, a :attr:`request_check` (the ACL reads the whole header), a header the scan
+        does not read, the family at its bound, or the form declined. Called by the connection
+        before it decodes the frame."""
+        ready = self._scan_ready
+        if (
+            ready is None
+            or self.request_check is not None
+            or not self.fast_handlers_enabled
+            or not self.scanned_handlers_enabled
+            or not frame.header.startswith(_SCANNED_HEADER_STARTS)
+            or not ready()
+        ):
+            return False
+        values = scan_send_request(frame.header)
+        if values is None:
+            return False
+        connection.language = values[2]
+        connection.version = values[3]
+        route = self._routes.get(values[0])
+        if route is None or route.scanned is None:
+            return False
+        family = route.family
+        if family.in_flight >= family.max_requests:
+            return False
+        try:
+            response = route.scanned(connection, values, frame)
+        except Exception as error:
+            request = decode_command(frame)
+            self._answer(connection, request, _error_response(request, error))
+            return True
+        if response is None:
+            return False
+        self.fast_answer_count += 1
+        if isinstance(response, bytes):
+            if not connection.is_closed:
+                connection.send_frame(response)
+        else:
+            self._answer(connection, decode_command(frame), response)
+        return True
 
     async def cancel_handlers(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
         """Give suspended handlers ``timeout_ms`` to finish, then cancel the rest (no answers).

@@ -27,6 +27,11 @@ Each task runs its own producer on a private event loop and keeps a bounded wind
 in flight (limits.SPARK_WRITE_WINDOW_REQUESTS): rows without delay or sharding key travel in
 batch requests, sharded rows in batches to their queue (one request in flight per queue, which
 keeps their order), delayed rows one by one.
+
+A record batch of plain rows (one topic, body, TAGS, KEYS; no user properties, delay or
+sharding key: see bolide.spark.sink_columns) skips the per-row ``Message``: its batch bodies
+are encoded straight from the Arrow columns in one compiled pass
+(bolide.spark.sink_rows.encode_batch_rows), the bytes the general path sends for them.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,14 +64,17 @@ from pyspark.sql.types import (
 )
 
 from bolide.base import limits
-from bolide.base.errors import ConfigError, InvalidMessageError
+from bolide.base.errors import ConfigError, InvalidMessageError, MessageTooLargeError
 from bolide.client.message import SYSTEM_PROPERTY_NAMES, Message
+from bolide.client.producer.prepare import PreparedSend
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.selection import select_by_sharding_key
 from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.message import PropertyKey
+from bolide.protocol.message import NAME_VALUE_SEPARATOR, PropertyKey
 from bolide.spark.client import BlockingClient
 from bolide.spark.options import WriteOptions
+from bolide.spark.sink_columns import PlainRows, plain_rows
+from bolide.spark.sink_rows import encode_batch_rows
 
 __all__ = [
     "BATCH_ID_PROPERTY",
@@ -96,6 +105,8 @@ _ACCEPTED_TYPES: dict[str, tuple[type[DataType], ...]] = {
 }
 _ROW_INDEX_HEX_DIGITS = 12
 _PREFIX_BYTES = 10
+_BATCH_HEADER_PROPERTIES = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}true"
+"""The properties of a batch request's header (what the producer's prepare_batch sets)."""
 
 
 def unique_key_prefix(job_id: str, batch_id: int, partition_id: int) -> str:
@@ -210,6 +221,51 @@ class _PartitionSender:
         ):
             await self._flush_lane(lane)
 
+    async def add_plain(self, rows: PlainRows, prefix: str, first_row: int) -> None:
+        """Send ``rows`` in batch requests encoded straight from their columns (the general
+        path's bytes, see the module docstring). Raises MessageTooLargeError as the producer
+        does for a batch over its limit."""
+        producer = self.producer
+        settings = producer.settings
+        prefix_bytes = prefix.encode("ascii")
+        start = 0
+        while start < rows.count:
+            body, msg_ids, stop = encode_batch_rows(
+                rows.bodies,
+                rows.tags,
+                rows.keys,
+                prefix_bytes,
+                first_row,
+                start,
+                limits.SPARK_WRITE_BATCH_MAX_MESSAGES,
+                limits.SPARK_WRITE_BATCH_MAX_BYTES,
+            )
+            if len(body) > settings.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"the batch encodes to {len(body)} bytes; brokers accept at most"
+                    f" {settings.max_message_bytes}; split it"
+                )
+            prepared = PreparedSend(
+                topic=rows.topic,
+                body=body,
+                msg_id=msg_ids,
+                sys_flag=0,
+                flag=0,
+                properties=_BATCH_HEADER_PROPERTIES,
+                batch=True,
+                reconsume_times=None,
+                max_reconsume_times=None,
+                born_timestamp_ms=producer.instance.clock.now_ms(),
+                settings=settings,
+            )
+
+            def send(prepared: PreparedSend = prepared) -> Awaitable[object]:
+                # The producer's own path for a prepared request: queue choice and retries.
+                return producer._send_prepared(prepared, None, producer.send_timeout_ms)
+
+            await self._submit(send, stop - start, rows.body_bytes(start, stop))
+            start = stop
+
     async def _flush_lane(self, lane: _Lane) -> None:
         messages, body_bytes = lane.messages, lane.body_bytes
         if not messages:
@@ -289,13 +345,25 @@ async def _write_all(
     default_topic: str | None,
     prefix: str,
 ) -> None:
-    # Advancing ``batches`` blocks on Spark's input while the loop waits; that is fine (the
-    # loop serves this task only) and sends in flight progress whenever a send waits for room.
-    row = 0
-    for batch in batches:
-        for message, sharding_key in _messages(batch, default_topic, prefix, row):
-            await sender.add(message, sharding_key)
-        row += batch.num_rows
+    # Spark's input is read on a thread: while the JVM produces the next record batch, the loop
+    # keeps serving the sends in flight (a loop blocked on the input would let their timeouts
+    # run out with the answers waiting unread in the socket).
+    loop = asyncio.get_running_loop()
+    source = iter(batches)
+    input_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bolide-spark-input")
+    try:
+        row = 0
+        max_message_bytes = sender.producer.settings.max_message_bytes
+        while (batch := await loop.run_in_executor(input_reader, next, source, None)) is not None:
+            plain = plain_rows(batch, default_topic, max_message_bytes)
+            if plain is not None:
+                await sender.add_plain(plain, prefix, row)
+            else:
+                for message, sharding_key in _messages(batch, default_topic, prefix, row):
+                    await sender.add(message, sharding_key)
+            row += batch.num_rows
+    finally:
+        input_reader.shutdown(wait=False, cancel_futures=True)
     await sender.finish()
 
 

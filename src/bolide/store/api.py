@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -327,7 +328,15 @@ class MessageStore(Protocol):
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Call ``listener`` after every put that adds consume-queue entries, once the whole
-        put is readable: once per distinct tags code of its records (a batch), in order."""
+        put is readable: once per distinct tags code of its records (a batch), in order.
+        Inside :meth:`notifications_held` (and a put_message_list), at the block's end."""
+        ...
+
+    def notifications_held(self) -> AbstractContextManager[None]:
+        """A block whose puts tell the arrival listeners together when it ends: once per
+        queue and distinct tags code (in the order the queues were first written, with the
+        queue's max offset then), not once per message. For a caller that stores many
+        messages in one go on the loop (the frames of one read); blocks may nest."""
         ...
 
     def stats(self) -> StoreStats: ...

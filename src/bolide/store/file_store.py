@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from bolide.base import limits
 from bolide.base.clock import Clock
@@ -33,7 +34,7 @@ from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.message_codec import read_record_header, read_record_properties
-from bolide.store import retention
+from bolide.store import appender, retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
     ArrivalListener,
@@ -441,12 +442,13 @@ class FileMessageStore:
         """Store each request in order, one flush wait for all (see
         MessageStore.put_message_list): delayed and timer deliveries share a group commit."""
         results: list[PutResult | None] = []
-        for request in requests:
-            result = self._append_one(request)
-            results.append(result)
-            if not result.ok and result.status not in MESSAGE_REFUSALS:
-                results += [None] * (len(requests) - len(results))
-                break
+        with self._appender.notifications_held():  # one per queue and tags code, at the end
+            for request in requests:
+                result = self._append_one(request)
+                results.append(result)
+                if not result.ok and result.status not in MESSAGE_REFUSALS:
+                    results += [None] * (len(requests) - len(results))
+                    break
         if self._sync_flush:
             stored = [result for result in results if result is not None and result.ok]
             if stored and wait_flushed:
@@ -459,19 +461,7 @@ class FileMessageStore:
         try:
             if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
-            topic, record, born_ip = self._builder.single(request)
-            return self._appender.append(
-                topic,
-                request.queue_id,
-                [record],
-                request.sys_flag,
-                request.born_timestamp_ms,
-                born_ip,
-                request.born_host[1],
-                request.reconsume_times,
-                request.prepared_transaction_offset,
-                request.tags_code,
-            )
+            return appender.put_one(self._builder, self._appender, request)  # compiled: _put_c.pyx
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)
@@ -506,14 +496,9 @@ class FileMessageStore:
         return result
 
     def _refuse(self) -> None:
-        if not self._running:
-            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, "store is not running")
-        if self.refuse_puts:
-            raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, self.refuse_puts)
-        raise RejectedError(
-            PutStatus.SERVICE_NOT_AVAILABLE,
-            f"store refuses writes until recovery: {self._write_failure}",
-        )
+        failure = f"store refuses writes until recovery: {self._write_failure}"
+        reason = self.refuse_puts or failure if self._running else "store is not running"
+        raise RejectedError(PutStatus.SERVICE_NOT_AVAILABLE, reason)
 
     def _failed_put(self, error: StoreError) -> PutResult:
         """The answer to a put whose room could not be made (nothing was written)."""
@@ -544,6 +529,9 @@ class FileMessageStore:
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._appender.listeners.append(listener)
+
+    def notifications_held(self) -> AbstractContextManager[None]:
+        return self._appender.notifications_held()
 
     # --- reads ----------------------------------------------------------------------------------
 

@@ -337,6 +337,15 @@ class KeyIndex:
         if len(self._pending) >= limits.INDEX_PENDING_MAX_RECORDS:
             self.drain()
 
+    def add_records(self, records: list[PendingRecord]) -> None:
+        """:meth:`add_record` of each of ``records`` (a batch's), in order."""
+        if not records:
+            return
+        self._pending += records
+        self._room -= sum([len(record[2]) for record in records])
+        if len(self._pending) >= limits.INDEX_PENDING_MAX_RECORDS:
+            self.drain()
+
     def drain(self) -> None:
         """Write the pending entries, in order, following the file choice of :meth:`prepare`
         (a record that does not fit the active file starts the next one)."""

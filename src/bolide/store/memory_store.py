@@ -10,9 +10,11 @@ them is wrong. Nothing survives :meth:`MemoryMessageStore.shutdown`.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bolide.base import limits
 from bolide.base.clock import Clock
@@ -91,6 +93,8 @@ class MemoryMessageStore:
         self._queues: dict[str, dict[int, _Queue]] = {}
         self._index: dict[int, list[int]] = {}
         self._listeners: list[ArrivalListener] = []
+        self._held: dict[tuple[str, int], list[Any]] | None = None
+        """Announcements of a put_message_list, held until it ends."""
         self._tags_codes: dict[str, int] = {}
         self._running = False
         self._put_count = 0
@@ -140,13 +144,28 @@ class MemoryMessageStore:
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
     ) -> list[PutResult | None]:
         results: list[PutResult | None] = []
-        for request in requests:
-            result = await self.put_message(request)
-            results.append(result)
-            if not result.ok and result.status not in MESSAGE_REFUSALS:
-                results += [None] * (len(requests) - len(results))
-                break
+        with self.notifications_held():  # once per queue and tags code, at the end
+            for request in requests:
+                result = await self.put_message(request)
+                results.append(result)
+                if not result.ok and result.status not in MESSAGE_REFUSALS:
+                    results += [None] * (len(requests) - len(results))
+                    break
         return results
+
+    @contextlib.contextmanager
+    def notifications_held(self) -> Iterator[None]:
+        if self._held is not None:  # nested: the outermost block announces
+            yield
+            return
+        self._held = {}
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for (topic, queue_id), (max_offset, codes) in held.items():
+                for tags_code in codes:
+                    self._notify(topic, queue_id, max_offset, tags_code)
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         try:
@@ -266,7 +285,13 @@ class MemoryMessageStore:
         )
 
     def _announce(self, topic: str, queue_id: int, max_offset: int, codes: list[int]) -> None:
-        """Once the whole put is readable: once per distinct tags code, in order."""
+        """Once the whole put is readable: once per distinct tags code, in order (a list of
+        puts: once per queue and distinct tags code, after the list)."""
+        if self._held is not None:
+            held = self._held.setdefault((topic, queue_id), [max_offset, {}])
+            held[0] = max_offset
+            held[1].update(dict.fromkeys(codes))
+            return
         for tags_code in dict.fromkeys(codes):
             self._notify(topic, queue_id, max_offset, tags_code)
 

@@ -17,26 +17,21 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from bolide.base import limits
+from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
-from bolide.protocol.message import PropertyKey, tags_code
-from bolide.protocol.message_codec import encode_record
+from bolide.protocol.message import tags_code
+from bolide.protocol.message_codec import BatchEntry, encode_record
 from bolide.protocol.msgid import offset_message_id
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import (
-    DELAY_MARK,
     IPV6_HOST_EXTRA_BYTES,
-    KEYS_MARK,
-    PROPERTY_SEPARATOR,
     RECORD_OVERHEAD_BYTES,
-    TAGS_MARK,
-    UNIQ_KEY_MARK,
     encode_properties,
     join_properties,
-    property_value,
+    store_properties,
 )
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.consume_queue import topic_is_storable
@@ -176,14 +171,13 @@ class RecordBuilder:
             0,
         )
         topic = self.topic(request.topic)
-        extra = request.extra_properties
-        born_host = request.born_host
-        records = [
-            self._record(
-                topic, entry.body, entry.flag, join_properties(entry.properties, extra), born_host
-            )
-            for entry in request.entries
-        ]
+        extra_bytes = self._store_extra_bytes
+        if ":" in request.born_host[0]:
+            extra_bytes += IPV6_HOST_EXTRA_BYTES
+        records = build_records(
+            topic, request.entries, request.extra_properties, extra_bytes,
+            self._max_message_size_bytes, self._index_max_entries, self._tags_codes,
+        )  # fmt: skip
         total_size = sum([record.size for record in records])
         if total_size + limits.COMMIT_LOG_BLANK_MIN_BYTES > self._segment_bytes:
             raise _too_big(total_size)
@@ -259,66 +253,20 @@ class RecordBuilder:
         properties: Mapping[str, str] | str,
         born_host: SocketAddress,
     ) -> PreparedRecord:
-        if not -0x80000000 <= flag <= 0x7FFFFFFF:
-            raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"flag {flag} is not an int32")
-        if len(body) > self._max_message_size_bytes:
-            raise RejectedError(
-                PutStatus.MESSAGE_ILLEGAL,
-                f"body of {len(body)} bytes exceeds {self._max_message_size_bytes}",
-            )
         if isinstance(properties, str):
             text = properties
-            padded = PROPERTY_SEPARATOR + text
-            tags = property_value(padded, TAGS_MARK)
-            keys = property_value(padded, KEYS_MARK) if KEYS_MARK in padded else None
-            unique_key = property_value(padded, UNIQ_KEY_MARK)
-            delay = property_value(padded, DELAY_MARK) if topic.is_schedule else None
         else:
             try:
                 text = encode_properties(properties)
             except ProtocolError as error:
                 raise RejectedError(PutStatus.MESSAGE_ILLEGAL, str(error)) from error
-            tags = properties.get(PropertyKey.TAGS)
-            keys = properties.get(PropertyKey.KEYS)
-            unique_key = properties.get(PropertyKey.UNIQ_KEY)
-            delay = properties.get(PropertyKey.DELAY) if topic.is_schedule else None
-        try:
-            properties_bytes = text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise _not_utf8("properties") from error
-        if properties_bytes.endswith(b"\0"):
-            # Recovery reads a record ending in a zero byte as a torn tail (see recovery.py).
-            raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "properties end with a NUL character")
-        if len(properties_bytes) > limits.MESSAGE_PROPERTIES_MAX_BYTES:
-            raise RejectedError(
-                PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                f"properties of {len(properties_bytes)} bytes exceed "
-                f"{limits.MESSAGE_PROPERTIES_MAX_BYTES}",
-            )
-        size = (
-            RECORD_OVERHEAD_BYTES
-            + len(body)
-            + len(topic.encoded)
-            + len(properties_bytes)
-            + self._store_extra_bytes
-        )
+        extra = self._store_extra_bytes
         if ":" in born_host[0]:
-            size += IPV6_HOST_EXTRA_BYTES
-        if keys or not unique_key:
-            hashes = index_hashes(topic.key_seed, keys, unique_key, self._index_max_entries)
-        else:  # index_hashes' common case, inline: one UNIQ_KEY (max entries >= 2 by config)
-            hashes = [zlib.crc32(unique_key.encode("utf-8", "surrogatepass"), topic.key_seed)]
-        code = 0
-        if tags:
-            cached = self._tags_codes.get(tags)
-            code = self._tags_code(tags) if cached is None else cached
-        return PreparedRecord(body, flag, properties_bytes, size, tags, code, delay, hashes)
-
-    def _tags_code(self, tags: str) -> int:
-        code = tags_code(tags)  # loops in Python per character: memoized, bounded
-        if len(self._tags_codes) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
-            self._tags_codes[tags] = code
-        return code
+            extra += IPV6_HOST_EXTRA_BYTES
+        return build_record(
+            topic, body, flag, text, extra, self._max_message_size_bytes,
+            self._index_max_entries, self._tags_codes,
+        )  # fmt: skip
 
     def encode_all(
         self,
@@ -336,7 +284,7 @@ class RecordBuilder:
         prepared_transaction_offset: int,
     ) -> list[bytes]:
         """The records laid end to end from ``base_offset`` through the codec's reference
-        encoder (the memory store; the file store writes in place, see record_writer.py);
+        encoder (the memory store; the file store writes in place with ``wire.write_records``);
         queue offsets count up from ``first_queue_offset`` (None: no consume-queue entry,
         queue offset 0).
 
@@ -376,6 +324,93 @@ class RecordBuilder:
         return f"{self.message_id_prefix}{commit_log_offset:016X}"
 
 
+def build_record(
+    topic: TopicFacts,
+    body: bytes | bytearray | memoryview,
+    flag: int,
+    text: str,
+    extra_bytes: int,
+    max_body_bytes: int,
+    index_max_entries: int,
+    tags_codes: dict[str, int],
+) -> PreparedRecord:
+    """The validated record of one message of ``topic`` whose properties string is ``text``
+    (checks in the module docstring's order, from the flag on); ``extra_bytes`` are the IPv6
+    hosts' extra record bytes, ``tags_codes`` the builder's bounded memo of tag hashes.
+    Compiled in ``_put_c.pyx``.
+
+    Raises:
+        RejectedError: the message breaks a rule.
+    """
+    if not -0x80000000 <= flag <= 0x7FFFFFFF:
+        raise RejectedError(PutStatus.MESSAGE_ILLEGAL, f"flag {flag} is not an int32")
+    if len(body) > max_body_bytes:
+        raise RejectedError(
+            PutStatus.MESSAGE_ILLEGAL, f"body of {len(body)} bytes exceeds {max_body_bytes}"
+        )
+    try:
+        properties_bytes = text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise _not_utf8("properties") from error
+    if properties_bytes.endswith(b"\0"):
+        # Recovery reads a record ending in a zero byte as a torn tail (see recovery.py).
+        raise RejectedError(PutStatus.MESSAGE_ILLEGAL, "properties end with a NUL character")
+    if len(properties_bytes) > limits.MESSAGE_PROPERTIES_MAX_BYTES:
+        raise RejectedError(
+            PutStatus.PROPERTIES_SIZE_EXCEEDED,
+            f"properties of {len(properties_bytes)} bytes exceed "
+            f"{limits.MESSAGE_PROPERTIES_MAX_BYTES}",
+        )
+    tags, keys, unique_key, delay = store_properties(text)
+    size = RECORD_OVERHEAD_BYTES + len(body) + len(topic.encoded) + len(properties_bytes)
+    if keys or not unique_key:
+        hashes = index_hashes(topic.key_seed, keys, unique_key, index_max_entries)
+    else:  # index_hashes' common case, inline: one UNIQ_KEY (max entries >= 2 by config)
+        hashes = [zlib.crc32(unique_key.encode("utf-8"), topic.key_seed)]
+    code = 0
+    if tags:
+        cached = tags_codes.get(tags)
+        if cached is None:
+            code = tags_code(tags)  # loops in Python per character: memoized, bounded
+            if len(tags_codes) < limits.STORE_NAME_CACHE_MAX_ENTRIES:
+                tags_codes[tags] = code
+        else:
+            code = cached
+    return PreparedRecord(
+        body,
+        flag,
+        properties_bytes,
+        size + extra_bytes,
+        tags,
+        code,
+        delay if topic.is_schedule else None,
+        hashes,
+    )
+
+
+def build_records(
+    topic: TopicFacts,
+    entries: Sequence[BatchEntry],
+    extra_properties: str,
+    extra_bytes: int,
+    max_body_bytes: int,
+    index_max_entries: int,
+    tags_codes: dict[str, int],
+) -> list[PreparedRecord]:
+    """:func:`build_record` of each entry of a batch, ``extra_properties`` joined to its
+    properties string. Compiled in ``_put_c.pyx``.
+
+    Raises:
+        RejectedError: an entry breaks a rule.
+    """
+    records = []
+    for entry in entries:
+        text = join_properties(entry.properties, extra_properties)
+        args = (extra_bytes, max_body_bytes, index_max_entries, tags_codes)
+        records.append(build_record(topic, entry.body, entry.flag, text, *args))
+    return records
+
+
 def _bad_queue_id(queue_id: int) -> RejectedError:
     return RejectedError(PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} out of range")
 
@@ -390,3 +425,9 @@ def _too_big(total_size: int) -> RejectedError:
     return RejectedError(
         PutStatus.MESSAGE_ILLEGAL, f"{total_size} bytes of records do not fit a commit-log segment"
     )
+
+
+# The compiled twins (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(
+    globals(), "bolide.store._put_c", ("PreparedRecord", "build_record", "build_records")
+)

@@ -18,8 +18,11 @@
 4. Long polling, only when the request has the SUSPEND bit (a pull consumer without it must be
    answered at once): a PULL_NOT_FOUND parks in the long-polling table until a matching message
    arrives on the queue or ``suspendTimeoutMillis`` (at most PULL_SUSPEND_MAX_MS) runs out, then
-   the read runs again without suspension and its result answers the original request (the
-   dispatcher keeps the opaque). A closed connection's parked pull is dropped unanswered.
+   the read runs again without suspension and its result answers the original request (same
+   opaque). The parked pull is a callback, not a suspended task: the put that stores a
+   matching message reads and writes the answer before it returns, so a woken pull costs no
+   task, future or loop turn (the e2e latency of a caught-up consumer). A closed
+   connection's parked pull is dropped unanswered.
 5. With the COMMIT_OFFSET bit, ``commitOffset`` is stored for the group on the first pass.
 
 Every response carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffset as
@@ -29,6 +32,7 @@ SUCCESS is the records themselves, zero-copy views of the store written to the s
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
@@ -44,7 +48,7 @@ from bolide.broker.sql_filter import SqlFilter
 from bolide.broker.topics import is_readable
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, MessageModel, SubscriptionData
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
+from bolide.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from bolide.protocol.headers import (
     HeaderError,
     PullMessageRequestHeader,
@@ -119,37 +123,87 @@ class PullHandlers:
         except RefusedError as refused:
             return self._refusal(request, header, refused)
         context = self._context
-        result = self._read(header, tag_codes, sql)
-        code = _response_code(result, header.queue_offset)
         slave = context.config.broker_role is BrokerRole.SLAVE
         if slave and not context.config.slave_read_enable:
             # Java: a slave that may not serve reads sends the consumer back to the master.
+            result = self._read(header, tag_codes, sql)
             return self._response(
                 request, ResponseCode.PULL_RETRY_IMMEDIATELY, result, header, _MASTER_ID
             )
         if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0 and not slave:
             self._commit(connection, header)
-        if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & _SUSPEND:
-            reason = await context.long_polling.hold(
-                header.topic,
-                header.queue_id,
-                header.queue_offset,
-                self._hold_ms(header),
-                tag_codes=tag_codes,
-                owner=connection,
-            )
-            if reason is WakeReason.CANCELLED:
-                return None
-            if reason is WakeReason.REFUSED:
-                # Answering "not found" at once made clients pull again at once: a busy
-                # loop. SYSTEM_BUSY is an error to them: they wait before the next pull
-                # (Java and Bolide 3 s, pullTimeDelayMillsWhenException).
-                remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
-                busy = RefusedError(ResponseCode.SYSTEM_BUSY, remark)
-                return self._refusal(request, header, busy)
+        suspend = header.sys_flag & _SUSPEND
+        if suspend and self.caught_up(header):
+            # A caught-up consumer's pull (the e2e case): the read would answer PULL_NOT_FOUND.
+            return self._park(connection, request, header, tag_codes, sql)
+        result = self._read(header, tag_codes, sql)
+        code = _response_code(result, header.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and suspend:
+            return self._park(connection, request, header, tag_codes, sql)
+        return self._response(request, code, result, header, self._suggest(header, result))
+
+    def caught_up(self, header: PullMessageRequestHeader) -> bool:
+        """Whether the pull asks for the queue's next offset to be written (its max offset):
+        the store read then answers PULL_NOT_FOUND whatever the filter (OFFSET_OVERFLOW_ONE,
+        or NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE at offset 0), so the read is skipped.
+        Held to the read's answer by tests/broker/test_handlers_pull.py."""
+        return header.queue_offset == self._context.store.max_offset(header.topic, header.queue_id)
+
+    def _park(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        tag_codes: frozenset[int] | None,
+        sql: SqlFilter | None,
+    ) -> RemotingCommand | None:
+        """Park the pull until a matching arrival or its hold ends (:meth:`_woken` answers
+        it then; None here); SYSTEM_BUSY when the long-poll table is full."""
+        long_polling = self._context.long_polling
+        wake = functools.partial(self._woken, connection, request, header, tag_codes, sql)
+        if long_polling.park(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            long_polling.deadline_after(self._hold_ms(header)),
+            wake,
+            tag_codes=tag_codes,
+            owner=connection,
+        ):
+            return None
+        # Answering "not found" at once made clients pull again at once: a busy loop.
+        # SYSTEM_BUSY is an error to them: they wait before the next pull (Java and
+        # Bolide 3 s, pullTimeDelayMillsWhenException).
+        remark = "[PULL_BUSY] the broker holds as many pulls as it may; pull later"
+        return self._refusal(request, header, RefusedError(ResponseCode.SYSTEM_BUSY, remark))
+
+    def _woken(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        tag_codes: frozenset[int] | None,
+        sql: SqlFilter | None,
+        reason: WakeReason,
+    ) -> None:
+        """A parked pull woke: read again without suspension and answer it here and now.
+
+        Called by the long-polling table on the loop's thread — inside the put whose arrival
+        woke it, or from its deadline timer — so the answer leaves without a task, a future
+        or a loop turn in between. A closed connection's pull (CANCELLED) is not answered.
+        """
+        if reason is WakeReason.CANCELLED or connection.is_closed:
+            return
+        try:
             result = self._read(header, tag_codes, sql)
             code = _response_code(result, header.queue_offset)
-        return self._response(request, code, result, header, self._suggest(header, result))
+            response = self._response(request, code, result, header, self._suggest(header, result))
+        except Exception as error:  # as the dispatcher answers a handler that raised
+            _log.exception("answering a woken pull of %s/%d", header.topic, header.queue_id)
+            response = request.make_response(
+                ResponseCode.SYSTEM_ERROR, str(error) or type(error).__name__
+            )
+        _answer(connection, request, response)
 
     def _suggest(self, header: PullMessageRequestHeader, result: GetResult) -> str:
         """suggestWhichBrokerId: with slaveReadEnable, the group's whichBrokerWhenConsumeSlowly
@@ -312,6 +366,20 @@ class PullHandlers:
         max_offset = store.max_offset(header.topic, header.queue_id)
         fields = _offset_fields(header.queue_offset, min_offset, max_offset)
         return request.make_response(refused.code, refused.remark, fields)
+
+
+def _answer(connection: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
+    """Send the answer of a pull parked earlier, as the dispatcher sends a handler's answer
+    (the request's opaque and serialize type, the RESPONSE flag), written at once."""
+    if request.flag & FLAG_ONEWAY:
+        return
+    response.opaque = request.opaque
+    response.flag |= FLAG_RESPONSE
+    response.serialize_type = request.serialize_type
+    try:
+        connection.send(response, at_once=True)
+    except BolideError as error:  # closed meanwhile, or an unencodable answer
+        _log.warning("no answer to a woken pull from %s: %s", connection.remote_address, error)
 
 
 def _memory_share_bytes(percent: int) -> int:

@@ -52,18 +52,22 @@ from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
 from bolide.protocol.answer_frames import SendSuccessFrames
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
-from bolide.protocol.frame import SerializeType
+from bolide.protocol.command import RemotingCommand, decode_command
+from bolide.protocol.frame import RawFrame, SerializeType
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
 from bolide.protocol.headers.send import send_header_values
 from bolide.protocol.message import (
+    TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
     PropertyKey,
     transaction_type,
 )
 from bolide.protocol.message_codec import BatchEntry, decode_batch_body
+from bolide.protocol.send_scan import ScannedSend
 from bolide.protocol.system_topics import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    SEND_FORBIDDEN_TOPICS,
     dlq_topic,
     group_of_retry_topic,
     is_retry_topic,
@@ -88,6 +92,8 @@ _log = logging.getLogger("bolide.broker.send")
 
 _PutT = TypeVar("_PutT", PutRequest, BatchPutRequest)
 
+_perf_counter_ns = time.perf_counter_ns
+_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _VERSION_V3_4_9 = 121
 """Clients at or above this wire version send a trustworthy ``maxReconsumeTimes``."""
 _TOPIC_SYS_FLAG_UNIT = 1
@@ -156,6 +162,15 @@ class SendHandlers:
             dispatcher.register(code, self.send_message, family="send")
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
             dispatcher.register_fast(code, self.send_message_at_once)
+            dispatcher.register_scanned(code, self.send_scanned, ready=self.puts_at_once)
+
+    def puts_at_once(self) -> bool:
+        """Whether a send may be answered at once now: the store does not wait for the disk
+        (ASYNC flush) and the broker is no SYNC_MASTER waiting for a slave."""
+        context = self._context
+        return (
+            context.store.puts_at_once and context.config.broker_role is not BrokerRole.SYNC_MASTER
+        )
 
     def send_message_at_once(
         self, connection: Connection, request: RemotingCommand
@@ -168,23 +183,63 @@ class SendHandlers:
         nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
         both give the same record and the same answer (tests/broker/test_send_fast_path.py
         compares them byte for byte)."""
-        started_ns = time.perf_counter_ns()
-        context = self._context
-        broker_config = context.config
-        if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
+        if not self.puts_at_once():
             return None
         values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
         if values is None:
             return None
         _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
+        return self._store_at_once(
+            connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
+            request.body, request.opaque, request.serialize_type == SerializeType.JSON, request,
+        )  # fmt: skip
+
+    def send_scanned(
+        self, connection: Connection, scanned: ScannedSend, frame: RawFrame
+    ) -> RemotingCommand | bytes | None:
+        """:meth:`send_message_at_once` for a request whose JSON header the send scan read
+        (:func:`~bolide.protocol.send_scan.scan_send_request`): no command, no field mapping;
+        the same checks, record and answer. The dispatcher asked :meth:`puts_at_once` (its
+        readiness gate) just before."""
+        (
+            _, opaque, _, _, _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume,
+            _, _, batch, _,
+        ) = scanned  # fmt: skip
+        return self._store_at_once(
+            connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
+            frame.body, opaque, True, frame,
+        )  # fmt: skip
+
+    def _store_at_once(
+        self,
+        connection: Connection,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_ms: int,
+        flag: int,
+        text: str | None,
+        reconsume: int | None,
+        batch: bool,
+        body: bytes,
+        opaque: int,
+        json: bool,
+        source: RemotingCommand | RawFrame,
+    ) -> RemotingCommand | bytes | None:
+        """The fast send of both forms, once :meth:`puts_at_once` said yes; ``source`` (the
+        command, or the frame to decode) is needed only to answer something else than
+        SUCCESS."""
+        started_ns = _perf_counter_ns()
+        context = self._context
+        broker_config = context.config
         config = context.topics.find(topic)
         if (
             batch
             or config is None
             or (config.order and not is_writeable(broker_config.broker_permission))
-            or is_send_forbidden_topic(topic)
-            or is_retry_topic(topic)
-            or transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED
+            or topic in SEND_FORBIDDEN_TOPICS
+            or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            or sys_flag & TRANSACTION_MASK == _PREPARED
             or queue_id >= max(config.read_queue_count, config.write_queue_count)
         ):
             return None
@@ -199,31 +254,26 @@ class SendHandlers:
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
         try:
-            put = _put_request(
-                connection, request.body, topic, queue_id, properties, sys_flag, flag, born_ms,
-                reconsume,
+            put = PutRequest(
+                topic, queue_id, body, flag, properties, sys_flag, born_ms,
+                born_host_of(connection), reconsume or 0,
             )  # fmt: skip
             result = context.store.put_message_at_once(put)
         except BolideError as error:  # as send_message answers it (an unusable peer address)
             context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
-            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+            return _command_of(source).make_response(
+                ResponseCode.SYSTEM_ERROR, str(error), self._error_fields
+            )
         if result is None:
             raise InvariantViolationError("a store that puts at once did not")
-        if (
-            result.status is not PutStatus.PUT_OK
-            or result.remark
-            or request.serialize_type != SerializeType.JSON
-        ):
-            return self._answer(request, result, queue_id, topic, started_ns)
-        context.stats.record_put(
-            result.message_count,
-            result.wrote_bytes,
-            topic=topic,
-            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
+        if result.status is not PutStatus.PUT_OK or result.remark or not json:
+            return self._answer(_command_of(source), result, queue_id, topic, started_ns)
+        context.stats.record_single_put(
+            result.wrote_bytes, topic, (_perf_counter_ns() - started_ns) // 1000
         )
         return self._success_frames.frame(
-            request.opaque, result.message_ids[0], queue_id, result.queue_offset
+            opaque, result.message_ids[0], queue_id, result.queue_offset
         )
 
     async def send_message(
@@ -616,6 +666,11 @@ def _put_request(
     )
 
 
+def _command_of(source: RemotingCommand | RawFrame) -> RemotingCommand:
+    """The request as a command (the scanned form decodes its frame only to answer an error)."""
+    return source if isinstance(source, RemotingCommand) else decode_command(source)
+
+
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
     try:
         if request.code == RequestCode.SEND_MESSAGE:
@@ -640,9 +695,10 @@ def _has_delay(properties: dict[str, str]) -> bool:
 
 def _clean_entry(entry: BatchEntry) -> BatchEntry:
     """The entry without WAIT; refuses (MESSAGE_ILLEGAL) an entry with a delay level."""
-    if _plain_properties(entry.properties):  # the common entry: string surgery, see below
-        text = _without_wait(entry.properties)
-        return entry if text is entry.properties else BatchEntry(entry.flag, entry.body, text)
+    # The common entry: WAIT dropped by string surgery (see below), in one compiled call.
+    text = edit_plain_properties(entry.properties, _SLOW_MARKS, PropertyKey.WAIT, "")
+    if text is not None:
+        return entry if text == entry.properties else BatchEntry(entry.flag, entry.body, text)
     properties = decode_properties(entry.properties)
     if _has_delay(properties):
         raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")

@@ -357,8 +357,10 @@ class ConcurrentConsumeService:
                 if not await self._send_message_back(message, request.queue, delay_level):
                     message.reconsume_times += 1
                     kept.append(message)
-        kept_ids = {id(message) for message in kept}
-        done = [message for message in messages if id(message) not in kept_ids]
+        done = messages
+        if kept:  # only messages that could not be sent back stay cached
+            kept_ids = {id(message) for message in kept}
+            done = [message for message in messages if id(message) not in kept_ids]
         offset = request.process_queue.remove_messages(done, self._clock.now_ms())
         if offset >= 0 and not request.process_queue.dropped:
             self._offset_store.update_offset(request.queue, offset, increase_only=True)

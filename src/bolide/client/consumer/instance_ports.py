@@ -156,6 +156,11 @@ class InstancePullClient:
         """(address, id) to pull from: ``broker_id``, else id + 1 for a slave, else the
         lowest id; addresses recently unreachable only when nothing else is known."""
         addresses = self._instance.routes.brokers.get(broker_name) or {}
+        if not self._down_until_ms:
+            # Nothing was ever unreachable: every address is (the loop below would agree).
+            address = addresses.get(broker_id)
+            if address is not None:
+                return address, broker_id
         now_ms = self._instance.clock.monotonic_ms()
         reachable = {
             known_id: address

@@ -85,15 +85,21 @@ class PullSettings:
     one its heartbeat registered, as Java's does; a lite pull consumer sends it."""
 
 
+# Plain ints: ``int | IntFlag`` runs IntFlag.__or__, Python code, on every pull.
+_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+
+
 def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: bool) -> int:
     """The PULL_MESSAGE sysFlag (PullSysFlag.buildSysFlag)."""
     flag = 0
     if commit_offset:
-        flag |= PullSysFlag.COMMIT_OFFSET
+        flag |= _COMMIT_OFFSET
     if suspend:
-        flag |= PullSysFlag.SUSPEND
+        flag |= _SUSPEND
     if subscription:
-        flag |= PullSysFlag.SUBSCRIPTION
+        flag |= _SUBSCRIPTION
     return flag
 
 
@@ -229,6 +235,11 @@ class PullLoop:
             if result.status is PullStatus.FOUND:
                 found = self._found(queue, process_queue, subscription, result)
                 self._record_pull(queue, began_ms, found)
+                if found:
+                    # The consume workers woken by the sink run first, then the next pull is
+                    # built (Java too hands the next pull to another thread): the listener
+                    # does not wait for it, and the pull's write waits for the turn's end anyway.
+                    await asyncio.sleep(0)
                 continue
             self._record_pull(queue, began_ms, 0)
             if result.status is PullStatus.OFFSET_ILLEGAL:

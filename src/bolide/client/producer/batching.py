@@ -45,6 +45,7 @@ from bolide.base.errors import (
 )
 from bolide.client.message import SendResult
 from bolide.client.producer.prepare import PreparedSend, join_prepared
+from bolide.client.producer.results import settle_batch
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.message_codec import BATCH_ENTRY_OVERHEAD_BYTES
@@ -64,21 +65,25 @@ alone."""
 
 
 class _Waiting:
-    __slots__ = ("future", "prepared", "size_bytes")
+    __slots__ = ("future", "msg_id", "prepared", "size_bytes")
 
     def __init__(self, prepared: PreparedSend, future: asyncio.Future[SendResult]) -> None:
         self.prepared = prepared
         self.future = future
+        self.msg_id = prepared.msg_id
         self.size_bytes = (
             BATCH_ENTRY_OVERHEAD_BYTES + len(prepared.body) + 3 * len(prepared.properties)
         )
 
 
 class _Lane:
-    __slots__ = ("batch_in_flight", "in_flight", "key", "max_in_flight", "waiting")
+    __slots__ = ("batch_in_flight", "in_flight", "key", "loop", "max_in_flight", "waiting")
 
     def __init__(self, key: LaneKey, max_in_flight: int) -> None:
         self.key = key
+        self.loop = asyncio.get_running_loop()
+        """The loop the lane's requests run on (a lane lives while they are in flight): looked
+        up once, since on Python 3.11 each look-up costs a getpid system call."""
         self.in_flight = 0
         self.batch_in_flight = False
         self.max_in_flight = max_in_flight
@@ -116,22 +121,30 @@ class SendBatcher:
         self.requests_sent = 0
         """Requests this batcher made (a batch counts once): for tests and benches."""
 
-    async def send(
+    def send(
         self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
-    ) -> SendResult:
+    ) -> Awaitable[SendResult]:
         """Send ``prepared`` through its lane: at once while the lane has room for another
-        request in flight, else with what else waits, when one of them is answered. Raises as
-        the producer's send."""
+        request in flight, else with what else waits, when one of them is answered. The
+        caller awaits the answer at once (it joined its lane when it called); that raises as
+        the producer's send. A plain function: a send that waits costs no coroutine of its
+        own, only the future it awaits."""
         key = (prepared.topic, queue, timeout_ms)
         lane = self._lanes.get(key)
         if lane is None:
             max_in_flight = self._max_in_flight if queue is None else 1
             lane = self._lanes[key] = _Lane(key, max_in_flight)
-        elif lane.waiting or not lane.has_room():
-            future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        elif lane.waiting or lane.batch_in_flight or lane.in_flight >= lane.max_in_flight:
+            future: asyncio.Future[SendResult] = lane.loop.create_future()
             lane.waiting.append(_Waiting(prepared, future))
-            return await future
+            return future
         lane.in_flight += 1
+        return self._send_now(lane, prepared, queue, timeout_ms)
+
+    async def _send_now(
+        self, lane: _Lane, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+    ) -> SendResult:
+        """One request for ``prepared`` alone (counted in flight by the caller)."""
         self.requests_sent += 1
         try:
             return await self._send_prepared(prepared, queue, timeout_ms)
@@ -153,42 +166,65 @@ class SendBatcher:
     def _request_done(self, lane: _Lane) -> None:
         """A request of ``lane`` was answered: what waits goes next, or the lane is dropped."""
         lane.in_flight -= 1
-        while lane.waiting and lane.has_room():
-            group = self._take(lane.waiting)
-            if not group:
-                continue  # every one of them was cancelled
-            lane.in_flight += 1
-            lane.batch_in_flight = len(group) > 1
-            task = asyncio.get_running_loop().create_task(
+        self._start_groups(lane)
+        self._drop_if_idle(lane)
+
+    def _drop_if_idle(self, lane: _Lane) -> None:
+        if lane.in_flight == 0 and not lane.waiting and self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
+
+    def _start_groups(self, lane: _Lane) -> None:
+        """Start a task for each request ``lane`` has room for and sends waiting for."""
+        while (group := self._next_group(lane)) is not None:
+            task = lane.loop.create_task(
                 self._send_group(lane, group), name=f"bolide-producer-batch-{lane.key[0]}"
             )
             self._drains.add(task)
             task.add_done_callback(self._drains.discard)
-        if lane.in_flight == 0 and not lane.waiting and self._lanes.get(lane.key) is lane:
-            del self._lanes[lane.key]
+
+    def _next_group(self, lane: _Lane) -> list[_Waiting] | None:
+        """The sends of ``lane``'s next request, counted in flight, if it has room and sends
+        wait (None otherwise)."""
+        while lane.waiting and lane.has_room():
+            group = self._take(lane.waiting)
+            if group:
+                lane.in_flight += 1
+                lane.batch_in_flight = len(group) > 1
+                return group
+        return None  # no room, or every one of them was cancelled
 
     async def _send_group(self, lane: _Lane, group: list[_Waiting]) -> None:
-        """Send ``group`` (one request) for ``lane``.
+        """Send ``group`` (one request) for ``lane``, then, in the same task, what waits in
+        the lane while it has room for it (one task per run of requests, not per request).
 
         After a batch the request still counts for one pass of the event loop: the callers
         just answered run first, and what they send next joins what waits, in one request,
         instead of going alone or behind it (no timer: the loop does not sleep).
         """
-        try:
-            if len(group) == 1:
-                await self._send_alone(group[0], lane.key)
-            else:
-                await self._send_together(group, lane.key)
-                await asyncio.sleep(0)
-        except BaseException as error:  # cancelled (loop closing) or a bug: nobody hangs
-            for waiting in (*group, *lane.waiting):
-                _fail(waiting, error)
-            lane.waiting.clear()
-            raise
-        finally:
+        next_group: list[_Waiting] | None = group
+        while next_group is not None:
+            group = next_group
+            try:
+                if len(group) == 1:
+                    await self._send_alone(group[0], lane.key)
+                else:
+                    await self._send_together(group, lane.key)
+                    await asyncio.sleep(0)
+            except BaseException as error:  # cancelled (loop closing) or a bug: nobody hangs
+                for waiting in (*group, *lane.waiting):
+                    _fail(waiting, error)
+                lane.waiting.clear()
+                if len(group) > 1:
+                    lane.batch_in_flight = False
+                self._request_done(lane)
+                raise
             if len(group) > 1:
                 lane.batch_in_flight = False
-            self._request_done(lane)
+            lane.in_flight -= 1
+            next_group = self._next_group(lane)
+            if next_group is not None:  # room for more (single sends): they go too
+                self._start_groups(lane)
+        self._drop_if_idle(lane)
 
     def _take(self, waiting: deque[_Waiting]) -> list[_Waiting]:
         """The next request's sends: one unbatchable send, or the batchable ones in a row
@@ -257,31 +293,19 @@ class SendBatcher:
 
 def _split(result: SendResult, group: list[_Waiting]) -> None:
     """Each send's own result from the batch's: its offset id, the first offset + its index."""
-    offset_ids = result.offset_msg_id.split(",")
-    if len(offset_ids) != len(group):
-        error = ProtocolError(
-            f"the broker answered a batch of {len(group)} messages with"
-            f" {len(offset_ids)} message ids; the messages were stored"
+    try:
+        settle_batch(
+            group,
+            result.offset_msg_id,
+            result.status,
+            result.queue,
+            result.queue_offset,
+            result.transaction_id,
+            result.region_id,
         )
+    except ProtocolError as error:
         for waiting in group:
             _fail(waiting, error)
-        return
-    status, queue, first_offset = result.status, result.queue, result.queue_offset
-    transaction_id, region_id = result.transaction_id, result.region_id
-    for index, waiting in enumerate(group):
-        future = waiting.future
-        if not future.done():
-            future.set_result(
-                SendResult(
-                    status,
-                    waiting.prepared.msg_id,
-                    offset_ids[index],
-                    queue,
-                    first_offset + index,
-                    transaction_id,
-                    region_id,
-                )
-            )
 
 
 def _fail(waiting: _Waiting, error: BaseException) -> None:

@@ -26,12 +26,18 @@ from bolide.base.errors import (
     InvalidMessageError,
     MessageTooLargeError,
     ProtocolError,
-    invariant,
 )
 from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.compression import CompressionType, compress_body, compressed_sys_flag
 from bolide.protocol.headers import SendMessageRequestHeader
-from bolide.protocol.message import Message, PropertyKey, encode_properties
+from bolide.protocol.headers.fields import frozen_constructor
+from bolide.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    Message,
+    PropertyKey,
+    encode_properties,
+)
 from bolide.protocol.message_codec import BatchEntry, encode_batch_body
 from bolide.protocol.system_topics import is_retry_topic
 
@@ -42,6 +48,7 @@ __all__ = [
     "join_prepared",
     "prepare_batch",
     "prepare_message",
+    "prepare_plain",
 ]
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -56,6 +63,21 @@ _DELAY_PROPERTIES = frozenset(
 )
 """Properties that delay a message: batches may not hold them (the broker refuses)."""
 _WAIT_TRUE = encode_properties({PropertyKey.WAIT: "true"})
+_PLAIN_REFUSED_PROPERTIES = frozenset(
+    {
+        PropertyKey.UNIQ_KEY,
+        PropertyKey.WAIT,
+        PropertyKey.RECONSUME_TIME,
+        PropertyKey.MAX_RECONSUME_TIMES,
+        *_DELAY_PROPERTIES,
+    }
+)
+"""Properties that make a message not plain (see :func:`prepare_plain`)."""
+_PLAIN_KEY_HEAD, _PLAIN_KEY_TAIL = encode_properties(
+    {PropertyKey.UNIQ_KEY: "\x00", PropertyKey.WAIT: "true"}
+).split("\x00")
+"""The system properties a plain message gets after its own, around its UNIQ_KEY: the text
+:func:`encode_properties` gives for them (one definition of the layout)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,21 +116,27 @@ class PreparedSend:
     batchable: bool = False
 
     def header_for(self, queue_id: int) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            producer_group=self.settings.producer_group,
-            topic=self.topic,
-            default_topic=self.settings.default_topic,
-            default_topic_queue_count=self.settings.default_topic_queue_count,
-            queue_id=queue_id,
-            sys_flag=self.sys_flag,
-            born_timestamp_ms=self.born_timestamp_ms,
-            flag=self.flag,
-            properties=self.properties or None,
-            reconsume_times=0 if self.reconsume_times is None else self.reconsume_times,
-            unit_mode=False,
-            max_reconsume_times=self.max_reconsume_times,
-            batch=self.batch,
+        settings = self.settings
+        return _new_send_header(  # SendMessageRequestHeader's fields, in declaration order
+            settings.producer_group,
+            self.topic,
+            settings.default_topic,
+            settings.default_topic_queue_count,
+            queue_id,
+            self.sys_flag,
+            self.born_timestamp_ms,
+            self.flag,
+            self.properties or None,
+            0 if self.reconsume_times is None else self.reconsume_times,
+            False,  # unit_mode
+            self.max_reconsume_times,
+            self.batch,
+            None,  # broker_name
         )
+
+
+_new_send_header = frozen_constructor(SendMessageRequestHeader)
+"""A send header without the frozen ``__init__``'s setattr per field (one per request)."""
 
 
 _checked_topics: set[str] = set()
@@ -124,6 +152,20 @@ def check_topic(topic: str) -> None:
     _check_topic_name(topic)
     if len(_checked_topics) < limits.PRODUCER_CHECKED_TOPICS_MAX_ENTRIES:
         _checked_topics.add(topic)
+
+
+_plain_topics: set[str] = set()
+"""Topics :func:`check_topic` passed that are not retry topics (bounded as _checked_topics):
+the messages :func:`prepare_plain` may prepare."""
+
+
+def _note_plain_topic(topic: str) -> None:
+    if (
+        topic not in _plain_topics
+        and not is_retry_topic(topic)
+        and len(_plain_topics) < limits.PRODUCER_CHECKED_TOPICS_MAX_ENTRIES
+    ):
+        _plain_topics.add(topic)
 
 
 def _check_topic_name(topic: str) -> None:
@@ -199,6 +241,7 @@ def prepare_message(
     """
     check_topic(message.topic)
     _check_body(message, settings.max_message_bytes)
+    _note_plain_topic(message.topic)
     properties = _system_properties(message, unique_key)
     reconsume_times = max_reconsume_times = None
     if is_retry_topic(message.topic):
@@ -233,23 +276,71 @@ def prepare_message(
     )
 
 
+def prepare_plain(
+    message: Message, unique_key: str, now_ms: int, settings: SendSettings
+) -> PreparedSend | None:
+    """What :func:`prepare_message` gives a *plain* message, in fewer steps, or None when
+    ``message`` is not plain (the caller then calls :func:`prepare_message`).
+
+    Plain, the common send: a topic already checked and not a retry topic, a ``bytes`` body
+    of 1 byte up to below both the compression threshold and the size limit, and no
+    UNIQ_KEY, WAIT, delay or reconsume property. Such a message is batchable; its properties
+    string is its own properties, then UNIQ_KEY = ``unique_key`` and WAIT = ``true``, as
+    prepare_message lays them out (tests/client/test_prepare_plain.py holds the two alike).
+    """
+    topic = message.topic
+    body = message.body
+    if (
+        topic not in _plain_topics
+        or type(body) is not bytes
+        or not 0 < len(body) < settings.compress_over_bytes
+        or len(body) > settings.max_message_bytes
+    ):
+        return None
+    own = message.properties
+    if not own:
+        properties = _PLAIN_KEY_HEAD + unique_key + _PLAIN_KEY_TAIL
+    elif _PLAIN_REFUSED_PROPERTIES.isdisjoint(own):
+        try:
+            own_text = encode_properties(own)
+        except ProtocolError:
+            return None
+        properties = own_text + PROPERTY_SEPARATOR + _PLAIN_KEY_HEAD + unique_key + _PLAIN_KEY_TAIL
+    else:
+        return None
+    if len(properties) * 3 > limits.MESSAGE_PROPERTIES_MAX_BYTES or (
+        NAME_VALUE_SEPARATOR in unique_key or PROPERTY_SEPARATOR in unique_key
+    ):
+        return None
+    return PreparedSend(
+        topic,
+        body,
+        unique_key,
+        0,
+        message.flag,
+        properties,
+        False,  # batch
+        None,
+        None,
+        now_ms,
+        settings,
+        True,  # batchable
+    )
+
+
 def join_prepared(sends: Sequence[PreparedSend]) -> PreparedSend:
     """One batch request of batchable single sends of one topic (the natural batch of
     ``auto_batch``): each keeps its UNIQ_KEY, flag, body and properties, in order.
 
     The caller keeps to the batch rules (one topic, ``batchable``, at most
-    limits.PRODUCER_AUTO_BATCH_MAX_BYTES); the broker answers with every message's offset id
+    limits.PRODUCER_AUTO_BATCH_MAX_BYTES: the batcher's lanes are per topic and take only
+    batchable sends, within the bounds); the broker answers with every message's offset id
     and the first queue offset, the others following one by one.
     """
     first = sends[0]
-    invariant(
-        all(send.batchable and send.topic == first.topic for send in sends),
-        "a natural batch joins batchable sends of one topic",
-    )
-    entries = [BatchEntry(send.flag, send.body, send.properties) for send in sends]
     return PreparedSend(
         topic=first.topic,
-        body=encode_batch_body(entries),
+        body=encode_batch_body(sends),  # a PreparedSend has an entry's flag, body, properties
         msg_id=",".join([send.msg_id for send in sends]),
         sys_flag=0,
         flag=0,

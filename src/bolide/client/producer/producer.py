@@ -47,6 +47,7 @@ from bolide.client.producer.prepare import (
     SendSettings,
     prepare_batch,
     prepare_message,
+    prepare_plain,
 )
 from bolide.client.producer.selection import QueueSelector, select_by_sharding_key
 from bolide.client.route import DEFAULT_TOPIC, TopicRoute
@@ -267,12 +268,17 @@ class Producer(AsyncLifecycle):
     # ---- internals ---------------------------------------------------------------------------
 
     def _require_running(self) -> None:
-        invariant(self._running, f"producer {self.group!r} is not started; call start() first")
+        if not self._running:
+            invariant(False, f"producer {self.group!r} is not started; call start() first")
 
     def _prepare(self, message: Message) -> PreparedSend:
         self._require_running()
-        unique_key = self._unique_keys.next_id()
-        return prepare_message(message, unique_key, self.instance.clock.now_ms(), self.settings)
+        now_ms = self.instance.clock.now_ms()
+        unique_key = self._unique_keys.next_id(now_ms)
+        prepared = prepare_plain(message, unique_key, now_ms, self.settings)
+        if prepared is None:
+            return prepare_message(message, unique_key, now_ms, self.settings)
+        return prepared
 
     async def _route(self, topic: str) -> TopicRoute:
         return await self.instance.publish_route(
