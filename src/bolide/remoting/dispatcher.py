@@ -30,7 +30,7 @@ import logging
 import sys
 from collections.abc import Callable, Collection, Coroutine, Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, invariant
@@ -67,6 +67,10 @@ the RESPONSE flag) — or None when the request needs the ordinary handler (whic
 if the fast form had not been asked; so a fast handler returning None must have changed
 nothing)."""
 
+
+ANSWER_LATER: Final = b""
+"""What a fast form returns when it took the request and will answer it itself, later, through
+:meth:`Dispatcher.answer` (a SYNC-flush batch waiting for its group commit)."""
 
 ScannedHandler = Callable[["Connection", ScannedSend, RawFrame], RemotingCommand | bytes | None]
 """``scanned(connection, values, frame) -> response | frame | None``: a fast form fed the
@@ -245,7 +249,7 @@ class Dispatcher:
             if response is not None:
                 self.fast_answer_count += 1
                 if isinstance(response, bytes):
-                    if not request.flag & FLAG_ONEWAY and not connection.is_closed:
+                    if response and not request.flag & FLAG_ONEWAY and not connection.is_closed:
                         connection.send_frame(response)
                 else:
                     self._answer(connection, request, response)
@@ -391,6 +395,13 @@ class Dispatcher:
             response = _error_response(request, error)
         finally:
             family.in_flight -= 1
+        self._answer(connection, request, response)
+
+    def answer(
+        self, connection: Connection, request: RemotingCommand, response: RemotingCommand | None
+    ) -> None:
+        """Send the answer of a request a fast form took and answers later
+        (:data:`ANSWER_LATER`), as the dispatcher answers any other."""
         self._answer(connection, request, response)
 
     def _answer(

@@ -242,6 +242,16 @@ class MessageStore(Protocol):
         """Store a batch as consecutive records (all or nothing). Never raises: see PutStatus."""
         ...
 
+    def put_messages_then(
+        self, request: BatchPutRequest, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        """Store a batch as :meth:`put_messages` would, appending it now, without a coroutine:
+        the result at once when nothing is to be waited for (ASYNC flush, a refusal, or already
+        durable); else None, and ``done(result)`` is called on the loop once the SYNC group
+        commit round covering the batch completed (FLUSH_DISK_TIMEOUT when it did not in time)
+        — the same result :meth:`put_messages` returns, never before the records are durable."""
+        ...
+
     async def put_message_list(
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
     ) -> list[PutResult | None]:

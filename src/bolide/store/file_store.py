@@ -15,8 +15,9 @@ retention. fsync always runs in the store's small thread pool.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
@@ -470,6 +471,42 @@ class FileMessageStore:
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         """Store a batch (see MessageStore.put_messages)."""
+        result = self._append_batch(request)
+        if self._sync_flush and result.ok:
+            await self._wait_flushed(result)
+        return result
+
+    def put_messages_then(
+        self, request: BatchPutRequest, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        """Store a batch now; answer at once or through ``done`` (see
+        MessageStore.put_messages_then): the group commit calls it, no future per put."""
+        result = self._append_batch(request)
+        if not self._sync_flush or not result.ok:
+            return result
+        end_offset = result.commit_log_offset + result.wrote_bytes
+        if self._commit_log.flushed_offset >= end_offset:
+            return result
+        deadline_ms = self._clock.monotonic_ms() + self.config.sync_flush_timeout_ms
+        self._group_commit.call_when_flushed(
+            deadline_ms, functools.partial(self._flushed_then, result, done)
+        )
+        if self._sync_flusher is not None:
+            self._sync_flusher.request()
+        return None
+
+    def _flushed_then(
+        self, result: PutResult, done: Callable[[PutResult], None], durable: bool
+    ) -> None:
+        """The end of a :meth:`put_messages_then` wait: as :meth:`_wait_flushed` marks it."""
+        if not durable:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.remark = self._write_failure or (
+                f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
+            )
+        done(result)
+
+    def _append_batch(self, request: BatchPutRequest) -> PutResult:
         try:
             if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
@@ -491,8 +528,6 @@ class FileMessageStore:
             return PutResult(rejected.status, remark=rejected.remark)
         except StoreError as error:
             return self._failed_put(error)
-        if self._sync_flush:
-            await self._wait_flushed(result)
         return result
 
     def _refuse(self) -> None:

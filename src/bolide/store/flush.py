@@ -142,16 +142,24 @@ class FlushBatch:
 class _Round:
     """The puts that one SYNC flush round covers: they share one future."""
 
-    __slots__ = ("deadline_ms", "end_offset", "future")
+    __slots__ = ("callbacks", "deadline_ms", "end_offset", "future")
 
     def __init__(self, future: asyncio.Future[bool], deadline_ms: int) -> None:
         self.future = future
         self.deadline_ms = deadline_ms
         self.end_offset = -1  # known when the round captures what it flushes
+        self.callbacks: list[Callable[[bool], None]] = []
+        """Puts waiting without a future (:meth:`GroupCommit.call_when_flushed`)."""
 
     def resolve(self, durable: bool) -> None:
         if not self.future.done():
             self.future.set_result(durable)
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            try:
+                callback(durable)
+            except Exception:  # one answer's bug must not keep the others from theirs
+                _log.exception("a SYNC flush callback failed")
 
 
 class GroupCommit:
@@ -180,6 +188,15 @@ class GroupCommit:
         if current is None:
             current = self._open = _Round(asyncio.get_running_loop().create_future(), deadline_ms)
         return current.future
+
+    def call_when_flushed(self, deadline_ms: int, callback: Callable[[bool], None]) -> None:
+        """:meth:`wait` without a future per put: ``callback(True)`` once an fsync covering
+        everything written so far completed, ``callback(False)`` on timeout or fsync failure
+        — called on the loop when the round resolves, with every other put of the round."""
+        current = self._open
+        if current is None:
+            current = self._open = _Round(asyncio.get_running_loop().create_future(), deadline_ms)
+        current.callbacks.append(callback)
 
     def capture(self, end_offset: int) -> None:
         """Close the open round: a flush of everything below ``end_offset`` starts now."""

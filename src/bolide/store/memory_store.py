@@ -168,6 +168,14 @@ class MemoryMessageStore:
                     self._notify(topic, queue_id, max_offset, tags_code)
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
+        return self._put_batch(request)
+
+    def put_messages_then(
+        self, request: BatchPutRequest, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        return self._put_batch(request)  # nothing to wait for: done is never called
+
+    def _put_batch(self, request: BatchPutRequest) -> PutResult:
         try:
             self._check_running()
             topic, records, _ = self._builder.batch(request)

@@ -46,6 +46,7 @@ from bolide.broker.handlers.context import (
     born_host_of,
     find_group_or_refuse,
 )
+from bolide.broker.handlers.send_batch import send_batch_at_once
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
@@ -151,6 +152,11 @@ class SendHandlers:
         self._cluster_pair = (
             f"{PropertyKey.CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}"
         )
+        self._dispatcher: Dispatcher | None = None
+        self.batch_fast_path = True
+        """False: every batch takes :meth:`send_message` (differential tests turn it off)."""
+        self.batches_waiting = 0
+        """Batches stored by :meth:`send_batch_at_once` still waiting for their fsync."""
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Register codes 10, 310 and 320 in the ``send`` family."""
@@ -160,6 +166,8 @@ class SendHandlers:
             RequestCode.SEND_BATCH_MESSAGE,
         ):
             dispatcher.register(code, self.send_message, family="send")
+        self._dispatcher = dispatcher
+        dispatcher.register_fast(RequestCode.SEND_BATCH_MESSAGE, self.send_batch_at_once)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
             dispatcher.register_fast(code, self.send_message_at_once)
             dispatcher.register_scanned(code, self.send_scanned, ready=self.puts_at_once)
@@ -193,6 +201,19 @@ class SendHandlers:
             connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
             request.body, request.opaque, request.serialize_type == SerializeType.JSON, request,
         )  # fmt: skip
+
+    def send_batch_at_once(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand | bytes | None:
+        """SEND_BATCH_MESSAGE stored at once, answered once durable (see send_batch.py)."""
+        return send_batch_at_once(self, connection, request)
+
+    def _dispatcher_answer(
+        self, connection: Connection, request: RemotingCommand, response: RemotingCommand
+    ) -> None:
+        dispatcher = self._dispatcher
+        if dispatcher is not None:
+            dispatcher.answer(connection, request, response)
 
     def send_scanned(
         self, connection: Connection, scanned: ScannedSend, frame: RawFrame
@@ -560,6 +581,19 @@ class SendHandlers:
         config: TopicConfig,
         queue_id: int,
     ) -> PutResult:
+        entries, extra_properties = self._batch_parts(request, header)
+        return await self._context.store.put_messages(
+            self._batch_request(connection, header, config, queue_id, entries, extra_properties)
+        )
+
+    def _batch_parts(
+        self, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[list[BatchEntry], str]:
+        """The checked entries and shared properties of a batch (both batch paths).
+
+        Raises:
+            RefusedError: the batch cannot be stored (as a Java broker refuses it).
+        """
         context = self._context
         if is_retry_topic(header.topic):
             raise RefusedError(
@@ -579,20 +613,29 @@ class SendHandlers:
         if is_transaction_half(shared, 0):
             raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
         shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
+        return [_clean_entry(entry) for entry in entries], encode_properties(shared)
+
+    def _batch_request(
+        self,
+        connection: Connection,
+        header: SendMessageRequestHeader,
+        config: TopicConfig,
+        queue_id: int,
+        entries: list[BatchEntry],
+        extra_properties: str,
+    ) -> BatchPutRequest:
         sys_flag = header.sys_flag
         if config.topic_filter_type == _MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS
-        return await context.store.put_messages(
-            BatchPutRequest(
-                topic=header.topic,
-                queue_id=queue_id,
-                entries=[_clean_entry(entry) for entry in entries],
-                sys_flag=sys_flag,
-                born_timestamp_ms=header.born_timestamp_ms,
-                born_host=born_host_of(connection),
-                reconsume_times=header.reconsume_times or 0,
-                extra_properties=encode_properties(shared),
-            ),
+        return BatchPutRequest(
+            topic=header.topic,
+            queue_id=queue_id,
+            entries=entries,
+            sys_flag=sys_flag,
+            born_timestamp_ms=header.born_timestamp_ms,
+            born_host=born_host_of(connection),
+            reconsume_times=header.reconsume_times or 0,
+            extra_properties=extra_properties,
         )
 
     # --- the answer -------------------------------------------------------------------------

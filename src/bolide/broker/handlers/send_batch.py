@@ -1,0 +1,80 @@
+"""The batch send (SEND_BATCH_MESSAGE) stored inside the dispatcher's call, answered when durable.
+
+:meth:`SendHandlers.send_message` is the one definition of a send; this form takes the
+common batch — a known, writable topic, a valid queue, no SYNC_MASTER waiting for a slave — and
+stores it at once (:meth:`MessageStore.put_messages_then`). Under ASYNC flush, or when the
+records are already durable, the answer is returned at once; under SYNC flush the group
+commit round that covers the batch calls back once its fsync completed (FLUSH_DISK_TIMEOUT
+when it did not in time) and the answer is sent then: no task, no coroutine and no future per
+request, never an answer before the data is durable. Anything else returns None, having
+changed nothing, and the general handler takes the request (same record, same answer: see
+tests/broker/test_send_batch_fast_path.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from bolide.base import limits
+from bolide.base.errors import BolideError
+from bolide.broker.config import BrokerRole
+from bolide.broker.handlers.context import RefusedError
+from bolide.broker.topics import is_writeable
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
+from bolide.protocol.system_topics import is_send_forbidden_topic
+from bolide.remoting import Connection
+from bolide.remoting.dispatcher import ANSWER_LATER
+from bolide.store.api import PutResult
+
+if TYPE_CHECKING:
+    from bolide.broker.handlers.send import SendHandlers
+
+
+def send_batch_at_once(
+    handlers: SendHandlers, connection: Connection, request: RemotingCommand
+) -> RemotingCommand | bytes | None:
+    """The fast form of SEND_BATCH_MESSAGE (see the module docstring): the answer, or
+    :data:`~bolide.remoting.ANSWER_LATER` once it waits for the fsync, or None (general path)."""
+    # The handlers' own helpers, shared with send_message (one definition of a batch).
+    context = handlers._context
+    if (
+        not handlers.batch_fast_path
+        or context.config.broker_role is BrokerRole.SYNC_MASTER  # waits for a slave
+        or handlers.batches_waiting >= limits.HANDLER_CONCURRENCY_MAX_REQUESTS
+    ):
+        return None
+    started_ns = time.perf_counter_ns()
+    try:
+        header = SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
+        config = context.topics.find(header.topic)
+        if (
+            config is None  # auto-creation awaits: the general path does it
+            or (config.order and not is_writeable(context.config.broker_permission))
+            or is_send_forbidden_topic(header.topic)
+            or header.queue_id >= max(config.read_queue_count, config.write_queue_count)
+        ):
+            return None
+        entries, extra_properties = handlers._batch_parts(request, header)
+        queue_id = handlers._queue_id(header, config)
+        put = handlers._batch_request(
+            connection, header, config, queue_id, entries, extra_properties
+        )
+    except (
+        HeaderError,
+        RefusedError,
+        BolideError,
+    ):  # refused: the general path answers it, as it does
+        return None
+
+    def durable(result: PutResult) -> None:
+        handlers.batches_waiting -= 1
+        response = handlers._answer(request, result, queue_id, header.topic, started_ns)
+        handlers._dispatcher_answer(connection, request, response)
+
+    result = context.store.put_messages_then(put, durable)
+    if result is not None:
+        return handlers._answer(request, result, queue_id, header.topic, started_ns)
+    handlers.batches_waiting += 1
+    return ANSWER_LATER
