@@ -242,6 +242,13 @@ class MessageStore(Protocol):
         """Store a batch as consecutive records (all or nothing). Never raises: see PutStatus."""
         ...
 
+    def put_message_then(
+        self, request: PutRequest, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        """:meth:`put_message` appending now, without a coroutine: the result at once, or None
+        and ``done(result)`` later, as :meth:`put_messages_then` answers a batch."""
+        ...
+
     def put_messages_then(
         self, request: BatchPutRequest, done: Callable[[PutResult], None]
     ) -> PutResult | None:

@@ -481,7 +481,20 @@ class FileMessageStore:
     ) -> PutResult | None:
         """Store a batch now; answer at once or through ``done`` (see
         MessageStore.put_messages_then): the group commit calls it, no future per put."""
-        result = self._append_batch(request)
+        return self._now_or_then(self._append_batch(request), done)
+
+    def put_message_then(
+        self, request: PutRequest, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        """Store one message now; answer at once or through ``done`` (see
+        MessageStore.put_message_then)."""
+        return self._now_or_then(self._append_one(request), done)
+
+    def _now_or_then(
+        self, result: PutResult, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        """``result`` when nothing is to be waited for; else None, ``done`` called once the
+        round covering it completed (:meth:`_wait_flushed` without a future)."""
         if not self._sync_flush or not result.ok:
             return result
         end_offset = result.commit_log_offset + result.wrote_bytes

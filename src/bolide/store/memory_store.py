@@ -170,6 +170,11 @@ class MemoryMessageStore:
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
         return self._put_batch(request)
 
+    def put_message_then(
+        self, request: PutRequest, done: Callable[[PutResult], None]
+    ) -> PutResult | None:
+        return self._put_one(request)  # nothing to wait for: done is never called
+
     def put_messages_then(
         self, request: BatchPutRequest, done: Callable[[PutResult], None]
     ) -> PutResult | None:

@@ -37,7 +37,8 @@ import logging
 import time
 from typing import TypeVar
 
-from bolide.base.errors import BolideError, InvariantViolationError, ProtocolError
+from bolide.base import limits
+from bolide.base.errors import BolideError, ProtocolError
 from bolide.broker.config import BrokerRole
 from bolide.broker.delivery import DELIVERED_FROM
 from bolide.broker.handlers.context import (
@@ -46,7 +47,7 @@ from bolide.broker.handlers.context import (
     born_host_of,
     find_group_or_refuse,
 )
-from bolide.broker.handlers.send_batch import send_batch_at_once
+from bolide.broker.handlers.send_durable import put_single_then, send_batch_at_once
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
@@ -85,6 +86,7 @@ from bolide.protocol.wire import (
     without_property,
 )
 from bolide.remoting import Connection, Dispatcher
+from bolide.remoting.dispatcher import ANSWER_LATER
 from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
 
 __all__ = ["SendHandlers"]
@@ -155,8 +157,8 @@ class SendHandlers:
         self._dispatcher: Dispatcher | None = None
         self.batch_fast_path = True
         """False: every batch takes :meth:`send_message` (differential tests turn it off)."""
-        self.batches_waiting = 0
-        """Batches stored by :meth:`send_batch_at_once` still waiting for their fsync."""
+        self.sends_waiting = 0
+        """Sends stored by the fast forms under SYNC flush still waiting for their fsync."""
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Register codes 10, 310 and 320 in the ``send`` family."""
@@ -173,11 +175,14 @@ class SendHandlers:
             dispatcher.register_scanned(code, self.send_scanned, ready=self.puts_at_once)
 
     def puts_at_once(self) -> bool:
-        """Whether a send may be answered at once now: the store does not wait for the disk
-        (ASYNC flush) and the broker is no SYNC_MASTER waiting for a slave."""
+        """Whether the fast forms may take a send now: the broker is no SYNC_MASTER waiting
+        for a slave, and (SYNC flush) fewer than the send family's bound of fast sends wait for
+        their fsync. Under SYNC flush a fast send is stored at once and answered when the group
+        commit covering it completed (send_durable.py)."""
         context = self._context
         return (
-            context.store.puts_at_once and context.config.broker_role is not BrokerRole.SYNC_MASTER
+            context.config.broker_role is not BrokerRole.SYNC_MASTER
+            and self.sends_waiting < limits.HANDLER_CONCURRENCY_MAX_REQUESTS
         )
 
     def send_message_at_once(
@@ -279,15 +284,19 @@ class SendHandlers:
                 topic, queue_id, body, flag, properties, sys_flag, born_ms,
                 born_host_of(connection), reconsume or 0,
             )  # fmt: skip
-            result = context.store.put_message_at_once(put)
+            result = (
+                context.store.put_message_at_once(put)
+                if context.store.puts_at_once
+                else put_single_then(self, put, connection, source, opaque, json, started_ns)
+            )
         except BolideError as error:  # as send_message answers it (an unusable peer address)
             context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
             return _command_of(source).make_response(
                 ResponseCode.SYSTEM_ERROR, str(error), self._error_fields
             )
-        if result is None:
-            raise InvariantViolationError("a store that puts at once did not")
+        if result is None:  # SYNC flush: put_single_then answers once the record is durable
+            return ANSWER_LATER
         if result.status is not PutStatus.PUT_OK or result.remark or not json:
             return self._answer(_command_of(source), result, queue_id, topic, started_ns)
         context.stats.record_single_put(

@@ -21,12 +21,13 @@ from bolide.base.errors import BolideError
 from bolide.broker.config import BrokerRole
 from bolide.broker.handlers.context import RefusedError
 from bolide.broker.topics import is_writeable
-from bolide.protocol.command import RemotingCommand
+from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand, decode_command
+from bolide.protocol.frame import RawFrame
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
 from bolide.protocol.system_topics import is_send_forbidden_topic
 from bolide.remoting import Connection
 from bolide.remoting.dispatcher import ANSWER_LATER
-from bolide.store.api import PutResult
+from bolide.store.api import PutRequest, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from bolide.broker.handlers.send import SendHandlers
@@ -42,7 +43,7 @@ def send_batch_at_once(
     if (
         not handlers.batch_fast_path
         or context.config.broker_role is BrokerRole.SYNC_MASTER  # waits for a slave
-        or handlers.batches_waiting >= limits.HANDLER_CONCURRENCY_MAX_REQUESTS
+        or handlers.sends_waiting >= limits.HANDLER_CONCURRENCY_MAX_REQUESTS
     ):
         return None
     started_ns = time.perf_counter_ns()
@@ -69,12 +70,50 @@ def send_batch_at_once(
         return None
 
     def durable(result: PutResult) -> None:
-        handlers.batches_waiting -= 1
+        handlers.sends_waiting -= 1
         response = handlers._answer(request, result, queue_id, header.topic, started_ns)
         handlers._dispatcher_answer(connection, request, response)
 
     result = context.store.put_messages_then(put, durable)
     if result is not None:
         return handlers._answer(request, result, queue_id, header.topic, started_ns)
-    handlers.batches_waiting += 1
+    handlers.sends_waiting += 1
     return ANSWER_LATER
+
+
+def put_single_then(
+    handlers: SendHandlers,
+    put: PutRequest,
+    connection: Connection,
+    source: RemotingCommand | RawFrame,
+    opaque: int,
+    json: bool,
+    started_ns: int,
+) -> PutResult | None:
+    """The store call of the single send's fast form under SYNC flush: the result when it is
+    to be answered at once, else None (the caller returns ANSWER_LATER) and the answer the
+    fast form would have given is sent once the record is durable."""
+
+    def durable(result: PutResult) -> None:
+        handlers.sends_waiting -= 1
+        topic, queue_id = put.topic, put.queue_id
+        if result.status is not PutStatus.PUT_OK or result.remark or not json:
+            request = source if isinstance(source, RemotingCommand) else decode_command(source)
+            response = handlers._answer(request, result, queue_id, topic, started_ns)
+            handlers._dispatcher_answer(connection, request, response)
+            return
+        handlers._context.stats.record_single_put(
+            result.wrote_bytes, topic, (time.perf_counter_ns() - started_ns) // 1000
+        )
+        oneway = isinstance(source, RemotingCommand) and source.flag & FLAG_ONEWAY
+        if not oneway and not connection.is_closed:
+            connection.send_frame(
+                handlers._success_frames.frame(
+                    opaque, result.message_ids[0], queue_id, result.queue_offset
+                )
+            )
+
+    result = handlers._context.store.put_message_then(put, durable)
+    if result is None:
+        handlers.sends_waiting += 1
+    return result

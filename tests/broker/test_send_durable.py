@@ -31,7 +31,15 @@ from bolide.testing.cluster import Cluster
 from bolide.testing.memory_transport import MemoryTransport
 from bolide.testing.waiting import until
 
-from .test_send_fast_path import _PEER, _counts, _normalized, _request, _state
+from .test_send_fast_path import (
+    _PEER,
+    _counts,
+    _normalized,
+    _odd_requests,
+    _request,
+    _requests,
+    _state,
+)
 
 
 def _batch(
@@ -162,6 +170,33 @@ async def test_the_batch_fast_form_stores_and_answers_as_the_general_path(
         answers_general = await _feed(general, frames, fast=False)
         assert fast.server.dispatcher.fast_answer_count >= 4 * 4  # the fast form did work
         assert general.server.dispatcher.fast_answer_count == 0
+        assert answers_fast == answers_general
+        assert _state(fast) == _state(general)
+        assert _counts(fast) == _counts(general)
+
+
+@pytest.mark.parametrize("form", ["scanned", "command"])
+async def test_the_single_fast_forms_under_sync_flush_answer_as_the_general_path(
+    tmp_path: Path, form: str
+) -> None:
+    settings = {"flushDiskType": "SYNC_FLUSH"}
+    async with Cluster(
+        tmp_path, broker_names=("fast", "general"), clock=ManualClock(), settings=settings
+    ) as cluster:
+        fast, general = cluster.broker("fast"), cluster.broker("general")
+        for broker in (fast, general):
+            topics = broker.context.topics
+            assert await topics.update_topic_config(TopicConfig("FastTopic", 4, 4))
+            assert await topics.update_topic_config(
+                TopicConfig("Multi", 2, 2, topic_filter_type="MULTI_TAG")
+            )
+        frames = list(_requests())
+        frames += _odd_requests(len(frames) + 1000)
+        frames += [_batch("FastTopic", 5000 + i, queue_id=i % 4) for i in range(8)]
+        fast.server.dispatcher.scanned_handlers_enabled = form == "scanned"
+        answers_fast = await _feed(fast, frames, fast=True)
+        answers_general = await _feed(general, frames, fast=False)
+        assert fast.server.dispatcher.fast_answer_count >= 6 * 6 + 4 + 8
         assert answers_fast == answers_general
         assert _state(fast) == _state(general)
         assert _counts(fast) == _counts(general)
