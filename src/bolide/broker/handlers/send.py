@@ -191,11 +191,11 @@ class SendHandlers:
         """The common single send answered inside the dispatcher's call (no coroutine, no
         task, no header object; a SUCCESS answer as a precompiled frame): a known topic that
         is not a retry or system topic, plain properties (no DELAY/TIMER/transaction/
-        CLUSTER), a valid queue id, a store that answers without waiting (ASYNC flush) and a
-        master that does not wait for a slave. Anything else returns None, having changed
-        nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
-        both give the same record and the same answer (tests/broker/test_send_fast_path.py
-        compares them byte for byte)."""
+        CLUSTER), a valid queue id and a master that does not wait for a slave (under SYNC
+        flush the answer is sent once durable: send_durable.py). Anything else returns None,
+        having changed nothing, and :meth:`send_message` — the one definition of the
+        behaviour — handles it; both give the same record and the same answer
+        (tests/broker/test_send_fast_path.py compares them byte for byte)."""
         if not self.puts_at_once():
             return None
         values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
