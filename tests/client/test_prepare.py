@@ -9,6 +9,7 @@ from bolide.base.errors import InvalidMessageError, MessageTooLargeError
 from bolide.client.message import Message
 from bolide.client.producer.prepare import SendSettings, check_topic, prepare_batch, prepare_message
 from bolide.protocol.compression import decompress_body
+from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import MessageSysFlag, PropertyKey, decode_properties
 from bolide.protocol.message_codec import decode_batch_body
 
@@ -127,3 +128,34 @@ def test_properties_over_32767_utf8_bytes_are_refused() -> None:
     too_long = Message("T", b"x", properties={"note": "é" * 16_500})  # 33 000 bytes
     with pytest.raises(MessageTooLargeError, match="32767"):
         prepare_message(too_long, "ID", NOW_MS, SETTINGS)
+
+
+def test_header_for_is_the_keyword_built_header() -> None:
+    """``header_for`` builds the header positionally (no frozen __init__): same fields."""
+    plain = prepare_message(Message("T", b"x", 3, tags="a"), "K1", NOW_MS, SETTINGS)
+    retry = prepare_message(
+        Message("%RETRY%g", b"x", properties={"RECONSUME_TIME": "3", "MAX_RECONSUME_TIMES": "16"}),
+        "K2",
+        NOW_MS,
+        SETTINGS,
+    )
+    batch = prepare_batch([Message("T", b"y")], ["K3"], NOW_MS, SETTINGS)
+    for prepared in (plain, retry, batch):
+        expected = SendMessageRequestHeader(
+            producer_group="pg",
+            topic=prepared.topic,
+            default_topic="TBW102",
+            default_topic_queue_count=4,
+            queue_id=5,
+            sys_flag=prepared.sys_flag,
+            born_timestamp_ms=NOW_MS,
+            flag=prepared.flag,
+            properties=prepared.properties or None,
+            reconsume_times=prepared.reconsume_times or 0,
+            unit_mode=False,
+            max_reconsume_times=prepared.max_reconsume_times,
+            batch=prepared.batch,
+        )
+        header = prepared.header_for(5)
+        assert header == expected and hash(header) == hash(expected)
+    assert retry.header_for(0).reconsume_times == 3 and batch.header_for(0).batch

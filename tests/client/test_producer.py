@@ -20,7 +20,7 @@ from bolide.base.errors import (
 from bolide.client import rpc
 from bolide.client.config import ClientConfig
 from bolide.client.instance import ClientInstance
-from bolide.client.message import Message, SendStatus
+from bolide.client.message import Message, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.command import RemotingCommand
@@ -168,7 +168,17 @@ async def test_send_to_a_chosen_queue(producer: Producer) -> None:
     await producer.send(Message("chosen", b"create"))
     queue = MessageQueue("chosen", "broker-a", 3)
     result = await producer.send(Message("chosen", b"here"), queue=queue)
-    assert result.queue == queue
+    assert result.queue == queue and hash(result.queue) == hash(queue)
+    rebuilt = SendResult(
+        result.status,
+        result.msg_id,
+        result.offset_msg_id,
+        queue,
+        result.queue_offset,
+        result.transaction_id,
+        result.region_id,
+    )  # the result is built without the frozen __init__: the same value all the same
+    assert result == rebuilt and hash(result) == hash(rebuilt) and type(result) is SendResult
     with pytest.raises(InvalidMessageError, match="belongs to topic"):
         await producer.send(Message("other", b"x"), queue=queue)
 

@@ -27,7 +27,6 @@ from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import MessageSysFlag, decode_properties
 from bolide.protocol.message_codec import BatchEntry, decode_record
 from bolide.protocol.wire import property_value
-from bolide.store import record_writer
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.config import FlushDiskType
 from bolide.store.consume_queue import ConsumeQueue
@@ -35,7 +34,6 @@ from bolide.store.file_ops import FileOps
 from bolide.store.file_store import FileMessageStore
 from bolide.store.flush import FlushBatch, FlushThreads, GroupCommit
 from bolide.store.index_file import KeyIndex, index_key_hash, index_key_seed
-from bolide.store.record_writer import RecordWriter
 from bolide.store.records import PreparedRecord, RecordBuilder
 from bolide.testing.waiting import until
 
@@ -91,9 +89,10 @@ def test_records_written_in_place_are_the_codecs_bytes(
     topic, records, born_ip = builder.batch(batch)
     first_queue_offset = None if sys_flag & MessageSysFlag.TRANSACTION_PREPARED else 40
     buffer = bytearray(8000)
-    end = RecordWriter(pack_ip(store_host[0]), store_host[1]).write(
+    end = wire.write_records(
         memoryview(buffer), 100, records, topic.tail_prefix, 5, first_queue_offset, 5_000,
-        sys_flag, 1_700, born_ip, born_host[1], 1_800, 2, 0,
+        sys_flag, 1_700, born_ip, born_host[1], 1_800, pack_ip(store_host[0]), store_host[1],
+        2, 0,
     )  # fmt: skip
     expected = b"".join(
         builder.encode_all(
@@ -153,13 +152,11 @@ def test_a_put_writes_its_first_length_last(monkeypatch: pytest.MonkeyPatch) -> 
     # Observable in the pure twin only (the compiled one writes with plain stores, in the same
     # order: tests/protocol/test_wire_twins.py holds both to the same bytes).
     monkeypatch.setattr(wire, "_INT32", check)
-    monkeypatch.setattr(
-        record_writer, "write_records", compiled.pure_twin("bolide.protocol.wire", "write_records")
-    )
+    write_records = compiled.pure_twin("bolide.protocol.wire", "write_records")
     buffer = bytearray(len(reference))
-    RecordWriter(pack_ip(STORE_HOST[0]), STORE_HOST[1]).write(
+    write_records(
         memoryview(buffer), 0, [record], topic.tail_prefix, 0, 0, 0, 0, 0, born_ip,
-        BORN_HOST[1], 9, 0, 0,
+        BORN_HOST[1], 9, pack_ip(STORE_HOST[0]), STORE_HOST[1], 0, 0,
     )  # fmt: skip
     assert check.calls == 1 and bytes(buffer) == reference
 
@@ -170,9 +167,10 @@ def test_a_record_whose_size_is_wrong_is_a_bug_and_writes_nothing() -> None:
     lying = PreparedRecord(record.body, 0, b"", record.size + 1, None, 0, None, [])
     buffer = bytearray(1000)
     with pytest.raises(InvariantViolationError):
-        RecordWriter(pack_ip(STORE_HOST[0]), STORE_HOST[1]).write(
-            memoryview(buffer), 0, [lying], topic.tail_prefix, 0, 0, 0, 0, 0, born_ip, 1, 0, 0, 0
-        )
+        wire.write_records(
+            memoryview(buffer), 0, [lying], topic.tail_prefix, 0, 0, 0, 0, 0, born_ip, 1, 0,
+            pack_ip(STORE_HOST[0]), STORE_HOST[1], 0, 0,
+        )  # fmt: skip
     assert buffer == bytes(1000)
 
 

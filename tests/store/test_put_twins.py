@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bolide.base import compiled
-from bolide.base.clock import ManualClock
+from bolide.base.clock import ManualClock, SystemClock
 from bolide.protocol import wire
 from bolide.protocol.message import MessageSysFlag, tags_code
 from bolide.protocol.message_codec import BatchEntry
@@ -307,3 +308,24 @@ def test_stores_on_either_twin_write_the_same_files(
     assert any(name.startswith("consumequeue") for name in compiled_files)
     for name, data in compiled_files.items():
         assert data == pure_files[name], name
+
+
+def test_the_system_clock_read_inline_is_the_system_clock(fast: ModuleType, tmp_path: Path) -> None:
+    # The compiled single put reads SystemClock without calling it (clock_gettime, as
+    # time.time_ns does); its store time must fall between two readings of the real one.
+    async def put_between() -> tuple[int, int, int]:
+        store = FileMessageStore(tiny_config(tmp_path), clock=SystemClock(), store_host=STORE_HOST)
+        await store.start()
+        try:
+            request = PutRequest("orders", 0, b"x", properties="TAGS\x01a", born_host=BORN_HOST)
+            before_ms = time.time_ns() // 1_000_000
+            result = store.put_message_at_once(request)
+            after_ms = time.time_ns() // 1_000_000
+        finally:
+            await store.shutdown()
+        assert result is not None and result.ok
+        return before_ms, result.store_timestamp_ms, after_ms
+
+    before_ms, stored_ms, after_ms = asyncio.run(put_between())
+    assert appender.append_single is fast.append_single or compiled.pure_python_forced()
+    assert before_ms <= stored_ms <= after_ms

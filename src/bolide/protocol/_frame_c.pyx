@@ -1,9 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of :func:`bolide.protocol.frame.split_frames` (Cython): the frame cut.
+"""Compiled twins of the remoting layer's hot functions (Cython): the frame cut
+(:func:`bolide.protocol.frame.split_frames`), the send fast path's header scan
+(:func:`bolide.protocol.send_scan.scan_send_request`) and its SUCCESS answer frame
+(:func:`bolide.protocol.answer_frames.success_frame`).
 
-Same signature, answers and errors as the pure-Python function, which is the reference (the
-frame layout is drawn in frame.py); ``tests/protocol/test_wire_twins.py`` holds them alike.
+Same signatures, answers and errors as the pure-Python functions, which are the reference
+(the frame layout is drawn in frame.py, the scan's rules are in send_scan.py);
+``tests/protocol/test_wire_twins.py`` and ``tests/protocol/test_send_scan.py`` hold them alike.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer

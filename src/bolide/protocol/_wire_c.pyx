@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of the hot functions of :mod:`bolide.protocol.wire` (Cython).
+"""Compiled twin of the hot functions of :mod:`bolide.protocol.wire` (Cython), and of
+:func:`bolide.protocol.message_codec.decode_batch_body` (the broker's batch-body split).
 
 Same names, signatures, answers and errors as the pure-Python functions there, which are the
 reference (the layout is drawn in wire.py's docstring; the offsets below are that drawing's).

@@ -14,11 +14,13 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 import logging
 import zlib
 
 from bolide.base import limits
+from bolide.base.clock import SystemClock as _SystemClock
 from bolide.base.errors import invariant as _invariant
 from bolide.protocol.message import TRANSACTION_MASK as _TRANSACTION_MASK
 from bolide.protocol.wire import write_records as _write_records
@@ -173,19 +175,34 @@ def append_single(appender, topic, queue_id, record, int32_t sys_flag, born_time
     cdef int64_t base_offset, store_timestamp_ms, size, max_offset
     cdef char digits[17]
     _load()
+    cdef timespec now
     queue = None
     if not sys_flag & TRANSACTION_MASK or _gets_queue_entry(sys_flag):
-        queue = appender._queues.get_or_create(topic.name, queue_id)
+        queues = appender._queues
+        by_id = queues.queues.get(topic.name)  # ConsumeQueueTable.get_or_create's found case
+        if by_id is not None:
+            queue = by_id.get(queue_id)
+        if queue is None:
+            queue = queues.get_or_create(topic.name, queue_id)
         if queue.max_offset >= queue.room_end_offset:
             queue.prepare_append(1)
     size = record.size
-    segment, position = appender._commit_log.reserve(size)
+    segment = _reserved(appender._commit_log, size)  # CommitLog.reserve's usual case
+    if segment is None:
+        segment, position = appender._commit_log.reserve(size)
+    else:
+        position = segment.write_position
     base_offset = segment.start_offset + position
     hashes = record.hashes
     index = appender._index
-    if hashes:
+    if hashes and len(hashes) > index._room:  # KeyIndex.prepare_one
         index.prepare_one(base_offset, len(hashes))
-    store_timestamp_ms = appender._clock.now_ms()
+    clock = appender._clock
+    if type(clock) is _SystemClock:  # SystemClock.now_ms: time.time_ns() // 1_000_000
+        clock_gettime(CLOCK_REALTIME, &now)
+        store_timestamp_ms = <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+    else:
+        store_timestamp_ms = clock.now_ms()
     first_queue_offset = None if queue is None else queue.max_offset
     segment.write_position = _write_records(
         segment.view, position, (record,), topic.tail_prefix, queue_id, first_queue_offset,
@@ -224,6 +241,20 @@ def append_single(appender, topic, queue_id, record, int32_t sys_flag, born_time
     return PutResult(
         _PUT_OK, base_offset, first_queue_offset or 0, store_timestamp_ms, size,
         [appender._message_id_prefix + PyUnicode_FromStringAndSize(digits, 16)], 1)
+
+
+cdef object _reserved(commit_log, int64_t size):
+    """The tail segment when it has room for ``size`` bytes and the blank marker (blocks
+    reserved ahead, not poisoned), else None: CommitLog.reserve decides the rest."""
+    segments = commit_log.segments
+    if not segments:
+        return None
+    segment = segments[len(segments) - 1]
+    if segment.poison is not None:
+        return None
+    if segment.write_position + size + _BLANK_MIN > segment.allocated_position:
+        return None
+    return segment
 
 
 cdef int _queue_append(queue, int64_t commit_log_offset, int64_t size, int64_t tags_code) except -1:

@@ -284,7 +284,7 @@ class RecordBuilder:
         prepared_transaction_offset: int,
     ) -> list[bytes]:
         """The records laid end to end from ``base_offset`` through the codec's reference
-        encoder (the memory store; the file store writes in place, see record_writer.py);
+        encoder (the memory store; the file store writes in place with ``wire.write_records``);
         queue offsets count up from ``first_queue_offset`` (None: no consume-queue entry,
         queue offset 0).
 

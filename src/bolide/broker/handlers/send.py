@@ -183,6 +183,8 @@ class SendHandlers:
         nothing, and :meth:`send_message` — the one definition of the behaviour — handles it;
         both give the same record and the same answer (tests/broker/test_send_fast_path.py
         compares them byte for byte)."""
+        if not self.puts_at_once():
+            return None
         values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
         if values is None:
             return None
@@ -197,7 +199,8 @@ class SendHandlers:
     ) -> RemotingCommand | bytes | None:
         """:meth:`send_message_at_once` for a request whose JSON header the send scan read
         (:func:`~bolide.protocol.send_scan.scan_send_request`): no command, no field mapping;
-        the same checks, record and answer."""
+        the same checks, record and answer. The dispatcher asked :meth:`puts_at_once` (its
+        readiness gate) just before."""
         (
             _, opaque, _, _, _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume,
             _, _, batch, _,
@@ -223,13 +226,12 @@ class SendHandlers:
         json: bool,
         source: RemotingCommand | RawFrame,
     ) -> RemotingCommand | bytes | None:
-        """The fast send of both forms; ``source`` (the command, or the frame to decode) is
-        needed only to answer something else than SUCCESS."""
+        """The fast send of both forms, once :meth:`puts_at_once` said yes; ``source`` (the
+        command, or the frame to decode) is needed only to answer something else than
+        SUCCESS."""
         started_ns = _perf_counter_ns()
         context = self._context
         broker_config = context.config
-        if broker_config.broker_role is BrokerRole.SYNC_MASTER or not context.store.puts_at_once:
-            return None
         config = context.topics.find(topic)
         if (
             batch

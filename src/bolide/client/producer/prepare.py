@@ -30,6 +30,7 @@ from bolide.base.errors import (
 from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.compression import CompressionType, compress_body, compressed_sys_flag
 from bolide.protocol.headers import SendMessageRequestHeader
+from bolide.protocol.headers.fields import frozen_constructor
 from bolide.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -115,21 +116,27 @@ class PreparedSend:
     batchable: bool = False
 
     def header_for(self, queue_id: int) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            producer_group=self.settings.producer_group,
-            topic=self.topic,
-            default_topic=self.settings.default_topic,
-            default_topic_queue_count=self.settings.default_topic_queue_count,
-            queue_id=queue_id,
-            sys_flag=self.sys_flag,
-            born_timestamp_ms=self.born_timestamp_ms,
-            flag=self.flag,
-            properties=self.properties or None,
-            reconsume_times=0 if self.reconsume_times is None else self.reconsume_times,
-            unit_mode=False,
-            max_reconsume_times=self.max_reconsume_times,
-            batch=self.batch,
+        settings = self.settings
+        return _new_send_header(  # SendMessageRequestHeader's fields, in declaration order
+            settings.producer_group,
+            self.topic,
+            settings.default_topic,
+            settings.default_topic_queue_count,
+            queue_id,
+            self.sys_flag,
+            self.born_timestamp_ms,
+            self.flag,
+            self.properties or None,
+            0 if self.reconsume_times is None else self.reconsume_times,
+            False,  # unit_mode
+            self.max_reconsume_times,
+            self.batch,
+            None,  # broker_name
         )
+
+
+_new_send_header = frozen_constructor(SendMessageRequestHeader)
+"""A send header without the frozen ``__init__``'s setattr per field (one per request)."""
 
 
 _checked_topics: set[str] = set()

@@ -17,6 +17,7 @@ from bolide.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from bolide.protocol.headers.fields import frozen_constructor
 from bolide.remoting import ClientPool
 
 __all__ = ["SEND_ACCEPTED_CODES", "send_message", "send_message_back", "send_message_oneway"]
@@ -61,15 +62,20 @@ async def send_message(
     response = await call(pool, address, request, timeout_ms, accept=SEND_ACCEPTED_CODES)
     status = SendStatus.from_response_code(response.code) or SendStatus.SEND_OK
     fields = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
-    return SendResult(
-        status=status,
-        msg_id=msg_id,
-        offset_msg_id=fields.msg_id,
-        queue=MessageQueue(header.topic, broker_name, fields.queue_id),
-        queue_offset=fields.queue_offset,
-        transaction_id=fields.transaction_id,
-        region_id=fields.msg_region,
+    return _new_send_result(  # SendResult's fields, in declaration order
+        status,
+        msg_id,
+        fields.msg_id,
+        _new_queue(header.topic, broker_name, fields.queue_id),
+        fields.queue_offset,
+        fields.transaction_id,
+        fields.msg_region,
     )
+
+
+_new_send_result = frozen_constructor(SendResult)
+_new_queue = frozen_constructor(MessageQueue)
+"""Frozen results built without the frozen ``__init__``'s setattr per field (one per send)."""
 
 
 async def send_message_oneway(
