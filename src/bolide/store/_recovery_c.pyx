@@ -11,15 +11,17 @@ own methods.
 """
 
 import logging
+import zlib
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
+from bolide.protocol.message import TRANSACTION_MASK, MessageSysFlag
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.protocol.wire import BLANK_MAGIC_CODE, read_stored_record
 from bolide.store.consume_queue import topic_is_storable
-from bolide.store.dispatch import gets_queue_entry, index_hashes, queue_tags_code
+from bolide.store.dispatch import index_hashes, queue_tags_code
 from bolide.store.index_file import index_key_seed
 
 _log = logging.getLogger("bolide.store.recovery")
@@ -31,6 +33,11 @@ cdef int64_t _QUEUE_IDS_MAX = limits.STORE_QUEUE_IDS_MAX_COUNT
 cdef Py_ssize_t _CACHE_MAX = limits.STORE_NAME_CACHE_MAX_ENTRIES
 cdef Py_ssize_t _RUN_MAX = limits.RECOVERY_QUEUE_RUN_MAX_ENTRIES
 cdef int32_t _BLANK_MAGIC = BLANK_MAGIC_CODE
+# dispatch.gets_queue_entry in C: no consume-queue entry for PREPARED or ROLLBACK halves.
+cdef int64_t _TRANSACTION_MASK = TRANSACTION_MASK
+cdef int64_t _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
+cdef int64_t _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
+_crc32 = zlib.crc32
 
 # Field numbers of bolide.protocol.wire.RecordHeader (a NamedTuple: read as a tuple).
 cdef enum:
@@ -71,6 +78,7 @@ cdef class SegmentScanner:
     cdef dict _key_seeds
     cdef set _sound_topics
     cdef dict _runs
+    cdef object _index_max_entries
 
     def __init__(self, queues, index, tuple delay_levels_ms):
         self.records = 0
@@ -84,6 +92,7 @@ cdef class SegmentScanner:
         self._key_seeds = {}
         self._sound_topics = set()
         self._runs = {}
+        self._index_max_entries = index.max_entries
 
     def scan(self, view, Py_ssize_t size, Py_ssize_t position, int64_t offset):
         """See the pure twin."""
@@ -96,6 +105,7 @@ cdef class SegmentScanner:
         cdef const uint8_t[::1] data = view
         cdef const uint8_t* base = &data[0]
         cdef int32_t total_size, magic
+        cdef int64_t transaction
         cdef int64_t queue_id
         cdef tuple header
         cdef str topic
@@ -127,7 +137,8 @@ cdef class SegmentScanner:
             self.records += 1
             tags, keys, unique_key, delay = properties
             store_timestamp_ms = header[H_STORE_TIMESTAMP]
-            if gets_queue_entry(header[H_SYS_FLAG]):
+            transaction = <int64_t>header[H_SYS_FLAG] & _TRANSACTION_MASK
+            if transaction != _PREPARED and transaction != _ROLLBACK:
                 self._queue_entry(
                     topic, queue_id, header[H_QUEUE_OFFSET], offset, total_size,
                     self._tags_code(topic, tags, delay, store_timestamp_ms),
@@ -188,7 +199,12 @@ cdef class SegmentScanner:
             if len(self._key_seeds) < _CACHE_MAX:
                 self._key_seeds[topic] = key_seed
         index = self._index
-        cdef list hashes = index_hashes(key_seed, keys, unique, index.max_entries)
+        cdef list hashes
+        if not keys and unique and self._index_max_entries:
+            # dispatch.index_hashes' common case (UNIQ_KEY only) without its call.
+            hashes = [_crc32((<str>unique).encode("utf-8", "surrogatepass"), key_seed)]
+        else:
+            hashes = index_hashes(key_seed, keys, unique, self._index_max_entries)
         if hashes:
             index.prepare_one(offset, len(hashes))
             index.add_record(offset, store_timestamp_ms, hashes)
