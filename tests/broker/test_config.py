@@ -330,3 +330,20 @@ def test_replication_keys_and_their_defaults() -> None:
 def test_a_slave_must_not_have_the_master_id() -> None:
     with pytest.raises(ConfigError, match="brokerId"):
         BrokerConfig.from_mapping({"brokerRole": "SLAVE"})
+
+
+def test_the_pull_transfer_limits_have_java_defaults_and_bounds() -> None:
+    config = BrokerConfig()
+    assert config.max_transfer_count_on_message_in_memory == 32
+    assert config.max_transfer_bytes_on_message_in_memory == 256 * 1024
+    assert config.max_transfer_count_on_message_in_disk == 8
+    assert config.max_transfer_bytes_on_message_in_disk == 64 * 1024
+    raised = BrokerConfig.from_mapping(
+        {"maxTransferCountOnMessageInMemory": "1024", "maxTransferBytesOnMessageInDisk": "1"}
+    )
+    assert raised.max_transfer_count_on_message_in_memory == 1024
+    assert unhonoured_keys(raised) == ["maxTransferBytesOnMessageInDisk"]
+    with pytest.raises(ConfigError, match="maxTransferCountOnMessageInMemory"):
+        BrokerConfig.from_mapping({"maxTransferCountOnMessageInMemory": "0"})
+    with pytest.raises(ConfigError, match="maxTransferBytesOnMessageInMemory"):
+        BrokerConfig.from_mapping({"maxTransferBytesOnMessageInMemory": str(64 * 1024 * 1024)})

@@ -374,3 +374,26 @@ async def test_the_caught_up_shortcut_only_skips_reads_that_find_nothing(
                         cases += 1
                         assert general == ResponseCode.PULL_NOT_FOUND, (topic, queue_id, offset)
         assert cases == 15  # each queue's max offset, three filters
+
+
+async def test_a_pull_brings_at_most_the_transfer_limits(tmp_path: Path) -> None:
+    """maxTransferCountOnMessageInMemory / maxTransferBytesOnMessageInMemory bound one answer:
+    32 messages and 256 KiB by default, as set in broker.conf otherwise."""
+    async with connected(tmp_path) as (_, wire):
+        for index in range(40):
+            await wire.send("Capped", b"%02d" % index, queue_id=0)
+        assert len(records(await wire.pull("Capped", 0, 0, max_messages=64))) == 32
+    settings = {
+        "maxTransferCountOnMessageInMemory": "50",
+        "maxTransferBytesOnMessageInMemory": str(10 * 1024),
+    }
+    async with connected(tmp_path / "raised", settings=settings) as (_, wire):
+        for index in range(60):
+            await wire.send("Capped", b"%02d" % index, queue_id=0)
+        assert len(records(await wire.pull("Capped", 0, 0, max_messages=64))) == 50
+        assert len(records(await wire.pull("Capped", 0, 0, max_messages=7))) == 7
+        big = b"x" * 4096
+        for _ in range(4):
+            await wire.send("Large", big, queue_id=0)
+        found = records(await wire.pull("Large", 0, 0, max_messages=64))
+        assert [len(message.body) for message in found] == [4096, 4096]  # 10 KiB: two fit

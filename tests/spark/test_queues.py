@@ -14,6 +14,7 @@ from bolide.spark.client import BlockingClient
 from bolide.spark.offsets import QueueRange
 from bolide.spark.queues import (
     PullSettings,
+    _Pipeline,
     commit_group_offsets,
     fetch_bounds,
     fetch_timestamp_offsets,
@@ -54,6 +55,30 @@ def test_pipelined_pulls_cover_the_range_exactly(cluster: BackgroundCluster) -> 
         )
         future = cluster.broker_clock_now_ms() + 3_600_000
         assert client.run(fetch_timestamp_offsets(client.instance, [queue], future)) == {queue: 72}
+    finally:
+        client.close()
+
+
+def test_segments_above_the_broker_cap_shrink_to_it(cluster: BackgroundCluster) -> None:
+    """The broker answers 32 messages by default: a pullBatchSize of 100 still reads the range
+    exactly, and later segments are cut at 32 (not below, whatever one answer held)."""
+    cluster.create_topic("capped", 1)
+    bodies = [b"c%d" % n for n in range(230)]
+    cluster.produce([Message("capped", body) for body in bodies])
+    queue = MessageQueue("capped", BROKER_NAME, 0)
+    client = BlockingClient(cluster.namesrv_address, "test")
+    try:
+        settings = PullSettings(group="g", tags="*", batch_size=100, in_flight=3)
+        rows = _read(client, QueueRange(queue, 5, 230), settings)
+        assert [row["body"] for row in rows] == bodies[5:230]
+        pipeline = _Pipeline(client.instance, QueueRange(queue, 0, 230), settings)
+        pipeline.answered(40)
+        assert pipeline.segment_size == 40
+        pipeline.answered(3)  # a large message ended one answer early: not the cap
+        assert pipeline.segment_size == 32
+        small = _Pipeline(client.instance, QueueRange(queue, 0, 230), PullSettings("g", "*", 10))
+        small.answered(2)
+        assert small.segment_size == 10
     finally:
         client.close()
 

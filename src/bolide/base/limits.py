@@ -133,6 +133,16 @@ PULL_BATCH_MAX_MESSAGES = 32
 """Messages per pull when the data is in memory (maxTransferCountOnMessageInMemory)."""
 PULL_BATCH_MAX_BYTES = 256 * KIB
 """Bytes per pull when the data is in memory (maxTransferBytesOnMessageInMemory)."""
+PULL_BATCH_IN_DISK_MAX_MESSAGES = 8
+"""RocketMQ's messages per pull past the page cache (maxTransferCountOnMessageInDisk)."""
+PULL_BATCH_IN_DISK_MAX_BYTES = 64 * KIB
+"""RocketMQ's bytes per pull past the page cache (maxTransferBytesOnMessageInDisk)."""
+PULL_TRANSFER_MAX_MESSAGES = 65_536
+"""Largest maxTransferCountOnMessage* accepted: one answer's records are read in one step on
+the broker's loop (a consume-queue scan of 20 bytes each), so a pull stays short."""
+PULL_TRANSFER_MAX_BYTES = FRAME_MAX_BYTES // 2
+"""Largest maxTransferBytesOnMessage* accepted: an answer (these bytes plus a first message
+over them, up to maxMessageSize) must fit in one frame."""
 PULL_SCAN_MIN_BYTES = 16_000
 """Consume-queue bytes scanned per pull at least: max(16000, maxMsgNums * 20)."""
 LONG_POLL_MAX_PARKED_REQUESTS = 100_000
@@ -426,8 +436,10 @@ BENCH_BACKLOG_BATCH_MESSAGES = 32
 
 
 # --- spark (bolide.spark: the PySpark data source) --------------------------------------------
-SPARK_PULL_BATCH_DEFAULT_MESSAGES = 32
-"""Messages one pull of the Spark source asks for (pullBatchSize): brokers send at most 32."""
+SPARK_PULL_BATCH_DEFAULT_MESSAGES = 256
+"""Messages one pull of the Spark source asks for (pullBatchSize): a broker allowed larger
+pulls (maxTransferCountOnMessageInMemory) sends up to this many; a default one sends 32 and
+the source then asks for 32 (spark/queues.py)."""
 SPARK_PULL_BATCH_MAX_MESSAGES = 1_024
 """Largest pullBatchSize accepted (Java refuses pullBatchSize above 1024)."""
 SPARK_PULL_WINDOW_REQUESTS = 8

@@ -76,6 +76,14 @@ newGroupStartRule (5)           new_group_start                        MEMORY
 metricsExporterType             metrics_exporter_type                  DISABLE (6)
 metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
 metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
+maxTransferCountOnMessage-      max_transfer_count_on_message_in_      32 (8)
+InMemory                        memory
+maxTransferBytesOnMessage-      max_transfer_bytes_on_message_in_      256 KiB (8)
+InMemory                        memory
+maxTransferCountOnMessage-      max_transfer_count_on_message_in_disk  8 (9)
+InDisk
+maxTransferBytesOnMessage-      max_transfer_bytes_on_message_in_disk  64 KiB (9)
+InDisk
 =============================== ====================================== ===================
 
 (1) Java defaults brokerName to the host name; Bolide uses "broker-a", the name RocketMQ's
@@ -105,6 +113,12 @@ beside the store, ``<storePathRootDir>/../conf/plain_acl.yml``.
 broker signs its own requests to name servers with (a name server with ACL on needs it).
 (6) RocketMQ's client-side switch: the broker reaches name servers over TLS.
 (7) RocketMQ defaults to false (any server certificate is accepted); Bolide checks it.
+(8) The most messages and bytes one pull (PULL_MESSAGE, and the admin's message reads)
+answers with; the first message is sent whatever its size. A consumer asking for more
+(pullBatchSize) gets this many. Raise them for large pulls (the Spark source's pullBatchSize).
+(9) Read and range-checked but not acted on: RocketMQ applies this smaller pair when the
+pulled message lies past the page-cache window; Bolide answers every pull with the
+InMemory pair (listed in :data:`NOT_HONOURED_KEYS`).
 
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
 names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
@@ -136,9 +150,11 @@ from bolide.broker.config_choices import (
 )
 from bolide.broker.config_values import (
     lower_enum_parser,
+    parse_broker_conf,
     parse_optional_credentials,
     parse_optional_path,
     parse_optional_secret,
+    read_broker_conf,
     render_credentials,
     render_optional,
     render_secret,
@@ -518,6 +534,26 @@ class BrokerConfig:
         default=NewGroupStart.MEMORY,
         metadata=_key("newGroupStartRule", _enum_parser(NewGroupStart)),
     )
+    max_transfer_count_on_message_in_memory: int = field(
+        default=limits.PULL_BATCH_MAX_MESSAGES,
+        metadata=_key("maxTransferCountOnMessageInMemory", _parse_int),
+    )
+    """The most messages one pull answers with."""
+    max_transfer_bytes_on_message_in_memory: int = field(
+        default=limits.PULL_BATCH_MAX_BYTES,
+        metadata=_key("maxTransferBytesOnMessageInMemory", _parse_int),
+    )
+    """The most bytes of messages one pull answers with (the first one is always sent)."""
+    max_transfer_count_on_message_in_disk: int = field(
+        default=limits.PULL_BATCH_IN_DISK_MAX_MESSAGES,
+        metadata=_key("maxTransferCountOnMessageInDisk", _parse_int),
+    )
+    """RocketMQ's limit for reads past the page cache; read, not acted on."""
+    max_transfer_bytes_on_message_in_disk: int = field(
+        default=limits.PULL_BATCH_IN_DISK_MAX_BYTES,
+        metadata=_key("maxTransferBytesOnMessageInDisk", _parse_int),
+    )
+    """RocketMQ's limit for reads past the page cache; read, not acted on."""
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """broker.conf keys Bolide does not know, kept verbatim (GET_BROKER_CONFIG shows them)."""
     given_keys: frozenset[str] = field(default=frozenset(), compare=False)
@@ -633,6 +669,9 @@ NOT_HONOURED_KEYS: frozenset[str] = frozenset(
         # Bolide notifies a group's consumers as the group's own setting says
         # (subscriptionGroup.json); the broker-wide switch is not read.
         "notifyConsumerIdsChangedEnable",
+        # Every pull is answered with the InMemory limits (no page-cache window is tracked).
+        "maxTransferCountOnMessageInDisk",
+        "maxTransferBytesOnMessageInDisk",
     }
 )
 """Known broker.conf keys whose value Bolide reads but does not act on."""
@@ -677,6 +716,10 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("transaction_check_max_count", 1, _JAVA_INT_MAX),
     ("ha_listen_port", -1, 65_535),
     ("access_message_in_memory_max_ratio_percent", 0, 100),
+    ("max_transfer_count_on_message_in_memory", 1, limits.PULL_TRANSFER_MAX_MESSAGES),
+    ("max_transfer_bytes_on_message_in_memory", 1, limits.PULL_TRANSFER_MAX_BYTES),
+    ("max_transfer_count_on_message_in_disk", 1, limits.PULL_TRANSFER_MAX_MESSAGES),
+    ("max_transfer_bytes_on_message_in_disk", 1, limits.PULL_TRANSFER_MAX_BYTES),
 )
 
 
@@ -690,49 +733,6 @@ def _override_text(key: str, value: object) -> str:
         rendered: str = spec.metadata["render"](tuple(value))
         return rendered
     raise ConfigError(f"broker config override {key}={value!r}: unsupported value type")
-
-
-def parse_broker_conf(text: str) -> dict[str, str]:
-    """Parse broker.conf (Java properties) text into ``{key: value}``, both trimmed.
-
-    Accepts ``key=value`` and ``key: value`` lines, ``#`` and ``!`` comment lines, blank
-    lines, a leading BOM, and a trailing backslash continuing a line. A later duplicate key
-    wins, as in Java. Raises :class:`ConfigError` (with the line number) for a line that has
-    no separator or an empty key.
-    """
-    result: dict[str, str] = {}
-    lines = text.removeprefix("\ufeff").splitlines()
-    index = 0
-    while index < len(lines):
-        number = index + 1
-        logical = lines[index].strip()
-        index += 1
-        while logical.endswith("\\") and index < len(lines):
-            logical = logical[:-1] + lines[index].strip()
-            index += 1
-        if not logical or logical[0] in "#!":
-            continue
-        positions = [p for p in (logical.find("="), logical.find(":")) if p >= 0]
-        if not positions:
-            raise ConfigError(f"broker.conf line {number}: expected key=value, got {logical!r}")
-        split_at = min(positions)
-        key, value = logical[:split_at].strip(), logical[split_at + 1 :].strip()
-        if not key:
-            raise ConfigError(f"broker.conf line {number}: empty key in {logical!r}")
-        result[key] = value
-    return result
-
-
-def read_broker_conf(path: Path) -> dict[str, str]:
-    """Read and parse a broker.conf file; :class:`ConfigError` if it cannot be read or parsed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read broker config {path}: {error}") from error
-    try:
-        return parse_broker_conf(text)
-    except ConfigError as error:
-        raise ConfigError(f"{path}: {error}") from error
 
 
 # --- persisted configuration files -------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Value parsers and renderers of the broker.conf keys for ACL and TLS (optional paths,
 lower-case enums, the credentials JSON). Parsers take ``(key, text)`` and raise ConfigError
-naming the key; renderers give the text broker.conf would hold."""
+naming the key; renderers give the text broker.conf would hold. Also the broker.conf file
+reader (:func:`parse_broker_conf`, :func:`read_broker_conf`; :mod:`bolide.broker.config`
+re-exports them)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ from bolide.base.errors import ConfigError
 
 __all__ = [
     "lower_enum_parser",
+    "parse_broker_conf",
     "parse_credentials",
     "parse_optional_credentials",
     "parse_optional_path",
     "parse_optional_secret",
+    "read_broker_conf",
     "render_credentials",
     "render_optional",
     "render_secret",
@@ -98,3 +102,46 @@ def parse_optional_credentials(key: str, text: str) -> tuple[str, str] | None:
 
 def render_optional(value: object) -> str:
     return "" if value is None else render_plain(value)
+
+
+def parse_broker_conf(text: str) -> dict[str, str]:
+    """Parse broker.conf (Java properties) text into ``{key: value}``, both trimmed.
+
+    Accepts ``key=value`` and ``key: value`` lines, ``#`` and ``!`` comment lines, blank
+    lines, a leading BOM, and a trailing backslash continuing a line. A later duplicate key
+    wins, as in Java. Raises :class:`ConfigError` (with the line number) for a line that has
+    no separator or an empty key.
+    """
+    result: dict[str, str] = {}
+    lines = text.removeprefix("\ufeff").splitlines()
+    index = 0
+    while index < len(lines):
+        number = index + 1
+        logical = lines[index].strip()
+        index += 1
+        while logical.endswith("\\") and index < len(lines):
+            logical = logical[:-1] + lines[index].strip()
+            index += 1
+        if not logical or logical[0] in "#!":
+            continue
+        positions = [p for p in (logical.find("="), logical.find(":")) if p >= 0]
+        if not positions:
+            raise ConfigError(f"broker.conf line {number}: expected key=value, got {logical!r}")
+        split_at = min(positions)
+        key, value = logical[:split_at].strip(), logical[split_at + 1 :].strip()
+        if not key:
+            raise ConfigError(f"broker.conf line {number}: empty key in {logical!r}")
+        result[key] = value
+    return result
+
+
+def read_broker_conf(path: Path) -> dict[str, str]:
+    """Read and parse a broker.conf file; :class:`ConfigError` if it cannot be read or parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read broker config {path}: {error}") from error
+    try:
+        return parse_broker_conf(text)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from error

@@ -9,7 +9,11 @@ with :func:`bolide.client.rpc.call` rather than the decoding ``pull_message``.
 Pipelining (:func:`pull_range`): a range ``[start, end)`` is cut into segments of
 ``batch_size`` offsets, and up to ``in_flight`` segments are pulled at once; results are used
 in offset order. A pull answers at most ``batch_size`` messages and may stop early (the
-broker's 256 KiB cap); the rest of its segment is pulled again, at the front of the queue.
+broker's maxTransferCountOnMessageInMemory / maxTransferBytesOnMessageInMemory caps, 32 and
+256 KiB by default); the rest of its segment is pulled again, at the front of the queue. A
+short answer also shrinks the segments cut after it to what the broker answered with (never
+below the 32 messages every RocketMQ broker sends by default), so a ``batch_size`` above the
+broker's cap costs a few extra pulls, not one extra pull per segment.
 """
 
 from __future__ import annotations
@@ -243,6 +247,9 @@ class _Pipeline:
         self.end_offset = queue_range.end_offset
         self.settings = settings
         self.next_offset = queue_range.start_offset
+        self.segment_size = settings.batch_size
+        """Offsets per segment cut next: ``batch_size`` until a short answer shows the
+        broker's cap (see :meth:`answered`)."""
         self.pending: deque[tuple[int, int, asyncio.Task[_RawPull]]] = deque()
         self.dropped: list[asyncio.Task[_RawPull]] = []
         self.stalls = 0
@@ -254,9 +261,16 @@ class _Pipeline:
     def fill(self) -> None:
         """Start pulls until ``in_flight`` are pending or the range is covered."""
         while len(self.pending) < self.settings.in_flight and self.next_offset < self.end_offset:
-            stop = min(self.next_offset + self.settings.batch_size, self.end_offset)
+            stop = min(self.next_offset + self.segment_size, self.end_offset)
             self.pending.append((self.next_offset, stop, self._start(self.next_offset, stop)))
             self.next_offset = stop
+
+    def answered(self, answered_count: int) -> None:
+        """A pull answered ``answered_count`` offsets of a longer segment: cut the later ones to
+        that size, not below the broker default (a large message or a filter ends one answer
+        early without telling the broker's cap)."""
+        floor = min(self.settings.batch_size, limits.PULL_BATCH_MAX_MESSAGES)
+        self.segment_size = max(floor, min(self.segment_size, answered_count))
 
     def redo_front(self, offset: int, stop: int) -> None:
         """Pull ``[offset, stop)`` next, before the segments already pending."""
@@ -343,6 +357,8 @@ async def _next_step(
     if status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG) and progress > offset:
         pipeline.stalls = 0
         if progress < stop:
+            if status is PullStatus.FOUND:
+                pipeline.answered(progress - offset)
             pipeline.redo_front(progress, stop)
         return PulledChunk(result.body if status is PullStatus.FOUND else b"", stop)
     pipeline.stalls += 1

@@ -315,12 +315,13 @@ class PullHandlers:
         tag_codes: frozenset[int] | None,
         sql: SqlFilter | None,
     ) -> GetResult:
+        config = self._context.config
         result = self._context.store.get_message(
             header.topic,
             header.queue_id,
             header.queue_offset,
-            max(1, min(header.max_messages, limits.PULL_BATCH_MAX_MESSAGES)),
-            limits.PULL_BATCH_MAX_BYTES,
+            max(1, min(header.max_messages, config.max_transfer_count_on_message_in_memory)),
+            config.max_transfer_bytes_on_message_in_memory,
             tag_codes,
         )
         return result if sql is None else matching_records(result, sql)
