@@ -316,7 +316,7 @@ class Broker:
         long_polling = LongPollingService(
             clock, max_offset_lookup=store.max_offset, on_crash=self._service_crashed
         )
-        store.add_arrival_listener(functools.partial(_wake, long_polling))
+        store.add_arrival_listener(long_polling.notify_message_arriving)
         self._context = context = BrokerContext(
             config=config,
             clock=clock,
@@ -417,7 +417,7 @@ class Broker:
             on_crash=self._service_crashed,
         )
         service.open()
-        context.store.add_arrival_listener(functools.partial(_wake_pops, service))
+        context.store.add_arrival_listener(service.on_arrival)
         context.pop = service
         return service
 
@@ -644,17 +644,6 @@ def _sample(context: BrokerContext) -> Callable[[], Awaitable[None]]:
         context.stats.sample()
 
     return step
-
-
-def _wake(
-    long_polling: LongPollingService, topic: str, queue_id: int, max_offset: int, tags_code: int
-) -> None:
-    long_polling.notify_message_arriving(topic, queue_id, max_offset, tags_code)
-
-
-def _wake_pops(pop: PopService, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-    del queue_id, max_offset, tags_code
-    pop.notify_arrival(topic)
 
 
 async def _dead_letter(send_back: SendBackService, group: str, commit_log_offset: int) -> bool:

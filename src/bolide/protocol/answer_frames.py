@@ -39,6 +39,12 @@ class SendSuccessFrames:
         ).encode()
         self._end = f',"serializeTypeCurrentRPC":"JSON","version":{BOLIDE_WIRE_VERSION}}}'.encode()
 
+    @property
+    def pieces(self) -> tuple[bytes, bytes, bytes]:
+        """``(head, tail, end)``: :func:`success_frame`'s first three arguments, for a caller
+        that calls it directly (the send fast path, one Python call fewer a send)."""
+        return self._head, self._tail, self._end
+
     def frame(self, opaque: int, message_id: str, queue_id: int, queue_offset: int) -> bytes:
         """The whole answer frame (prefix and header); ``message_id`` is hexadecimal."""
         return success_frame(

@@ -203,8 +203,9 @@ class StoreStats:
     queue_count: int
 
 
-ArrivalListener = Callable[[str, int, int, int], None]
-"""``(topic, queue_id, max_offset, tags_code)``: called on the loop once a message is readable."""
+ArrivalListener = Callable[[str, int, int, int], object]
+"""``(topic, queue_id, max_offset, tags_code)``: called on the loop once a message is readable
+(what it returns is ignored: a bound method that returns a count may be registered as is)."""
 
 
 class MessageStore(Protocol):

@@ -434,8 +434,19 @@ class FileMessageStore:
         return result
 
     def put_message_at_once(self, request: PutRequest) -> PutResult | None:
-        """ASYNC flush: :meth:`put_message` without a coroutine; SYNC: None, nothing stored."""
-        return None if self._sync_flush else self._append_one(request)
+        """ASYNC flush: :meth:`put_message` without a coroutine; SYNC: None, nothing stored.
+        (:meth:`_append_one` inline: the send fast path calls this for every send.)"""
+        if self._sync_flush:
+            return None
+        try:
+            if not self._running or self._write_failure is not None or self.refuse_puts:
+                self._refuse()
+            return appender.put_one(self._builder, self._appender, request)  # compiled: _put_c.pyx
+        except RejectedError as rejected:
+            self._put_failures += 1
+            return PutResult(rejected.status, remark=rejected.remark)
+        except StoreError as error:
+            return self._failed_put(error)
 
     async def put_message_list(
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True

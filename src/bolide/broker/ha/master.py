@@ -220,7 +220,8 @@ class HaMaster:
             heapq.heapify(self._waiters)
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-        self._wake_transfers()
+        for link in self._links.values():  # _wake_transfers inline: called for every put
+            link.wakeup.set()
 
     def _wake_transfers(self) -> None:
         for link in self._links.values():

@@ -52,7 +52,7 @@ from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
-from bolide.protocol.answer_frames import SendSuccessFrames
+from bolide.protocol.answer_frames import SendSuccessFrames, success_frame
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand, decode_command
 from bolide.protocol.frame import RawFrame, SerializeType
@@ -151,6 +151,7 @@ class SendHandlers:
             PropertyKey.TRACE_ON: "true" if config.trace_on else "false",
         }
         self._success_frames = SendSuccessFrames(self._error_fields)
+        self._success_head, self._success_tail, self._success_end = self._success_frames.pieces
         self._cluster_pair = (
             f"{PropertyKey.CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}"
         )
@@ -302,9 +303,10 @@ class SendHandlers:
         context.stats.record_single_put(
             result.wrote_bytes, topic, (_perf_counter_ns() - started_ns) // 1000
         )
-        return self._success_frames.frame(
-            opaque, result.message_ids[0], queue_id, result.queue_offset
-        )
+        return success_frame(
+            self._success_head, self._success_tail, self._success_end,
+            opaque, result.message_ids[0], queue_id, result.queue_offset,
+        )  # fmt: skip
 
     async def send_message(
         self, connection: Connection, request: RemotingCommand

@@ -398,6 +398,12 @@ class PopService:
         if topic in self._waiters:
             self._wake(topic)
 
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        """:meth:`notify_arrival` as the store's arrival listener (called for every put)."""
+        del queue_id, max_offset, tags_code
+        if topic in self._waiters:
+            self._wake(topic)
+
     def _wake(self, topic: str) -> None:
         for future in self._waiters.pop(topic, ()):
             if not future.done():
