@@ -26,7 +26,6 @@ from bolide.base.clock import Clock
 from bolide.base.errors import (
     DiskFullError,
     ProtocolError,
-    ReplicaOffsetError,
     StoreError,
     invariant,
 )
@@ -55,6 +54,7 @@ from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.consume_queue import ENTRY, ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import matches_key
 from bolide.store.file_ops import DiskUsage, FileOps
+from bolide.store.file_store_replication import ReplicationAccess
 from bolide.store.flush import FlushBatch, GroupCommit, PipelinedFlusher, run_batch
 from bolide.store.index_file import KeyIndex, index_key_hash
 from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
@@ -81,7 +81,7 @@ FLUSH_LATENCY_BOUNDS_US = (
 """fsync round buckets (µs): one fdatasync costs ~200 µs on this machine's disk."""
 
 
-class FileMessageStore:
+class FileMessageStore(ReplicationAccess):
     """The file-backed :class:`~bolide.store.api.MessageStore`.
 
     ``clock`` gives store timestamps, retention time and the loops' intervals; ``store_host``
@@ -787,58 +787,3 @@ class FileMessageStore:
             topic_count=len(self._queues.queues),
             queue_count=sum(len(by_id) for by_id in self._queues.queues.values()),
         )
-
-    # --- replication (broker/ha: the master reads, the slave appends) --------------------------
-
-    @property
-    def commit_log_max_offset(self) -> int:
-        """End of the commit log's data (a slave: of its whole copied records)."""
-        return self._commit_log.max_offset
-
-    @property
-    def commit_log_min_offset(self) -> int:
-        return self._commit_log.min_offset
-
-    @property
-    def commit_log_segment_bytes(self) -> int:
-        return self._commit_log.segment_bytes
-
-    @property
-    def replica(self) -> ReplicaWriter:
-        """The slave's writer of replicated bytes (its ``end_offset`` is what a slave reports)."""
-        return self._replica
-
-    def read_commit_log(self, offset: int, max_bytes: int) -> bytes | None:
-        """Up to ``max_bytes`` of commit-log bytes from ``offset``, never past the end of its
-        segment (a master's HA transfer); None when nothing is written there yet (or any more).
-        """
-        segment = self._commit_log.segment_for(offset) if self._running else None
-        if segment is None:
-            return None
-        position = offset - segment.start_offset
-        end = min(segment.write_position, position + max_bytes)
-        if end <= position:
-            return None
-        return bytes(segment.view[position:end])
-
-    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
-        """Write bytes a master holds at ``offset`` (see :class:`ReplicaWriter`); returns
-        the offset the next bytes must start at.
-
-        Raises:
-            ReplicaOffsetError: out of step or unsound; the caller reconnects.
-            StoreError: the store is not running or a write failed (sticky, as for puts).
-        """
-        if not self._running or self._write_failure is not None:
-            raise StoreError(f"store refuses replicated bytes: {self._write_failure or 'stopped'}")
-        try:
-            return self._replica.append(offset, data)
-        except (DiskFullError, ReplicaOffsetError):
-            raise  # nothing unknown on disk: the next bytes may succeed
-        except StoreError as error:
-            self._write_failure = str(error)
-            raise
-
-    def store_timestamp_at_offset(self, commit_log_offset: int) -> int:
-        """STORETIMESTAMP of the record at ``commit_log_offset``; -1 when there is none."""
-        return self._commit_log.store_timestamp(commit_log_offset) if self._running else -1
