@@ -434,19 +434,8 @@ class FileMessageStore(ReplicationAccess):
         return result
 
     def put_message_at_once(self, request: PutRequest) -> PutResult | None:
-        """ASYNC flush: :meth:`put_message` without a coroutine; SYNC: None, nothing stored.
-        (:meth:`_append_one` inline: the send fast path calls this for every send.)"""
-        if self._sync_flush:
-            return None
-        try:
-            if not self._running or self._write_failure is not None or self.refuse_puts:
-                self._refuse()
-            return appender.put_one(self._builder, self._appender, request)  # compiled: _put_c.pyx
-        except RejectedError as rejected:
-            self._put_failures += 1
-            return PutResult(rejected.status, remark=rejected.remark)
-        except StoreError as error:
-            return self._failed_put(error)
+        """ASYNC flush: :meth:`put_message` without a coroutine; SYNC: None, nothing stored."""
+        return None if self._sync_flush else self._append_one(request)
 
     async def put_message_list(
         self, requests: Sequence[PutRequest], *, wait_flushed: bool = True
@@ -525,9 +514,7 @@ class FileMessageStore(ReplicationAccess):
         """The end of a :meth:`put_messages_then` wait: as :meth:`_wait_flushed` marks it."""
         if not durable:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = self._write_failure or (
-                f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
-            )
+            result.remark = self._flush_failure_remark()
         done(result)
 
     def _append_batch(self, request: BatchPutRequest) -> PutResult:
@@ -579,12 +566,17 @@ class FileMessageStore(ReplicationAccess):
         if self._sync_flusher is not None:
             self._sync_flusher.request()
         if not await future:
-            remark = self._write_failure or (
-                f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
-            )
+            remark = self._flush_failure_remark()
             for result in results:
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.remark = remark
+
+    def _flush_failure_remark(self) -> str:
+        """The remark of a put whose group commit did not complete (a failed fsync or its
+        time limit)."""
+        return self._write_failure or (
+            f"fsync did not complete within {self.config.sync_flush_timeout_ms} ms"
+        )
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._appender.listeners.append(listener)
