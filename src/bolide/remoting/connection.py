@@ -215,14 +215,7 @@ class Connection(asyncio.Protocol):
         :meth:`send` writes a command: same coalescing, same errors when closed."""
         if self._close_reason is not None:
             raise self._closed_error()
-        # _queue([frame], len(frame)) inline: called for every fast-path answer.
-        self._out.append(frame)
-        self._out_bytes += len(frame)
-        if self._out_bytes >= self._settings.write_coalesce_max_bytes:
-            self._flush()
-        elif not self._batching and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._running_loop().call_soon(self._flush)
+        self._queue([frame], len(frame))
 
     async def drain(self) -> None:
         """Wait until the write buffer is at or below the low-water mark.
