@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from bolide.testing.cluster import Cluster
-from tests.compat.cpp_harness import ScratchServer
+from tests.compat.cpp_harness import ScratchServer, native_log_tail
 
 
 @pytest.fixture
@@ -58,3 +58,17 @@ def sdk5_main_thread_event_loop(request: pytest.FixtureRequest) -> Iterator[None
         asyncio.set_event_loop(None)
         with contextlib.suppress(RuntimeError):
             loop.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test's report carries librocketmq's last warnings (the C++ client folds most
+    failures into one message, its log says which)."""
+    report = yield
+    if report.failed:
+        tail = native_log_tail()
+        if tail:
+            report.sections.append(("librocketmq log (warnings and errors)", tail))
+    return report

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tests.compat.cpp_harness import native_log_level
+
 WAIT_TIMEOUT_S = 60.0
 """Guard on waits for messages: fails a hung test instead of blocking it (not a measurement;
 a C++ consumer rebalances every 10 s, so a wait may legitimately span one or two rounds)."""
@@ -111,7 +113,7 @@ def new_quiet_push_consumer(
     instance_name: str,
     broadcasting: bool = False,
 ) -> Any:
-    """A not-yet-started C++ PushConsumer at log level FATAL (set HOME to a temp dir first).
+    """A not-yet-started C++ PushConsumer logging at ``NATIVE_LOG_LEVEL`` (set HOME first).
 
     ``instance_name`` must differ between consumers of one process: the C++ client id is
     ``<pid>-<ip>@<instance name>``.
@@ -121,7 +123,7 @@ def new_quiet_push_consumer(
 
     model = MessageModel.BROADCASTING if broadcasting else MessageModel.CLUSTERING
     consumer = PushConsumer(group, message_model=model)
-    ffi.dll.SetPushConsumerLogLevel(consumer._handle, ffi._CLogLevel.FATAL)
+    ffi.dll.SetPushConsumerLogLevel(consumer._handle, native_log_level())
     consumer.set_namesrv_addr(namesrv_address)
     consumer.set_instance_name(instance_name)
     return consumer

@@ -32,11 +32,10 @@ from tests.compat.cpp_clients import (
 from tests.compat.cpp_harness import (
     destroy_producer,
     destroy_pull_consumer,
-    log_native_warnings,
     make_message,
-    native_log_tail,
     new_quiet_producer,
     new_quiet_pull_consumer,
+    send_sync,
 )
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
@@ -109,17 +108,8 @@ async def _create_topic(broker: Broker, topic: str) -> None:
 
 
 async def _send(producer: Any, topic: str, body: str, tags: str | None = None) -> None:
-    """One send_sync; a failure carries librocketmq's own warnings. With a single broker,
-    librocketmq 1.2.3 never retries a failed attempt (its retries look for another broker) and
-    reports any failure (response timeout, lost connection, error code) as "No route info of
-    this topic": its log says which."""
-    from rocketmq.exceptions import RocketMQException
-
-    log_native_warnings(producer)  # process-wide: each new consumer had set FATAL
-    try:
-        result = await asyncio.to_thread(producer.send_sync, make_message(topic, body, tags=tags))
-    except RocketMQException as error:
-        raise AssertionError(f"C++ send failed: {error}\n{native_log_tail()}") from error
+    """One send_sync (a failure's report carries librocketmq's warnings: see conftest)."""
+    result = await send_sync(producer, make_message(topic, body, tags=tags))
     assert result.status.name == "OK"
 
 

@@ -28,7 +28,7 @@ from tests.compat.cpp_clients import (
     eventually,
     new_quiet_push_consumer,
 )
-from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer
+from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer, send_sync
 from tests.integration.client_support import Collector, consumer_connection, create_topic
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
@@ -97,7 +97,7 @@ async def test_cpp_producer_to_python_push_consumer(cluster: Cluster) -> None:
                 keys=f"cpp-{index}",
                 properties={"origin": "c++", "index": str(index)},
             )
-            result = await asyncio.to_thread(producer.send_sync, message)
+            result = await send_sync(producer, message)
             sent[f"cpp-{index}"] = result.msg_id
     finally:
         await asyncio.to_thread(destroy_producer, producer)

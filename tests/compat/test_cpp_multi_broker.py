@@ -21,7 +21,7 @@ from tests.compat.cpp_clients import (
     new_quiet_push_consumer,
     stored_messages,
 )
-from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer
+from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer, send_sync
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 
@@ -65,7 +65,7 @@ async def test_messages_spread_over_two_brokers_all_reach_the_consumer(
         await asyncio.to_thread(consumer.start)
         bodies = [f"spread {index}" for index in range(16)]
         for body in bodies:
-            result = await asyncio.to_thread(producer.send_sync, make_message(TOPIC, body))
+            result = await send_sync(producer, make_message(TOPIC, body))
             assert result.status.name == "OK"
         messages = await inbox.wait_for(lambda ms: len({m.body for m in ms}) >= len(bodies))
     finally:

@@ -32,6 +32,7 @@ from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import TopicConfig
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import destroy_push_consumer, eventually
+from tests.compat.cpp_harness import native_log_level
 
 _WIRED = "locks" in BrokerContext.__dataclass_fields__
 """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ are installed on the broker (broker.py, with helper H)."""
@@ -110,12 +111,12 @@ class Recorder:
 
 
 def new_orderly_consumer(namesrv: str, instance_name: str) -> Any:
-    """A not-yet-started C++ orderly PushConsumer at log level FATAL (HOME set by cpp_home)."""
+    """A not-yet-started C++ orderly PushConsumer (HOME set by cpp_home)."""
     from rocketmq import ffi
     from rocketmq.client import PushConsumer
 
     consumer = PushConsumer(GROUP, orderly=True)
-    ffi.dll.SetPushConsumerLogLevel(consumer._handle, ffi._CLogLevel.FATAL)
+    ffi.dll.SetPushConsumerLogLevel(consumer._handle, native_log_level())
     consumer.set_namesrv_addr(namesrv)
     consumer.set_instance_name(instance_name)
     return consumer

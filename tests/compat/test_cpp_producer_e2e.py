@@ -21,7 +21,7 @@ from bolide.protocol.msgid import decode_offset_message_id
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import stored_messages
-from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer
+from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer, send_sync
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(120)]
 
@@ -55,7 +55,7 @@ async def test_send_sync_stores_tags_keys_and_properties(
     message = make_message(
         "CppSync", "hello bolide", tags="TagA", keys="order-1 order-2", properties={"color": "blue"}
     )
-    result = await asyncio.to_thread(producer.send_sync, message)
+    result = await send_sync(producer, message)
     assert result.status.name == "OK"
     [stored] = stored_messages(broker, "CppSync")
     assert stored.body == b"hello bolide"
@@ -79,10 +79,10 @@ async def test_send_oneway_is_stored_in_order_with_later_sends(
     producer: Any, bolide_cluster: Cluster
 ) -> None:
     broker = bolide_cluster.broker("broker-a")
-    await asyncio.to_thread(producer.send_sync, make_message("CppOneway", "first"))
+    await send_sync(producer, make_message("CppOneway", "first"))
     await asyncio.to_thread(producer.send_oneway, make_message("CppOneway", "oneway", tags="O"))
     # One connection, frames handled in order: once this answer is back, the oneway is stored.
-    await asyncio.to_thread(producer.send_sync, make_message("CppOneway", "last"))
+    await send_sync(producer, make_message("CppOneway", "last"))
     bodies = sorted(m.body for m in stored_messages(broker, "CppOneway"))
     assert bodies == [b"first", b"last", b"oneway"]
 
@@ -142,7 +142,7 @@ async def test_a_topic_that_does_not_exist_is_auto_created(
     assert broker.context.topics.find("CppBrandNew") is None
     before = await _route(bolide_cluster, "CppBrandNew")
     assert before.code == ResponseCode.TOPIC_NOT_EXIST
-    result = await asyncio.to_thread(producer.send_sync, make_message("CppBrandNew", "first"))
+    result = await send_sync(producer, make_message("CppBrandNew", "first"))
     assert result.status.name == "OK"
     created = broker.context.topics.find("CppBrandNew")
     assert created is not None

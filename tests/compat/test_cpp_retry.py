@@ -31,7 +31,12 @@ from tests.compat.cpp_clients import (
     new_quiet_push_consumer,
     stored_messages,
 )
-from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer
+from tests.compat.cpp_harness import (
+    destroy_producer,
+    make_message,
+    new_quiet_producer,
+    send_sync,
+)
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(240)]
 
@@ -146,7 +151,7 @@ async def test_delay_level_2_arrives_after_its_delay_and_promptly(
     try:
         message = make_message("CppDelayed", "two seconds later", tags="D")
         message.set_delay_time_level(2)
-        result = await asyncio.to_thread(producer.send_sync, message)
+        result = await send_sync(producer, message)
         assert result.status.name == "OK"
         (seen,) = await listener.wait_for(1)
     finally:
@@ -165,7 +170,7 @@ async def test_a_timer_property_set_by_the_cpp_producer(
     consumer = await _consume(cluster, "CG_CPP_TIMER", "CppTimed", listener)
     try:
         message = make_message("CppTimed", "in 1.5 s", properties={"TIMER_DELAY_MS": "1500"})
-        result = await asyncio.to_thread(producer.send_sync, message)
+        result = await send_sync(producer, message)
         assert result.status.name == "OK"
         (seen,) = await listener.wait_for(1)
     finally:
@@ -195,9 +200,7 @@ async def test_a_failing_consumer_gets_retries_then_the_message_is_dead(
         await pool.close()
     consumer = await _consume(cluster, "CG_CPP_RETRY", "CppRetried", listener)
     try:
-        result = await asyncio.to_thread(
-            producer.send_sync, make_message("CppRetried", "fail forever", tags="R")
-        )
+        result = await send_sync(producer, make_message("CppRetried", "fail forever", tags="R"))
         assert result.status.name == "OK"
         # The first delivery and 3 retries, then the DLQ.
         seen = await listener.wait_for(4)
