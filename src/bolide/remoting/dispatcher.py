@@ -248,11 +248,7 @@ class Dispatcher:
                 return
             if response is not None:
                 self.fast_answer_count += 1
-                if isinstance(response, bytes):
-                    if response and not request.flag & FLAG_ONEWAY and not connection.is_closed:
-                        connection.send_frame(response)
-                else:
-                    self._answer(connection, request, response)
+                self.answer(connection, request, response)
                 return
         family.in_flight += 1
         try:
@@ -398,10 +394,18 @@ class Dispatcher:
         self._answer(connection, request, response)
 
     def answer(
-        self, connection: Connection, request: RemotingCommand, response: RemotingCommand | None
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        response: RemotingCommand | bytes | None,
     ) -> None:
-        """Send the answer of a request a fast form took and answers later
-        (:data:`ANSWER_LATER`), as the dispatcher answers any other."""
+        """Send the answer of a request a fast form took (at once, or later after
+        :data:`ANSWER_LATER`), as the dispatcher answers any other; a fast form's answer may be
+        a whole precompiled frame (bytes), sent as it is."""
+        if isinstance(response, bytes):
+            if response and not request.flag & FLAG_ONEWAY and not connection.is_closed:
+                connection.send_frame(response)
+            return
         self._answer(connection, request, response)
 
     def _answer(

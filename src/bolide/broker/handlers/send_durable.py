@@ -23,7 +23,7 @@ from bolide.broker.handlers.context import RefusedError
 from bolide.broker.topics import is_writeable
 from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand, decode_command
 from bolide.protocol.frame import RawFrame
-from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
+from bolide.protocol.headers.send import send_header_values
 from bolide.protocol.system_topics import is_send_forbidden_topic
 from bolide.remoting import Connection
 from bolide.remoting.dispatcher import ANSWER_LATER
@@ -47,36 +47,37 @@ def send_batch_at_once(
     ):
         return None
     started_ns = time.perf_counter_ns()
+    values = send_header_values(request.ext_fields, v2=True)
+    if values is None:
+        return None  # the general path says what is wrong with the header
+    _, topic, _, _, queue_id, sys_flag, born_ms, _, properties, reconsume, _, _, _, _ = values
+    config = context.topics.find(topic)
+    if (
+        config is None  # auto-creation awaits: the general path does it
+        or (config.order and not is_writeable(context.config.broker_permission))
+        or is_send_forbidden_topic(topic)
+        or queue_id >= max(config.read_queue_count, config.write_queue_count)
+    ):
+        return None
     try:
-        header = SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
-        config = context.topics.find(header.topic)
-        if (
-            config is None  # auto-creation awaits: the general path does it
-            or (config.order and not is_writeable(context.config.broker_permission))
-            or is_send_forbidden_topic(header.topic)
-            or header.queue_id >= max(config.read_queue_count, config.write_queue_count)
-        ):
-            return None
-        entries, extra_properties = handlers._batch_parts(request, header)
-        queue_id = handlers._queue_id(header, config)
+        entries, extra_properties = handlers._batch_parts(topic, sys_flag, properties, request.body)
+        if queue_id < 0:
+            queue_id = handlers._any_writable_queue(config)
         put = handlers._batch_request(
-            connection, header, config, queue_id, entries, extra_properties
-        )
-    except (
-        HeaderError,
-        RefusedError,
-        BolideError,
-    ):  # refused: the general path answers it, as it does
+            connection, topic, sys_flag, born_ms, reconsume, config, queue_id, entries,
+            extra_properties,
+        )  # fmt: skip
+    except (RefusedError, BolideError):  # refused: the general path answers it, as it does
         return None
 
     def durable(result: PutResult) -> None:
         handlers.sends_waiting -= 1
-        response = handlers._answer(request, result, queue_id, header.topic, started_ns)
+        response = handlers._answer_frame(request, result, queue_id, topic, started_ns)
         handlers._dispatcher_answer(connection, request, response)
 
     result = context.store.put_messages_then(put, durable)
     if result is not None:
-        return handlers._answer(request, result, queue_id, header.topic, started_ns)
+        return handlers._answer_frame(request, result, queue_id, topic, started_ns)
     handlers.sends_waiting += 1
     return ANSWER_LATER
 
