@@ -674,12 +674,7 @@ class SendHandlers:
             or request.serialize_type != SerializeType.JSON
         ):
             return self._answer(request, result, queue_id, topic, started_ns)
-        self._context.stats.record_put(
-            result.message_count,
-            result.wrote_bytes,
-            topic=topic,
-            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
-        )
+        self._count_stored(result, topic, started_ns)
         return success_frame(
             self._success_head, self._success_tail, self._success_end,
             request.opaque, ",".join(result.message_ids), queue_id, result.queue_offset,
@@ -699,16 +694,10 @@ class SendHandlers:
             code, default_remark = ResponseCode.SUCCESS, ""
         else:
             code, default_remark = _STATUS_CODES[status]
-        stats = self._context.stats
         if code is not ResponseCode.SUCCESS and code not in _STORED_CODES:
-            stats.record_put_failure()
+            self._context.stats.record_put_failure()
             return request.make_response(code, result.remark or default_remark, self._error_fields)
-        stats.record_put(
-            result.message_count,
-            result.wrote_bytes,
-            topic=topic,
-            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
-        )
+        self._count_stored(result, topic, started_ns)
         # The SendMessageResponseHeader fields, built directly: this runs for every send.
         fields = {
             "msgId": ",".join(result.message_ids),
@@ -717,6 +706,15 @@ class SendHandlers:
             **self._error_fields,
         }
         return request.make_response(code, result.remark or None, fields)
+
+    def _count_stored(self, result: PutResult, topic: str, started_ns: int) -> None:
+        """Count a stored put (both answers of a send that stored something)."""
+        self._context.stats.record_put(
+            result.message_count,
+            result.wrote_bytes,
+            topic=topic,
+            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
+        )
 
 
 _WAIT_FALSE = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}false"
