@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bolide.broker.handlers.send import _plain_properties, _without_wait
+from bolide.broker.handlers.send_properties import plain_properties, without_wait
 from bolide.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -33,10 +33,10 @@ def test_the_fast_path_keeps_the_same_pairs(pairs: list[tuple[str, str]], cpp: b
     text = PROPERTY_SEPARATOR.join(f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in pairs)
     if cpp and text:
         text += PROPERTY_SEPARATOR  # the C++ client ends every pair with a separator
-    if not _plain_properties(text):
+    if not plain_properties(text):
         return  # the handler decodes it the slow way
 
-    fast = _without_wait(text)
+    fast = without_wait(text)
 
     assert decode_properties(fast) == slow_path(text)
     assert PropertyKey.WAIT not in decode_properties(fast)
@@ -44,18 +44,18 @@ def test_the_fast_path_keeps_the_same_pairs(pairs: list[tuple[str, str]], cpp: b
 
 def test_wait_is_removed_wherever_it_stands() -> None:
     java = encode_properties({"WAIT": "true", "TAGS": "a", "UNIQ_KEY": "k"})
-    assert _without_wait(java) == "TAGS\x01a\x02UNIQ_KEY\x01k"
-    assert _without_wait("TAGS\x01a\x02WAIT\x01true\x02") == "TAGS\x01a\x02"
-    assert _without_wait("TAGS\x01a\x02WAIT\x01true") == "TAGS\x01a"
+    assert without_wait(java) == "TAGS\x01a\x02UNIQ_KEY\x01k"
+    assert without_wait("TAGS\x01a\x02WAIT\x01true\x02") == "TAGS\x01a\x02"
+    assert without_wait("TAGS\x01a\x02WAIT\x01true") == "TAGS\x01a"
     text = "TAGS\x01a"
-    assert _without_wait(text) is text
-    assert _without_wait("XWAIT\x01b") == "XWAIT\x01b"
+    assert without_wait(text) is text
+    assert without_wait("XWAIT\x01b") == "XWAIT\x01b"
 
 
 def test_properties_the_broker_acts_on_take_the_slow_path() -> None:
     for name in ("DELAY", "CLUSTER", "BOLIDE_DELIVERED_FROM", "TIMER_DELAY_SEC"):
-        assert not _plain_properties(f"TAGS\x01a\x02{name}\x013")
+        assert not plain_properties(f"TAGS\x01a\x02{name}\x013")
     for malformed in ("\x01a", "a\x01b\x01c", "a\x01b\x02\x02c\x01d", "a\x01b\x02\x01c"):
-        assert not _plain_properties(malformed)
-    assert _plain_properties("")
-    assert _plain_properties("TAGS\x01a\x02KEYS\x01k1 k2")
+        assert not plain_properties(malformed)
+    assert plain_properties("")
+    assert plain_properties("TAGS\x01a\x02KEYS\x01k1 k2")

@@ -48,10 +48,18 @@ from bolide.broker.handlers.context import (
     find_group_or_refuse,
 )
 from bolide.broker.handlers.send_durable import put_single_then, send_batch_at_once
+from bolide.broker.handlers.send_properties import (
+    SLOW_MARKS,
+    clean_entry,
+    has_delay,
+    plain_properties,
+    waits_for_store,
+    without_wait,
+)
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
-from bolide.broker.transactions.records import TRAN_MSG, half_target, is_transaction_half
+from bolide.broker.transactions.records import half_target, is_transaction_half
 from bolide.protocol.answer_frames import SendSuccessFrames, success_frame
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand, decode_command
@@ -77,13 +85,10 @@ from bolide.protocol.system_topics import (
 )
 from bolide.protocol.wire import (
     NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
     decode_properties,
     edit_plain_properties,
     encode_properties,
     join_properties,
-    properties_are_plain,
-    without_property,
 )
 from bolide.remoting import Connection, Dispatcher
 from bolide.remoting.dispatcher import ANSWER_LATER
@@ -211,7 +216,7 @@ class SendHandlers:
     def send_batch_at_once(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand | bytes | None:
-        """SEND_BATCH_MESSAGE stored at once, answered once durable (see send_batch.py)."""
+        """SEND_BATCH_MESSAGE stored at once, answered once durable (see send_durable.py)."""
         return send_batch_at_once(self, connection, request)
 
     def _dispatcher_answer(
@@ -272,7 +277,7 @@ class SendHandlers:
             return None
         # WAIT dropped, CLUSTER appended, as send_message's string edit (None: not plain).
         properties = edit_plain_properties(
-            text or "", _SLOW_MARKS, PropertyKey.WAIT, self._cluster_pair
+            text or "", SLOW_MARKS, PropertyKey.WAIT, self._cluster_pair
         )
         if properties is None:
             return None
@@ -332,7 +337,7 @@ class SendHandlers:
         if (
             replication is not None
             and result.status is PutStatus.PUT_OK
-            and _waits_for_store(header.properties)
+            and waits_for_store(header.properties)
         ):
             await replication.wait_replicated(result)
         return self._answer(request, result, queue_id, header.topic, started_ns)
@@ -425,14 +430,14 @@ class SendHandlers:
         properties: dict[str, str] | str
         if (
             not is_retry_topic(topic)
-            and _plain_properties(text)
+            and plain_properties(text)
             and transaction_type(sys_flag) != MessageSysFlag.TRANSACTION_PREPARED
         ):
             # The common send (no DELAY/TIMER/CLUSTER/BOLIDE_DELIVERED_FROM, well formed): the
             # client's string without WAIT, plus CLUSTER — the pairs that decoding, editing and
             # encoding again would give, in ~0.6 µs instead of ~1.8 µs (docs/benchmarks.md
             # "Broker profile"). The store reads TAGS/KEYS from a string as from a mapping.
-            properties = join_properties(_without_wait(text), self._cluster_pair)
+            properties = join_properties(without_wait(text), self._cluster_pair)
         else:
             properties = decode_properties(text)
             properties.pop(PropertyKey.WAIT, None)
@@ -484,7 +489,7 @@ class SendHandlers:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{config.broker_ip1}] sending transaction message is forbidden",
             )
-        if _has_delay(properties):
+        if has_delay(properties):
             raise RefusedError(
                 ResponseCode.MESSAGE_ILLEGAL,
                 "a transactional message cannot be delayed (DELAY or TIMER_* property)",
@@ -623,12 +628,12 @@ class SendHandlers:
         shared = decode_properties(properties) if properties else {}
         shared.pop(PropertyKey.WAIT, None)
         shared.pop(DELIVERED_FROM, None)
-        if _has_delay(shared):
+        if has_delay(shared):
             raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
         if is_transaction_half(shared, 0):
             raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
         shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
-        return [_clean_entry(entry) for entry in entries], encode_properties(shared)
+        return [clean_entry(entry) for entry in entries], encode_properties(shared)
 
     def _batch_request(
         self,
@@ -717,16 +722,6 @@ class SendHandlers:
         )
 
 
-_WAIT_FALSE = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}false"
-
-
-def _waits_for_store(properties: str | None) -> bool:
-    """The WAIT property (waitStoreMsgOK): only WAIT=false skips the SYNC_MASTER wait."""
-    if not properties or _WAIT_FALSE not in properties:
-        return True
-    return not any(pair == _WAIT_FALSE for pair in properties.split(PROPERTY_SEPARATOR))
-
-
 def _put_request(
     connection: Connection,
     body: bytes,
@@ -764,58 +759,3 @@ def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:
         return SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
     except HeaderError as error:
         raise RefusedError(ResponseCode.SYSTEM_ERROR, str(error)) from error
-
-
-def _has_delay(properties: dict[str, str]) -> bool:
-    """A DELAY level above 0 or a timer property (batches may have neither)."""
-    if any(name in properties for name in TIMER_TRIGGER_PROPERTIES):
-        return True
-    text = properties.get(PropertyKey.DELAY)
-    if not text:
-        return False
-    try:
-        return int(text) > 0
-    except ValueError:
-        return True  # not a number: refuse rather than guess
-
-
-def _clean_entry(entry: BatchEntry) -> BatchEntry:
-    """The entry without WAIT; refuses (MESSAGE_ILLEGAL) an entry with a delay level."""
-    # The common entry: WAIT dropped by string surgery (see below), in one compiled call.
-    text = edit_plain_properties(entry.properties, _SLOW_MARKS, PropertyKey.WAIT, "")
-    if text is not None:
-        return entry if text == entry.properties else BatchEntry(entry.flag, entry.body, text)
-    properties = decode_properties(entry.properties)
-    if _has_delay(properties):
-        raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
-    if is_transaction_half(properties, 0):
-        raise RefusedError(
-            ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages"
-        )
-    waited = properties.pop(PropertyKey.WAIT, None)
-    forged = properties.pop(DELIVERED_FROM, None)
-    if waited is None and forged is None:
-        return entry
-    return BatchEntry(entry.flag, entry.body, encode_properties(properties))
-
-
-# Properties the broker acts on: a string holding one of them (even as the end of a longer
-# name) takes the decoding path; the others are edited as a string (bolide.protocol.wire).
-_SLOW_NAMES = (
-    PropertyKey.DELAY,
-    PropertyKey.CLUSTER,
-    DELIVERED_FROM,
-    *TIMER_TRIGGER_PROPERTIES,
-    TRAN_MSG,
-)
-
-
-_SLOW_MARKS = tuple(f"{name}{NAME_VALUE_SEPARATOR}" for name in _SLOW_NAMES)
-
-
-def _plain_properties(text: str) -> bool:
-    return properties_are_plain(text, _SLOW_NAMES)
-
-
-def _without_wait(text: str) -> str:
-    return without_property(text, PropertyKey.WAIT)
