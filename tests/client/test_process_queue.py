@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bolide.base import limits
 from bolide.client.consumer.process_queue import NO_OFFSET, ProcessQueue
 from bolide.protocol.message import MessageExt, PropertyKey
@@ -121,3 +124,65 @@ def test_info_reports_java_field_names() -> None:
     assert info["cachedMsgCount"] == 2
     assert (info["cachedMsgMinOffset"], info["cachedMsgMaxOffset"]) == (3, 4)
     assert info["commitOffset"] == 3 and info["droped"] is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(min_value=0, max_value=60), max_size=8),
+            st.one_of(
+                st.lists(st.integers(min_value=0, max_value=60), max_size=3),
+                st.integers(min_value=1, max_value=4),  # the oldest cached, in order
+            ),
+            st.booleans(),
+        ),
+        max_size=8,
+    )
+)
+def test_lists_are_cached_and_removed_as_message_by_message(
+    steps: list[tuple[list[int], list[int] | int, bool]],
+) -> None:
+    """put_messages takes a list that ascends past everything cached at once (a pull's
+    answer), remove_messages a list of the oldest cached in order (a batch consumed whole);
+    anything else goes message by message. Both leave the same state: the same lists given
+    as plain iterables (always message by message) are the reference."""
+    bulk, reference = ProcessQueue(), ProcessQueue()
+    for puts, removes, take in steps:
+        batch = [
+            message(offset, size=offset % 7 + 1, properties=_max_offset(offset)) for offset in puts
+        ]
+        assert bulk.put_messages(batch) == reference.put_messages(iter(list(batch)))
+        if isinstance(removes, int):
+            removes = _cached_offsets(reference)[:removes]
+        gone = [message(offset) for offset in removes]
+        assert bulk.remove_messages(gone, now_ms=1) == reference.remove_messages(
+            iter(gone), now_ms=1
+        )
+        if take:
+            taken = bulk.take_messages(2, now_ms=2)
+            assert taken == reference.take_messages(2, now_ms=2)
+        assert _state(bulk) == _state(reference)
+
+
+def _cached_offsets(queue: ProcessQueue) -> list[int]:
+    """The cached offsets, ascending (the cache's own list: no public view gives them all)."""
+    return list(queue._offsets)
+
+
+def _max_offset(offset: int) -> dict[str, str]:
+    return {PropertyKey.MAX_OFFSET: str(offset + 5)}
+
+
+def _state(queue: ProcessQueue) -> tuple[object, ...]:
+    return (
+        queue.message_count,
+        queue.message_bytes,
+        queue.max_span,
+        queue.min_offset,
+        queue.max_offset,
+        queue.queue_offset_max,
+        queue.accumulated_count,
+        queue.consuming,
+        queue.has_cached_messages(),
+    )

@@ -128,6 +128,40 @@ def test_pull_bodies_decode_alike(fast: ModuleType, records: list[bytes]) -> Non
         position += len(record)
 
 
+def test_a_long_body_that_repeats_and_changes_decodes_alike(fast: ModuleType) -> None:
+    """The compiled decode reuses what one record repeats from the one before (the topic, a
+    host and port) and the property names of the body (up to a bound): 40 records whose
+    topics, hosts, ports and property names change and repeat (more names than the bound)."""
+    hosts = [("10.0.0.7", 51234), ("10.0.0.7", 51235), ("::1", 51234), ("10.0.0.8", 51234)]
+    records = [
+        encode_record(
+            topic=("Topic" if index % 5 else "Other" * (index % 3 + 1)).encode(),
+            body=bytes([index]) * (index + 1),
+            flag=index,
+            properties=wire.encode_properties(
+                {"UNIQ_KEY": f"K{index}", f"name{index % 24}": "v", "é名": str(index % 2)}
+            ).encode(),
+            queue_id=index % 4,
+            queue_offset=index,
+            commit_log_offset=1000 + index,
+            sys_flag=0,
+            born_timestamp_ms=index,
+            born_host=hosts[index % 4],
+            store_host=hosts[(index // 3) % 4],
+            store_timestamp_ms=index,
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            body_crc=0,
+        )
+        for index in range(40)
+    ]
+    body = b"".join(records)
+    for factory in (_as_tuple, MessageExt):
+        expected = _outcome(_pure("decode_messages"), body, factory, False)
+        assert expected[0] == "ok" and len(expected[1]) == 40
+        assert _outcome(fast.decode_messages, body, factory, False) == expected
+
+
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=300)
 @given(_records(), _records(), st.data())
 def test_corrupt_bodies_fail_alike(

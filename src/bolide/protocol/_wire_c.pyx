@@ -129,6 +129,7 @@ cdef extern from "Python.h":
 
 cdef enum:
     _MAX_MARKS = 32
+    _KNOWN_NAMES_MAX = 16  # property names one pull body's decode remembers
 
 
 def edit_plain_properties(str text, tuple acted_on_marks, str drop_name, str extra):
@@ -215,10 +216,12 @@ def _edit_plain_properties_slowly(str text, tuple acted_on_marks, str drop_name,
         text, acted_on_marks, drop_name, extra)
 
 
-cdef dict _decode_properties_bytes(const uint8_t* p, Py_ssize_t length):
+cdef dict _decode_properties_bytes(const uint8_t* p, Py_ssize_t length, list names):
     """decode_properties(bytes.decode('utf-8')) straight from UTF-8 bytes: the separators are
     ASCII and never occur inside a multi-byte sequence, so pairs can be cut before decoding.
-    Skipped chunks are decoded too, so that any invalid byte raises as the pure twin does."""
+    Skipped chunks are decoded too, so that any invalid byte raises as the pure twin does.
+    ``names`` holds (UTF-8, str) pairs of names decoded before (the records of one pull repeat
+    a few): a name found there is reused, hash included; new ones join it, up to a bound."""
     cdef dict result = {}
     cdef Py_ssize_t start = 0, index = 0, name_end = -1
     cdef uint8_t byte
@@ -228,7 +231,7 @@ cdef dict _decode_properties_bytes(const uint8_t* p, Py_ssize_t length):
             name_end = index
         elif byte == 2:
             if name_end > start:
-                name = _utf8(p + start, name_end - start, "properties")
+                name = _known_name(p + start, name_end - start, names)
                 result[name] = _utf8(p + name_end + 1, index - name_end - 1, "properties")
             elif index > start:
                 _utf8(p + start, index - start, "properties")
@@ -236,6 +239,19 @@ cdef dict _decode_properties_bytes(const uint8_t* p, Py_ssize_t length):
             name_end = -1
         index += 1
     return result
+
+
+cdef object _known_name(const uint8_t* p, Py_ssize_t length, list names):
+    cdef bytes encoded
+    for pair in names:
+        encoded = <bytes>(<tuple>pair)[0]
+        if PyBytes_GET_SIZE(encoded) == length and memcmp(
+                PyBytes_AS_STRING(encoded), p, length) == 0:
+            return (<tuple>pair)[1]
+    name = _utf8(p, length, "properties")
+    if len(names) < _KNOWN_NAMES_MAX:
+        names.append((PyBytes_FromStringAndSize(<const char*>p, length), name))
+    return name
 
 
 # --- reading records -----------------------------------------------------------------------
@@ -457,24 +473,63 @@ def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
         PyBuffer_Release(&view)
 
 
+cdef class _Shared:
+    """What the records of one pull body repeat, rendered once: the topic and the two
+    addresses of the record before, reused while the next record's bytes are the same
+    (equal values, fewer objects: one str and two tuples per body instead of per record)."""
+    cdef Py_ssize_t topic_at, topic_length, born_at, born_length, store_at, store_length
+    cdef int32_t born_port, store_port
+    cdef object topic, born, store
+    cdef dict ip_texts
+    cdef list names
+
+    def __cinit__(self):
+        self.topic_length = -1
+        self.born_length = -1
+        self.store_length = -1
+        self.ip_texts = {}
+        self.names = []
+
+
+cdef inline bint _same(const uint8_t* base, Py_ssize_t at, Py_ssize_t length,
+                       Py_ssize_t previous_at, Py_ssize_t previous_length):
+    return length == previous_length and memcmp(base + at, base + previous_at, length) == 0
+
+
+cdef object _ip_text(const uint8_t* base, Py_ssize_t at, Py_ssize_t length, dict ip_texts):
+    ip = PyBytes_FromStringAndSize(<const char*>base + at, length)
+    text = ip_texts.get(ip)
+    if text is None:
+        text = ip_texts[ip] = unpack_ip(ip)
+    return text
+
+
 cdef object _message(const uint8_t* base, Py_ssize_t position, Fields* f, factory,
-                     bint verify_crc, dict ip_cache):
+                     bint verify_crc, _Shared shared):
     body = PyBytes_FromStringAndSize(<const char*>base + f.body_offset, f.body_length)
     if verify_crc and (_crc32(body) & 0x7FFFFFFF) != f.body_crc:
         raise ProtocolError(f"body CRC mismatch in the record at {position}")
-    born_ip = PyBytes_FromStringAndSize(<const char*>base + f.born_ip_at, f.born_ip_length)
-    born_text = ip_cache.get(born_ip)
-    if born_text is None:
-        born_text = ip_cache[born_ip] = unpack_ip(born_ip)
-    store_ip = PyBytes_FromStringAndSize(<const char*>base + f.store_ip_at, f.store_ip_length)
-    store_text = ip_cache.get(store_ip)
-    if store_text is None:
-        store_text = ip_cache[store_ip] = unpack_ip(store_ip)
-    properties = _decode_properties_bytes(base + f.properties_offset, f.properties_length)
+    if not (f.born_port == shared.born_port and _same(
+            base, f.born_ip_at, f.born_ip_length, shared.born_at, shared.born_length)):
+        shared.born = (_ip_text(base, f.born_ip_at, f.born_ip_length, shared.ip_texts),
+                       f.born_port)
+        shared.born_at, shared.born_length, shared.born_port = (
+            f.born_ip_at, f.born_ip_length, f.born_port)
+    if not (f.store_port == shared.store_port and _same(
+            base, f.store_ip_at, f.store_ip_length, shared.store_at, shared.store_length)):
+        shared.store = (_ip_text(base, f.store_ip_at, f.store_ip_length, shared.ip_texts),
+                        f.store_port)
+        shared.store_at, shared.store_length, shared.store_port = (
+            f.store_ip_at, f.store_ip_length, f.store_port)
+    properties = _decode_properties_bytes(
+        base + f.properties_offset, f.properties_length, shared.names)
+    if not _same(base, f.topic_offset, f.topic_length, shared.topic_at, shared.topic_length):
+        shared.topic = _utf8(base + f.topic_offset, f.topic_length, "topic")
+        shared.topic_at, shared.topic_length = f.topic_offset, f.topic_length
     return factory(
-        _utf8(base + f.topic_offset, f.topic_length, "topic"), body, f.flag, properties,
+        shared.topic, body, f.flag, properties,
         f.queue_id, f.queue_offset, f.commit_log_offset, f.sys_flag, f.born_timestamp_ms,
-        (born_text, f.born_port), f.store_timestamp_ms, (store_text, f.store_port),
+        shared.born, f.store_timestamp_ms, shared.store,
         f.reconsume_times, f.prepared_transaction_offset, f.body_crc, f.total_size,
     )
 
@@ -484,7 +539,7 @@ def decode_messages(buffer, factory, bint verify_crc=False):
     cdef Py_buffer view
     cdef Fields f
     cdef list messages = []
-    cdef dict ip_cache = {}
+    cdef _Shared shared = _Shared()
     cdef Py_ssize_t position = 0, size, next_end
     cdef const uint8_t* base
     _load_wire()
@@ -497,7 +552,7 @@ def decode_messages(buffer, factory, bint verify_crc=False):
                 _read_fields(base, size, position, &f)
                 if f.magic == BLANK_MAGIC:
                     raise ProtocolError(f"blank marker at {position}, not a message")
-                messages.append(_message(base, position, &f, factory, verify_crc, ip_cache))
+                messages.append(_message(base, position, &f, factory, verify_crc, shared))
             except ProtocolError as error:
                 trusted = None
                 if position + 4 <= size:

@@ -76,7 +76,8 @@ def decode_pulled_records(buffer: bytes | bytearray | memoryview) -> list[Messag
     except ProtocolError:
         messages = list(_decode_one_by_one(buffer))
     for message in messages:
-        inflate_message(message)
+        if message.sys_flag & _COMPRESSED:  # inflate_message's own test: no call per message
+            inflate_message(message)
     return messages
 
 

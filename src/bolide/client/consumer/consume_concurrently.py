@@ -262,11 +262,13 @@ class ConcurrentConsumeService:
     async def _consume(self, request: _Request) -> None:
         group_retry_topic = retry_topic(self.group)
         started_ms = self._clock.now_ms()
+        started_text = str(started_ms)
         for message in request.messages:
-            original_topic = message.properties.get(PropertyKey.RETRY_TOPIC)
+            properties = message.properties
+            original_topic = properties.get(PropertyKey.RETRY_TOPIC)
             if original_topic and message.topic == group_retry_topic:
                 message.topic = original_topic
-            message.properties[PropertyKey.CONSUME_START_TIME] = str(started_ms)
+            properties[PropertyKey.CONSUME_START_TIME] = started_text
         queue = request.queue
         context = ConsumeContext(
             queue.topic, queue.broker_name, queue.queue_id, len(request.messages) - 1

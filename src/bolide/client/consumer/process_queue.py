@@ -22,6 +22,7 @@ Orderly consumption (RocketMQ's orderly consumption) moves messages out of the c
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +33,13 @@ __all__ = ["ProcessQueue"]
 
 NO_OFFSET = -1
 """What the offset-returning methods give when there is nothing to commit."""
+_QUEUE_OFFSET = operator.attrgetter("queue_offset")
+_BODY = operator.attrgetter("body")
+
+
+def _strictly_ascending(offsets: list[int]) -> bool:
+    """Whether ``offsets`` ascend without repeats (checked by C loops, not per element)."""
+    return len(set(offsets)) == len(offsets) and offsets == sorted(offsets)
 
 
 class ProcessQueue:
@@ -117,6 +125,16 @@ class ProcessQueue:
         Returns whether an orderly consume task should be started: there are messages and none
         runs (it then counts as running: :attr:`consuming` is set).
         """
+        if type(messages) is list and messages:
+            offsets = list(map(_QUEUE_OFFSET, messages))
+            if offsets[0] > self._queue_offset_max and _strictly_ascending(offsets):
+                # A pull's answer (ascending, past everything cached): none is cached yet, and
+                # the bookkeeping runs over the whole list at once instead of message by message.
+                self._messages.update(zip(offsets, messages, strict=True))
+                self._offsets += offsets
+                self._message_bytes += sum(map(len, map(_BODY, messages)))
+                self._queue_offset_max = offsets[-1]
+                return self._cached(messages[-1])
         last: MessageExt | None = None
         for message in messages:
             offset = message.queue_offset
@@ -130,6 +148,11 @@ class ProcessQueue:
             self._message_bytes += len(message.body)
             self._queue_offset_max = max(self._queue_offset_max, offset)
             last = message
+        return self._cached(last)
+
+    def _cached(self, last: MessageExt | None) -> bool:
+        """After a put whose last new message is ``last``: the lag it tells, and whether an
+        orderly consume task should start (see :meth:`put_messages`)."""
         if last is not None:
             max_offset_text = last.properties.get(PropertyKey.MAX_OFFSET)
             if max_offset_text and max_offset_text.lstrip("-").isdigit():
@@ -149,6 +172,14 @@ class ProcessQueue:
         self.last_consume_timestamp_ms = now_ms
         if not self._offsets:
             return NO_OFFSET
+        if type(messages) is list:
+            offsets = list(map(_QUEUE_OFFSET, messages))
+            if self._offsets[: len(offsets)] == offsets:
+                # The oldest cached, in order (a batch handed out whole): removed at once.
+                del self._offsets[: len(offsets)]
+                gone = list(map(self._messages.pop, offsets))
+                self._message_bytes -= sum(map(len, map(_BODY, gone)))
+                return self._offsets[0] if self._offsets else self._queue_offset_max + 1
         for message in messages:
             removed = self._messages.pop(message.queue_offset, None)
             if removed is None:
