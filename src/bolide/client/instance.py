@@ -408,6 +408,13 @@ class ClientInstance:
             _log.info("route of %s changed: %s", topic, data)
         return self.routes.get(topic)
 
+    def stored_publish_route(self, topic: str) -> TopicRoute | None:
+        """:meth:`publish_route`'s answer when the stored route has writable queues, without
+        an await (every send asks); None when :meth:`publish_route` has more to do."""
+        self._publish_topics.add(topic)
+        route = self.routes.get(topic)
+        return route if route is not None and route.publish_queues else None
+
     async def publish_route(
         self,
         topic: str,
@@ -426,10 +433,10 @@ class ClientInstance:
             NoRouteError: the route has no writable queue (no master, or no write perm).
             NameServerUnavailableError: no name server answered.
         """
-        self._publish_topics.add(topic)
-        route = self.routes.get(topic)
-        if route is None or not route.publish_queues:
-            route = await self.update_route(topic)
+        route = self.stored_publish_route(topic)
+        if route is not None:
+            return route
+        route = await self.update_route(topic)
         if route is None:
             try:
                 default_data = await self.fetch_route(default_topic)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
@@ -114,24 +115,33 @@ class ClientPool:
             return 0
         return max(0, backoff.next_attempt_ms - self._clock.monotonic_ms())
 
-    async def invoke(
+    def invoke(
         self,
         address: str,
         request: RemotingCommand,
         timeout_ms: int = limits.REQUEST_TIMEOUT_DEFAULT_MS,
-    ) -> RemotingCommand:
-        """Send ``request`` to ``address`` and return the response (any response code).
+    ) -> Coroutine[Any, Any, RemotingCommand]:
+        """Send ``request`` to ``address``; await the response (any response code).
 
         ``timeout_ms`` covers connecting (when needed) and the exchange. Raises
         ConnectionClosedError (``__cause__``: the connect failure or why the connection
         closed), RequestTimeoutError, BackpressureError (opaque table full), ValueError
-        (malformed address).
+        (malformed address). A plain function: over an open connection the caller awaits the
+        connection's own invoke (one coroutine less a request, every RPC of a client).
         """
         connection = self._connections.get(address)
         if connection is None or connection.is_closed:
-            started_ms = self._clock.monotonic_ms()
-            connection = await self.connect(address, timeout_ms)
-            timeout_ms = max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
+            return self._connect_and_invoke(address, request, timeout_ms)
+        if self._request_hook is not None:
+            self._request_hook(request)
+        return connection.invoke(request, timeout_ms)
+
+    async def _connect_and_invoke(
+        self, address: str, request: RemotingCommand, timeout_ms: int
+    ) -> RemotingCommand:
+        started_ms = self._clock.monotonic_ms()
+        connection = await self.connect(address, timeout_ms)
+        timeout_ms = max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
         if self._request_hook is not None:
             self._request_hook(request)
         return await connection.invoke(request, timeout_ms)

@@ -351,7 +351,9 @@ class Producer(AsyncLifecycle):
         clock = self.instance.clock
         timeout_ms = timeout_ms or self.send_timeout_ms
         started_ms = clock.monotonic_ms()
-        route = await self._route(prepared.topic)
+        route = self.instance.stored_publish_route(prepared.topic) or await self._route(
+            prepared.topic
+        )
         attempts: list[str] = []
         last_broker: str | None = None
         last_error: BolideError | None = None
@@ -363,7 +365,9 @@ class Producer(AsyncLifecycle):
             queue = self.selector.select(route.publish_queues, now_ms, last_broker)
             last_broker = queue.broker_name
             try:
-                address = await self._master_address(queue)
+                address = self.instance.routes.master_address(
+                    queue.broker_name
+                ) or await self._master_address(queue)
                 return await self._attempt(prepared, queue, address, remaining_ms)
             except BolideError as error:
                 attempts.append(f"{queue.broker_name}: {error}")
