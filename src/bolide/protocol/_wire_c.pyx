@@ -473,20 +473,40 @@ def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
         PyBuffer_Release(&view)
 
 
+cdef class _Address:
+    """An address of the record before: where its bytes were, its port, its (host, port)."""
+    cdef Py_ssize_t at, length
+    cdef int32_t port
+    cdef object value
+
+    def __cinit__(self):
+        self.length = -1
+
+    cdef object of(self, const uint8_t* base, Py_ssize_t at, Py_ssize_t length, int32_t port,
+                   dict ip_texts):
+        """The (host, port) of the address at ``at``: the one before when bytes and port are
+        the same, else a new one (each host rendered once a body)."""
+        if not (port == self.port and _same(base, at, length, self.at, self.length)):
+            self.value = (_ip_text(base, at, length, ip_texts), port)
+            self.at, self.length, self.port = at, length, port
+        return self.value
+
+
 cdef class _Shared:
     """What the records of one pull body repeat, rendered once: the topic and the two
     addresses of the record before, reused while the next record's bytes are the same
-    (equal values, fewer objects: one str and two tuples per body instead of per record)."""
-    cdef Py_ssize_t topic_at, topic_length, born_at, born_length, store_at, store_length
-    cdef int32_t born_port, store_port
-    cdef object topic, born, store
+    (equal values, fewer objects: one str and two tuples per body instead of per record),
+    and the property names met so far."""
+    cdef Py_ssize_t topic_at, topic_length
+    cdef object topic
+    cdef _Address born, store
     cdef dict ip_texts
     cdef list names
 
     def __cinit__(self):
         self.topic_length = -1
-        self.born_length = -1
-        self.store_length = -1
+        self.born = _Address()
+        self.store = _Address()
         self.ip_texts = {}
         self.names = []
 
@@ -509,18 +529,9 @@ cdef object _message(const uint8_t* base, Py_ssize_t position, Fields* f, factor
     body = PyBytes_FromStringAndSize(<const char*>base + f.body_offset, f.body_length)
     if verify_crc and (_crc32(body) & 0x7FFFFFFF) != f.body_crc:
         raise ProtocolError(f"body CRC mismatch in the record at {position}")
-    if not (f.born_port == shared.born_port and _same(
-            base, f.born_ip_at, f.born_ip_length, shared.born_at, shared.born_length)):
-        shared.born = (_ip_text(base, f.born_ip_at, f.born_ip_length, shared.ip_texts),
-                       f.born_port)
-        shared.born_at, shared.born_length, shared.born_port = (
-            f.born_ip_at, f.born_ip_length, f.born_port)
-    if not (f.store_port == shared.store_port and _same(
-            base, f.store_ip_at, f.store_ip_length, shared.store_at, shared.store_length)):
-        shared.store = (_ip_text(base, f.store_ip_at, f.store_ip_length, shared.ip_texts),
-                        f.store_port)
-        shared.store_at, shared.store_length, shared.store_port = (
-            f.store_ip_at, f.store_ip_length, f.store_port)
+    born = shared.born.of(base, f.born_ip_at, f.born_ip_length, f.born_port, shared.ip_texts)
+    store = shared.store.of(
+        base, f.store_ip_at, f.store_ip_length, f.store_port, shared.ip_texts)
     properties = _decode_properties_bytes(
         base + f.properties_offset, f.properties_length, shared.names)
     if not _same(base, f.topic_offset, f.topic_length, shared.topic_at, shared.topic_length):
@@ -529,7 +540,7 @@ cdef object _message(const uint8_t* base, Py_ssize_t position, Fields* f, factor
     return factory(
         shared.topic, body, f.flag, properties,
         f.queue_id, f.queue_offset, f.commit_log_offset, f.sys_flag, f.born_timestamp_ms,
-        shared.born, f.store_timestamp_ms, shared.store,
+        born, f.store_timestamp_ms, store,
         f.reconsume_times, f.prepared_transaction_offset, f.body_crc, f.total_size,
     )
 
