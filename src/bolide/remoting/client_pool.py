@@ -139,9 +139,7 @@ class ClientPool:
     async def _connect_and_invoke(
         self, address: str, request: RemotingCommand, timeout_ms: int
     ) -> RemotingCommand:
-        started_ms = self._clock.monotonic_ms()
-        connection = await self.connect(address, timeout_ms)
-        timeout_ms = max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
+        connection, timeout_ms = await self._connected(address, timeout_ms)
         if self._request_hook is not None:
             self._request_hook(request)
         return await connection.invoke(request, timeout_ms)
@@ -156,12 +154,17 @@ class ClientPool:
         space. Raises as :meth:`invoke`, except that no response is awaited."""
         connection = self._connections.get(address)
         if connection is None or connection.is_closed:
-            started_ms = self._clock.monotonic_ms()
-            connection = await self.connect(address, timeout_ms)
-            timeout_ms = max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
+            connection, timeout_ms = await self._connected(address, timeout_ms)
         if self._request_hook is not None:
             self._request_hook(request)
         await connection.invoke_oneway(request, timeout_ms)
+
+    async def _connected(self, address: str, timeout_ms: int) -> tuple[Connection, int]:
+        """:meth:`connect` within ``timeout_ms``, and what is left of it (at least 1 ms) for
+        the request that waited for the connection."""
+        started_ms = self._clock.monotonic_ms()
+        connection = await self.connect(address, timeout_ms)
+        return connection, max(1, timeout_ms - (self._clock.monotonic_ms() - started_ms))
 
     async def connect(
         self, address: str, timeout_ms: int = limits.CONNECT_TIMEOUT_MS
