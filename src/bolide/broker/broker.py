@@ -34,6 +34,7 @@ from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.acl_admin import AclAdminHandlers
@@ -414,6 +415,7 @@ class Broker:
             broker_name=self.config.broker_name,
             dead_letter=functools.partial(_dead_letter, send_back),
             max_attempts=functools.partial(_max_attempts, context),
+            starts_at_zero=functools.partial(_starts_at_zero, context),
             on_crash=self._service_crashed,
         )
         service.open()
@@ -654,6 +656,13 @@ async def _dead_letter(send_back: SendBackService, group: str, commit_log_offset
     )
     outcome = await send_back.send_back(header, VERSION_V3_4_9)
     return outcome.status in (SendBackStatus.STORED, SendBackStatus.SKIPPED)
+
+
+def _starts_at_zero(context: BrokerContext, topic: str, queue_id: int) -> bool:
+    """The broker's newGroupStartRule for a new POP group (the 4.x path's rule)."""
+    window_bytes = memory_window_bytes(physical_memory_bytes())
+    rule = context.config.new_group_start
+    return starts_at_zero(rule, context.store, topic, queue_id, window_bytes)
 
 
 def _max_attempts(context: BrokerContext, group: str) -> int:

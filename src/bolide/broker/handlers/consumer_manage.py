@@ -15,11 +15,7 @@ CONSUME_FROM always answers QUERY_NOT_FOUND.
 
 from __future__ import annotations
 
-import functools
-import os
-
-from bolide.base import limits
-from bolide.broker.config import NewGroupStart
+from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
 from bolide.broker.handlers.context import BrokerContext
 from bolide.protocol.bodies import GetConsumerListByGroupResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -103,28 +99,7 @@ class ConsumerManageHandlers:
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
     def _starts_at_zero(self, topic: str, queue_id: int) -> bool:
-        rule = self._context.config.new_group_start
-        store = self._context.store
-        if rule is NewGroupStart.CONSUME_FROM or store.min_offset(topic, queue_id) > 0:
-            return False
-        if store.max_offset(topic, queue_id) == 0:
-            return True  # nothing stored yet: the first message will be at 0
-        if rule is NewGroupStart.QUEUE_START:
-            return store.store_time_at(topic, queue_id, 0) >= 0
-        entries = store.consume_queue_entries(topic, queue_id, 0, 1)
-        if not entries:
-            return False
-        first_position = entries[0][0]
-        behind_bytes = store.stats().commit_log_max_offset - first_position
-        return behind_bytes <= self._memory_window_bytes
-
-    @property
-    def _memory_window_bytes(self) -> int:
-        """ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT of this machine's physical memory."""
-        return physical_memory_bytes() * limits.ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT // 100
-
-
-@functools.cache
-def physical_memory_bytes() -> int:
-    """This machine's physical memory (what RocketMQ's memory window is a share of)."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        context = self._context
+        window_bytes = memory_window_bytes(physical_memory_bytes())
+        rule = context.config.new_group_start
+        return starts_at_zero(rule, context.store, topic, queue_id, window_bytes)

@@ -10,6 +10,9 @@ pop, too many pops waiting                  SYSTEM_BUSY "polling full"
 topic unknown                               TOPIC_NOT_EXIST
 queueId outside the read queues             SYSTEM_ERROR "queueId[..] is illegal"
 group unknown, not auto-created             SUBSCRIPTION_GROUP_NOT_EXIST
+tag or SQL92 expression does not parse      SUBSCRIPTION_PARSE_FAILED "parse the consumer's
+                                            subscription failed: <where>"
+SQL92 with enablePropertyFilter=false       SYSTEM_ERROR (set enablePropertyFilter=true)
 broker / topic / group not readable         NO_PERMISSION
 invisibleTime outside [0, 12 h]             SYSTEM_ERROR
 bad header field or receipt handle          SYSTEM_ERROR naming it
@@ -23,8 +26,11 @@ from __future__ import annotations
 import logging
 
 from bolide.base import limits
+from bolide.broker.config import BrokerConfig
 from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
+from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.service import PopRequest, PopService
+from bolide.broker.property_filter import check_subscription
 from bolide.broker.topics import is_readable
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -41,9 +47,12 @@ from bolide.protocol.headers.pop import (
 )
 from bolide.remoting import Connection, Dispatcher
 
-__all__ = ["PopHandlers"]
+__all__ = ["PARSE_FAILED_REMARK", "PopHandlers"]
 
 _log = logging.getLogger("bolide.broker.pop")
+
+PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
+"""Java's remark on a POP whose expression does not parse (Bolide adds where, after it)."""
 
 
 class PopHandlers:
@@ -138,7 +147,7 @@ class PopHandlers:
             max_messages=header.max_messages,
             invisible_time_ms=header.invisible_time_ms,
             poll_time_ms=max(0, min(header.poll_time_ms, limits.POP_POLL_TIME_MAX_MS)),
-            tag_codes=_tag_codes(header),
+            filter=_pop_filter(context.config, header),
             init_mode=header.init_mode,
             order=header.order,
         )
@@ -200,14 +209,31 @@ class PopHandlers:
         return request.make_response(ResponseCode.SUCCESS, None, fields)
 
 
-def _tag_codes(header: PopMessageRequestHeader) -> frozenset[int] | None:
+def _pop_filter(config: BrokerConfig, header: PopMessageRequestHeader) -> PopFilter:
+    """The request's filter (Java builds its SubscriptionData): tags, or SQL92 compiled.
+
+    Raises:
+        RefusedError: SUBSCRIPTION_PARSE_FAILED when the expression does not parse (Java's
+            remark, then where), SYSTEM_ERROR when a SQL92 filter meets
+            ``enablePropertyFilter=false`` or the type is unknown.
+    """
     expression_type = header.expression_type or EXPRESSION_TYPE_TAG
-    if expression_type != EXPRESSION_TYPE_TAG:
-        return None  # SQL92 filtering is the client's
     try:
         subscription = SubscriptionData.from_expression(
-            header.topic, header.expression, 0, expression_type
+            header.topic, header.expression or "*", 0, expression_type
         )
     except BodyError as error:
-        raise RefusedError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error)) from error
-    return None if subscription.is_all else frozenset(subscription.code_set)
+        raise RefusedError(
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"{PARSE_FAILED_REMARK}: {error}"
+        ) from error
+    if expression_type != EXPRESSION_TYPE_TAG:
+        try:
+            return PopFilter(sql=check_subscription(config, subscription))
+        except RefusedError as refused:
+            if refused.code != ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                raise
+            remark = f"{PARSE_FAILED_REMARK}: {refused.remark}"
+            raise RefusedError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark) from refused
+    if subscription.is_all:
+        return MATCH_ALL
+    return PopFilter(frozenset(subscription.code_set), frozenset(subscription.tags_set))

@@ -32,6 +32,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import CrashHandler, Service
 from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.log import PopLog
 from bolide.broker.pop.state import PopKey, PopState, QueueState
 from bolide.protocol.headers.pop import (
@@ -42,6 +43,7 @@ from bolide.protocol.headers.pop import (
 )
 from bolide.protocol.message import MessageExt, encode_properties
 from bolide.protocol.message_codec import decode_record, decode_records, encode_record
+from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX
 from bolide.store.api import GetStatus, MessageStore
 
 __all__ = ["PopBatch", "PopRequest", "PopService"]
@@ -51,6 +53,9 @@ _log = logging.getLogger("bolide.broker.pop")
 POP_LOG_FILE_NAME = "pop/popCheckpoint.log"
 """Where the POP log lives, under the store root."""
 
+StartsAtZero = Callable[[str, int], bool]
+"""(topic, queue id) -> a new group reads it from 0 (newGroupStartRule, see
+:mod:`bolide.broker.group_start`)."""
 DeadLetter = Callable[[str, int], Awaitable[bool]]
 """(group, commit-log offset) -> stored in %DLQ%group."""
 MaxAttempts = Callable[[str], int]
@@ -66,7 +71,8 @@ class PopRequest:
     max_messages: int
     invisible_time_ms: int
     poll_time_ms: int
-    tag_codes: frozenset[int] | None = None
+    filter: PopFilter = MATCH_ALL
+    """What the request subscribed to (tags or SQL92), applied to new and returned messages."""
     init_mode: int = ConsumeInitMode.MAX
     order: bool = False
 
@@ -83,6 +89,9 @@ class PopBatch:
     (0: not a retry topic); Java's remoting POP consumer builds each handle from these."""
     message_offset_info: str = ""
     """Java's ``msgOffsetInfo``: ``0 <queueId> <offset>,<offset>...`` per queue, ``;``-joined."""
+    passed_over: bool = False
+    """The filter passed over messages the request did not want: pop again at once, more
+    may follow them."""
 
 
 class PopService:
@@ -98,6 +107,7 @@ class PopService:
         broker_name: str,
         dead_letter: DeadLetter,
         max_attempts: MaxAttempts,
+        starts_at_zero: StartsAtZero | None = None,
         on_crash: CrashHandler | None = None,
     ) -> None:
         self._store = store
@@ -106,6 +116,7 @@ class PopService:
         self._broker_name = broker_name
         self._dead_letter = dead_letter
         self._max_attempts = max_attempts
+        self._starts_at_zero = starts_at_zero or _queue_start
         self.state = PopState()
         self.log = PopLog(store_root / POP_LOG_FILE_NAME)
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
@@ -158,6 +169,9 @@ class PopService:
             left_ms = deadline_ms - self._clock.monotonic_ms()
             if batch.records or left_ms <= 0:
                 return batch
+            if batch.passed_over:
+                await asyncio.sleep(0)  # let others in between the passes
+                continue
             if self._waiter_count >= limits.POP_LONG_POLL_MAX_PARKED_REQUESTS:
                 return PopBatch(batch.pop_time_ms, [], batch.rest_count, polling_full=True)
             await self._wait(request.topic, left_ms)
@@ -169,6 +183,7 @@ class PopService:
         starts: list[str] = []
         offsets: list[str] = []
         rest = 0
+        passed_over = False
         for queue_id in request.queue_ids:
             room = request.max_messages - len(records)
             key = (request.topic, request.group, queue_id)
@@ -186,13 +201,17 @@ class PopService:
             if room <= 0 or (request.order and queue.blocked):
                 rest += max(0, max_offset - queue.pop_offset)
                 continue
+            before = queue.committed_offset, queue.pop_offset
             popped, start, popped_offsets = self._pop_queue(key, queue, request, room, now_ms)
+            passed_over |= not popped and (queue.committed_offset, queue.pop_offset) != before
             if popped:
                 records.extend(popped)
                 starts.append(f"0 {queue_id} {start}")
                 offsets.append(f"0 {queue_id} {','.join(map(str, popped_offsets))}")
             rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)
-        return PopBatch(now_ms, records, rest, False, ";".join(starts), ";".join(offsets))
+        return PopBatch(
+            now_ms, records, rest, False, ";".join(starts), ";".join(offsets), passed_over
+        )
 
     def _queue(self, key: PopKey, init_mode: int) -> QueueState:
         queue = self.state.queues.get(key)
@@ -200,31 +219,33 @@ class PopService:
             return queue
         topic, group, queue_id = key
         committed = self._offsets.query_offset(group, topic, queue_id)
-        if committed < 0:
-            minimum = self._store.min_offset(topic, queue_id)
-            # A new group starts at the newest message, unless the queue still holds its very
-            # first message (the broker's "still in memory" rule) or the client asks for MIN.
-            use_min = init_mode == ConsumeInitMode.MIN or minimum == 0
-            committed = minimum if use_min else self._store.max_offset(topic, queue_id)
-        queue = self.state.queues[key] = QueueState(committed)
+        if committed >= 0:
+            queue = self.state.queues[key] = QueueState(committed)
+            return queue
+        queue = self.state.queues[key] = QueueState(
+            self._initial_offset(topic, queue_id, init_mode)
+        )
+        self._commit(key)  # the start is the group's offset at once, as Java's getInitOffset
         return queue
+
+    def _initial_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
+        """Where a group without an offset starts (Java's ``getInitOffset``): the first
+        message for MIN and on retry topics; else 0 when the broker's newGroupStartRule says
+        so (a young queue), otherwise the newest message (max offset - 1)."""
+        minimum = self._store.min_offset(topic, queue_id)
+        if init_mode == ConsumeInitMode.MIN or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return minimum
+        if minimum <= 0 and self._starts_at_zero(topic, queue_id):
+            return 0
+        return max(minimum, self._store.max_offset(topic, queue_id) - 1, 0)
 
     def _pop_queue(
         self, key: PopKey, queue: QueueState, request: PopRequest, room: int, now_ms: int
     ) -> tuple[list[bytes], int, list[int]]:
         """Pop up to ``room`` messages of one queue: (records, start offset, their offsets)."""
         topic, _, queue_id = key
-        picked: list[tuple[MessageExt, int]] = []
-        for offset in sorted(queue.came_back)[:room]:
-            attempts, commit_log_offset = queue.came_back[offset]
-            message = self._read_one(commit_log_offset)
-            if message is None:  # the record is gone (retention): nothing to deliver
-                queue.came_back.pop(offset)
-                continue
-            picked.append((message, attempts + 1))
-        next_offset = queue.pop_offset
-        minimum = self._store.min_offset(topic, queue_id)
-        next_offset = max(next_offset, minimum)
+        picked = self._returned(key, queue, request.filter, room)
+        next_offset = max(queue.pop_offset, self._store.min_offset(topic, queue_id))
         if len(picked) < room:
             result = self._store.get_message(
                 topic,
@@ -232,16 +253,12 @@ class PopService:
                 next_offset,
                 room - len(picked),
                 limits.PULL_BATCH_MAX_BYTES,
-                request.tag_codes,
+                request.filter.tag_codes,
             )
             if result.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
                 next_offset = result.next_begin_offset
-                try:
-                    fresh = decode_records(b"".join(result.buffers), decompress=False)
-                except ProtocolError as error:
-                    _log.error("POP: unreadable records in %s/%d: %s", topic, queue_id, error)
-                    fresh = []
-                picked.extend((message, 1) for message in fresh)
+                fresh = _decoded(result.buffers, topic, queue_id)
+                picked.extend((m, 1) for m in fresh if request.filter.matches(m))
         if not picked and next_offset == queue.pop_offset:
             return [], next_offset, []
         revive_queue_id = ORDER_REVIVE_QUEUE_ID if request.order else 0
@@ -255,6 +272,26 @@ class PopService:
             for m, a in picked
         ]
         return encoded, start, [m.queue_offset for m, _ in picked]
+
+    def _returned(
+        self, key: PopKey, queue: QueueState, wanted: PopFilter, room: int
+    ) -> list[tuple[MessageExt, int]]:
+        """Up to ``room`` messages that came back, with their attempt numbers; those gone
+        from the store, and those the request's filter does not want, are done for the
+        group (Apache acks a NO_MATCH at once)."""
+        picked: list[tuple[MessageExt, int]] = []
+        for offset in sorted(queue.came_back):
+            if len(picked) >= room:
+                break
+            attempts, commit_log_offset = queue.came_back[offset]
+            message = self._read_one(commit_log_offset)
+            if message is None:  # the record is gone (retention): nothing to deliver
+                queue.came_back.pop(offset)
+            elif not wanted.matches(message):
+                self.log.append(self.state.passed_over(key, offset))
+            else:
+                picked.append((message, attempts + 1))
+        return picked
 
     def _read_one(self, commit_log_offset: int) -> MessageExt | None:
         record = self._store.read_record(commit_log_offset)
@@ -438,3 +475,25 @@ class PopService:
                 self._offsets.set_queue_offsets(group, topic, {queue_id: committed})
             except BolideError as error:
                 _log.warning("POP progress of %s on %s not recorded: %s", group, topic, error)
+
+
+def _queue_start(topic: str, queue_id: int) -> bool:
+    """Without a broker's rule: 0 whenever the queue still starts there (QUEUE_START)."""
+    del topic, queue_id
+    return True
+
+
+def _decoded(buffers: list[memoryview], topic: str, queue_id: int) -> list[MessageExt]:
+    """The records read, decoded; one that does not decode is left out alone (logged), the
+    others are handed over."""
+    try:
+        return decode_records(b"".join(buffers), decompress=False)
+    except ProtocolError:
+        pass
+    messages = []
+    for buffer in buffers:
+        try:
+            messages.append(decode_record(buffer, decompress=False)[0])
+        except ProtocolError as error:
+            _log.error("POP: an unreadable record in %s/%d left out: %s", topic, queue_id, error)
+    return messages

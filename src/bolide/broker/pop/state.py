@@ -143,6 +143,15 @@ class PopState:
             queue.came_back.pop(offset, None)
         return {"t": "dlq", "k": list(key), "o": offset}
 
+    def passed_over(self, key: PopKey, offset: int) -> dict[str, Any]:
+        """A message that came back is not what the group now asks for (its filter): it is
+        done for the group, as Apache acks a NO_MATCH at once."""
+        queue = self.queues.get(key)
+        if queue is not None:
+            queue.in_flight.pop(offset, None)
+            queue.came_back.pop(offset, None)
+        return {"t": "skip", "k": list(key), "o": offset}
+
     def reset(self, key: PopKey, offset: int) -> dict[str, Any]:
         """Start again at ``offset``: every in-flight and returned message is forgotten."""
         self.queues[key] = QueueState(offset)
@@ -191,6 +200,8 @@ class PopState:
             )
         elif kind == "dlq":
             self.dead_lettered(key, int(record["o"]))
+        elif kind == "skip":
+            self.passed_over(key, int(record["o"]))
         elif kind == "reset":
             self.reset(key, int(record["o"]))
         else:
