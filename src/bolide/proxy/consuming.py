@@ -13,6 +13,7 @@ the brokers' POP codes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from bolide.base.errors import BolideError, ProtocolError
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, HeaderError
 from bolide.protocol.headers.pop import (
+    POP_CK_PROPERTY,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -28,7 +30,8 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     ReceiptHandle,
 )
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.message import MessageExt
+from bolide.protocol.record_decoding import decode_pulled_records
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb
@@ -37,6 +40,8 @@ from bolide.proxy.renewal import AutoRenewal
 from bolide.proxy.status import ProxyError, code_of_error, code_of_response, status
 
 __all__ = ["Consuming", "ReceiveOutcome"]
+
+_log = logging.getLogger("bolide.proxy.consuming")
 
 _EXPRESSION_TYPES = {pb.TAG: "TAG", pb.SQL: "SQL92"}
 
@@ -125,12 +130,12 @@ class Consuming:
                 status(code_of_response(response.code), response.remark or "pop failed"), []
             )
         try:
-            records = decode_records(response.body)
+            records = decode_pulled_records(response.body)
         except ProtocolError as error:
             raise ProxyError(
                 pb.MESSAGE_CORRUPTED, f"broker answered bad records: {error}"
             ) from error
-        messages = [to_proto_message(m) for m in records]
+        messages = await self._deliverable(topic, group, records)
         if fifo and request.attempt_id:
             self._remember_attempt(attempt_key, messages, invisible_ms)
         if request.auto_renew and not request.HasField("invisible_duration"):
@@ -138,6 +143,28 @@ class Consuming:
                 handle = message.system_properties.receipt_handle
                 self.renewal.track(client_id, topic, group, handle)
         return ReceiveOutcome(status(pb.OK), messages)
+
+    async def _deliverable(
+        self, topic: str, group: str, records: list[MessageExt]
+    ) -> list[pb.Message]:
+        """The popped messages in their 5.x form; one whose body does not decode (unknown
+        compression, a body that does not inflate) is moved to the group's DLQ on its own,
+        and the others are delivered."""
+        messages: list[pb.Message] = []
+        for record in records:
+            if record.body_error is None:
+                messages.append(to_proto_message(record))
+                continue
+            _log.error(
+                "receive of %s on %s: the message at %s/%d does not decode (%s): moved to "
+                "the DLQ", group, topic, record.topic, record.queue_offset, record.body_error,
+            )  # fmt: skip
+            handle = record.properties.get(POP_CK_PROPERTY, "")
+            try:
+                await self._dead_letter(topic, group, parse_handle(handle), handle, None)
+            except (ProxyError, BolideError, OSError) as error:
+                _log.error("the undecodable message stays on %s: %s", topic, error)
+        return messages
 
     async def _broker(self, topic: str, wanted: str) -> BrokerQueues:
         """The broker the receive names, else the first holding the topic."""
@@ -247,6 +274,20 @@ class Consuming:
         topic, group = request.topic.name, request.group.name
         current = self.renewal.current(request.receipt_handle)
         handle = parse_handle(current)
+        await self._dead_letter(topic, group, handle, current, request.message_id or None)
+        self.renewal.forget(request.receipt_handle)
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))
+
+    async def _dead_letter(
+        self,
+        topic: str,
+        group: str,
+        handle: ReceiptHandle,
+        encoded_handle: str,
+        message_id: str | None,
+    ) -> None:
+        """Move the message of ``handle`` to %DLQ%group (a send-back with no retries left),
+        then ack it. Raises ProxyError when the broker refuses, BolideError on transport."""
         if handle.commit_log_offset < 0:
             raise ProxyError(pb.INVALID_RECEIPT_HANDLE, "receipt handle lacks the message offset")
         address = await self._directory.broker_address(topic, handle.broker_name)
@@ -254,7 +295,7 @@ class Consuming:
             handle.commit_log_offset,
             group,
             -1,
-            origin_msg_id=request.message_id or None,
+            origin_msg_id=message_id,
             origin_topic=topic,
             max_reconsume_times=0,
         )
@@ -263,16 +304,18 @@ class Consuming:
         )
         if answer.code != ResponseCode.SUCCESS:
             raise ProxyError(code_of_response(answer.code), answer.remark or "send back failed")
-        ack = AckMessageRequestHeader(group, topic, handle.queue_id, current, handle.queue_offset)
+        ack = AckMessageRequestHeader(
+            group, topic, handle.queue_id, encoded_handle, handle.queue_offset
+        )
         await self._directory.invoke(address, RequestCode.ACK_MESSAGE, ack.to_ext_fields())
-        self.renewal.forget(request.receipt_handle)
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))
 
 
 def _pop_header(
     request: spb.ReceiveMessageRequest, queue_id: int, invisible_ms: int, poll_ms: int, fifo: bool
 ) -> PopMessageRequestHeader:
     expression = request.filter_expression
+    if expression.type == pb.SQL and not expression.expression.strip():
+        raise ProxyError(pb.ILLEGAL_FILTER_EXPRESSION, "the SQL92 filter expression is empty")
     return PopMessageRequestHeader(
         request.group.name,
         request.message_queue.topic.name,

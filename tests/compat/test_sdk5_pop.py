@@ -1,0 +1,219 @@
+"""The official 5.x Python SDK's SimpleConsumer against ``bolide standalone`` (issue 29, POP):
+a SQL92 subscription receives only the messages it selects and a bad expression is refused
+with the broker's remark; a tag sharing another's hash is not delivered; messages that come
+back after their invisible time pass the receive's filter; one undecodable message goes to the
+DLQ alone while the ones popped with it are delivered; a new group starts as the broker's
+newGroupStartRule says."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bolide
+from bolide.base.errors import BolideError
+from bolide.protocol.codes import ResponseCode
+from bolide.remoting import ClientPool
+from tests.compat.sdk5_support import (
+    Standalone,
+    configuration,
+    create_topic,
+    sdk_message,
+    standalone,
+    wait_until,
+)
+from tests.integration.wire import BrokerWire, send_request
+
+pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
+
+rocketmq = pytest.importorskip("rocketmq.v5")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Standalone]:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enablePropertyFilter=true\n")
+    with standalone(tmp_path / "data", "-c", str(conf)) as running:
+        yield running
+
+
+def _producer(server: Standalone, topic: str) -> Any:
+    from rocketmq import Producer
+
+    producer = Producer(configuration(server.proxy), (topic,))
+    producer.startup()
+    return producer
+
+
+def _consumer(server: Standalone, group: str, topic: str, expression: Any) -> Any:
+    from rocketmq import SimpleConsumer
+
+    consumer = SimpleConsumer(
+        configuration(server.proxy), group, {topic: expression}, await_duration=2
+    )
+    consumer.startup()
+    return consumer
+
+
+def _tags(expression: str) -> Any:
+    from rocketmq import FilterExpression
+
+    return FilterExpression(expression)
+
+
+def _sql(expression: str) -> Any:
+    from rocketmq import FilterExpression
+    from rocketmq.grpc_protocol import FilterType
+
+    return FilterExpression(expression, FilterType.SQL)
+
+
+def _receive(consumer: Any, count: int, invisible_s: int = 20, ack: bool = True) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        for message in consumer.receive(32, invisible_s):
+            got.append(message)
+            if ack:
+                consumer.ack(message)
+    return got
+
+
+def _nothing_more(consumer: Any) -> bool:
+    return consumer.receive(32, 20) == []
+
+
+def test_a_sql92_simple_consumer_gets_only_the_matching_messages(server: Standalone) -> None:
+    create_topic(server.namesrv, "Sql5", queues=2)
+    producer = _producer(server, "Sql5")
+    consumer = _consumer(server, "sql5", "Sql5", _sql("price > 10 AND region = 'eu'"))
+    try:
+        for index, (price, region) in enumerate(((5, "eu"), (20, "eu"), (30, "us"), (40, "eu"))):
+            message = sdk_message(
+                "Sql5", f"m{index}".encode(), properties={"price": str(price), "region": region}
+            )
+            producer.send(message)
+        got = _receive(consumer, 2)
+        assert sorted(m.body for m in got) == [b"m1", b"m3"]
+        assert _nothing_more(consumer)
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_a_bad_sql92_expression_is_refused_with_the_brokers_remark(server: Standalone) -> None:
+    create_topic(server.namesrv, "SqlBad5", queues=1)
+    consumer = _consumer(server, "sqlbad5", "SqlBad5", _sql("price >>= 10"))
+    try:
+        with pytest.raises(Exception, match="parse the consumer's subscription failed"):
+            consumer.receive(32, 20)
+    finally:
+        consumer.shutdown()
+
+
+def test_a_tag_with_the_same_hash_is_not_received(server: Standalone) -> None:
+    """``Aa`` and ``BB`` have the same Java hashCode, so the consume queue cannot tell them
+    apart: the tag string check must."""
+    create_topic(server.namesrv, "Collide5", queues=1)
+    producer = _producer(server, "Collide5")
+    consumer = _consumer(server, "collide5", "Collide5", _tags("Aa"))
+    try:
+        for index, tag in enumerate(("Aa", "BB", "Aa", "BB")):
+            producer.send(sdk_message("Collide5", f"{tag}{index}".encode(), tag=tag))
+        got = _receive(consumer, 2)
+        assert sorted(m.body for m in got) == [b"Aa0", b"Aa2"]
+        assert _nothing_more(consumer)
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+
+
+def test_messages_that_come_back_pass_the_receives_filter(server: Standalone) -> None:
+    """A group's first member takes everything and acks nothing; once the invisible time is
+    over, a receive subscribed to tag X gets only X (before: every tag came back)."""
+    create_topic(server.namesrv, "Back5", queues=1)
+    producer = _producer(server, "Back5")
+    try:
+        for index, tag in enumerate(("X", "Y", "X", "Z")):
+            producer.send(sdk_message("Back5", f"{tag}{index}".encode(), tag=tag))
+    finally:
+        producer.shutdown()
+    everything = _consumer(server, "back5", "Back5", _tags("*"))
+    try:
+        assert len(_receive(everything, 4, invisible_s=1, ack=False)) == 4
+    finally:
+        everything.shutdown()
+    only_x = _consumer(server, "back5", "Back5", _tags("X"))
+    try:
+        got = _receive(only_x, 2)
+        assert sorted(m.body for m in got) == [b"X0", b"X2"]
+        assert all(m.delivery_attempt == 2 for m in got)
+        assert _nothing_more(only_x)
+    finally:
+        only_x.shutdown()
+
+
+def test_one_undecodable_message_goes_to_the_dlq_alone(server: Standalone) -> None:
+    """Between two good messages, one whose body says ZLIB-compressed but is not: the good
+    ones are received, the bad one is in %DLQ%group (before: every receive failed)."""
+    create_topic(server.namesrv, "Broken5", queues=1)
+    asyncio.run(_store_with_a_broken_record(server.address("broker")))
+    consumer = _consumer(server, "broken5", "Broken5", _tags("*"))
+    try:
+        got = _receive(consumer, 2)
+        assert sorted(m.body for m in got) == [b"first", b"third"]
+        assert _nothing_more(consumer)
+    finally:
+        consumer.shutdown()
+
+    def in_dlq() -> bool:
+        with bolide.AdminClient(server.namesrv) as admin:
+            try:
+                return bool(admin.query_by_key("%DLQ%broken5", "broken-key"))
+            except BolideError:
+                return False
+
+    wait_until(in_dlq)
+
+
+async def _store_with_a_broken_record(broker: str) -> None:
+    pool = ClientPool()
+    try:
+        wire = BrokerWire(pool, broker)
+        for body, keys, sys_flag in (
+            (b"first", "k1", 0),
+            (b"\x00not zlib", "broken-key", 0x1),  # COMPRESSED, zlib: does not inflate
+            (b"third", "k3", 0),
+        ):
+            request = send_request("Broken5", body, keys=keys, queue_id=0)
+            request.ext_fields["sysFlag"] = str(sys_flag)
+            assert (await wire.invoke(request)).code == ResponseCode.SUCCESS
+    finally:
+        await pool.close()
+
+
+def test_a_new_group_starts_as_new_group_start_rule_says(tmp_path: Path) -> None:
+    """CONSUME_FROM: a new group starts at the newest message, as Java's POP does when the
+    queue's start is not to be read (before: from 0 whenever the queue started at 0)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("newGroupStartRule=CONSUME_FROM\n")
+    with standalone(tmp_path / "data", "-c", str(conf)) as server:
+        create_topic(server.namesrv, "Late5", queues=1)
+        producer = _producer(server, "Late5")
+        try:
+            for index in range(3):
+                producer.send(sdk_message("Late5", f"m{index}".encode()))
+        finally:
+            producer.shutdown()
+        consumer = _consumer(server, "late5", "Late5", _tags("*"))
+        try:
+            got = _receive(consumer, 1)
+            assert [m.body for m in got] == [b"m2"]
+            assert _nothing_more(consumer)
+        finally:
+            consumer.shutdown()
