@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bolide.base.clock import ManualClock
 from bolide.broker.handlers.pop import PARSE_FAILED_REMARK
+from bolide.broker.metrics.stats_items import StatsName
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.pop import ConsumeInitMode, PopMessageRequestHeader
@@ -125,3 +126,17 @@ async def test_a_new_pop_group_starts_at_zero_on_a_young_queue(tmp_path: Path) -
             await wire.send("Young", f"m{index}".encode(), queue_id=0)
         got = records(await _pop(wire, "Young"))
         assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
+
+
+async def test_pops_are_counted_per_group(tmp_path: Path) -> None:
+    """GROUP_GET_NUMS / GROUP_GET_SIZE count a POP group's gets as a pull group's."""
+    async with connected(tmp_path) as (cluster, wire):
+        for index in range(3):
+            await wire.send("Counted", f"m{index}".encode(), queue_id=0)
+        got = records(await _pop(wire, "Counted", group="Counting"))
+        assert len(got) == 3
+        table = cluster.brokers[0].context.stats.table
+        nums = table.find(StatsName.GROUP_GET_NUMS, "Counted@Counting")
+        size = table.find(StatsName.GROUP_GET_SIZE, "Counted@Counting")
+        assert nums is not None and size is not None
+        assert nums.value == 3 and size.value > 0

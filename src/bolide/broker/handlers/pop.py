@@ -94,8 +94,14 @@ class PopHandlers:
         if batch.polling_full:
             return request.make_response(ResponseCode.SYSTEM_BUSY, "polling full", fields)
         if not batch.records:
+            self._context.stats.record_get_miss()
             return request.make_response(ResponseCode.PULL_NOT_FOUND, "no new message", fields)
-        self._context.stats.record_get(len(batch.records), sum(len(r) for r in batch.records))
+        self._context.stats.record_get(
+            len(batch.records),
+            sum(len(r) for r in batch.records),
+            topic=header.topic,
+            group=header.consumer_group,
+        )
         return request.make_response(
             ResponseCode.SUCCESS, None, fields, body_parts=tuple(batch.records)
         )
