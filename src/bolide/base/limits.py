@@ -629,6 +629,9 @@ _check_relations()
 
 POP_REVIVE_INTERVAL_MS = 1_000
 """The revive timer sleeps at most this long (it wakes earlier for the next deadline)."""
+POP_FROM_RETRY_PROBABILITY_PERCENT = 20
+"""A non-orderly pop reads the group's POP retry topic first this often (Java's
+popFromRetryProbability); otherwise after the topic's queues, to top the batch up."""
 POP_LONG_POLL_MAX_PARKED_REQUESTS = 10_000
 """Pops waiting for messages at once; beyond it a pop answers POLLING_FULL at once (Java's
 maxPopPollingSize is 100k per broker; Bolide holds a future per waiter)."""

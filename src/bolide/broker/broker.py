@@ -55,6 +55,7 @@ from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.metrics.exporter import BrokerMetrics
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
+from bolide.broker.pop.retry import PopRetry
 from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
 from bolide.broker.registration import BrokerIdentity, NameServerRegistration
@@ -416,6 +417,8 @@ class Broker:
             dead_letter=functools.partial(_dead_letter, send_back),
             max_attempts=functools.partial(_max_attempts, context),
             starts_at_zero=functools.partial(_starts_at_zero, context),
+            retry=PopRetry(context.store, context.topics, context.groups, self._register_soon),
+            rng=self._random,
             on_crash=self._service_crashed,
         )
         service.open()

@@ -61,6 +61,7 @@ __all__ = [
     "is_system_consumer_group",
     "is_system_group",
     "is_system_topic",
+    "pop_retry_topic",
     "retry_topic",
     "revive_log_topic",
 ]
@@ -147,6 +148,14 @@ _SYSTEM_GROUP_PREFIXES = (
 def retry_topic(group: str) -> str:
     """``%RETRY%<group>``: where a group's messages to reconsume wait."""
     return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """``%RETRY%<group>_<topic>``: where a POP group's expired messages of ``topic`` come back
+    (Java's V1 name, the default; a retry topic's own messages stay in it)."""
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return topic
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
 
 
 def dlq_topic(group: str) -> str:

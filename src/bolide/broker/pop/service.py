@@ -22,7 +22,9 @@ pops that find nothing wait (long polling).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,16 +36,19 @@ from bolide.base.service import CrashHandler, Service
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.log import PopLog
-from bolide.broker.pop.state import PopKey, PopState, QueueState
+from bolide.broker.pop.retry import POP_RETRY_QUEUE_ID, PopRetry
+from bolide.broker.pop.state import InFlight, PopKey, PopState, QueueState
 from bolide.protocol.headers.pop import (
+    FIRST_POP_TIME_PROPERTY,
     ORDER_REVIVE_QUEUE_ID,
     POP_CK_PROPERTY,
     ConsumeInitMode,
+    PopTopicType,
     ReceiptHandle,
 )
-from bolide.protocol.message import MessageExt, encode_properties
+from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
 from bolide.protocol.message_codec import decode_record, decode_records, encode_record
-from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from bolide.store.api import GetStatus, MessageStore
 
 __all__ = ["PopBatch", "PopRequest", "PopService"]
@@ -108,6 +113,8 @@ class PopService:
         dead_letter: DeadLetter,
         max_attempts: MaxAttempts,
         starts_at_zero: StartsAtZero | None = None,
+        retry: PopRetry | None = None,
+        rng: random.Random | None = None,
         on_crash: CrashHandler | None = None,
     ) -> None:
         self._store = store
@@ -117,6 +124,8 @@ class PopService:
         self._dead_letter = dead_letter
         self._max_attempts = max_attempts
         self._starts_at_zero = starts_at_zero or _queue_start
+        self._retry = retry
+        self._random = rng or random.Random()
         self.state = PopState()
         self.log = PopLog(store_root / POP_LOG_FILE_NAME)
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
@@ -184,16 +193,17 @@ class PopService:
         offsets: list[str] = []
         rest = 0
         passed_over = False
-        for queue_id in request.queue_ids:
+        for topic, queue_id in self._sources(request):
             room = request.max_messages - len(records)
-            key = (request.topic, request.group, queue_id)
+            key = (topic, request.group, queue_id)
+            kind = PopTopicType.NORMAL if topic == request.topic else PopTopicType.RETRY
             queue = self._queue(key, request.init_mode)
-            max_offset = self._store.max_offset(request.topic, queue_id)
+            max_offset = self._store.max_offset(topic, queue_id)
             if queue.pop_offset > max_offset:
                 # The queue is shorter than where the group was (topic deleted and created
                 # again, store replaced): start again at its first message; nothing stored
                 # is skipped (at least once).
-                minimum = self._store.min_offset(request.topic, queue_id)
+                minimum = self._store.min_offset(topic, queue_id)
                 _log.warning("POP %s: offset %d past the queue end %d, reset to %d",
                              key, queue.pop_offset, max_offset, minimum)  # fmt: skip
                 self.log.append(self.state.reset(key, minimum))
@@ -206,12 +216,27 @@ class PopService:
             passed_over |= not popped and (queue.committed_offset, queue.pop_offset) != before
             if popped:
                 records.extend(popped)
-                starts.append(f"0 {queue_id} {start}")
-                offsets.append(f"0 {queue_id} {','.join(map(str, popped_offsets))}")
-            rest += max(0, self._store.max_offset(request.topic, queue_id) - queue.pop_offset)
+                starts.append(f"{kind} {queue_id} {start}")
+                offsets.append(f"{kind} {queue_id} {','.join(map(str, popped_offsets))}")
+            rest += max(0, self._store.max_offset(topic, queue_id) - queue.pop_offset)
         return PopBatch(
             now_ms, records, rest, False, ";".join(starts), ";".join(offsets), passed_over
         )
+
+    def _sources(self, request: PopRequest) -> list[tuple[str, int]]:
+        """The (topic, queue) pairs to pop, in order: the request's queues, and the group's
+        retry topic for that topic — first with POP_FROM_RETRY_PROBABILITY_PERCENT, else
+        last (it tops the batch up). Orderly pops never read retry topics."""
+        sources = [(request.topic, queue_id) for queue_id in request.queue_ids]
+        if self._retry is None or request.order:
+            return sources
+        retry_topic = pop_retry_topic(request.group, request.topic)
+        if retry_topic == request.topic or self._store.max_offset(retry_topic, 0) <= 0:
+            return sources  # nothing was ever retried
+        retry = (retry_topic, POP_RETRY_QUEUE_ID)
+        if self._random.randrange(100) < limits.POP_FROM_RETRY_PROBABILITY_PERCENT:
+            return [retry, *sources]
+        return [*sources, retry]
 
     def _queue(self, key: PopKey, init_mode: int) -> QueueState:
         queue = self.state.queues.get(key)
@@ -262,15 +287,17 @@ class PopService:
         if not picked and next_offset == queue.pop_offset:
             return [], next_offset, []
         revive_queue_id = ORDER_REVIVE_QUEUE_ID if request.order else 0
+        kind = PopTopicType.NORMAL if topic == request.topic else PopTopicType.RETRY
         entries = [(m.queue_offset, a, m.commit_log_offset) for m, a in picked]
         record = self.state.popped(key, entries, next_offset, now_ms, request.invisible_time_ms)
         self.log.append(record)
         self._commit(key)
         start = picked[0][0].queue_offset if picked else next_offset
-        encoded = [
-            self._encode(m, a, start, now_ms, request.invisible_time_ms, revive_queue_id)
-            for m, a in picked
-        ]
+        handle = ReceiptHandle(
+            start, now_ms, request.invisible_time_ms, revive_queue_id, kind,
+            self._broker_name, queue_id, 0, 0,
+        )  # fmt: skip
+        encoded = [self._encode(m, a, request.topic, handle) for m, a in picked]
         return encoded, start, [m.queue_offset for m, _ in picked]
 
     def _returned(
@@ -288,7 +315,7 @@ class PopService:
             if message is None:  # the record is gone (retention): nothing to deliver
                 queue.came_back.pop(offset)
             elif not wanted.matches(message):
-                self.log.append(self.state.passed_over(key, offset))
+                self.log.append(self.state.finished(key, offset))
             else:
                 picked.append((message, attempts + 1))
         return picked
@@ -304,29 +331,19 @@ class PopService:
             return None
 
     def _encode(
-        self,
-        message: MessageExt,
-        attempts: int,
-        start_offset: int,
-        pop_time_ms: int,
-        invisible_time_ms: int,
-        revive_queue_id: int,
+        self, message: MessageExt, attempts: int, topic: str, batch: ReceiptHandle
     ) -> bytes:
-        handle = ReceiptHandle(
-            start_offset,
-            pop_time_ms,
-            invisible_time_ms,
-            revive_queue_id,
-            0,
-            self._broker_name,
-            message.queue_id,
-            message.queue_offset,
-            message.commit_log_offset,
+        """The record handed over: under the request's ``topic`` (a retry copy too), with its
+        own receipt handle (``batch`` with the message's offsets) in POP_CK."""
+        handle = dataclasses.replace(
+            batch,
+            queue_offset=message.queue_offset,
+            commit_log_offset=message.commit_log_offset,
         )
         properties = dict(message.properties)
         properties[POP_CK_PROPERTY] = handle.encode()
         return encode_record(
-            topic=message.topic.encode(),
+            topic=topic.encode(),
             body=message.body,
             flag=message.flag,
             properties=encode_properties(properties).encode(),
@@ -348,7 +365,7 @@ class PopService:
     async def ack(self, group: str, topic: str, handle: ReceiptHandle) -> bool:
         """Acknowledge; True when the handle was the message's current delivery. Durable
         (fsynced) before it returns. Raises OSError when the log cannot be written."""
-        key = (topic, group, handle.queue_id)
+        key = (_handle_topic(group, topic, handle), group, handle.queue_id)
         record = self.state.acked(key, handle.queue_offset, handle.pop_time_ms)
         if record is None:
             return False
@@ -362,7 +379,7 @@ class PopService:
     ) -> ReceiptHandle | None:
         """Hide the message for ``invisible_time_ms`` from now; returns its new handle, or
         None when the handle is stale. Raises OSError when the log cannot be written."""
-        key = (topic, group, handle.queue_id)
+        key = (_handle_topic(group, topic, handle), group, handle.queue_id)
         now_ms = self._clock.now_ms()
         if now_ms == handle.pop_time_ms:
             now_ms += 1  # a new handle must differ from the old one
@@ -399,12 +416,7 @@ class PopService:
         now_ms = self._clock.now_ms()
         topics: set[str] = set()
         for key, offset, entry in self.state.due(now_ms):
-            topic, group, _ = key
-            if entry.attempts >= self._max_attempts(group):
-                await self._move_to_dlq(key, offset, entry.commit_log_offset)
-            else:
-                self.state.bring_back(key, offset)
-            topics.add(topic)
+            topics.add(await self._revive_one(key, offset, entry))
         for topic in topics:
             self._wake(topic)
         next_deadline = self.state.next_deadline_ms()
@@ -413,6 +425,38 @@ class PopService:
         if next_deadline is None:
             return None
         return max(1, min(limits.POP_REVIVE_INTERVAL_MS, next_deadline - now_ms))
+
+    async def _revive_one(self, key: PopKey, offset: int, entry: InFlight) -> str:
+        """One expired message: to the DLQ once delivered max-attempts times, else a copy in
+        the group's retry topic (in place when that is not possible: orderly groups, no
+        retry store, a failed put); returns the topic whose pops should wake."""
+        topic, group, _ = key
+        message = self._read_one(entry.commit_log_offset)
+        if message is None:  # gone (retention): nothing to bring back
+            self.log.append(self.state.finished(key, offset))
+            self._commit(key)
+            return topic
+        woken = message.properties.get(PropertyKey.RETRY_TOPIC, topic)
+        if message.reconsume_times + entry.attempts >= self._max_attempts(group):
+            await self._move_to_dlq(key, offset, entry.commit_log_offset)
+            return woken
+        retry = self._retry
+        if retry is None or not retry.applies_to(group):
+            self.state.bring_back(key, offset)
+            return woken
+        first_pop_ms = int(message.properties.get(FIRST_POP_TIME_PROPERTY) or entry.pop_time_ms)
+        try:
+            stored = await retry.put(group, topic, message, entry.attempts, first_pop_ms)
+        except (BolideError, OSError) as error:
+            stored = False
+            _log.error("POP: retry of %s/%d of %s failed: %s", topic, offset, group, error)
+        if not stored:
+            self.state.bring_back(key, offset)
+            return woken
+        self.log.append(self.state.finished(key, offset))
+        self._commit(key)
+        await self.log.sync()
+        return woken
 
     async def _move_to_dlq(self, key: PopKey, offset: int, commit_log_offset: int) -> None:
         topic, group, _ = key
@@ -497,3 +541,11 @@ def _decoded(buffers: list[memoryview], topic: str, queue_id: int) -> list[Messa
         except ProtocolError as error:
             _log.error("POP: an unreadable record in %s/%d left out: %s", topic, queue_id, error)
     return messages
+
+
+def _handle_topic(group: str, topic: str, handle: ReceiptHandle) -> str:
+    """The topic a handle's message was popped from: the group's retry topic for a retry
+    handle (the request names the normal topic, as Java's proxy does)."""
+    if handle.topic_type == PopTopicType.RETRY:
+        return pop_retry_topic(group, topic)
+    return topic

@@ -143,9 +143,9 @@ class PopState:
             queue.came_back.pop(offset, None)
         return {"t": "dlq", "k": list(key), "o": offset}
 
-    def passed_over(self, key: PopKey, offset: int) -> dict[str, Any]:
-        """A message that came back is not what the group now asks for (its filter): it is
-        done for the group, as Apache acks a NO_MATCH at once."""
+    def finished(self, key: PopKey, offset: int) -> dict[str, Any]:
+        """The message is done for the group without an ack: its retry copy was stored, or
+        it came back and is not what the group now asks for (Apache acks a NO_MATCH)."""
         queue = self.queues.get(key)
         if queue is not None:
             queue.in_flight.pop(offset, None)
@@ -201,7 +201,7 @@ class PopState:
         elif kind == "dlq":
             self.dead_lettered(key, int(record["o"]))
         elif kind == "skip":
-            self.passed_over(key, int(record["o"]))
+            self.finished(key, int(record["o"]))
         elif kind == "reset":
             self.reset(key, int(record["o"]))
         else:

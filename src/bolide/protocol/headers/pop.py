@@ -29,6 +29,7 @@ from bolide.protocol.headers.fields import (
 )
 
 __all__ = [
+    "FIRST_POP_TIME_PROPERTY",
     "ORDER_REVIVE_QUEUE_ID",
     "POP_CK_PROPERTY",
     "AckMessageRequestHeader",
@@ -37,6 +38,7 @@ __all__ = [
     "ConsumeInitMode",
     "PopMessageRequestHeader",
     "PopMessageResponseHeader",
+    "PopTopicType",
     "ReceiptHandle",
 ]
 
@@ -44,6 +46,19 @@ POP_CK_PROPERTY: Final = "POP_CK"
 """Message property holding the receipt handle of a popped message."""
 ORDER_REVIVE_QUEUE_ID: Final = 999
 """``reviveQid`` of a handle from an orderly pop (Java's KeyBuilder.POP_ORDER_REVIVE_QUEUE)."""
+FIRST_POP_TIME_PROPERTY: Final = "1ST_POP_TIME"
+"""Java's PROPERTY_FIRST_POP_TIME: when a message retried through a POP retry topic was first
+popped (ms since the epoch), kept on every later copy."""
+
+
+class PopTopicType:
+    """A receipt handle's topic type: which topic the popped message was read from."""
+
+    NORMAL: Final = 0
+    RETRY: Final = 1
+    """``%RETRY%<group>_<topic>`` (Java's V1 naming, its default)."""
+    RETRY_V2: Final = 2
+    """``%RETRY%<group>+<topic>`` (Java with enableRetryTopicV2; Bolide does not use it)."""
 
 
 class ConsumeInitMode:
