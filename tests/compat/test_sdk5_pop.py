@@ -22,6 +22,7 @@ from bolide.remoting import ClientPool
 from tests.compat.sdk5_support import (
     Standalone,
     configuration,
+    create_group,
     create_topic,
     sdk_message,
     standalone,
@@ -217,3 +218,39 @@ def test_a_new_group_starts_as_new_group_start_rule_says(tmp_path: Path) -> None
             assert _nothing_more(consumer)
         finally:
             consumer.shutdown()
+
+
+def test_an_unacked_message_comes_back_through_the_retry_topic(server: Standalone) -> None:
+    """Redelivered with the same id and one more attempt, while the group's offset on the
+    normal queue moves on (its lag is 0 once the copy is acked); after max attempts the DLQ
+    copy says how many times it was delivered."""
+    create_topic(server.namesrv, "Retry5", queues=1)
+    create_group(server.namesrv, "retry5", retry_max_times=1)
+    producer = _producer(server, "Retry5")
+    consumer = _consumer(server, "retry5", "Retry5", _tags("*"))
+    try:
+        producer.send(sdk_message("Retry5", b"again"))
+        producer.send(sdk_message("Retry5", b"poison", keys="poison-key"))
+        first = _receive(consumer, 2, invisible_s=1, ack=False)
+        assert [m.delivery_attempt for m in first] == [1, 1]
+        second = _receive(consumer, 2, invisible_s=1, ack=False)
+        assert sorted(m.message_id for m in second) == sorted(m.message_id for m in first)
+        assert [m.delivery_attempt for m in second] == [2, 2]
+        consumer.ack(next(m for m in second if m.body == b"again"))
+        with bolide.AdminClient(server.namesrv) as admin:
+
+            def dead_lettered() -> bool:
+                try:
+                    return bool(admin.query_by_key("%DLQ%retry5", "poison-key"))
+                except BolideError:
+                    return False
+
+            wait_until(dead_lettered)
+            (dead,) = admin.query_by_key("%DLQ%retry5", "poison-key")
+            assert dead.body == b"poison" and dead.reconsume_times == 2
+            progress = admin.group_progress("retry5", topic="Retry5")
+        normal = [row for row in progress.queues if row.queue.topic == "Retry5"]
+        assert [(row.broker_offset, row.consumer_offset) for row in normal] == [(2, 2)]
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
