@@ -254,3 +254,40 @@ def test_an_unacked_message_comes_back_through_the_retry_topic(server: Standalon
     finally:
         consumer.shutdown()
         producer.shutdown()
+
+
+def test_a_simple_consumer_is_registered_with_the_broker(server: Standalone) -> None:
+    """The proxy registers the SDK's consumer with the brokers of its topic (heartbeats), so
+    GET_CONSUMER_CONNECTION_LIST names it with its subscription and `group progress` shows the
+    group online with its true lag; it is unregistered when the client shuts down."""
+    from bolide.protocol.bodies import ConsumeType
+
+    create_topic(server.namesrv, "Seen5", queues=2)
+    producer = _producer(server, "Seen5")
+    consumer = _consumer(server, "seen5", "Seen5", _tags("a || b"))
+    try:
+        for index in range(4):
+            producer.send(sdk_message("Seen5", f"m{index}".encode(), tag="a"))
+        assert len(_receive(consumer, 4)) == 4
+        with bolide.AdminClient(server.namesrv) as admin:
+            wait_until(lambda: _members(admin, "seen5") == [consumer.client_id])
+            connections = admin.consumer_connections("seen5")
+            assert connections is not None
+            assert connections.consume_type == ConsumeType.CONSUME_ACTIVELY
+            assert set(connections.subscription_table["Seen5"].tags_set) == {"a", "b"}
+            progress = admin.group_progress("seen5", topic="Seen5")
+            assert progress.online
+            assert sum(row.broker_offset for row in progress.queues) == 4
+            assert progress.total_lag == 0  # every message acked: as a 4.x group that consumed all
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    with bolide.AdminClient(server.namesrv) as admin:
+        wait_until(lambda: _members(admin, "seen5") == [])
+
+
+def _members(admin: Any, group: str) -> list[str]:
+    connections = admin.consumer_connections(group)
+    if connections is None:
+        return []
+    return [member.client_id for member in connections.connection_set]

@@ -204,6 +204,8 @@ class MessagingService:
                 raise ProxyError(
                     pb.UNRECOGNIZED_CLIENT_TYPE, "no settings yet: send them over Telemetry"
                 )
+            if session.settings is not None:  # a consumer: its brokers learn it (issue 29)
+                await self.consuming.registration.heartbeat(client_id, session.settings)
             return spb.HeartbeatResponse(status=status(pb.OK))
 
         await self._unary(stream, spb.HeartbeatResponse, work)
@@ -239,6 +241,9 @@ class MessagingService:
             request: spb.NotifyClientTerminationRequest,
         ) -> spb.NotifyClientTerminationResponse:
             del request
+            session = self.clients.find(client_id)
+            if session is not None and session.settings is not None:
+                await self.consuming.registration.unregister(client_id, session.settings)
             self.clients.remove(client_id)
             self.consuming.renewal.forget_client(client_id)
             return spb.NotifyClientTerminationResponse(status=status(pb.OK))
