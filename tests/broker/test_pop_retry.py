@@ -160,3 +160,23 @@ def records_of(buffers: list[memoryview]) -> list[MessageExt]:
     from bolide.protocol.message_codec import decode_records
 
     return decode_records(b"".join(buffers))
+
+
+async def test_a_pop_reads_the_retry_topic_first_one_time_in_five(tmp_path: Path) -> None:
+    """popFromRetryProbability 20 %: with both the retry topic and the queue full, pops of one
+    message take the retry copy first about one time in five (the broker's seeded rng)."""
+    clock = ManualClock()
+    async with connected(tmp_path, clock=clock, seed=7) as (cluster, wire):
+        for index in range(60):
+            await wire.send("Orders", f"old{index}".encode(), queue_id=0)
+        assert len(await _pop(wire)) == 32
+        assert len(await _pop(wire)) == 28
+        await _expire(cluster, clock, 5_000)  # all 60 are retry copies now
+        for index in range(60):
+            await wire.send("Orders", f"new{index}".encode(), queue_id=0)
+        kinds = []
+        for _ in range(50):
+            (message,) = await _pop(wire, count=1)
+            kinds.append(_handle(message).topic_type)
+        retried_first = kinds.count(PopTopicType.RETRY)
+        assert 3 <= retried_first <= 20, kinds
