@@ -180,3 +180,21 @@ async def test_a_pop_reads_the_retry_topic_first_one_time_in_five(tmp_path: Path
             kinds.append(_handle(message).topic_type)
         retried_first = kinds.count(PopTopicType.RETRY)
         assert 3 <= retried_first <= 20, kinds
+
+
+async def test_a_message_past_its_attempts_goes_to_the_dlq_instead_of_out(tmp_path: Path) -> None:
+    """A message whose reconsume times already reach the group's max attempts (here stored
+    with 5, retryMaxTimes 1) is not handed over: it goes to the DLQ, as Apache's proxy does
+    (TO_DLQ); the others popped with it are delivered."""
+    clock = ManualClock()
+    async with connected(tmp_path, clock=clock) as (cluster, wire):
+        context = cluster.brokers[0].context
+        await context.groups.update(SubscriptionGroupConfig("G", retry_max_times=1))
+        await wire.send("Orders", b"fine", queue_id=0)
+        await wire.send("Orders", b"spent", queue_id=0, reconsume_times=5)
+        assert [m.body for m in await _pop(wire)] == [b"fine"]
+        await _expire(cluster, clock, 0)
+        assert context.store.max_offset("%DLQ%G", 0) == 1
+        dead = context.store.get_message("%DLQ%G", 0, 0, 1, 1 << 20, None)
+        assert [m.body for m in records_of(dead.buffers)] == [b"spent"]
+        assert context.offsets.query_offset("G", "Orders", 0) == 0  # "fine" is in flight

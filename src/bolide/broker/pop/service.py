@@ -284,6 +284,7 @@ class PopService:
                 next_offset = result.next_begin_offset
                 fresh = _decoded(result.buffers, topic, queue_id)
                 picked.extend((m, 1) for m in fresh if request.filter.matches(m))
+        picked = self._spend(key, picked, next_offset, now_ms)
         if not picked and next_offset == queue.pop_offset:
             return [], next_offset, []
         revive_queue_id = ORDER_REVIVE_QUEUE_ID if request.order else 0
@@ -299,6 +300,26 @@ class PopService:
         )  # fmt: skip
         encoded = [self._encode(m, a, request.topic, handle) for m, a in picked]
         return encoded, start, [m.queue_offset for m, _ in picked]
+
+    def _spend(
+        self,
+        key: PopKey,
+        picked: list[tuple[MessageExt, int]],
+        next_offset: int,
+        now_ms: int,
+    ) -> list[tuple[MessageExt, int]]:
+        """The picked messages to hand over: one whose reconsume times already reach the
+        group's max attempts (stored so, or the group's retryMaxTimes was lowered) goes to
+        the DLQ instead, as Apache's proxy moves it (TO_DLQ): it is recorded in flight with
+        no invisible time, and the revive step dead-letters it at once."""
+        max_attempts = self._max_attempts(key[1])
+        spent = [(m, a) for m, a in picked if m.reconsume_times + a - 1 >= max_attempts]
+        if not spent:
+            return picked
+        entries = [(m.queue_offset, a, m.commit_log_offset) for m, a in spent]
+        self.log.append(self.state.popped(key, entries, next_offset, now_ms, 0))
+        self._revive.wakeup()
+        return [(m, a) for m, a in picked if m.reconsume_times + a - 1 < max_attempts]
 
     def _returned(
         self, key: PopKey, queue: QueueState, wanted: PopFilter, room: int
