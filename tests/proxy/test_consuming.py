@@ -3,9 +3,13 @@ proxy checks them before a POP reaches a broker."""
 
 from __future__ import annotations
 
+import pytest
+
+from bolide.protocol.bodies import SubscriptionGroupConfig
+from bolide.protocol.bodies.retry_policy import GroupRetryPolicy, RetryPolicyType
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
-from tests.proxy.test_service import Proxy, _receive_request
+from tests.proxy.test_service import METADATA, SERVICE, Proxy, _receive_request
 from tests.proxy.test_service import proxy as proxy  # the fixture
 
 __all__ = ["proxy"]
@@ -28,3 +32,33 @@ async def test_a_sql92_receive_needs_property_filters_on_the_broker(proxy: Proxy
     answers: list[spb.ReceiveMessageResponse] = await proxy.receive(request)
     assert answers[0].status.code == pb.INTERNAL_SERVER_ERROR
     assert "enablePropertyFilter=true" in answers[0].status.message
+
+
+@pytest.mark.parametrize("kind", [RetryPolicyType.EXPONENTIAL, RetryPolicyType.CUSTOMIZED])
+async def test_consumer_settings_carry_the_groups_retry_policy(
+    proxy: Proxy, kind: RetryPolicyType
+) -> None:
+    policy = GroupRetryPolicy(kind, (500, 2_000), 1_000, 60_000, 3)
+    context = proxy.cluster.brokers[0].context
+    await context.groups.update(SubscriptionGroupConfig("Policed", group_retry_policy=policy))
+    call = proxy.channel.stream_stream(
+        SERVICE + "Telemetry",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=spb.TelemetryCommand.FromString,
+    )
+    stream = call(metadata=METADATA, timeout=10)
+    command = spb.TelemetryCommand()
+    command.settings.client_type = pb.PUSH_CONSUMER
+    command.settings.subscription.group.name = "Policed"
+    command.settings.subscription.subscriptions.add().topic.name = "Plain"
+    await stream.write(command)
+    reply = await stream.read()
+    await stream.done_writing()
+    backoff = reply.settings.backoff_policy
+    if kind is RetryPolicyType.EXPONENTIAL:
+        exponential = backoff.exponential_backoff
+        assert exponential.initial.ToMilliseconds() == 1_000
+        assert exponential.max.ToMilliseconds() == 60_000
+        assert exponential.multiplier == 3.0
+    else:
+        assert [d.ToMilliseconds() for d in backoff.customized_backoff.next] == [500, 2_000]

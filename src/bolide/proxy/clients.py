@@ -6,8 +6,9 @@ The answer follows the Apache proxy (GrpcClientSettingsManager):
 * producers: retry 3 attempts, exponential back-off 10 ms to 1 s (x2), max body 4 MiB,
   validate_message_type on;
 * consumers: receive batch 32, long polling 20 s (a simple consumer keeps its own), fifo =
-  the group's ``consumeMessageOrderly``, max attempts = ``retryMaxTimes + 1``, customized
-  back-off 1 s, 5 s, 10 s, 30 s, 1 m, ... 2 h (RocketMQ's delay levels), metrics off.
+  the group's ``consumeMessageOrderly``, max attempts = ``retryMaxTimes + 1``, back-off = the
+  group's ``groupRetryPolicy`` (customized waits or exponential), else customized 1 s, 5 s,
+  10 s, 30 s, 1 m, ... 30 m (RocketMQ's delay levels), metrics off.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from bolide.base import limits
 from bolide.protocol.bodies import SubscriptionGroupConfig
+from bolide.protocol.bodies.retry_policy import GroupRetryPolicy, RetryPolicyType
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
 
@@ -125,6 +127,20 @@ def settings_reply(
     subscription.fifo = bool(group is not None and group.consume_orderly_enable)
     retry_max_times = group.retry_max_times if group is not None else DEFAULT_RETRY_MAX_TIMES
     reply.backoff_policy.max_attempts = retry_max_times + 1
-    for seconds in RETRY_DELAYS_S:
-        reply.backoff_policy.customized_backoff.next.add(seconds=seconds)
+    _set_backoff(reply.backoff_policy, group.group_retry_policy if group is not None else None)
     return reply
+
+
+def _set_backoff(backoff: pb.RetryPolicy, policy: GroupRetryPolicy | None) -> None:
+    """The group's ``groupRetryPolicy`` as a consumer's back-off; RETRY_DELAYS_S without one."""
+    if policy is None:
+        for seconds in RETRY_DELAYS_S:
+            backoff.customized_backoff.next.add(seconds=seconds)
+    elif policy.type is RetryPolicyType.EXPONENTIAL:
+        exponential = backoff.exponential_backoff
+        exponential.initial.FromMilliseconds(policy.initial_ms)
+        exponential.max.FromMilliseconds(policy.max_ms)
+        exponential.multiplier = float(policy.multiplier)
+    else:
+        for wait_ms in policy.next_ms:
+            backoff.customized_backoff.next.add().FromMilliseconds(wait_ms)

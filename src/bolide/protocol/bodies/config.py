@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from bolide.protocol.bodies.fastjson import dumps
+from bolide.protocol.bodies.retry_policy import GroupRetryPolicy
 from bolide.protocol.bodies.topic import DataVersion
 from bolide.protocol.bodies.values import (
     as_object,
@@ -63,9 +64,14 @@ class SubscriptionGroupConfig:
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
     consume_orderly_enable: bool = False
+    group_retry_policy: GroupRetryPolicy | None = None
+    """RocketMQ 5's ``groupRetryPolicy``: the 5.x consumers' retry back-off (None: the
+    proxy's default, RocketMQ's delay levels); written only when set."""
 
     def to_object(self) -> dict[str, Any]:
         """The JSON object."""
+        policy = self.group_retry_policy
+        retry = {} if policy is None else {"groupRetryPolicy": policy.to_object()}
         return {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
@@ -73,6 +79,7 @@ class SubscriptionGroupConfig:
             "consumeFromMinEnable": self.consume_from_min_enable,
             "consumeOrderlyEnable": self.consume_orderly_enable,
             "groupName": self.group_name,
+            **retry,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
             "retryMaxTimes": self.retry_max_times,
             "retryQueueNums": self.retry_queue_count,
@@ -99,12 +106,17 @@ class SubscriptionGroupConfig:
             get_int(obj, "whichBrokerWhenConsumeSlowly", 1),
             get_bool(obj, "notifyConsumerIdsChangedEnable", True),
             get_bool(obj, "consumeOrderlyEnable", get_bool(obj, "consumeMessageOrderly", False)),
+            _retry_policy(obj.get("groupRetryPolicy")),
         )
 
     @classmethod
     def from_json(cls, data: bytes | bytearray | memoryview | str) -> Self:
         """Parse; raises :class:`BodyError`."""
         return cls.from_object(parse_object(data, "subscription group config"))
+
+
+def _retry_policy(value: Any) -> GroupRetryPolicy | None:
+    return None if value is None else GroupRetryPolicy.from_object(value)
 
 
 @dataclass(frozen=True, slots=True)
