@@ -30,11 +30,17 @@ def test_a_customized_policy_round_trips_and_none_is_not_written() -> None:
     assert b"groupRetryPolicy" not in SubscriptionGroupConfig("G").to_json()
 
 
+def test_javas_default_object_is_read() -> None:
+    """Java writes its default policy as the type alone (both policies null)."""
+    body = b'{"groupName":"G","groupRetryPolicy":{"type":"CUSTOMIZED"}}'
+    policy = SubscriptionGroupConfig.from_json(body).group_retry_policy
+    assert policy == GroupRetryPolicy(RetryPolicyType.CUSTOMIZED, ())
+
+
 @pytest.mark.parametrize(
     ("policy", "words"),
     [
         (b'{"type":"LINEAR"}', "RetryPolicyType"),
-        (b'{"type":"CUSTOMIZED"}', "needs 'next'"),
         (b'{"type":"EXPONENTIAL","exponentialRetryPolicy":{"multiplier":0}}', "under 1"),
         (b'{"customizedRetryPolicy":{"next":[-1]}}', "negative"),
     ],

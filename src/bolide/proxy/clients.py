@@ -132,8 +132,9 @@ def settings_reply(
 
 
 def _set_backoff(backoff: pb.RetryPolicy, policy: GroupRetryPolicy | None) -> None:
-    """The group's ``groupRetryPolicy`` as a consumer's back-off; RETRY_DELAYS_S without one."""
-    if policy is None:
+    """The group's ``groupRetryPolicy`` as a consumer's back-off; RETRY_DELAYS_S without one
+    (or with Java's default object, CUSTOMIZED without waits)."""
+    if policy is None or (policy.type is RetryPolicyType.CUSTOMIZED and not policy.next_ms):
         for seconds in RETRY_DELAYS_S:
             backoff.customized_backoff.next.add(seconds=seconds)
     elif policy.type is RetryPolicyType.EXPONENTIAL:

@@ -33,8 +33,8 @@ class RetryPolicyType(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class GroupRetryPolicy:
-    """A group's retry back-off (see the module docstring); defaults to a customized list of
-    no waits, which :meth:`from_object` never builds without ``next``."""
+    """A group's retry back-off (see the module docstring). CUSTOMIZED without waits (Java's
+    default object) means the default waits, RocketMQ's delay levels."""
 
     type: RetryPolicyType = RetryPolicyType.CUSTOMIZED
     next_ms: tuple[int, ...] = ()
@@ -60,8 +60,9 @@ class GroupRetryPolicy:
 
     @classmethod
     def from_object(cls, value: Any) -> Self:
-        """From the JSON object. Raises :class:`BodyError` for an unknown type, a negative
-        time, a multiplier under 1, or a CUSTOMIZED policy without waits."""
+        """From the JSON object (Java writes ``{"type":"CUSTOMIZED"}`` alone for its default:
+        no waits, meaning the default waits). Raises :class:`BodyError` for an unknown type, a
+        negative time or a multiplier under 1."""
         obj = as_object(value, "group retry policy")
         kind = get_enum(obj, "type", RetryPolicyType, RetryPolicyType.CUSTOMIZED)
         customized = get_object(obj, "customizedRetryPolicy")
@@ -77,6 +78,4 @@ class GroupRetryPolicy:
             raise BodyError("group retry policy: a wait is negative")
         if kind is RetryPolicyType.EXPONENTIAL and policy.multiplier < 1:
             raise BodyError(f"group retry policy: multiplier {policy.multiplier} is under 1")
-        if kind is RetryPolicyType.CUSTOMIZED and not policy.next_ms:
-            raise BodyError("group retry policy: a CUSTOMIZED policy needs 'next' waits")
         return policy
