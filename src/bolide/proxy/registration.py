@@ -3,7 +3,8 @@ broker's ConsumerManager (``ClientActivity``): without it a 5.x group has no mem
 brokers, so ``bolide group connections``, online counts, the dashboard and rebalance views
 miss it.
 
-* Each Heartbeat of a push or simple consumer (every 10 s from the SDKs) becomes a HEART_BEAT
+* Each Settings (over Telemetry) and each Heartbeat of a push or simple consumer (every 10 s
+  from the SDKs) becomes a HEART_BEAT
   (34) to every broker holding one of its subscribed topics: the group, the client's id,
   CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (simple), CLUSTERING, CONSUME_FROM_LAST_OFFSET
   and the subscriptions of its Settings. The broker drops it 120 s after the last one.

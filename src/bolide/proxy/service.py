@@ -312,6 +312,8 @@ class MessagingService:
                 session.outbox.put_nowait(reply)
                 if command.settings.HasField("publishing"):
                     self._on_producer()
+                else:  # a consumer's (new) subscriptions reach its brokers at once
+                    await self.consuming.registration.heartbeat(client_id, command.settings)
             # thread stack traces and verify results are accepted and dropped
 
     async def _settings_reply(self, settings: pb.Settings) -> pb.Settings:
