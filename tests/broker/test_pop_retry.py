@@ -81,7 +81,7 @@ async def test_an_expired_message_comes_back_through_the_retry_topic(tmp_path: P
         assert (retry.read_queue_count, retry.write_queue_count, retry.perm) == (1, 1, 6)
         again = await _pop(wire)
         assert [m.body for m in again] == [b"m1", b"m2"]
-        assert all(m.topic == "Orders" for m in again)  # under the topic the group asked for
+        assert all(m.topic == RETRY for m in again)  # as Java's broker hands them over
         assert [m.reconsume_times for m in again] == [1, 1]
         assert [m.msg_id for m in again] == [m.msg_id for m in first[1:]]
         m1 = again[0]
@@ -198,3 +198,22 @@ async def test_a_message_past_its_attempts_goes_to_the_dlq_instead_of_out(tmp_pa
         dead = context.store.get_message("%DLQ%G", 0, 0, 1, 1 << 20, None)
         assert [m.body for m in records_of(dead.buffers)] == [b"spent"]
         assert context.offsets.query_offset("G", "Orders", 0) == 0  # "fine" is in flight
+
+
+async def test_an_ack_naming_the_retry_topic_reaches_it(tmp_path: Path) -> None:
+    """Java's POP clients ack a retry copy under its retry topic's name."""
+    clock = ManualClock()
+    async with connected(tmp_path, clock=clock) as (cluster, wire):
+        await wire.send("Orders", b"again", queue_id=0)
+        await _pop(wire)
+        await _expire(cluster, clock, 5_000)
+        (copy,) = await _pop(wire)
+        handle = _handle(copy)
+        header = AckMessageRequestHeader("G", RETRY, 0, handle.encode(), handle.queue_offset)
+        response = await wire.invoke(
+            RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext_fields())
+        )
+        assert response.code == ResponseCode.SUCCESS
+        assert cluster.brokers[0].context.offsets.query_offset("G", RETRY, 0) == 1
+        await _expire(cluster, clock, 10_000)
+        assert await _pop(wire) == []  # acked: it does not come back

@@ -156,7 +156,7 @@ class Consuming:
         messages: list[pb.Message] = []
         for record in records:
             if record.body_error is None:
-                messages.append(to_proto_message(record))
+                messages.append(to_proto_message(record, topic=topic))  # retry copies too
                 continue
             _log.error(
                 "receive of %s on %s: the message at %s/%d does not decode (%s): moved to "

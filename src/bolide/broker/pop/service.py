@@ -298,7 +298,7 @@ class PopService:
             start, now_ms, request.invisible_time_ms, revive_queue_id, kind,
             self._broker_name, queue_id, 0, 0,
         )  # fmt: skip
-        encoded = [self._encode(m, a, request.topic, handle) for m, a in picked]
+        encoded = [self._encode(m, a, handle) for m, a in picked]
         return encoded, start, [m.queue_offset for m, _ in picked]
 
     def _spend(
@@ -351,11 +351,11 @@ class PopService:
             _log.error("POP: record at %d unreadable: %s", commit_log_offset, error)
             return None
 
-    def _encode(
-        self, message: MessageExt, attempts: int, topic: str, batch: ReceiptHandle
-    ) -> bytes:
-        """The record handed over: under the request's ``topic`` (a retry copy too), with its
-        own receipt handle (``batch`` with the message's offsets) in POP_CK."""
+    def _encode(self, message: MessageExt, attempts: int, batch: ReceiptHandle) -> bytes:
+        """The record handed over, with its own receipt handle (``batch`` with the message's
+        offsets) in POP_CK. A retry copy keeps its retry topic, as Java's broker hands it
+        (Java's POP clients key ``startOffsetInfo`` by it, then show the topic in
+        RETRY_TOPIC; the proxy shows the topic the receive named)."""
         handle = dataclasses.replace(
             batch,
             queue_offset=message.queue_offset,
@@ -364,7 +364,7 @@ class PopService:
         properties = dict(message.properties)
         properties[POP_CK_PROPERTY] = handle.encode()
         return encode_record(
-            topic=topic.encode(),
+            topic=message.topic.encode(),
             body=message.body,
             flag=message.flag,
             properties=encode_properties(properties).encode(),
