@@ -1,0 +1,197 @@
+"""The failover chaos runner against today's static master/slave (no controller needed).
+
+A name server, a SYNC_MASTER and its SLAVE run as ``bolide`` processes (:class:`HaGroup`);
+producers reach the master through a :class:`FaultProxy`. Each seeded :class:`Fault` runs a
+few send rounds, then the fault (link reset, partition, stalled link, SIGSTOP, SIGKILL) for
+a few rounds, then heals it (SIGCONT, restart on its data, proxy forwarding again) and sends
+until one is acknowledged. After the last schedule every queue is read back from the master
+and from the slave and both are judged by :class:`Checker`.
+
+In controller mode the same loop applies with the producer's route following the new master
+(the checker already takes epochs and counts elections); without a controller a dead master
+is restarted instead of replaced, so unavailability here is the restart time.
+
+``bench/failover_chaos.py`` runs it with hundreds of schedules; ``test_failover_chaos.py``
+with a CI-sized count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bolide.base.errors import BolideError
+from bolide.protocol.codes import ResponseCode
+from tests.chaos.failover_checker import Ack, Checker, Fault, Report, Stored, body_for
+from tests.chaos.failover_proxy import FaultProxy
+from tests.chaos.replication_support import HaGroup
+from tests.integration.wire import pull_request, records, send_request
+
+TOPIC = "FailoverChaos"
+QUEUES = 2
+PRODUCERS = ("p0", "p1")
+SEND_TIMEOUT_MS = 1_000
+"""A send through a silent link gives up after this long (not acknowledged)."""
+RECOVERY_SEND_ATTEMPTS = 200
+"""Sends tried after a fault heals before the run counts the master as gone for good."""
+
+
+class Runner:
+    """Drives the producers, the faults and the read-back for one seeded run."""
+
+    def __init__(self, root: Path, log: Callable[[str], None] = lambda _: None) -> None:
+        self.group = HaGroup(root)
+        self.proxy: FaultProxy | None = None
+        self.checker = Checker()
+        self._sequences = dict.fromkeys(PRODUCERS, 0)
+        self._log = log
+
+    async def start(self) -> None:
+        await self.group.start()
+        await self.group.wait_until(self.group.slave_in_sync)
+        await self.group.create_topic(TOPIC, QUEUES)
+        self.proxy = FaultProxy(self.group.master_address)
+        await self.proxy.start()
+
+    async def stop(self) -> None:
+        master = self.group.master
+        if master is not None and master.process.returncode is None:
+            master.process.send_signal(signal.SIGCONT)
+        if self.proxy is not None:
+            await self.proxy.stop()
+        await self.group.stop()
+
+    # --- sends ------------------------------------------------------------------------------
+
+    async def _send(self, producer: str) -> bool:
+        proxy = self.proxy
+        if proxy is None:
+            raise RuntimeError("runner not started")
+        sequence = self._sequences[producer]
+        self._sequences[producer] = sequence + 1
+        queue_id = sequence % QUEUES
+        request = send_request(TOPIC, body_for(producer, sequence), queue_id=queue_id)
+        try:
+            response = await self.group.pool.invoke(proxy.address, request, SEND_TIMEOUT_MS)
+        except BolideError:
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            return False
+        self.checker.ack(
+            Ack(
+                producer,
+                sequence,
+                queue_id,
+                int(response.ext_fields["queueOffset"]),
+                "broker-a",
+                self.group.master_address,
+                0,
+                time.monotonic(),
+            )
+        )
+        return True
+
+    async def _round(self) -> int:
+        """One send per producer, concurrently; returns how many were acknowledged."""
+        results = await asyncio.gather(*(self._send(p) for p in PRODUCERS))
+        return sum(results)
+
+    # --- faults -----------------------------------------------------------------------------
+
+    async def run(self, faults: list[Fault]) -> None:
+        for number, fault in enumerate(faults):
+            for _ in range(fault.before_sends):
+                await self._round()
+            await self._inject(fault)
+            for _ in range(fault.hold_sends):
+                await self._round()
+            await self._heal(fault)
+            await self._until_acknowledged(fault, number)
+
+    async def _inject(self, fault: Fault) -> None:
+        proxy, master = self.proxy, self.group.master
+        if proxy is None or master is None:
+            raise RuntimeError("runner not started")
+        if fault.kind != "none":
+            self.checker.fault_started()
+        if fault.kind == "drop":
+            proxy.drop()
+        elif fault.kind == "blackhole":
+            proxy.blackhole()
+        elif fault.kind == "pause_link":
+            proxy.pause()
+        elif fault.kind == "sigstop":
+            master.process.send_signal(signal.SIGSTOP)
+        elif fault.kind == "sigkill":
+            await self.group.kill_master()
+
+    async def _heal(self, fault: Fault) -> None:
+        proxy = self.proxy
+        if proxy is None:
+            raise RuntimeError("runner not started")
+        if fault.kind == "sigstop" and self.group.master is not None:
+            self.group.master.process.send_signal(signal.SIGCONT)
+        elif fault.kind == "sigkill":
+            await self.group.start_master()
+            # a SYNC_MASTER acknowledges nothing until its slave is back (SLAVE_NOT_AVAILABLE)
+            await self.group.wait_until(self.group.slave_in_sync)
+        proxy.heal()
+
+    async def _until_acknowledged(self, fault: Fault, number: int) -> None:
+        for _ in range(RECOVERY_SEND_ATTEMPTS):
+            if await self._round():
+                return
+        raise AssertionError(f"schedule {number} ({fault}): no send acknowledged after healing")
+
+    # --- read back --------------------------------------------------------------------------
+
+    async def read_back(self, address: str) -> list[Stored]:
+        stored: list[Stored] = []
+        for queue_id in range(QUEUES):
+            offset = 0
+            while True:
+                request = pull_request(
+                    TOPIC, queue_id, offset, group="CG_CHAOS_READBACK", max_messages=32
+                )
+                response = await self.group.pool.invoke(address, request, 10_000)
+                if response.code != ResponseCode.SUCCESS:
+                    break
+                for message in records(response):
+                    stored.append(Stored(queue_id, message.queue_offset, message.body))
+                offset = int(response.ext_fields["nextBeginOffset"])
+        return stored
+
+    async def verify(self) -> tuple[Report, Report]:
+        """The checker's verdict on the master's queues and on the slave's (once caught up)."""
+        master_records = await self.read_back(self.group.master_address)
+        expected = len(master_records)
+
+        async def slave_caught_up() -> bool:
+            try:
+                return len(await self.read_back(self.group.slave_address)) >= expected
+            except BolideError:
+                return False
+
+        await self.group.wait_until(slave_caught_up)
+        slave_records = await self.read_back(self.group.slave_address)
+        return self.checker.verify(master_records), self.checker.verify(slave_records)
+
+
+async def run_chaos(root: Path, faults: list[Fault], log: Callable[[str], None]) -> Report:
+    """Run ``faults`` against a fresh group under ``root``; returns the master's report
+    (the slave's must agree on every acknowledged message, or this raises)."""
+    runner = Runner(root, log)
+    try:
+        await runner.start()
+        await runner.run(faults)
+        on_master, on_slave = await runner.verify()
+    finally:
+        await runner.stop()
+    log(f"master: {on_master.summary()}")
+    log(f"slave:  {on_slave.summary()}")
+    if on_slave.lost or on_slave.duplicated:
+        raise AssertionError(f"the slave disagrees: {on_slave.summary()}")
+    return on_master
