@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import GetRouteInfoRequestHeader, RegisterBrokerRequestHeader
 from bolide.remoting import ClientPool
+from bolide.testing.cluster import Cluster
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -142,3 +144,24 @@ async def test_stale_registration_over_sockets_keeps_the_new_master(namesrv: Nam
     finally:
         for pool in (old_pool, new_pool, client):
             await pool.close()
+
+
+async def test_brokers_register_their_epoch_and_a_stale_master_is_fenced(tmp_path: Path) -> None:
+    async with Cluster(tmp_path) as cluster:
+        old = cluster.broker("broker-a")
+        await old.context.topics.update_topic_config(ORDERS)
+        old.context.topics.enter_epoch(1)
+        await old.context.register_now()
+        namesrv = cluster.namesrvs[0]
+        old_version = namesrv.routes.data_version_of(Address(old.address))
+        assert old_version is not None and old_version.state_version == 1
+        # a second broker-a (the controller's new master) registers under epoch 2
+        new = await cluster.add_broker("broker-a", store_path_root_dir=tmp_path / "new")
+        await new.context.topics.update_topic_config(ORDERS)
+        new.context.topics.enter_epoch(2)
+        await new.context.register_now()
+        # the old one, still running, registers again with its epoch 1: ignored
+        await old.context.register_now()
+        route = namesrv.routes.route_for_topic(Topic("orders"))
+        assert route is not None and route.broker_datas[0].broker_addrs == {0: new.address}
+        assert not namesrv.routes.is_live(Address(old.address))
