@@ -13,6 +13,7 @@ import pytest
 
 from bolide.base.clock import ManualClock, SystemClock
 from bolide.base.errors import ProtocolError
+from bolide.broker.broker import Broker
 from bolide.broker.ha.autoswitch_wire import (
     MasterStreamDecoder,
     SlaveStreamDecoder,
@@ -23,9 +24,15 @@ from bolide.broker.ha.autoswitch_wire import (
 )
 from bolide.broker.ha.master import HaMaster
 from bolide.broker.ha.slave import HaSlave
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.remoting import ClientPool
 from bolide.store.epoch_file import EPOCH_FILE_NAME, EpochEntry, EpochFile
 from bolide.store.file_store import FileMessageStore
+from bolide.testing.cluster import Cluster
 from tests.client.conftest import eventually
+from tests.integration.wire import BrokerWire
 from tests.store.conftest import STORE_HOST, ControlledFileOps, request, tiny_config
 
 pytestmark = pytest.mark.timeout(60)
@@ -203,3 +210,54 @@ async def test_frames_never_span_two_epochs(tmp_path: Path) -> None:
     finally:
         await master.shutdown()
         await slave.shutdown()
+
+
+async def test_brokers_swap_roles_and_the_deposed_master_rejoins(tmp_path: Path) -> None:
+    """Two real brokers: a is master of epoch 1, b its slave; b is promoted (epoch 2) while a,
+    cut off, takes more sends; a then follows b, truncates, and both hold the same log."""
+    settings = {"broker_role": "ASYNC_MASTER", "ha_listen_port": 0}
+    async with Cluster(tmp_path, settings=settings) as cluster:
+        a = cluster.broker("broker-a")
+        b = await cluster.add_broker(
+            "broker-a", broker_id=1, broker_role="SLAVE", store_path_root_dir=tmp_path / "b"
+        )
+        pool = ClientPool()
+        try:
+            a.replication.epoch_file = EpochFile(tmp_path / "a.epochs")
+            b.replication.epoch_file = EpochFile(tmp_path / "b.epochs")
+            await a.replication.become_master(master_epoch=1)
+            a_ha = f"127.0.0.1:{a.replication.ha_port}"
+            await b.replication.become_slave(a.address, a_ha)
+            wire_a, wire_b = BrokerWire(pool, a.address), BrokerWire(pool, b.address)
+            await _create(wire_a)
+            for index in range(20):
+                assert (await wire_a.send("Swap", f"one-{index}".encode())).code == 0
+            await eventually(lambda: _caught_up(_files(b), _files(a)))
+            # b is elected; a does not know yet and acknowledges sends nobody copies
+            await b.replication.become_master(master_epoch=2)
+            await _create(wire_b)
+            for index in range(30):
+                assert (await wire_a.send("Swap", f"lost-{index}".encode())).code == 0
+                assert (await wire_b.send("Swap", f"two-{index}".encode())).code == 0
+            await a.replication.become_slave(b.address, f"127.0.0.1:{b.replication.ha_port}")
+            await eventually(lambda: _caught_up(_files(a), _files(b)))
+            assert a.replication.slave is not None and a.replication.slave.truncations
+            assert _log_bytes(_files(a)) == _log_bytes(_files(b))
+            assert b"lost-" not in _log_bytes(_files(a))
+            refused = await wire_a.send("Swap", b"to the deposed master")
+            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert a.replication.epoch_file.entries == b.replication.epoch_file.entries
+        finally:
+            await pool.close()
+
+
+def _files(broker: Broker) -> FileMessageStore:
+    store = broker.context.store
+    assert isinstance(store, FileMessageStore)
+    return store
+
+
+async def _create(wire: BrokerWire) -> None:
+    create = CreateTopicRequestHeader("Swap", "TBW102", 1, 1, 6)
+    request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, create.to_ext_fields())
+    assert (await wire.invoke(request)).code == ResponseCode.SUCCESS

@@ -166,6 +166,11 @@ class HaMaster:
     # --- what the broker asks -------------------------------------------------------------
 
     @property
+    def auto_switch(self) -> bool:
+        """Whether this master speaks controller mode's stream (it has an epoch file)."""
+        return self._epochs is not None
+
+    @property
     def links(self) -> list[SlaveLink]:
         """The connected slaves (started or not)."""
         return list(self._links.values())

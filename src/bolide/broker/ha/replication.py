@@ -146,6 +146,9 @@ class Replication:
             if part is not None:
                 await part.stop()
         self.sync = self.slave = None
+        if self.master is not None and self.master.auto_switch != (self.epoch_file is not None):
+            await self.master.stop()  # the epoch file came after it started: reopen
+            self.master = None
         if self.epoch_file is not None and master_epoch is not None:
             self.epoch_file.append(EpochEntry(master_epoch, self._store.commit_log_max_offset))
         self._store.refuse_puts = None
