@@ -247,6 +247,10 @@ async def test_brokers_swap_roles_and_the_deposed_master_rejoins(tmp_path: Path)
             refused = await wire_a.send("Swap", b"to the deposed master")
             assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
             assert a.replication.epoch_file.entries == b.replication.epoch_file.entries
+            info = a.replication.runtime_info()
+            assert info["haMasterEpoch"] == "2" and info["haEpochEntries"].startswith("1-0,2-")
+            assert int(info["haTruncatedBytes"]) > 0
+            assert info["haConfirmOffset"] == str(_files(b).commit_log_max_offset)
         finally:
             await pool.close()
 

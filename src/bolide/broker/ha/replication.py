@@ -228,6 +228,14 @@ class Replication:
             info["masterAddr"] = self.master_address or ""
             info["haMasterAddress"] = self.master_ha_address or ""
             info["haMasterConnected"] = str(self.slave.connected_to is not None).lower()
+        if self.epoch_file is not None:
+            info["haMasterEpoch"] = str(self.epoch_file.last_epoch)
+            info["haEpochEntries"] = ",".join(
+                f"{entry.epoch}-{entry.start_offset}" for entry in self.epoch_file.entries
+            )
+        if self.slave is not None and self.epoch_file is not None:
+            info["haConfirmOffset"] = str(self.slave.confirm_offset)
+            info["haTruncatedBytes"] = str(sum(t.bytes_cut for t in self.slave.truncations))
         info["haReplicaLagBytes"] = str(lag.bytes_behind)
         info["haReplicaLagMs"] = str(lag.time_behind_ms)
         return info
