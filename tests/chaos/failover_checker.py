@@ -22,9 +22,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-FAULT_KINDS = ("none", "drop", "blackhole", "pause_link", "sigstop", "sigkill")
-"""What a schedule step may do to the master: nothing, reset its link, partition it (silent),
-stall its link, SIGSTOP it (resumed with SIGCONT), or SIGKILL it (restarted)."""
+FAULT_KINDS = ("none", "drop", "blackhole", "pause_link", "partition_ha", "sigstop", "sigkill")
+"""What a schedule step may do to the master: nothing, reset its clients' link, partition it
+from its clients (silent), stall that link, partition it from its slave, SIGSTOP it (resumed
+with SIGCONT), or SIGKILL it (restarted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,14 @@ class Fault:
 
 def schedules(seed: int, count: int, weights: dict[str, int] | None = None) -> list[Fault]:
     """``count`` seeded faults; ``weights`` per kind (default: SIGKILL rare, the rest even)."""
-    weights = weights or {"none": 2, "drop": 3, "blackhole": 2, "pause_link": 2, "sigstop": 2}
+    weights = weights or {
+        "none": 2,
+        "drop": 3,
+        "blackhole": 2,
+        "pause_link": 2,
+        "partition_ha": 2,
+        "sigstop": 2,
+    }
     weights.setdefault("sigkill", 1)
     kinds = [kind for kind in FAULT_KINDS if weights.get(kind, 0) > 0]
     rng = random.Random(seed)

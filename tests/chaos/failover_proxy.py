@@ -10,7 +10,7 @@ can then be cut off from it without touching either process:
                   the peer is silent, requests time out);
 * ``pause()``     bytes are held, in order, until :meth:`heal` (a long GC pause or a stalled
                   link: requests arrive late, after their senders gave up);
-* ``heal()``      back to forwarding.
+* ``heal()``      back to forwarding (a connection a blackhole took bytes from is reset).
 
 :class:`ProxyMesh` keeps one proxy per (source, destination) pair, so a partition between a
 chosen pair cuts exactly that pair.
@@ -47,6 +47,7 @@ class FaultProxy:
         self.connections = 0
         self.discarded_bytes = 0
         """Bytes a blackhole swallowed so far."""
+        self._holed = False
         self.discarded = asyncio.Event()
         """Set whenever a blackhole swallows bytes (tests clear it and wait)."""
 
@@ -94,6 +95,11 @@ class FaultProxy:
         self._flowing.clear()
 
     def heal(self) -> None:
+        """Forward again. Connections that lost bytes to a blackhole are reset first: TCP
+        never delivers a stream with a hole in it (it retransmits, or the connection dies)."""
+        if self.state is LinkState.BLACKHOLE and self._holed:
+            self._reset_all()
+        self._holed = False
         self.state = LinkState.FORWARD
         self._flowing.set()
 
@@ -143,6 +149,7 @@ class FaultProxy:
                     break
                 if self.state is LinkState.BLACKHOLE:
                     self.discarded_bytes += len(data)
+                    self._holed = True
                     self.discarded.set()
                     continue
                 writer.write(data)

@@ -27,7 +27,7 @@ from bolide.base.errors import BolideError
 from bolide.protocol.codes import ResponseCode
 from tests.chaos.failover_checker import Ack, Checker, Fault, Report, Stored, body_for
 from tests.chaos.failover_proxy import FaultProxy
-from tests.chaos.replication_support import HaGroup
+from tests.chaos.replication_support import HaGroup, _broker_port, spawn
 from tests.integration.wire import pull_request, records, send_request
 
 TOPIC = "FailoverChaos"
@@ -39,11 +39,44 @@ RECOVERY_SEND_ATTEMPTS = 200
 """Sends tried after a fault heals before the run counts the master as gone for good."""
 
 
+class ProxiedHaGroup(HaGroup):
+    """:class:`HaGroup` whose slave reaches the master's HA port through a
+    :class:`FaultProxy` (its ``haMasterAddress``), so the master-slave pair can be cut."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.ha_proxy: FaultProxy | None = None
+
+    async def start_slave(self) -> None:
+        if self.ha_proxy is None:
+            self.ha_proxy = FaultProxy(f"127.0.0.1:{self.master_ha_port}")
+            await self.ha_proxy.start()
+        conf = self._conf(
+            "slave",
+            {
+                "brokerId": 1,
+                "brokerRole": "SLAVE",
+                "listenPort": self.slave_port,
+                "slaveReadEnable": "true",
+                "haMasterAddress": self.ha_proxy.address,
+            },
+        )
+        self.slave = await spawn(
+            "broker", "-c", str(conf), "--data-dir", str(self.root / "slave"), cwd=self.root
+        )
+        self.slave_port = _broker_port(self.slave)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.ha_proxy is not None:
+            await self.ha_proxy.stop()
+
+
 class Runner:
     """Drives the producers, the faults and the read-back for one seeded run."""
 
     def __init__(self, root: Path, log: Callable[[str], None] = lambda _: None) -> None:
-        self.group = HaGroup(root)
+        self.group = ProxiedHaGroup(root)
         self.proxy: FaultProxy | None = None
         self.checker = Checker()
         self._sequences = dict.fromkeys(PRODUCERS, 0)
@@ -123,6 +156,8 @@ class Runner:
             proxy.blackhole()
         elif fault.kind == "pause_link":
             proxy.pause()
+        elif fault.kind == "partition_ha" and self.group.ha_proxy is not None:
+            self.group.ha_proxy.pause()  # master and slave cut apart; SYNC sends cannot ack
         elif fault.kind == "sigstop":
             master.process.send_signal(signal.SIGSTOP)
         elif fault.kind == "sigkill":
@@ -139,6 +174,8 @@ class Runner:
             # a SYNC_MASTER acknowledges nothing until its slave is back (SLAVE_NOT_AVAILABLE)
             await self.group.wait_until(self.group.slave_in_sync)
         proxy.heal()
+        if self.group.ha_proxy is not None:
+            self.group.ha_proxy.heal()
 
     async def _until_acknowledged(self, fault: Fault, number: int) -> None:
         for _ in range(RECOVERY_SEND_ATTEMPTS):
