@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bolide.base.errors import BolideError
+from bolide.client.message import Message, SendStatus
+from bolide.client.producer.producer import Producer
 from bolide.protocol.codes import ResponseCode
 from tests.chaos.failover_checker import Ack, Checker, Fault, Report, Stored, body_for
 from tests.chaos.failover_proxy import FaultProxy
@@ -75,9 +77,20 @@ class ProxiedHaGroup(HaGroup):
 class Runner:
     """Drives the producers, the faults and the read-back for one seeded run."""
 
-    def __init__(self, root: Path, log: Callable[[str], None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        log: Callable[[str], None] = lambda _: None,
+        *,
+        through_producer: bool = False,
+    ) -> None:
         self.group = ProxiedHaGroup(root)
         self.proxy: FaultProxy | None = None
+        self._through_producer = through_producer
+        """Send with Bolide's Producer (routes from the name server, no retries, so a timed
+        out attempt cannot be stored twice) instead of raw requests through the proxy: the
+        form controller mode needs, where the route names the new master."""
+        self._producers: dict[str, Producer] = {}
         self.checker = Checker()
         self._sequences = dict.fromkeys(PRODUCERS, 0)
         self._log = log
@@ -88,8 +101,21 @@ class Runner:
         await self.group.create_topic(TOPIC, QUEUES)
         self.proxy = FaultProxy(self.group.master_address)
         await self.proxy.start()
+        if self._through_producer:
+            for name in PRODUCERS:
+                producer = Producer(
+                    f"PG_{name}",
+                    namesrv=self.group.namesrv_address,
+                    instance_name=name,
+                    send_timeout_ms=SEND_TIMEOUT_MS,
+                    retry_count=0,
+                )
+                await producer.start()
+                self._producers[name] = producer
 
     async def stop(self) -> None:
+        for producer in self._producers.values():
+            await producer.shutdown()
         master = self.group.master
         if master is not None and master.process.returncode is None:
             master.process.send_signal(signal.SIGCONT)
@@ -105,6 +131,8 @@ class Runner:
             raise RuntimeError("runner not started")
         sequence = self._sequences[producer]
         self._sequences[producer] = sequence + 1
+        if self._through_producer:
+            return await self._send_with_producer(producer, sequence)
         queue_id = sequence % QUEUES
         request = send_request(TOPIC, body_for(producer, sequence), queue_id=queue_id)
         try:
@@ -121,6 +149,29 @@ class Runner:
                 int(response.ext_fields["queueOffset"]),
                 "broker-a",
                 self.group.master_address,
+                0,
+                time.monotonic(),
+            )
+        )
+        return True
+
+    async def _send_with_producer(self, name: str, sequence: int) -> bool:
+        producer = self._producers[name]
+        try:
+            result = await producer.send(Message(TOPIC, body_for(name, sequence)))
+        except BolideError:
+            return False
+        if result.status is not SendStatus.SEND_OK:
+            return False
+        broker = result.queue.broker_name
+        self.checker.ack(
+            Ack(
+                name,
+                sequence,
+                result.queue.queue_id,
+                result.queue_offset,
+                broker,
+                producer.instance.routes.master_address(broker) or "",
                 0,
                 time.monotonic(),
             )
@@ -217,10 +268,16 @@ class Runner:
         return self.checker.verify(master_records), self.checker.verify(slave_records)
 
 
-async def run_chaos(root: Path, faults: list[Fault], log: Callable[[str], None]) -> Report:
+async def run_chaos(
+    root: Path,
+    faults: list[Fault],
+    log: Callable[[str], None],
+    *,
+    through_producer: bool = False,
+) -> Report:
     """Run ``faults`` against a fresh group under ``root``; returns the master's report
     (the slave's must agree on every acknowledged message, or this raises)."""
-    runner = Runner(root, log)
+    runner = Runner(root, log, through_producer=through_producer)
     try:
         await runner.start()
         await runner.run(faults)

@@ -120,3 +120,18 @@ async def test_fifty_fault_schedules_lose_nothing_acknowledged(tmp_path: Path) -
     assert report.read_back == report.acknowledged
     assert report.ok, report.summary()
     assert report.failovers == sum(fault.kind != "none" for fault in faults)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_bolide_producers_through_process_faults(tmp_path: Path) -> None:
+    """The same run with Bolide's Producer (routes from the name server, as controller mode
+    needs) through the faults that reach it: SIGSTOP, SIGKILL and a master-slave partition."""
+    weights = {"none": 1, "partition_ha": 2, "sigstop": 2, "sigkill": 1}
+    weights.update(dict.fromkeys(("drop", "blackhole", "pause_link"), 0))
+    faults = schedules(SEED, 12, weights)
+    report = await run_chaos(tmp_path / "chaos", faults, print, through_producer=True)
+    print(f"failover chaos through producers (seed {SEED}, 12 schedules): {report.summary()}")
+    assert report.acknowledged > 12
+    assert report.read_back == report.acknowledged
+    assert report.ok, report.summary()
