@@ -115,7 +115,7 @@ async def _replicating(
     master_epochs: EpochFile,
     slave: FileMessageStore,
     slave_epochs: EpochFile,
-) -> AsyncIterator[HaSlave]:
+) -> AsyncIterator[tuple[HaMaster, HaSlave]]:
     """An AutoSwitch master on ``master`` and a slave (id 2) on ``slave``, over loopback."""
     clock = SystemClock()
     ha = HaMaster(master, host="127.0.0.1", port=0, clock=clock, epochs=master_epochs)
@@ -131,7 +131,7 @@ async def _replicating(
     )
     copier.start()
     try:
-        yield copier
+        yield ha, copier
     finally:
         await copier.stop()
         await ha.stop()
@@ -157,9 +157,13 @@ async def test_a_deposed_master_truncates_what_its_successor_never_had(tmp_path:
         # epoch 1: a is master, b copies it
         old_epochs.append(EpochEntry(1, 0))
         await _put(old, "epoch1", 40)
-        async with _replicating(old, old_epochs, new, new_epochs) as copier:
+        async with _replicating(old, old_epochs, new, new_epochs) as (ha, copier):
             await eventually(lambda: _caught_up(new, old))
             assert copier.confirm_offset == old.commit_log_max_offset
+            await eventually(lambda: _acked(ha, old.commit_log_max_offset))
+            assert ha.confirm_offset({2}, 7) == old.commit_log_max_offset
+            assert ha.confirm_offset(set(), 7) == old.commit_log_max_offset
+            assert ha.confirm_offset({2, 3}, 7) == 7  # member 3 has no connection
         assert new_epochs.entries == [EpochEntry(1, 0)]
         agreed = new.commit_log_max_offset
         # a, cut off, keeps taking sends nobody copies; b is elected with epoch 2
@@ -169,7 +173,7 @@ async def test_a_deposed_master_truncates_what_its_successor_never_had(tmp_path:
         new.refuse_puts = None
         await _put(new, "epoch2", 30)
         # a comes back as a slave of b: it cuts back to where the two agree, then copies
-        async with _replicating(new, new_epochs, old, old_epochs) as copier:
+        async with _replicating(new, new_epochs, old, old_epochs) as (_, copier):
             await eventually(lambda: _caught_up(old, new))
             [cut] = copier.truncations
         assert cut.offset == agreed and cut.old_max_offset > agreed + SEGMENT_BYTES
@@ -187,6 +191,10 @@ async def test_a_deposed_master_truncates_what_its_successor_never_had(tmp_path:
     finally:
         await restarted.shutdown()
         await new.shutdown()
+
+
+async def _acked(ha: HaMaster, offset: int) -> bool:
+    return any(link.ack_offset >= offset for link in ha.links)
 
 
 async def _caught_up(replica: FileMessageStore, master: FileMessageStore) -> bool:

@@ -175,6 +175,23 @@ class HaMaster:
         """The connected slaves (started or not)."""
         return list(self._links.values())
 
+    def confirm_offset(self, in_sync_slave_ids: set[int], previous: int) -> int:
+        """Controller mode's confirmOffset: the least ack of the connected SyncStateSet
+        slaves (acks of 0 ignored), capped by this log's end; ``previous`` when a member
+        has no connection; the log's end when the set holds no slave. Consume-queue dispatch
+        and the frames' confirm offset follow it (round3-facts §1.5)."""
+        master_max = self._store.commit_log_max_offset
+        if not in_sync_slave_ids:
+            return master_max
+        acks: dict[int, int] = {}
+        for link in self._links.values():
+            if link.slave_broker_id in in_sync_slave_ids and link.ack_offset > 0:
+                acks[link.slave_broker_id] = max(acks.get(link.slave_broker_id, 0), link.ack_offset)
+        connected = {link.slave_broker_id for link in self._links.values()}
+        if not in_sync_slave_ids <= connected:
+            return previous
+        return min(master_max, *acks.values()) if acks else previous
+
     def slave_ok(self) -> bool:
         """isSlaveOK: a slave is connected and within the fall-behind bound."""
         if not self._links:
