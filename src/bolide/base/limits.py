@@ -531,6 +531,13 @@ HA_SLAVE_SYNC_INITIAL_DELAY_MS = 3_000
 HA_PULL_MEMORY_RATIO_PERCENT = 40
 """accessMessageInMemoryMaxRatio: a consumer whose unread backlog exceeds this share of RAM is
 told to read from a slave (suggestWhichBrokerId) when slaveReadEnable is on."""
+EPOCH_ENTRIES_MAX_COUNT = 100_000
+"""Entries an epoch file (or an AutoSwitch master handshake) may hold: one per election, so a
+larger count is damage or garbage, refused before allocating (12 B each on the wire)."""
+ROUTE_REFRESH_MIN_INTERVAL_MS = 1_000
+"""After a connection error or a not-master answer the client refreshes the topic's route at
+once, but at most once per this interval per topic (a dead broker must not flood the name
+server); well under the 30 s poll so failover converges in about a second."""
 PULL_BROKER_DOWN_BACKOFF_MS = 10_000
 """A client that could not reach a broker address pulls from another address of the same
 broker name (a slave) for this long before trying it again."""

@@ -81,6 +81,13 @@ class ConfigTable(ABC, Generic[ConfigT]):
         self._version += 1
         return True
 
+    def enter_epoch(self, master_epoch: int) -> None:
+        """Controller mode: this broker changed role under ``master_epoch`` (Java's
+        ``nextVersion(masterEpoch)``). Its registrations then carry ``stateVersion`` =
+        ``master_epoch``, by which name servers fence a stale master (docs/replication.md)."""
+        self._version += 1
+        self._data_version = self._data_version.next_state(master_epoch, self._clock.now_ms())
+
     def _changed(self) -> None:
         """Count a change: the file writer and the name servers' data version move on."""
         self._version += 1

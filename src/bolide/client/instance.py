@@ -174,6 +174,8 @@ class ClientInstance:
         """Broker address -> wire version from its last heartbeat answer."""
         self.crash: BaseException | None = None
         """Set when a background loop died of an unexpected error (it is logged too)."""
+        self._urgent_refresh_ms: dict[str, int] = {}
+        self._urgent_refreshes: dict[str, asyncio.Task[TopicRoute | None]] = {}
 
     @property
     def client_id(self) -> str:
@@ -406,6 +408,39 @@ class ClientInstance:
             return None
         if self.routes.update(topic, data):
             _log.info("route of %s changed: %s", topic, data)
+        return self.routes.get(topic)
+
+    async def refresh_route_after_failure(self, topic: str) -> TopicRoute | None:
+        """Refresh ``topic``'s route now: a broker of it failed (connection error, timeout, or
+        a not-master answer), so the route may name a dead or deposed master.
+
+        Fetches at most once per ``limits.ROUTE_REFRESH_MIN_INTERVAL_MS`` per topic; callers
+        arriving while a fetch runs share it. Returns the stored route afterwards (None when
+        there is none). A name-server failure is logged, not raised: the 30 s poll retries.
+        """
+        running = self._urgent_refreshes.get(topic)
+        if running is not None:
+            return await asyncio.shield(running)
+        now_ms = self.clock.monotonic_ms()
+        last_ms = self._urgent_refresh_ms.get(topic)
+        if last_ms is not None and now_ms - last_ms < limits.ROUTE_REFRESH_MIN_INTERVAL_MS:
+            return self.routes.get(topic)
+        self._urgent_refresh_ms[topic] = now_ms
+        task = asyncio.get_running_loop().create_task(self._urgent_refresh(topic))
+        self._urgent_refreshes[topic] = task
+        task.add_done_callback(lambda _: self._urgent_refreshes.pop(topic, None))
+        return await asyncio.shield(task)
+
+    @property
+    def urgent_route_refreshes(self) -> int:
+        """Topics refreshed out of turn so far (each at most once per interval)."""
+        return len(self._urgent_refresh_ms)
+
+    async def _urgent_refresh(self, topic: str) -> TopicRoute | None:
+        try:
+            await self.update_route(topic)
+        except BolideError as error:
+            _log.warning("route refresh of %s after a broker failure failed: %s", topic, error)
         return self.routes.get(topic)
 
     def stored_publish_route(self, topic: str) -> TopicRoute | None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bolide.base import limits
+from bolide.base.errors import BolideError, RemoteError, TransportError
 from bolide.protocol.bodies import (
     MASTER_BROKER_ID,
     PERM_READ,
@@ -30,6 +31,7 @@ from bolide.protocol.bodies import (
     QueueData,
     TopicRouteData,
 )
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "default_topic_route",
     "publish_queues",
     "subscribe_queues",
+    "suggests_stale_route",
 ]
 
 DEFAULT_TOPIC = AUTO_CREATE_TOPIC_KEY_TOPIC
@@ -46,6 +49,20 @@ DEFAULT_TOPIC = AUTO_CREATE_TOPIC_KEY_TOPIC
 
 _ORDER_CONF_BROKERS_SEPARATOR = ";"
 _ORDER_CONF_COUNT_SEPARATOR = ":"
+
+
+_STALE_ROUTE_CODES = frozenset({ResponseCode.SERVICE_NOT_AVAILABLE})
+"""Answers that mean "this address is not (or no longer) a writable master": a slave refuses a
+send with SERVICE_NOT_AVAILABLE (Java's checkStoreStatus on a SLAVE), as does a store that is
+shutting down."""
+
+
+def suggests_stale_route(error: BolideError) -> bool:
+    """Whether a failed request to a broker suggests the route is out of date: the address
+    did not answer (connection refused or closed, timeout) or answered as a non-master."""
+    if isinstance(error, TransportError):
+        return True
+    return isinstance(error, RemoteError) and error.code in _STALE_ROUTE_CODES
 
 
 def _brokers_by_name(route: TopicRouteData) -> dict[str, BrokerData]:

@@ -20,6 +20,7 @@ Everything here runs on the event-loop thread; there is no lock because nothing 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
@@ -37,6 +38,8 @@ from bolide.protocol.bodies import (
     TopicConfig,
     TopicRouteData,
 )
+
+_log = logging.getLogger("bolide.namesrv.routes")
 
 ConnectionKey = Hashable
 """Identifies the connection a broker registered over (the remoting Connection object)."""
@@ -133,6 +136,8 @@ class RouteTables:
         for broker_id in [i for i, a in entry.addrs.items() if a == address]:
             if broker_id != registration.broker_id:
                 del entry.addrs[broker_id]
+        if self._is_fenced(entry, registration):
+            return RegisterResult(topic_config_changed=False)
         first_registration = entry.addrs.get(registration.broker_id) != address
         entry.addrs[registration.broker_id] = address
         previous = self._live.get(address)
@@ -155,6 +160,34 @@ class RouteTables:
         if is_master:
             return RegisterResult(topic_config_changed=topic_written)
         return self._slave_result(entry, topic_written)
+
+    def _is_fenced(self, entry: _BrokerEntry, registration: BrokerRegistration) -> bool:
+        """Whether another live address holds this broker id under a newer master epoch.
+
+        RocketMQ 5.x's fencing: a deposed master (lower ``stateVersion``) cannot take back
+        broker id 0 from its successor. The refused address also leaves the live table.
+        """
+        holder = entry.addrs.get(registration.broker_id)
+        if holder is None or holder == registration.broker_addr:
+            return False
+        holder_live = self._live.get(holder)
+        if holder_live is None:
+            return False
+        newer = holder_live.data_version.state_version
+        if newer <= registration.data_version.state_version:
+            return False
+        _log.warning(
+            "registering broker conflicts with the live one, ignored: %s id %d at %s has "
+            "stateVersion %d, %s is live there with %d",
+            registration.broker_name,
+            registration.broker_id,
+            registration.broker_addr,
+            registration.data_version.state_version,
+            holder,
+            newer,
+        )
+        self._live.pop(registration.broker_addr, None)
+        return True
 
     def _join_cluster(self, registration: BrokerRegistration) -> _BrokerEntry:
         name = registration.broker_name

@@ -57,6 +57,7 @@ class BrokerDirectory:
         self._topics: dict[str, tuple[float, dict[str, TopicConfig]]] = {}
         self._groups: dict[str, tuple[float, dict[str, SubscriptionGroupConfig]]] = {}
         self._lock = asyncio.Lock()
+        self._route_failures: dict[str, float] = {}
 
     async def route(self, topic: str) -> TopicRouteData:
         """The topic's route; raises TopicNotFoundError or NoRouteError."""
@@ -125,6 +126,19 @@ class BrokerDirectory:
             if config is not None:
                 return config
         return None
+
+    def route_failed(self, topic: str) -> bool:
+        """A broker of ``topic`` failed (connection error, timeout, or a not-master answer):
+        drop the cached route so the next request asks a name server at once, instead of at
+        the cache's expiry. Bounded: at most once per ``ROUTE_REFRESH_MIN_INTERVAL_MS`` per
+        topic. Returns whether the route was dropped.
+        """
+        now = time.monotonic()
+        last = self._route_failures.get(topic)
+        if last is not None and (now - last) * 1000 < limits.ROUTE_REFRESH_MIN_INTERVAL_MS:
+            return False
+        self._route_failures[topic] = now
+        return self._routes.pop(topic, None) is not None
 
     def forget(self, topic: str) -> None:
         """Drop what is cached about ``topic`` (after an error that suggests it changed)."""

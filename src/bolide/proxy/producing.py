@@ -21,7 +21,7 @@ import logging
 import time
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, ProtocolError
+from bolide.base.errors import BolideError, ProtocolError, TransportError
 from bolide.protocol.bodies import PERM_WRITE
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -144,9 +144,18 @@ class Producing:
             flag=0,
             properties=encode_properties(properties),
         )
-        answer = await self._directory.invoke(
-            broker.address, RequestCode.SEND_MESSAGE_V2, header.to_v2_ext_fields(), message.body
-        )
+        try:
+            answer = await self._directory.invoke(
+                broker.address,
+                RequestCode.SEND_MESSAGE_V2,
+                header.to_v2_ext_fields(),
+                message.body,
+            )
+        except TransportError:
+            self._directory.route_failed(topic)  # a dead master: the next send finds the new
+            raise
+        if answer.code == ResponseCode.SERVICE_NOT_AVAILABLE:
+            self._directory.route_failed(topic)  # a slave now, or shutting down
         if answer.code not in (
             ResponseCode.SUCCESS,
             ResponseCode.FLUSH_DISK_TIMEOUT,

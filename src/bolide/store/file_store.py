@@ -272,6 +272,8 @@ class FileMessageStore(ReplicationAccess):
             # may have dropped: waiters were answered already, nothing more counts as durable.
             return
         commit_log = self._commit_log
+        # min: a replica's truncation during the fsync may have cut the log below end_offset
+        end_offset = min(end_offset, commit_log.max_offset)
         commit_log.flushed_offset = max(commit_log.flushed_offset, end_offset)
         self._group_commit.flushed_up_to(commit_log.flushed_offset)
 
@@ -410,6 +412,8 @@ class FileMessageStore(ReplicationAccess):
         except StoreError as error:
             self._write_failure = str(error)
             return
+        # min: a replica's truncation during the fsync may have cut the log below target
+        target = min(target, self._commit_log.max_offset)
         self._queue_flushed_offset = target
         loop = asyncio.get_running_loop()
         try:

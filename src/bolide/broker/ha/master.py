@@ -24,13 +24,20 @@ import asyncio
 import heapq
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import ProtocolError, invariant
+from bolide.broker.ha.autoswitch_wire import (
+    MasterStreamDecoder,
+    encode_master_handshake,
+    encode_transfer_header,
+)
 from bolide.broker.ha.wire import OffsetReportDecoder, encode_frame_header
 from bolide.store.api import PutResult, PutStatus
+from bolide.store.epoch_file import EpochFile
 from bolide.store.file_store import FileMessageStore
 
 __all__ = ["HaMaster", "ReplicationLag", "SlaveLink"]
@@ -62,6 +69,8 @@ class SlaveLink:
     last_read_ms: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     writer: asyncio.StreamWriter | None = None
+    slave_broker_id: int | None = None
+    """Controller mode: the id the slave's handshake named (None: 4.x stream)."""
 
 
 @dataclass(order=True, slots=True)
@@ -76,6 +85,10 @@ class HaMaster:
 
     The intervals default to RocketMQ's (heartbeat 5 s, housekeeping 20 s, slave timeout
     3 s, fall-behind 256 MiB); tests shorten them.
+
+    With ``epochs`` (controller mode) the stream is AutoSwitch's (autoswitch_wire.py): the
+    slave's handshake is answered with this store's epoch list, frames carry the epoch and
+    ``confirm_offset()`` (default: the commit-log end) and never span two epochs.
     """
 
     def __init__(
@@ -89,8 +102,12 @@ class HaMaster:
         housekeeping_interval_ms: int = limits.HA_HOUSEKEEPING_INTERVAL_MS,
         slave_timeout_ms: int = limits.HA_SYNC_SLAVE_TIMEOUT_MS,
         fall_behind_max_bytes: int = limits.HA_SLAVE_FALL_BEHIND_MAX_BYTES,
+        epochs: EpochFile | None = None,
+        confirm_offset: Callable[[], int] | None = None,
     ) -> None:
         self._store = store
+        self._epochs = epochs
+        self._confirm_offset = confirm_offset or (lambda: store.commit_log_max_offset)
         self._host = host
         self._requested_port = port
         self._clock = clock
@@ -149,9 +166,31 @@ class HaMaster:
     # --- what the broker asks -------------------------------------------------------------
 
     @property
+    def auto_switch(self) -> bool:
+        """Whether this master speaks controller mode's stream (it has an epoch file)."""
+        return self._epochs is not None
+
+    @property
     def links(self) -> list[SlaveLink]:
         """The connected slaves (started or not)."""
         return list(self._links.values())
+
+    def confirm_offset(self, in_sync_slave_ids: set[int], previous: int) -> int:
+        """Controller mode's confirmOffset: the least ack of the connected SyncStateSet
+        slaves (acks of 0 ignored), capped by this log's end; ``previous`` when a member
+        has no connection; the log's end when the set holds no slave. Consume-queue dispatch
+        and the frames' confirm offset follow it (round3-facts §1.5)."""
+        master_max = self._store.commit_log_max_offset
+        if not in_sync_slave_ids:
+            return master_max
+        acks: dict[int, int] = {}
+        for link in self._links.values():
+            if link.slave_broker_id in in_sync_slave_ids and link.ack_offset > 0:
+                acks[link.slave_broker_id] = max(acks.get(link.slave_broker_id, 0), link.ack_offset)
+        connected = {link.slave_broker_id for link in self._links.values()}
+        if not in_sync_slave_ids <= connected:
+            return previous
+        return min(master_max, *acks.values()) if acks else previous
 
     def slave_ok(self) -> bool:
         """isSlaveOK: a slave is connected and within the fall-behind bound."""
@@ -262,7 +301,9 @@ class HaMaster:
             _log.info("HA: slave %s connection closed", peer)
 
     async def _read_loop(self, link: SlaveLink, reader: asyncio.StreamReader) -> None:
-        decoder = OffsetReportDecoder()
+        decoder: OffsetReportDecoder | MasterStreamDecoder = (
+            OffsetReportDecoder() if self._epochs is None else MasterStreamDecoder()
+        )
         while True:
             silent_ms = self._clock.monotonic_ms() - link.last_read_ms
             remaining_ms = self._housekeeping_interval_ms - silent_ms
@@ -285,6 +326,8 @@ class HaMaster:
             except ProtocolError as error:
                 _log.warning("HA: closing %s: %s", link.peer, error)
                 return
+            if isinstance(decoder, MasterStreamDecoder):
+                self._answer_handshake(link, decoder)
             if offset is None:
                 continue
             if link.start_offset is None:
@@ -301,6 +344,23 @@ class HaMaster:
                 return
             link.ack_offset = offset
             self._acked(offset)
+
+    def _answer_handshake(self, link: SlaveLink, decoder: MasterStreamDecoder) -> None:
+        """Controller mode: answer the slave's handshake once with this store's epochs."""
+        if link.slave_broker_id is not None or decoder.handshake is None:
+            return
+        if self._epochs is None or link.writer is None:
+            return
+        link.slave_broker_id = decoder.handshake.slave_broker_id
+        link.writer.write(
+            encode_master_handshake(self._store.commit_log_max_offset, self._epochs.entries)
+        )
+        _log.info(
+            "HA: slave %s (id %d) handshake; epochs %s",
+            link.peer,
+            link.slave_broker_id,
+            self._epochs.entries[-3:],
+        )
 
     def _start(self, link: SlaveLink, reported: int) -> bool:
         """Decide where ``link``'s transfer starts from its first report; False: refused."""
@@ -345,9 +405,10 @@ class HaMaster:
         try:
             while True:
                 link.wakeup.clear()
-                data = self._store.read_commit_log(link.sent_offset, limits.HA_TRANSFER_BATCH_BYTES)
+                limit_bytes = self._frame_limit_bytes(link.sent_offset)
+                data = self._store.read_commit_log(link.sent_offset, limit_bytes)
                 if data is not None:
-                    writer.write(encode_frame_header(link.sent_offset, len(data)))
+                    writer.write(self._frame_header(link.sent_offset, len(data)))
                     writer.write(data)
                     link.sent_offset += len(data)
                     await writer.drain()
@@ -356,11 +417,30 @@ class HaMaster:
                     async with asyncio.timeout(heartbeat_s):
                         await link.wakeup.wait()
                 except TimeoutError:
-                    writer.write(encode_frame_header(link.sent_offset, 0))
+                    writer.write(self._frame_header(link.sent_offset, 0))
                     await writer.drain()
         except OSError as error:
             _log.info("HA: transfer to %s stopped: %s", link.peer, error)
             writer.close()
+
+    def _frame_limit_bytes(self, offset: int) -> int:
+        """A frame's most bytes from ``offset``: the batch size, and (controller mode) never
+        past the end of the epoch holding ``offset``."""
+        limit = limits.HA_TRANSFER_BATCH_BYTES
+        if self._epochs is None:
+            return limit
+        for entry in self._epochs.entries:
+            if entry.start_offset > offset:
+                return min(limit, entry.start_offset - offset)
+        return limit
+
+    def _frame_header(self, offset: int, size: int) -> bytes:
+        if self._epochs is None:
+            return encode_frame_header(offset, size)
+        entry = self._epochs.entry_for(offset)
+        epoch, start = (entry.epoch, entry.start_offset) if entry is not None else (0, 0)
+        confirm = min(self._confirm_offset(), self._store.commit_log_max_offset)
+        return encode_transfer_header(offset, size, epoch, start, confirm)
 
 
 def _expire(future: asyncio.Future[bool]) -> None:

@@ -14,6 +14,11 @@ The master's addresses come from ``haMasterAddress`` or the name server's answer
 REGISTER_BROKER (:meth:`Replication.master_learned`). A later controller can promote a slave
 with :meth:`Replication.become_master`: it stops copying, lets the store take puts and opens
 the HA listener; the broker then re-registers as id 0 under the same name.
+
+Controller mode passes ``epoch_file``: the HA stream is then AutoSwitch's (epochs exchanged,
+a rejoining replica truncated to what it shares with the master), :meth:`become_master`
+appends ``<masterEpoch, maxPhyOffset>`` and :meth:`become_slave` follows a new master.
+Without it (the default) the 4.x stream is unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from bolide.broker.ha.slave import HaSlave
 from bolide.broker.handlers.context import BrokerContext
 from bolide.remoting import ClientPool
 from bolide.store.api import PutResult
+from bolide.store.epoch_file import EpochEntry, EpochFile
 from bolide.store.file_store import FileMessageStore
 
 __all__ = ["SLAVE_PUT_REFUSAL", "Replication", "ReplicationLag"]
@@ -57,8 +63,12 @@ class Replication:
         clock: Clock,
         ha_listen_port: int | None = None,
         on_crash: CrashHandler | None = None,
+        epoch_file: EpochFile | None = None,
     ) -> None:
         self.role = config.broker_role
+        self.epoch_file = epoch_file
+        """Controller mode's epoch list (None: the 4.x HA stream)."""
+        self._broker_id = config.broker_id
         self._ha_listen_port = (
             config.effective_ha_listen_port if ha_listen_port is None else ha_listen_port
         )
@@ -84,8 +94,17 @@ class Replication:
         if self.role.is_master:
             await self._start_master()
             return
+        self._start_slave()
+
+    def _start_slave(self) -> None:
         self._store.refuse_puts = SLAVE_PUT_REFUSAL
-        self.slave = HaSlave(self._store, lambda: self.master_ha_address, clock=self._clock)
+        self.slave = HaSlave(
+            self._store,
+            lambda: self.master_ha_address,
+            clock=self._clock,
+            epochs=self.epoch_file,
+            broker_id=self._broker_id,
+        )
         self.slave.start()
         self.sync = SlaveSynchronize(
             self._context,
@@ -102,6 +121,7 @@ class Replication:
             host=self._host,
             port=self._ha_listen_port,
             clock=self._clock,
+            epochs=self.epoch_file,
         )
         await self.master.start()
 
@@ -111,18 +131,54 @@ class Replication:
                 await part.stop()
         self.sync = self.slave = self.master = None
 
-    async def become_master(self, role: BrokerRole = BrokerRole.ASYNC_MASTER) -> None:
-        """Promote this slave (a controller's hook): stop copying, take puts, serve slaves."""
-        if self.role.is_master:
+    async def become_master(
+        self, role: BrokerRole = BrokerRole.ASYNC_MASTER, *, master_epoch: int | None = None
+    ) -> None:
+        """Promote this slave (a controller's hook): stop copying, take puts, serve slaves.
+
+        In controller mode ``master_epoch`` is appended to the epoch file as
+        ``<master_epoch, maxPhyOffset>`` before any put (raises EpochOrderError when it is
+        not newer than the last epoch).
+        """
+        if self.role.is_master and master_epoch is None:
             return
         for part in (self.sync, self.slave):
             if part is not None:
                 await part.stop()
         self.sync = self.slave = None
+        if self.master is not None and self.master.auto_switch != (self.epoch_file is not None):
+            await self.master.stop()  # the epoch file came after it started: reopen
+            self.master = None
+        if self.epoch_file is not None and master_epoch is not None:
+            self.epoch_file.append(EpochEntry(master_epoch, self._store.commit_log_max_offset))
         self._store.refuse_puts = None
         self.role = role
-        await self._start_master()
-        _log.warning("this slave is now the %s", role.value)
+        if self.master is None:
+            await self._start_master()
+        _log.warning("this broker is now the %s (epoch %s)", role.value, master_epoch)
+
+    async def become_slave(self, master_address: str, master_ha_address: str) -> None:
+        """Follow a new master (a controller's hook): stop serving slaves, refuse puts, copy
+        from ``master_ha_address`` (truncating first in controller mode)."""
+        if self.master is not None:
+            await self.master.stop()
+            self.master = None
+        if self.slave is not None:
+            await self.slave.stop()
+        self.role = BrokerRole.SLAVE
+        self.master_address = master_address
+        self.master_ha_address = master_ha_address
+        self._start_slave()
+        if self.sync is None:
+            self.sync = SlaveSynchronize(
+                self._context,
+                self._pool,
+                lambda: self.master_address,
+                clock=self._clock,
+                on_crash=self._on_crash,
+            )
+            self.sync.start()
+        self.sync.sync_soon()
 
     # --- what the broker asks -------------------------------------------------------------
 
@@ -172,6 +228,14 @@ class Replication:
             info["masterAddr"] = self.master_address or ""
             info["haMasterAddress"] = self.master_ha_address or ""
             info["haMasterConnected"] = str(self.slave.connected_to is not None).lower()
+        if self.epoch_file is not None:
+            info["haMasterEpoch"] = str(self.epoch_file.last_epoch)
+            info["haEpochEntries"] = ",".join(
+                f"{entry.epoch}-{entry.start_offset}" for entry in self.epoch_file.entries
+            )
+        if self.slave is not None and self.epoch_file is not None:
+            info["haConfirmOffset"] = str(self.slave.confirm_offset)
+            info["haTruncatedBytes"] = str(sum(t.bytes_cut for t in self.slave.truncations))
         info["haReplicaLagBytes"] = str(lag.bytes_behind)
         info["haReplicaLagMs"] = str(lag.time_behind_ms)
         return info

@@ -50,7 +50,7 @@ from bolide.client.producer.prepare import (
     prepare_plain,
 )
 from bolide.client.producer.selection import QueueSelector, select_by_sharding_key
-from bolide.client.route import DEFAULT_TOPIC, TopicRoute
+from bolide.client.route import DEFAULT_TOPIC, TopicRoute, suggests_stale_route
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.compression import CompressionType
@@ -317,9 +317,19 @@ class Producer(AsyncLifecycle):
             result = await self._attempt(
                 prepared, queue, address, timeout_ms or self.send_timeout_ms
             )
-        except RemoteError as error:
-            raise _clearer(error, prepared.topic) from error
+        except BolideError as error:
+            if suggests_stale_route(error):
+                await self.instance.refresh_route_after_failure(prepared.topic)
+            if isinstance(error, RemoteError):
+                raise _clearer(error, prepared.topic) from error
+            raise
         return result
+
+    async def _fresher_route(self, topic: str, route: TopicRoute) -> TopicRoute:
+        """After a dead or deposed master: the route refreshed at once (bounded), so the next
+        attempt can reach a new master; the old route when the refresh brought nothing."""
+        fresh = await self.instance.refresh_route_after_failure(topic)
+        return fresh if fresh is not None and fresh.publish_queues else route
 
     async def _attempt(
         self, prepared: PreparedSend, queue: MessageQueue, address: str, timeout_ms: int
@@ -374,6 +384,8 @@ class Producer(AsyncLifecycle):
                 last_error = error
                 if not error.retriable:
                     break
+                if suggests_stale_route(error):
+                    route = await self._fresher_route(prepared.topic, route)
         cost_ms = clock.monotonic_ms() - started_ms
         summary = (
             f"send to {prepared.topic!r} failed after {len(attempts)} attempt(s) in {cost_ms} ms"

@@ -135,24 +135,45 @@ def format_attributes(attributes: tuple[tuple[str, str], ...]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DataVersion:
-    """Version of a broker's topic (or group) table: bumped on every change."""
+    """Version of a broker's topic (or group) table: bumped on every change.
+
+    ``state_version`` is RocketMQ 5.x's ``stateVersion``: in controller mode a broker sets it
+    to its master epoch (``nextVersion(masterEpoch)``), and the name server uses it to fence a
+    stale registration (round3-facts §1.7). 0 outside controller mode, and then left out of
+    the JSON so 4.x bytes stay as they were.
+    """
 
     timestamp_ms: int = 0
     counter: int = 0
+    state_version: int = 0
 
     def next(self, timestamp_ms: int) -> DataVersion:
         """The version after one more change made at ``timestamp_ms``."""
-        return DataVersion(timestamp_ms, self.counter + 1)
+        return DataVersion(timestamp_ms, self.counter + 1, self.state_version)
+
+    def next_state(self, state_version: int, timestamp_ms: int) -> DataVersion:
+        """Java's ``nextVersion(stateVersion)``: one more change, under a new master epoch."""
+        return DataVersion(timestamp_ms, self.counter + 1, state_version)
 
     def to_object(self) -> dict[str, Any]:
         """The JSON object."""
+        if self.state_version:
+            return {
+                "counter": self.counter,
+                "stateVersion": self.state_version,
+                "timestamp": self.timestamp_ms,
+            }
         return {"counter": self.counter, "timestamp": self.timestamp_ms}
 
     @classmethod
     def from_object(cls, value: Any) -> Self:
         """From the JSON object; raises :class:`BodyError`."""
         obj = as_object(value, "data version")
-        return cls(get_int(obj, "timestamp", 0), get_int(obj, "counter", 0))
+        return cls(
+            get_int(obj, "timestamp", 0),
+            get_int(obj, "counter", 0),
+            get_int(obj, "stateVersion", 0),
+        )
 
 
 @dataclass(frozen=True, slots=True)
