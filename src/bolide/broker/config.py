@@ -575,7 +575,8 @@ class BrokerConfig:
             raise _bad("messageDelayLevel", "", "at least one delay level")
         if not self.delete_when_hours:
             raise _bad("deleteWhen", "", "at least one hour of the day")
-        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0:
+        controller_mode = self.extra_properties.get("enableControllerMode", "") == "true"
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0 and not controller_mode:
             raise _bad("brokerId", str(self.broker_id), "an id >= 1 on a SLAVE (0 is the master)")
 
     @property
@@ -685,7 +686,7 @@ _JAVA_INT_MAX = 2**31 - 1
 
 # (field, lowest, highest) allowed; both ends inclusive.
 _RANGES: tuple[tuple[str, int, int], ...] = (
-    ("broker_id", 0, 2**63 - 1),
+    ("broker_id", -1, 2**63 - 1),  # -1: no id yet (controller mode assigns it)
     # 0 asks the OS for a free port: tests and embedded brokers use it.
     ("listen_port", 0, 65_535),
     ("metrics_prom_exporter_port", 0, 65_535),
