@@ -19,17 +19,17 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from bolide.base.clock import Clock
 from bolide.broker.config import BrokerRole
-from bolide.broker.controller_mode.settings import ControllerModeSettings
+from bolide.broker.controller_mode.settings import (
+    IN_SYNC_REPLICAS_NOT_ENOUGH,
+    ControllerModeSettings,
+)
 from bolide.broker.ha.replication import Replication
 from bolide.broker.registration import NameServerRegistration
 from bolide.store.file_store import FileMessageStore
 
-__all__ = ["IN_SYNC_REPLICAS_NOT_ENOUGH", "BrokerRoles"]
+__all__ = ["BrokerRoles"]
 
 _log = logging.getLogger("bolide.broker.controller_mode")
-
-IN_SYNC_REPLICAS_NOT_ENOUGH = "in-sync replicas not enough"
-"""The refusal while the SyncStateSet is smaller than minInSyncReplicas (Java's remark)."""
 
 
 class BrokerRoles:

@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from bolide.base import limits
 from bolide.base.errors import ConfigError
 
-__all__ = ["CONTROLLER_MODE_KEYS", "ControllerModeSettings", "controller_mode_enabled"]
+__all__ = [
+    "CONTROLLER_MODE_KEYS",
+    "IN_SYNC_REPLICAS_NOT_ENOUGH",
+    "ControllerModeSettings",
+    "controller_mode_enabled",
+]
+
+IN_SYNC_REPLICAS_NOT_ENOUGH = "in-sync replicas not enough"
+"""A master's refusal while its SyncStateSet is smaller than minInSyncReplicas: Java's remark,
+answered with SYSTEM_ERROR (1) as Java's SendMessageProcessor does."""
 
 CONTROLLER_MODE_KEYS = frozenset(
     (
