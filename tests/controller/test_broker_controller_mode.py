@@ -101,12 +101,12 @@ async def test_master_fences_sends_while_the_controller_is_silent(
         async with Producer("cm-fence", namesrv=cluster.namesrv_address, retry_count=0) as producer:
             assert await send_code(producer) == ResponseCode.SUCCESS
             await controller.stop()  # silent from now on
-            await until(lambda: broker.context.store.refuse_puts is not None)
+            await until(lambda: manager.fenced)
             assert await send_code(producer) == ResponseCode.SERVICE_NOT_AVAILABLE
             controller = Controller(etcd.endpoints, "127.0.0.1", port)
             await controller.start()
             try:
-                await until(lambda: broker.context.store.refuse_puts is None)
+                await until(lambda: not manager.fenced)
                 assert manager.is_master
                 assert await send_code(producer) == ResponseCode.SUCCESS
             finally:

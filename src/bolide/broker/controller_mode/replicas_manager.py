@@ -130,6 +130,11 @@ class ReplicasManager:
                     on_crash=on_crash),
         ]  # fmt: skip
 
+    @property
+    def fenced(self) -> bool:
+        """Whether this master refuses sends because the controller went silent."""
+        return self._fenced
+
     def start(self) -> None:
         """Start registering, heartbeating and polling (in the background)."""
         for service in self._services:
