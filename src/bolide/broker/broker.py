@@ -179,6 +179,7 @@ class Broker:
         self._replication: Replication | None = None
         self._registration: NameServerRegistration | None = None
         self.replicas_manager: ReplicasManager | None = None
+        self._master_services_started = False
         """Controller mode's agent (enableControllerMode=true, after start)."""
         self._offset_flush: ConsumerOffsetFlushService | None = None
         self._client_scan: Service | None = None
@@ -267,6 +268,7 @@ class Broker:
             store=self._store_or_fail(),
             registration=lambda: self.registration,
             start_registration=lambda: self.registration.start(),
+            start_master_services=self._start_master_services,
             broker_ip=config.broker_ip1,
             ha_port=self._ha_port,
             clock=self._clock,
@@ -418,13 +420,21 @@ class Broker:
         context.replication = self._replication
         self._start_services(context)
         if config.broker_role.is_master:
-            # A slave delivers nothing itself: delayed messages arrive copied from the master.
-            for delivery in (context.schedule, context.timer):
-                if delivery is not None:
-                    await delivery.start()
-            # Nor does it decide transactions: half and op records arrive from the master.
-            if context.transactions is not None:
-                await context.transactions.start()
+            await self._start_master_services()
+
+    async def _start_master_services(self) -> None:
+        """Delayed delivery and transaction checks: a master's work (once)."""
+        context = self.context
+        if self._master_services_started:
+            return
+        self._master_services_started = True
+        # A slave delivers nothing itself: delayed messages arrive copied from the master.
+        for delivery in (context.schedule, context.timer):
+            if delivery is not None:
+                await delivery.start()
+        # Nor does it decide transactions: half and op records arrive from the master.
+        if context.transactions is not None:
+            await context.transactions.start()
 
     def _transaction_service(self, context: BrokerContext) -> TransactionService:
         config = self.config

@@ -43,6 +43,7 @@ class BrokerRoles:
         store: FileMessageStore,
         registration: Callable[[], NameServerRegistration],
         start_registration: Callable[[], Awaitable[object]],
+        start_master_services: Callable[[], Awaitable[None]],
         broker_ip: str,
         ha_port: Callable[[], int],
         clock: Clock,
@@ -52,6 +53,7 @@ class BrokerRoles:
         self._store = store
         self._registration = registration
         self._start_registration = start_registration
+        self._start_master_services = start_master_services
         self._registration_started = False
         self._broker_ip = broker_ip
         self._ha_port = ha_port
@@ -65,11 +67,13 @@ class BrokerRoles:
     # --- RoleSwitch ----------------------------------------------------------------------------
 
     async def become_master(self, master_epoch: int, sync_state_set: frozenset[int]) -> None:
-        """Lead ``master_epoch``: take puts, serve replicas, register as brokerId 0."""
+        """Lead ``master_epoch``: take puts, serve replicas, start delayed delivery and
+        transaction checks, register as brokerId 0."""
         self.epoch = master_epoch
         self._sync_state_set = sync_state_set
         await self._replication.become_master(self._ack_role())
         self._refresh_refusal()
+        await self._start_master_services()
         await self._announce(0)
 
     async def become_slave(self, master_address: str, master_epoch: int, broker_id: int) -> None:
