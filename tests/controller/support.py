@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from bolide.controller.controller import Controller
+from bolide.controller.settings import ControllerSettings
 from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -24,9 +25,11 @@ CLUSTER = "DefaultCluster"
 
 
 @asynccontextmanager
-async def running_controller(endpoints: str) -> AsyncIterator[Controller]:
+async def running_controller(
+    endpoints: str, settings: ControllerSettings | None = None
+) -> AsyncIterator[Controller]:
     """A controller on a free port, stopped on exit."""
-    controller = Controller(endpoints, "127.0.0.1", 0)
+    controller = Controller(endpoints, "127.0.0.1", 0, settings=settings)
     await controller.start()
     try:
         yield controller
@@ -89,10 +92,16 @@ class FakeBroker:
             ).to_ext_fields(),
         )
 
-    async def beat(self, epoch: int = 0, max_offset: int = 0, priority: int | None = None) -> None:
+    async def beat(
+        self,
+        epoch: int = 0,
+        max_offset: int = 0,
+        priority: int | None = None,
+        timeout_ms: int = 10_000,
+    ) -> None:
         header = BrokerHeartbeatRequestHeader(
             CLUSTER, self.address, self.broker_name, self.broker_id,
-            epoch=epoch, max_offset=max_offset, heartbeat_timeout_ms=10_000,
+            epoch=epoch, max_offset=max_offset, heartbeat_timeout_ms=timeout_ms,
             election_priority=priority,
         )  # fmt: skip
         await self.pool.invoke_oneway(

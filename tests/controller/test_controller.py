@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from bolide.controller.settings import ControllerSettings
 from bolide.protocol.bodies.controller import BrokerReplicasInfo, ElectMasterResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.controller import (
@@ -282,3 +283,31 @@ async def test_non_leader_answers_not_leader_and_a_deposed_leader_writes_nothing
                 assert accepted.code == ResponseCode.SUCCESS
             finally:
                 await broker.die()
+
+
+async def test_silent_master_is_replaced_after_its_heartbeat_timeout(etcd: EtcdCluster) -> None:
+    settings = ControllerSettings(scan_not_active_broker_interval_ms=100)
+    async with running_controller(etcd.endpoints, settings) as controller:
+        await wait_leader(controller)
+        first = FakeBroker(controller.address, "broker-g", "127.0.0.1:20061")
+        second = FakeBroker(controller.address, "broker-g", "127.0.0.1:20062")
+        try:
+            await first.join()
+            await second.join()
+            await first.beat(timeout_ms=300)  # then silent, its connection left open
+            await first.seen_by(controller)
+            await second.seen_by(controller)
+            assert (await first.elect()).code == ResponseCode.SUCCESS
+            assert (await first.alter(1, {1, 2}, 1)).code == ResponseCode.SUCCESS
+
+            def second_leads() -> bool:
+                return any(
+                    MasterInfoHeader.from_ext_fields(notice.ext_fields).master_broker_id == 2
+                    for notice in second.notified
+                )
+
+            await until(second_leads)
+            assert not first.pool.connections[controller.address].is_closed
+        finally:
+            await first.die()
+            await second.die()

@@ -80,3 +80,25 @@ async def test_killed_leader_is_replaced(etcd: EtcdCluster, tmp_path: Path) -> N
         if process.returncode is None:
             process.kill()
         await process.wait()
+
+
+async def test_namesrv_embeds_a_controller(etcd: EtcdCluster, tmp_path: Path) -> None:
+    process = await _start("namesrv", "--port", "0", "--controller-etcd", etcd.endpoints,
+                           "--controller-port", "0", "--data-dir", str(tmp_path),
+                           cwd=tmp_path)  # fmt: skip
+    pool = ClientPool()
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), READY_TIMEOUT_S)).decode()
+        fields = dict(part.split("=", 1) for part in line.split()[2:])
+        assert set(fields) == {"namesrv", "controller"}
+        answer = await pool.invoke(
+            fields["controller"],
+            RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO),
+        )
+        assert answer.code == 0
+    finally:
+        await pool.close()
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), READY_TIMEOUT_S) == 0

@@ -165,14 +165,14 @@ class Controller:
                 sets = await self.store.read_all_sets()
             except _LOOP_ERRORS as error:
                 _log.warning("controller %s: scan: %s", self.address, error)
-                return None
+                sets = {}
             for replica_set in sets.values():
                 master = replica_set.master_broker_id
                 if master is not None and not self.heartbeats.is_alive(
                     replica_set.broker_name, master
                 ):
                     await self._replica_inactive(replica_set.broker_name, master)
-        return None
+        return self.settings.scan_not_active_broker_interval_ms
 
     def _grace_passed(self) -> bool:
         since = self._leading_since_ms

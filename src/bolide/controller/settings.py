@@ -24,7 +24,6 @@ _BOOLEAN_KEYS = {
 }
 _INT_KEYS = {
     "scanNotActiveBrokerInterval": "scan_not_active_broker_interval_ms",
-    "electMasterMaxRetryCount": "elect_master_max_retry_count",
 }
 
 
@@ -32,13 +31,14 @@ _INT_KEYS = {
 class ControllerSettings:
     """``enable_elect_unclean_master`` (default False): elect any live replica when no
     SyncStateSet member is alive; ``notify_broker_role_changed`` (True): send 1008 after an
-    election; ``scan_not_active_broker_interval_ms`` (5000); ``elect_master_max_retry_count``
-    (3): tries of a controller-triggered election."""
+    election; ``scan_not_active_broker_interval_ms`` (5000): the liveness scan's period (a
+    change applies from the next scan). A controller-triggered election is tried once: a set
+    left without a master is taken up again by its replicas' own requests (1002) or the next
+    scan."""
 
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
     scan_not_active_broker_interval_ms: int = limits.CONTROLLER_SCAN_INTERVAL_MS
-    elect_master_max_retry_count: int = 3
 
     def to_properties(self) -> str:
         """The settings as properties text (Java's key names)."""
