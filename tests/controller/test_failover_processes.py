@@ -14,7 +14,9 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from bolide.client.producer.producer import Producer
@@ -182,9 +184,27 @@ async def test_lagging_replica_and_master_failover(etcd: EtcdCluster, tmp_path: 
                     await send_until_acked(producer, "after-failover")
                     unavailable_s = time.monotonic() - killed_at
                     await routed
+                    status = await ha_status(ctl, tmp_path)
+                    broker_a = status["brokerSets"]["broker-a"]
+                    assert status["leader"] == ctl
+                    assert (broker_a["masterBrokerId"], broker_a["masterEpoch"]) == (2, 2)
+                    assert [r["brokerId"] for r in broker_a["inSyncReplicas"]] == [2]
+                    assert [r["alive"] for r in broker_a["notInSyncReplicas"]] == [False]
                     print(f"\nunavailability kill -> first acked send: {unavailable_s:.2f} s")
                     print(f"kill -> name server lists the new master: {route_s[0]:.2f} s")
     await pool.close()
+
+
+async def ha_status(controller: str, cwd: Path) -> dict[str, Any]:
+    """`bolide ha status --json` as a process."""
+    process = await asyncio.create_subprocess_exec(
+        BOLIDE, "ha", "status", "--controller", controller, "--json", cwd=cwd,
+        env={**os.environ, "PYTHONPATH": SOURCE}, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, _ = await asyncio.wait_for(process.communicate(), READY_TIMEOUT_S)
+    assert process.returncode == 0
+    status: dict[str, Any] = orjson.loads(stdout)
+    return status
 
 
 async def send_until_acked(producer: Producer, text: str) -> None:
