@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
 from bolide.base.errors import ConfigError, RemoteError
 from bolide.broker.broker import Broker
@@ -79,6 +80,13 @@ async def test_elected_master_registers_as_id_zero_and_counts_in_sync_replicas(
             ) as producer:
                 code = await send_code(producer)
             assert code == ResponseCode.SYSTEM_ERROR  # the SyncStateSet {1} < minInSyncReplicas 2
+            assert broker.metrics is not None
+            text = generate_latest(broker.metrics.registry).decode()
+            labels = '{broker="broker-m",brokerIP="127.0.0.1",cluster="DefaultCluster"}'
+            assert f"bolide_controller_mode_is_master{labels} 1.0" in text
+            assert f"bolide_controller_mode_master_epoch{labels} 1.0" in text
+            assert f"bolide_controller_mode_sync_state_set_size{labels} 1.0" in text
+            assert f"bolide_controller_mode_role_changes_total{labels} 1.0" in text
             store_root = broker.config.store_path_root_dir
         assert IdentityFiles(store_root, "DefaultCluster", "broker-m").applied() == 1
     finally:

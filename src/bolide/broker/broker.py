@@ -35,6 +35,7 @@ from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, BrokerRole, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.controller_mode.broker_roles import BrokerRoles
+from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
 from bolide.broker.controller_mode.settings import ControllerModeSettings
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
@@ -284,6 +285,9 @@ class Broker:
             clock=self._clock,
             on_crash=self._service_crashed,
         )
+        if self.metrics is not None:
+            labels = (config.broker_cluster_name, config.broker_name, config.broker_ip1)
+            self.metrics.add_collector(ControllerModeCollector(self.replicas_manager, labels))
         self.replicas_manager.start()
 
     @property

@@ -115,6 +115,8 @@ class ReplicasManager:
         self.master_broker_id: int | None = None
         self.sync_state_set = SyncStateSet()
         self.is_master = False
+        self.role_changes = 0
+        """Roles taken (master or slave of a new epoch) since start."""
         self._registered = False
         self._last_contact_ms = clock.monotonic_ms()
         self._fenced = False
@@ -341,6 +343,7 @@ class ReplicasManager:
             return
         self.master_epoch = epoch
         self.master_broker_id = master.master_broker_id
+        self.role_changes += 1
         if master.master_broker_id == self.broker_id:
             self.is_master = True
             self._last_contact_ms = self._clock.monotonic_ms()
