@@ -124,6 +124,8 @@ async def test_master_fences_sends_while_the_controller_is_silent(
 def test_settings_and_identity_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="controllerAddr"):
         ControllerModeSettings.from_properties({"enableControllerMode": "true"})
+    with pytest.raises(ConfigError, match="not host:port"):
+        ControllerModeSettings.from_properties({"controllerAddr": "a:1;nowhere"})
     with pytest.raises(ConfigError, match="minInSyncReplicas"):
         ControllerModeSettings.from_properties({"minInSyncReplicas": "zero"})
     settings = ControllerModeSettings.from_properties(

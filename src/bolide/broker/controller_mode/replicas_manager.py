@@ -160,13 +160,13 @@ class ReplicasManager:
     ) -> RemotingCommand | None:
         """Send to the leader (found first when unknown); None when none answers. A 2007
         answer forgets the leader."""
-        if self.leader is None and not await self._find_leader():
+        leader = self.leader or await self._find_leader()
+        if leader is None:
             return None
-        assert self.leader is not None
         try:
-            answer = await self._call(self.leader, code, fields, body)
+            answer = await self._call(leader, code, fields, body)
         except _ERRORS as error:
-            _log.info("controller %s: %s", self.leader, error)
+            _log.info("controller %s: %s", leader, error)
             self.leader = None
             return None
         if answer.code == ResponseCode.CONTROLLER_NOT_LEADER:
@@ -175,7 +175,8 @@ class ReplicasManager:
         self._last_contact_ms = self._clock.monotonic_ms()
         return answer
 
-    async def _find_leader(self) -> bool:
+    async def _find_leader(self) -> str | None:
+        """Ask each controller who leads (1005); the leader's address, or None."""
         for address in self._settings.controller_addresses:
             try:
                 answer = await self._call(address, RequestCode.CONTROLLER_GET_METADATA_INFO)
@@ -184,8 +185,8 @@ class ReplicasManager:
             header = GetMetadataInfoResponseHeader.from_ext_fields(answer.ext_fields)
             if header.controller_leader_address:
                 self.leader = header.controller_leader_address
-                return True
-        return False
+                return self.leader
+        return None
 
     # --- registration --------------------------------------------------------------------------
 
@@ -402,7 +403,7 @@ class ReplicasManager:
                 or (replica not in members and now_caught_up)
             }
             if frozenset(wanted) != members:
-                await self._alter(frozenset(wanted))
+                await self._alter(self.broker_id, frozenset(wanted))
         except (BolideError, OSError) as error:
             _log.warning("SyncStateSet check: %s", error)
         return None
@@ -419,10 +420,9 @@ class ReplicasManager:
         replicas = info.in_sync_replicas + info.not_in_sync_replicas
         return sorted(r.broker_id for r in replicas if r.broker_id != self.broker_id)
 
-    async def _alter(self, new_set: frozenset[int]) -> None:
-        assert self.broker_id is not None
+    async def _alter(self, master_id: int, new_set: frozenset[int]) -> None:
         header = AlterSyncStateSetRequestHeader(
-            self._name, self.broker_id, self.master_epoch, self._clock.now_ms()
+            self._name, master_id, self.master_epoch, self._clock.now_ms()
         )
         body = SyncStateSet(new_set, self.sync_state_set.sync_state_set_epoch).to_json()
         answer = await self._leader_call(

@@ -80,6 +80,10 @@ class ControllerModeSettings:
         )
         if enabled and not addresses:
             raise ConfigError("enableControllerMode=true needs controllerAddr (host:port;...)")
+        for address in addresses:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"controllerAddr: {address!r} is not host:port")
         return cls(
             enabled,
             addresses,
