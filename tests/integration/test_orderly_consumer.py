@@ -46,7 +46,7 @@ from bolide.protocol.headers import (
     PullSysFlag,
 )
 from bolide.protocol.message import MessageExt
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record import decode_records
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import consumer_connection, create_topic, eventually

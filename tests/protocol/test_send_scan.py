@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled
 from bolide.base.errors import ProtocolError
-from bolide.protocol import answer_frames, message_codec, send_scan
+from bolide.protocol import answer_frames, send_scan
+from bolide.protocol import record as door
 from bolide.protocol.header_json import decode_json_header
 from bolide.protocol.headers.send import send_header_values
 
 assert callable(send_scan.scan_send_request)  # imported so that its twins are registered
 assert callable(answer_frames.success_frame)
-assert callable(message_codec.decode_batch_body)
+assert callable(door.decode_batch_body)
 
 _PURE = compiled.pure_twin("bolide.protocol.send_scan", "scan_send_request")
 _V1 = (
@@ -225,14 +226,14 @@ def _outcome(function: Any, body: bytes | memoryview) -> Any:
 @st.composite
 def _batch_body(draw: st.DrawFn) -> bytes:
     entries = [
-        message_codec.BatchEntry(
+        door.BatchEntry(
             draw(st.integers(-(2**31), 2**31 - 1)),
             draw(st.binary(max_size=40)),
             draw(st.text(max_size=20)),
         )
         for _ in range(draw(st.integers(0, 5)))
     ]
-    body = message_codec.encode_batch_body(entries)
+    body = door.encode_batch_body(entries)
     if body and draw(st.booleans()):  # damage: a cut, a flipped byte
         position = draw(st.integers(0, len(body) - 1))
         if draw(st.booleans()):
@@ -250,6 +251,6 @@ def test_batch_bodies_decode_alike(body: bytes) -> None:
         fast = importlib.import_module("bolide.protocol._wire_c")
     except ImportError:
         pytest.skip("the compiled wire module was not built (pure-Python install)")
-    pure = compiled.pure_twin("bolide.protocol.message_codec", "decode_batch_body")
+    pure = compiled.pure_twin("bolide.protocol.record.batch", "decode_batch_body")
     assert _outcome(fast.decode_batch_body, body) == _outcome(pure, body)
     assert _outcome(fast.decode_batch_body, memoryview(body)) == _outcome(pure, body)

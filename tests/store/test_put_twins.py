@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled
 from bolide.base.clock import ManualClock, SystemClock
-from bolide.protocol import wire
+from bolide.protocol import record as door
 from bolide.protocol.message import MessageSysFlag, tags_code
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store import appender, records
 from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
@@ -125,7 +125,7 @@ def test_the_record_fields_are_those_the_store_reads(fast: ModuleType) -> None:
     record = fast.build_record(topic, b"body", 5, text, 0, 64, 8, {})
     assert (record.tags, record.tags_code, record.delay) == ("t2", tags_code("t2"), None)
     seed = index_key_seed("orders")
-    assert len(record.hashes) == 3 and record.size == wire.RECORD_OVERHEAD_BYTES + 4 + 6 + len(text)
+    assert len(record.hashes) == 3 and record.size == door.RECORD_OVERHEAD_BYTES + 4 + 6 + len(text)
     assert (
         record.hashes
         == compiled.pure_twin("bolide.store.records", "build_record")(
@@ -138,11 +138,11 @@ def test_the_record_fields_are_those_the_store_reads(fast: ModuleType) -> None:
 @settings(max_examples=400)
 @given(_TEXT)
 def test_store_properties_are_read_alike(fast_wire: ModuleType, text: str) -> None:
-    pure = compiled.pure_twin("bolide.protocol.wire", "store_properties")
+    pure = compiled.pure_twin("bolide.protocol.record.properties", "store_properties")
     padded = "\x02" + text
     expected = tuple(
-        wire.property_value(padded, mark)
-        for mark in (wire.TAGS_MARK, wire.KEYS_MARK, wire.UNIQ_KEY_MARK, wire.DELAY_MARK)
+        door.property_value(padded, mark)
+        for mark in (door.TAGS_MARK, door.KEYS_MARK, door.UNIQ_KEY_MARK, door.DELAY_MARK)
     )
     assert fast_wire.store_properties(text) == pure(text) == expected
 
@@ -292,10 +292,10 @@ def test_stores_on_either_twin_write_the_same_files(
         monkeypatch.setattr(records, name, compiled.pure_twin("bolide.store.records", name))
     for name in _APPENDER_TWINS:
         monkeypatch.setattr(appender, name, compiled.pure_twin("bolide.store.appender", name))
-    monkeypatch.setattr(
-        wire, "store_properties", compiled.pure_twin("bolide.protocol.wire", "store_properties")
+    pure_store_properties = compiled.pure_twin(
+        "bolide.protocol.record.properties", "store_properties"
     )
-    monkeypatch.setattr(records, "store_properties", wire.store_properties)
+    monkeypatch.setattr(records, "store_properties", pure_store_properties)
     pure_files, pure_answers, pure_arrivals = asyncio.run(_fill(tmp_path / "pure"))
     assert compiled_answers == pure_answers
     assert compiled_arrivals == pure_arrivals

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from bolide.base import compiled
 from bolide.base.clock import ManualClock
 from bolide.protocol.message import MessageSysFlag
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store import recovery
 from bolide.store.api import BatchPutRequest, PutRequest

@@ -67,13 +67,15 @@ class CompiledStatus:
 
 TWIN_MODULES: Final = (
     "bolide.protocol.frame",
-    "bolide.protocol.wire",
-    "bolide.protocol.wire_rows",
+    "bolide.protocol.record.properties",
+    "bolide.protocol.record.layout",
+    "bolide.protocol.record.messages",
+    "bolide.protocol.record.rows",
     "bolide.store.index_file",
     "bolide.store.records",
     "bolide.store.appender",
     "bolide.store.recovery_scan",
-    "bolide.protocol.message_codec",
+    "bolide.protocol.record.batch",
     "bolide.client.producer.results",
     "bolide.spark.sink_rows",
 )

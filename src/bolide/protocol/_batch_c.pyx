@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of :func:`bolide.protocol.message_codec.encode_batch_body` (Cython).
+"""Compiled twin of :func:`bolide.protocol.record.batch.encode_batch_body` (Cython).
 
 Same signature, bytes and errors as the pure-Python function, which is the reference (the
-batch layout is drawn in message_codec.py); ``tests/protocol/test_batch_twins.py`` holds them
+batch layout is drawn in record/batch.py); ``tests/protocol/test_batch_twins.py`` holds them
 alike. One pass measures and checks every entry, a second writes them into one bytes object.
 """
 

@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of the hot functions of :mod:`bolide.protocol.wire` (Cython), and of
-:func:`bolide.protocol.message_codec.decode_batch_body` (the broker's batch-body split).
+"""Compiled twin of the hot functions of the record's rooms (Cython): layout, properties,
+messages and rows of :mod:`bolide.protocol.record`, and
+:func:`bolide.protocol.record.batch.decode_batch_body` (the broker's batch-body split).
 
 Same names, signatures, answers and errors as the pure-Python functions there, which are the
-reference (the layout is drawn in wire.py's docstring; the offsets below are that drawing's).
+reference (the layout is drawn in record/layout.py's docstring; the offsets below are that drawing's).
 ``tests/protocol/test_wire_twins.py`` holds the two to the same bytes and answers.
 Buffers are read through the buffer protocol, fields with explicit big-endian loads.
 """
@@ -26,7 +27,8 @@ import zlib
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import unpack_ip
 
-# RecordHeader and RecordDecodeError live in wire.py, whose last line imports this module:
+# RecordHeader and RecordDecodeError live in record/layout.py and record/messages.py, whose
+# last lines import this module:
 # looked up at first use, so that either module may be imported first.
 cdef object RecordHeader = None
 cdef object RecordDecodeError = None
@@ -35,9 +37,9 @@ cdef object RecordDecodeError = None
 cdef int _load_wire() except -1:
     global RecordHeader, RecordDecodeError
     if RecordHeader is None:
-        from bolide.protocol import wire
-        RecordHeader = wire.RecordHeader
-        RecordDecodeError = wire.RecordDecodeError
+        from bolide.protocol.record import layout, messages
+        RecordHeader = layout.RecordHeader
+        RecordDecodeError = messages.RecordDecodeError
     return 0
 
 cdef extern from "Python.h":
@@ -50,7 +52,7 @@ cdef extern from "Python.h":
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
-# The layout (wire.py): fixed-part positions with IPv4 hosts.
+# The layout (record/layout.py): fixed-part positions with IPv4 hosts.
 cdef enum:
     MAGIC_CODE = -626843481
     MAGIC_CODE_V2 = -626843477
@@ -99,7 +101,7 @@ cdef object _utf8(const uint8_t* p, Py_ssize_t length, str what):
 
 
 def decode_properties(str text):
-    """Parse a properties string (see wire.decode_properties)."""
+    """Parse a properties string (see properties.decode_properties)."""
     cdef dict result = {}
     cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
     if length == 0:
@@ -133,11 +135,11 @@ cdef enum:
 
 
 def edit_plain_properties(str text, tuple acted_on_marks, str drop_name, str extra):
-    """The properties string of a common send, or None (see wire.edit_plain_properties).
+    """The properties string of a common send, or None (see properties.edit_plain_properties).
 
-    One pass over ``text``: the plain checks of wire._is_plain (a mark ``NAME\x01`` occurs
+    One pass over ``text``: the plain checks of properties._is_plain (a mark ``NAME\x01`` occurs
     exactly where some ``\x01`` follows NAME), and the chunks that begin ``drop_name\x01``
-    (what wire.without_property cuts)."""
+    (what properties.without_property cuts)."""
     cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
     cdef int kind = PyUnicode_KIND(text)
     cdef void* data = PyUnicode_DATA(text)
@@ -210,9 +212,9 @@ def edit_plain_properties(str text, tuple acted_on_marks, str drop_name, str ext
 
 
 def _edit_plain_properties_slowly(str text, tuple acted_on_marks, str drop_name, str extra):
-    """The reference steps, for unusual marks (wire.edit_plain_properties)."""
+    """The reference steps, for unusual marks (properties.edit_plain_properties)."""
     from bolide.base import compiled
-    return compiled.pure_twin("bolide.protocol.wire", "edit_plain_properties")(
+    return compiled.pure_twin("bolide.protocol.record.properties", "edit_plain_properties")(
         text, acted_on_marks, drop_name, extra)
 
 
@@ -286,7 +288,7 @@ cdef struct Fields:
 
 cdef int _read_fields(const uint8_t* base, Py_ssize_t size, Py_ssize_t position,
                       Fields* f) except -1:
-    """Fill ``f`` from the record at ``position`` with wire.read_record_header's checks
+    """Fill ``f`` from the record at ``position`` with layout.read_record_header's checks
     (messages and order as there). A blank marker fills total_size and magic only."""
     if position < 0:
         raise ProtocolError(f"negative record position {position}")
@@ -365,7 +367,7 @@ cdef object _header(const uint8_t* base, Py_ssize_t position, Fields* f):
 
 
 def read_record_header(buffer, Py_ssize_t position=0):
-    """Check the record (or blank marker) at ``position``; see wire.read_record_header."""
+    """Check the record (or blank marker) at ``position``; see layout.read_record_header."""
     cdef Py_buffer view
     cdef Fields f
     _load_wire()
@@ -384,7 +386,7 @@ def read_record_header(buffer, Py_ssize_t position=0):
 
 cdef tuple _store_properties(const uint8_t* p, Py_ssize_t length):
     """TAGS, KEYS, UNIQ_KEY, DELAY (last pair of each name wins, None when absent): the
-    answers of wire.property_value on the same string. Only matching values are decoded."""
+    answers of properties.property_value on the same string. Only matching values are decoded."""
     cdef Py_ssize_t start = 0, index = 0, name_end = -1, name_length
     cdef Py_ssize_t spans[8]
     cdef int which, k
@@ -423,7 +425,7 @@ cdef tuple _store_properties(const uint8_t* p, Py_ssize_t length):
 
 
 def store_properties(str text):
-    """TAGS, KEYS, UNIQ_KEY, DELAY of a properties string; see wire.store_properties."""
+    """TAGS, KEYS, UNIQ_KEY, DELAY of a properties string; see properties.store_properties."""
     cdef Py_ssize_t length
     cdef const char* data
     try:
@@ -447,7 +449,7 @@ cdef object _last_value(str padded, str mark):
 
 
 def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
-    """Recovery's check of one record; see wire.read_stored_record."""
+    """Recovery's check of one record; see layout.read_stored_record."""
     cdef Py_buffer view
     cdef Fields f
     _load_wire()
@@ -546,7 +548,7 @@ cdef object _message(const uint8_t* base, Py_ssize_t position, Fields* f, factor
 
 
 def decode_messages(buffer, factory, bint verify_crc=False):
-    """Decode every record of a pull body through ``factory``; see wire.decode_messages."""
+    """Decode every record of a pull body through ``factory``; see messages.decode_messages."""
     cdef Py_buffer view
     cdef Fields f
     cdef list messages = []
@@ -588,7 +590,7 @@ def write_records(view, Py_ssize_t position, records, bytes topic_tail, int32_t 
                   int64_t born_timestamp_ms, bytes born_ip, int32_t born_port,
                   int64_t store_timestamp_ms, bytes store_ip, int32_t store_port,
                   int32_t reconsume_times, int64_t prepared_transaction_offset):
-    """Write records end to end into a mapping; see wire.write_records."""
+    """Write records end to end into a mapping; see layout.write_records."""
     cdef Py_buffer target
     cdef Py_ssize_t total_size = 0, cursor, body_length, properties_length
     cdef Py_ssize_t born_length = PyBytes_GET_SIZE(born_ip)
@@ -665,7 +667,7 @@ def write_records(view, Py_ssize_t position, records, bytes topic_tail, int32_t 
         PyBuffer_Release(&target)
 
 
-# --- rows for Arrow (wire_rows.py) --------------------------------------------------------
+# --- rows for Arrow (record/rows.py) --------------------------------------------------------
 
 
 cdef inline void _append(bytearray target, const void* data, Py_ssize_t length) except *:
@@ -683,7 +685,7 @@ cdef inline void _append64(bytearray target, int64_t value) except *:
 
 
 def scan_rows(body, int64_t stop_offset, sink, inflate):
-    """Append a pull body's rows to column buffers; see wire_rows.scan_rows."""
+    """Append a pull body's rows to column buffers; see record/rows.scan_rows."""
     cdef Py_buffer view
     cdef Py_ssize_t position = 0, end, record_end, body_at, topic_at, properties_at
     cdef Py_ssize_t fixed_size, added = 0
@@ -774,17 +776,17 @@ def scan_rows(body, int64_t stop_offset, sink, inflate):
         PyBuffer_Release(&view)
 
 
-# --- batch body (message_codec.py) ----------------------------------------------------------
+# --- batch body (record/batch.py) ----------------------------------------------------------
 
 cdef object _batch_entry_parts = None
 
 
 cdef tuple _batch_entry_type():
-    """(BatchEntry, its three slot setters), looked up once (message_codec imports this module
+    """(BatchEntry, its three slot setters), looked up once (record/batch.py imports this module
     at its end)."""
     global _batch_entry_parts
     if _batch_entry_parts is None:
-        from bolide.protocol.message_codec import BatchEntry
+        from bolide.protocol.record import BatchEntry
         slots = vars(BatchEntry)
         _batch_entry_parts = (
             BatchEntry, slots["flag"].__set__, slots["body"].__set__,
@@ -794,7 +796,7 @@ cdef tuple _batch_entry_type():
 
 
 def decode_batch_body(body):
-    """The inner messages of a batch body; see message_codec.decode_batch_body."""
+    """The inner messages of a batch body; see record/batch.decode_batch_body."""
     from bolide.base import limits
     cdef Py_ssize_t max_count = limits.BATCH_MESSAGES_MAX_COUNT
     cdef Py_buffer buffer

@@ -28,7 +28,7 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     ReceiptHandle,
 )
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record import decode_records
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb

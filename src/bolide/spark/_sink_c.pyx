@@ -4,7 +4,7 @@
 into one SEND_BATCH_MESSAGE body in one pass.
 
 Same signature, bytes and answers as the pure-Python function, which is the reference (the
-entry layout is drawn in bolide.protocol.message_codec); ``tests/spark/test_sink_rows.py``
+entry layout is drawn in bolide.protocol.record.batch); ``tests/spark/test_sink_rows.py``
 holds them alike.
 """
 

@@ -5,7 +5,7 @@ The sink's fast path (bolide.spark.writer) turns a run of rows into one batch bo
 Python object per row: :func:`encode_batch_rows` reads the bodies, TAGS and KEYS of the rows
 from their Arrow buffers (int32 end offsets and one data buffer each: Arrow's binary layout)
 and writes the entries the producer's ``encode_batch_body`` writes for the same messages
-(layout in :mod:`bolide.protocol.message_codec`): per row TOTALSIZE, MAGICCODE 0, BODYCRC 0,
+(layout in :mod:`bolide.protocol.record.batch`): per row TOTALSIZE, MAGICCODE 0, BODYCRC 0,
 FLAG 0, the body, and the properties string ``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``WAIT=true``
 in that order (an empty TAGS or KEYS is left out, as ``Message`` leaves it out).
 
@@ -19,7 +19,8 @@ import struct
 from typing import Final
 
 from bolide.base import compiled
-from bolide.protocol.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PropertyKey
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "ColumnBuffers", "encode_batch_rows"]
 

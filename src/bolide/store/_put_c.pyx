@@ -6,8 +6,8 @@
 Same names, signatures, answers and errors as the pure-Python code there, which is the
 reference; tests/store/test_put_twins.py holds the two to the same records, the same
 commit-log, consume-queue and index bytes and the same refusals. The properties string is
-read through :func:`bolide.protocol.wire.store_properties` (its one home, compiled in
-``_wire_c.pyx``); the record bytes are written by ``wire.write_records``.
+read through :func:`bolide.protocol.record.properties.store_properties` (its one home, compiled in
+``_wire_c.pyx``); the record bytes are written by ``record.layout.write_records``.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -23,10 +23,10 @@ from bolide.base import limits
 from bolide.base.clock import SystemClock as _SystemClock
 from bolide.base.errors import invariant as _invariant
 from bolide.protocol.message import TRANSACTION_MASK as _TRANSACTION_MASK
-from bolide.protocol.wire import write_records as _write_records
+from bolide.protocol.record import write_records as _write_records
 from bolide.protocol.message import tags_code as _java_tags_code
-from bolide.protocol.wire import join_properties as _join
-from bolide.protocol.wire import store_properties as _store_properties
+from bolide.protocol.record import join_properties as _join
+from bolide.protocol.record import store_properties as _store_properties
 
 cdef object _crc32 = zlib.crc32
 cdef const char* _HEX_DIGITS = b"0123456789ABCDEF"
@@ -39,9 +39,9 @@ cdef int32_t TRANSACTION_MASK = _TRANSACTION_MASK
 _log = logging.getLogger("bolide.store")
 
 cdef enum:
-    OVERHEAD = 91  # wire.RECORD_OVERHEAD_BYTES
+    OVERHEAD = 91  # record.RECORD_OVERHEAD_BYTES
     CQ_ENTRY_BYTES = 20  # consume_queue.ENTRY_BYTES
-    IPV6_EXTRA = 12  # wire.IPV6_HOST_EXTRA_BYTES
+    IPV6_EXTRA = 12  # record.IPV6_HOST_EXTRA_BYTES
 
 # records.py imports this module at its end; its names are looked up at first use.
 cdef object RejectedError = None

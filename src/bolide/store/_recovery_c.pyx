@@ -19,7 +19,7 @@ from bolide.base import limits
 from bolide.base.errors import ProtocolError
 from bolide.protocol.message import TRANSACTION_MASK, MessageSysFlag
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import BLANK_MAGIC_CODE, read_stored_record
+from bolide.protocol.record import BLANK_MAGIC_CODE, read_stored_record
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes, queue_tags_code
 from bolide.store.index_file import index_key_seed
@@ -39,7 +39,7 @@ cdef int64_t _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 cdef int64_t _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 _crc32 = zlib.crc32
 
-# Field numbers of bolide.protocol.wire.RecordHeader (a NamedTuple: read as a tuple).
+# Field numbers of bolide.protocol.record.RecordHeader (a NamedTuple: read as a tuple).
 cdef enum:
     H_QUEUE_ID = 4
     H_QUEUE_OFFSET = 6

@@ -23,8 +23,8 @@ from typing import Any, Final
 from bolide.base import compiled
 from bolide.base.clock import Clock
 from bolide.protocol.message import TRANSACTION_MASK
+from bolide.protocol.record import write_records
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import write_records
 from bolide.store.api import ArrivalListener, PutRequest, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueEntry, ConsumeQueueTable

@@ -33,7 +33,7 @@ from bolide.base.fileio import fsync_directory
 from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.store import appender, retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,

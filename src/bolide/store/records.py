@@ -23,16 +23,17 @@ from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import tags_code
-from bolide.protocol.message_codec import BatchEntry, encode_record
 from bolide.protocol.msgid import offset_message_id
-from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     IPV6_HOST_EXTRA_BYTES,
     RECORD_OVERHEAD_BYTES,
+    BatchEntry,
     encode_properties,
+    encode_record,
     join_properties,
     store_properties,
 )
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes

@@ -25,7 +25,7 @@ import struct
 from typing import Final
 
 from bolide.base import limits
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     PHYSICAL_OFFSET_POSITION,
     QUEUE_ID_POSITION,
     QUEUE_OFFSET_POSITION,

@@ -23,8 +23,8 @@ from typing import Final
 
 from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError
+from bolide.protocol.record import BLANK_MAGIC_CODE, RECORD_PREFIX, read_stored_record
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import BLANK_MAGIC_CODE, RECORD_PREFIX, read_stored_record
 from bolide.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueEntry,

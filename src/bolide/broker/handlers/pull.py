@@ -54,8 +54,7 @@ from bolide.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
 )
-from bolide.protocol.message_codec import PHYSICAL_OFFSET_POSITION
-from bolide.protocol.record_decoding import readable_by_zlib_only_client
+from bolide.protocol.record import PHYSICAL_OFFSET_POSITION, readable_by_zlib_only_client
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import GetResult, GetStatus
 

@@ -73,7 +73,15 @@ from bolide.protocol.message import (
     PropertyKey,
     transaction_type,
 )
-from bolide.protocol.message_codec import BatchEntry, decode_batch_body
+from bolide.protocol.record import (
+    NAME_VALUE_SEPARATOR,
+    BatchEntry,
+    decode_batch_body,
+    decode_properties,
+    edit_plain_properties,
+    encode_properties,
+    join_properties,
+)
 from bolide.protocol.send_scan import ScannedSend
 from bolide.protocol.system_topics import (
     RETRY_GROUP_TOPIC_PREFIX,
@@ -82,13 +90,6 @@ from bolide.protocol.system_topics import (
     group_of_retry_topic,
     is_retry_topic,
     is_send_forbidden_topic,
-)
-from bolide.protocol.wire import (
-    NAME_VALUE_SEPARATOR,
-    decode_properties,
-    edit_plain_properties,
-    encode_properties,
-    join_properties,
 )
 from bolide.remoting import Connection, Dispatcher
 from bolide.remoting.dispatcher import ANSWER_LATER

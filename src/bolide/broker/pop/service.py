@@ -40,8 +40,8 @@ from bolide.protocol.headers.pop import (
     ConsumeInitMode,
     ReceiptHandle,
 )
-from bolide.protocol.message import MessageExt, encode_properties
-from bolide.protocol.message_codec import decode_record, decode_records, encode_record
+from bolide.protocol.message import MessageExt
+from bolide.protocol.record import decode_record, decode_records, encode_properties, encode_record
 from bolide.store.api import GetStatus, MessageStore
 
 __all__ = ["PopBatch", "PopRequest", "PopService"]
