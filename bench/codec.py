@@ -11,7 +11,7 @@ Workloads:
 * ``records``: stored message records with 1 KiB bodies decoded from one pull body
   (bolide.protocol.record.decode_records), in records per second.
 * the same command workloads with the ROCKETMQ binary header;
-* ``twins``: every function of the compiled wire codec (bolide.protocol._wire_c) beside its
+* ``twins``: every function of the compiled wire codec (bolide.protocol.record._compiled) beside its
   pure-Python twin (bolide.protocol.record), per call: pull-body decode (32 x 1 KiB records,
   into MessageExt), recovery's record check, record header read, properties parse, record
   write into a mapping (one 1 KiB record). The command rows above use whichever twin the
@@ -251,7 +251,7 @@ def _no_inflate(payload: bytes, sys_flag: int) -> bytes:
 
 
 _RECORD_ROOMS = ("layout", "properties", "messages", "rows", "batch")
-"""The rooms of bolide.protocol.record whose functions _wire_c compiles."""
+"""The rooms of bolide.protocol.record whose functions record/_compiled compiles."""
 
 
 def _pure_twin(name: str) -> Callable[..., object]:
@@ -265,7 +265,7 @@ def _pure_twin(name: str) -> Callable[..., object]:
 
 def _twins(seconds: float) -> None:
     try:
-        import bolide.protocol._wire_c as fast  # type: ignore[import-not-found]
+        import bolide.protocol.record._compiled as fast  # type: ignore[import-not-found]
     except ImportError:
         print("twins: the compiled wire codec is not built (pure-Python install)")
         return

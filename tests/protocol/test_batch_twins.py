@@ -1,4 +1,4 @@
-"""The compiled batch-body encoder (``_batch_c.pyx``) against its pure-Python twin
+"""The compiled batch-body encoder (``record/_batch.pyx``) against its pure-Python twin
 (``door.encode_batch_body``): same bytes, same errors.
 
 The compiled module is imported directly, so these run whatever BOLIDE_PURE_PYTHON says; they
@@ -27,7 +27,7 @@ TWIN = "bolide.protocol.record.batch"
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._batch_c")
+        return importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled batch encoder was not built (pure-Python install)")
 

@@ -1,6 +1,6 @@
 """The send header scan: the compiled scanner, its pure twin and the general path agree.
 
-For any header bytes, the compiled ``scan_send_request`` (``_frame_c``) and the pure twin
+For any header bytes, the compiled ``scan_send_request`` (``_send_scan.pyx``) and the pure twin
 (``send_scan.py``, on orjson) answer the same thing; and whenever they answer values, those
 are the values the general path reads from the same bytes (``decode_json_header`` +
 ``send_header_values``). Headers are generated as the Java, C++ and Python peers write them,
@@ -41,7 +41,7 @@ _V2 = tuple("abcdefghijklmn")
 @pytest.fixture(scope="module")
 def fast_scan() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._frame_c")
+        return importlib.import_module("bolide.protocol._compiled")
     except ImportError:
         pytest.skip("the compiled frame module was not built (pure-Python install)")
 
@@ -248,7 +248,7 @@ def _batch_body(draw: st.DrawFn) -> bytes:
 @example(b"\x00" * 20 + b"\x00\x02\xff\xfe")  # properties that are not UTF-8
 def test_batch_bodies_decode_alike(body: bytes) -> None:
     try:
-        fast = importlib.import_module("bolide.protocol._wire_c")
+        fast = importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:
         pytest.skip("the compiled wire module was not built (pure-Python install)")
     pure = compiled.pure_twin("bolide.protocol.record.batch", "decode_batch_body")

@@ -1,4 +1,4 @@
-"""The compiled record codec (``_wire_c.pyx``) against its pure-Python twins (``protocol/record``).
+"""The compiled record codec (``protocol/record/_*.pyx``) against its pure-Python twins.
 
 Differential and property tests: for generated records, properties strings and corruptions
 of them, both twins must give the same bytes, the same answers and the same errors (type,
@@ -30,12 +30,12 @@ WIRE_ROOMS = (
     "bolide.protocol.record.properties",
     "bolide.protocol.record.messages",
 )
-"""The rooms of the record whose twins ``_wire_c.pyx`` compiles (besides rows and batch)."""
+"""The rooms of the record whose twins ``record/_*.pyx`` compiles (besides rows and batch)."""
 
 
 def _compiled_module() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._wire_c")
+        return importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled wire codec was not built (pure-Python install)")
 
@@ -48,7 +48,7 @@ def fast() -> ModuleType:
 @pytest.fixture(scope="module")
 def fast_frames() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._frame_c")
+        return importlib.import_module("bolide.protocol._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled frame cut was not built (pure-Python install)")
 

@@ -1,4 +1,4 @@
-"""The compiled put path (``_put_c.pyx``, ``_wire_c.store_properties``) against its twins.
+"""The compiled put path (``_records.pyx``, ``_appender.pyx``, ``_properties.pyx``) vs its twins.
 
 For generated messages (properties strings with the four store properties, repeated names,
 odd separators, non-ASCII and lone surrogates, NUL endings, bad flags, big bodies) the compiled
@@ -39,7 +39,7 @@ from .conftest import BORN_HOST, STORE_HOST, tiny_config
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     try:
-        return importlib.import_module("bolide.store._put_c")
+        return importlib.import_module("bolide.store._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled put path was not built (pure-Python install)")
 
@@ -47,7 +47,7 @@ def fast() -> ModuleType:
 @pytest.fixture(scope="module")
 def fast_wire() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._wire_c")
+        return importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled wire codec was not built (pure-Python install)")
 

@@ -1,5 +1,5 @@
 """Arrow columns straight into SEND_BATCH_MESSAGE bodies (pure-Python twin of
-``_sink_c.encode_batch_rows``).
+``_sink_rows.pyx``).
 
 The sink's fast path (bolide.spark.writer) turns a run of rows into one batch body without a
 Python object per row: :func:`encode_batch_rows` reads the bodies, TAGS and KEYS of the rows
@@ -10,7 +10,7 @@ FLAG 0, the body, and the properties string ``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``
 in that order (an empty TAGS or KEYS is left out, as ``Message`` leaves it out).
 
 This module needs neither pyarrow nor pyspark: it reads any buffers. The compiled twin in
-``_sink_c.pyx`` replaces :func:`encode_batch_rows` at import (see :mod:`bolide.base.compiled`).
+``_sink_rows.pyx`` replaces :func:`encode_batch_rows` at import (see :mod:`bolide.base.compiled`).
 """
 
 from __future__ import annotations
@@ -88,4 +88,4 @@ def encode_batch_rows(
     return b"".join(pieces), ",".join(unique_keys), row
 
 
-compiled.install(globals(), "bolide.spark._sink_c", ("encode_batch_rows",))
+compiled.install(globals(), "bolide.spark._compiled", ("encode_batch_rows",))

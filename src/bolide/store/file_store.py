@@ -462,7 +462,8 @@ class FileMessageStore(ReplicationAccess):
         try:
             if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
-            return appender.put_one(self._builder, self._appender, request)  # compiled: _put_c.pyx
+            # compiled: _appender.pyx
+            return appender.put_one(self._builder, self._appender, request)
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)

@@ -1,8 +1,8 @@
 """The batch body (docs/protocol.md §2.2): many messages in one SEND_MESSAGE (pure twin).
 
-The producer writes it (:func:`encode_batch_body`, compiled in ``_batch_c.pyx``), the broker
-splits it (:func:`decode_batch_body`, compiled in ``_wire_c.pyx``); both extensions live in
-``bolide/protocol`` and are swapped in by the last lines (:mod:`bolide.base.compiled`).
+The producer writes it (:func:`encode_batch_body`), the broker splits it
+(:func:`decode_batch_body`); both are compiled in ``_batch.pyx`` beside this file and swapped
+in by the last line (:mod:`bolide.base.compiled`).
 Import these names from :mod:`bolide.protocol.record`, the record's one door.
 
 Every malformed input raises :class:`~bolide.base.errors.ProtocolError`.
@@ -105,7 +105,7 @@ class BatchEntryLike(Protocol):
 
 def encode_batch_body(entries: Sequence[BatchEntryLike]) -> bytes:
     """The batch body of ``entries`` (layout above), MAGICCODE and BODYCRC written as 0.
-    Compiled (``_batch_c.pyx``, same bytes and errors): the producer's natural batches run it
+    Compiled (``_batch.pyx``, same bytes and errors): the producer's natural batches run it
     for every message.
 
     Raises:
@@ -128,10 +128,8 @@ def encode_batch_body(entries: Sequence[BatchEntryLike]) -> bytes:
     return b"".join(pieces)
 
 
-COMPILED_NAMES: Final = ("encode_batch_body",)
-"""The functions ``_batch_c.pyx`` also provides, with the same signatures and answers."""
+COMPILED_NAMES: Final = ("encode_batch_body", "decode_batch_body")
+"""The functions ``_batch.pyx`` also provides, with the same signatures and answers."""
 
-# The compiled twins, unless BOLIDE_PURE_PYTHON=1 or not built: the producer's batch body
-# (bolide/protocol/_batch_c.pyx) and the broker's split of one (bolide/protocol/_wire_c.pyx).
-compiled.install(globals(), "bolide.protocol._batch_c", COMPILED_NAMES)
-compiled.install(globals(), "bolide.protocol._wire_c", ("decode_batch_body",))
+# The compiled twins, unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol.record._compiled", COMPILED_NAMES)

@@ -2,7 +2,7 @@
 
 Everything that knows where a field of a stored record sits is here; the rest of Bolide
 imports it through :mod:`bolide.protocol.record`, the record's one door. The hot functions
-also exist compiled, in ``bolide/protocol/_wire_c.pyx``, built by setup.py during the install;
+also exist compiled, in ``_layout.pyx`` beside this file, built by setup.py during the install;
 the last line of this module swaps them in (:func:`bolide.base.compiled.install`) unless
 ``BOLIDE_PURE_PYTHON=1`` or the extension was not built. Both are held to the same bytes and
 the same answers by ``tests/protocol/test_wire_twins.py``.
@@ -425,6 +425,6 @@ def encode_blank_marker(total_size: int) -> bytes:
 
 
 COMPILED_NAMES: Final = ("read_record_header", "read_stored_record", "write_records")
-"""The functions ``_wire_c.pyx`` also provides, with the same signatures and answers."""
+"""The functions ``_layout.pyx`` also provides, with the same signatures and answers."""
 
-compiled.install(globals(), "bolide.protocol._wire_c", COMPILED_NAMES)
+compiled.install(globals(), "bolide.protocol.record._compiled", COMPILED_NAMES)

@@ -1,6 +1,6 @@
 """Stored records decoded into messages: one pass, one record, the per-record fallback, and
 serving compressed records to clients that know only zlib (pure-Python twin of
-``decode_messages``, compiled in ``bolide/protocol/_wire_c.pyx``).
+``decode_messages``, compiled in ``_messages.pyx`` beside this file).
 
 :func:`decode_messages` is the one pass over a pull (or query) body, each record built by a
 factory (:class:`~bolide.protocol.message.MessageExt`); :func:`decode_record` and
@@ -374,6 +374,6 @@ def readable_by_zlib_only_client(record: memoryview) -> memoryview | bytes:
 
 
 COMPILED_NAMES: Final = ("decode_messages",)
-"""The functions ``_wire_c.pyx`` also provides, with the same signatures and answers."""
+"""The functions ``_messages.pyx`` also provides, with the same signatures and answers."""
 
-compiled.install(globals(), "bolide.protocol._wire_c", COMPILED_NAMES)
+compiled.install(globals(), "bolide.protocol.record._compiled", COMPILED_NAMES)

@@ -3,8 +3,8 @@
 docs/protocol.md §3.3: ``name \\x01 value`` pairs joined by ``\\x02``; Java writes no
 separator after the last pair, C++ writes one. Encoding, tolerant decoding, the string edits
 the broker's send path makes without decoding, and the four properties the store reads
-without parsing. The hot functions also exist compiled (``_wire_c.pyx`` in
-``bolide/protocol``); the last line swaps them in (:mod:`bolide.base.compiled`).
+without parsing. The hot functions also exist compiled (``_properties.pyx`` beside
+this file); the last line swaps them in (:mod:`bolide.base.compiled`).
 ``tests/protocol/test_wire_twins.py`` holds both to the same answers.
 
 Import these names from :mod:`bolide.protocol.record`, the record's one door.
@@ -180,6 +180,6 @@ StoreProperties = tuple[str | None, str | None, str | None, str | None]
 """TAGS, KEYS, UNIQ_KEY and DELAY of a record (None when absent): what the store reads."""
 
 COMPILED_NAMES: Final = ("decode_properties", "edit_plain_properties", "store_properties")
-"""The functions ``_wire_c.pyx`` also provides, with the same signatures and answers."""
+"""The functions ``_properties.pyx`` also provides, with the same signatures and answers."""
 
-compiled.install(globals(), "bolide.protocol._wire_c", COMPILED_NAMES)
+compiled.install(globals(), "bolide.protocol.record._compiled", COMPILED_NAMES)
