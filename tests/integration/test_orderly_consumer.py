@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bolide.base.errors import ConfigError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.client import rpc
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.consume_orderly import (

@@ -34,13 +34,13 @@ from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.context import BrokerContext
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
-from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.handlers.locks import LockHandlers
 from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers

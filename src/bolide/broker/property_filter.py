@@ -19,7 +19,7 @@ import logging
 
 from bolide.base.errors import ProtocolError
 from bolide.broker.config import BrokerConfig
-from bolide.broker.handlers.context import RefusedError
+from bolide.broker.context import RefusedError
 from bolide.broker.sql_filter import SqlFilter, SqlFilterError, compile_sql
 from bolide.protocol.bodies import EXPRESSION_TYPE_SQL92, SubscriptionData
 from bolide.protocol.codes import ResponseCode

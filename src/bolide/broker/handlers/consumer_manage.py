@@ -20,7 +20,7 @@ import os
 
 from bolide.base import limits
 from bolide.broker.config import NewGroupStart
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.protocol.bodies import GetConsumerListByGroupResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand

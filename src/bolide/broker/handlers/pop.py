@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 
 from bolide.base import limits
-from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
+from bolide.broker.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.pop.service import PopRequest, PopService
 from bolide.broker.topics import is_readable
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, BodyError, SubscriptionData

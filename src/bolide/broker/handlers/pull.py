@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.config import BrokerRole
-from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
+from bolide.broker.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.long_polling import WakeReason
 from bolide.broker.property_filter import check_subscription, matching_records
 from bolide.broker.sql_filter import SqlFilter

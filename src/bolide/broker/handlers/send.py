@@ -41,13 +41,13 @@ import logging
 import time
 
 from bolide.base.errors import BolideError
-from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.handlers.context import (
+from bolide.broker.context import (
     BrokerContext,
     RefusedError,
     born_host_of,
     find_group_or_refuse,
 )
+from bolide.broker.delivery import DELIVERED_FROM
 from bolide.broker.handlers.send_answers import SendAnswers
 from bolide.broker.handlers.send_fast import FastSends
 from bolide.broker.handlers.send_properties import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.protocol.answer_frames import SendSuccessFrames, success_frame
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.command import RemotingCommand

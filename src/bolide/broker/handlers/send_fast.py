@@ -21,7 +21,7 @@ import time
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.config import BrokerRole
-from bolide.broker.handlers.context import BrokerContext, RefusedError, born_host_of
+from bolide.broker.context import BrokerContext, RefusedError, born_host_of
 from bolide.broker.handlers.send_answers import SendAnswers
 from bolide.broker.handlers.send_properties import SLOW_MARKS
 from bolide.broker.handlers.send_rules import (

@@ -8,8 +8,8 @@ Used by the send handlers of :mod:`bolide.broker.handlers.send` and their fast f
 
 from __future__ import annotations
 
+from bolide.broker.context import RefusedError
 from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.handlers.context import RefusedError
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
 from bolide.broker.transactions.records import TRAN_MSG, is_transaction_half
 from bolide.protocol.codes import ResponseCode

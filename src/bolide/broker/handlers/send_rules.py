@@ -11,8 +11,8 @@ from __future__ import annotations
 from random import Random
 
 from bolide.base.errors import ProtocolError
+from bolide.broker.context import BrokerContext, RefusedError, born_host_of
 from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.handlers.context import BrokerContext, RefusedError, born_host_of
 from bolide.broker.handlers.send_properties import clean_entry, has_delay
 from bolide.broker.topics import TopicConfig, is_writeable
 from bolide.broker.transactions.records import is_transaction_half
