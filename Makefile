@@ -6,7 +6,7 @@ STAMP := $(VENV)/.bolide-installed
 
 .PHONY: test run lint typecheck contracts unit unit-pure bench clean
 
-PYX := $(shell find src/bolide -name "*.pyx")
+PYX := $(shell find src/bolide -name "*.pyx" -o -name "*.pxi")
 
 # The editable install also compiles the hot path (setup.py): a changed .pyx re-runs it.
 $(STAMP): pyproject.toml setup.py $(PYX)
@@ -54,4 +54,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build
-	find src/bolide \( -name "*.so" -o -name "_*_c.c" \) -delete
+	find src/bolide \( -name "*.so" -o -name "_compiled.c" \) -delete

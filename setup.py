@@ -1,10 +1,11 @@
 """Builds Bolide's compiled hot path (Cython extensions) during the ordinary install.
 
-Everything else is in pyproject.toml. Each ``*.pyx`` listed in ``EXTENSIONS`` is compiled
-from its source with the machine's C compiler; nothing prebuilt is fetched. When Cython is
-missing or the compiler fails (try ``CC=false pip install .``), the install goes on without
-the extensions and prints one warning: every compiled module has a pure-Python twin that is
-used instead (see src/bolide/base/compiled.py), so Bolide runs either way.
+Everything else is in pyproject.toml. Each package's ``_compiled.pyx`` (which includes the
+package's pieces, ``_x.pyx`` beside each twin ``x.py``) is compiled with the machine's C
+compiler; nothing prebuilt is fetched. When Cython is missing or the compiler fails (try
+``CC=false pip install .``), the install goes on without the extensions and prints one
+warning: every compiled module has a pure-Python twin that is used instead (see
+src/bolide/base/compiled.py), so Bolide runs either way.
 """
 
 from __future__ import annotations
@@ -15,17 +16,23 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-EXTENSIONS = [
-    ("bolide.protocol._wire_c", "src/bolide/protocol/_wire_c.pyx"),
-    ("bolide.protocol._frame_c", "src/bolide/protocol/_frame_c.pyx"),
-    ("bolide.store._index_c", "src/bolide/store/_index_c.pyx"),
-    ("bolide.store._put_c", "src/bolide/store/_put_c.pyx"),
-    ("bolide.store._recovery_c", "src/bolide/store/_recovery_c.pyx"),
-    ("bolide.protocol._batch_c", "src/bolide/protocol/_batch_c.pyx"),
-    ("bolide.client.producer._results_c", "src/bolide/client/producer/_results_c.pyx"),
-    ("bolide.spark._sink_c", "src/bolide/spark/_sink_c.pyx"),
-]
-"""(module, source) of every compiled twin."""
+PROJECT_ROOT = Path(__file__).resolve().parent
+UMBRELLA_NAME = "_compiled.pyx"
+SHARED_INCLUDE_DIRECTORY = "src/bolide"
+"""Where ``_bytes.pxi``, the byte helpers every extension includes, lives."""
+
+
+def extension_sources() -> list[tuple[str, str]]:
+    """(module, source) of every compiled extension, by the naming rule (docs/compiled.md): a
+    package whose pure modules ``x.py`` have compiled twins holds one piece ``_x.pyx`` each
+    and one ``_compiled.pyx`` that includes them; it builds one extension,
+    ``<package>._compiled``."""
+    found = []
+    for umbrella in sorted((PROJECT_ROOT / "src").glob(f"bolide/**/{UMBRELLA_NAME}")):
+        package = ".".join(umbrella.parent.relative_to(PROJECT_ROOT / "src").parts)
+        found.append((f"{package}._compiled", umbrella.relative_to(PROJECT_ROOT).as_posix()))
+    return found
+
 
 _WARNING = (
     "WARNING: bolide's compiled hot path was not built ({reason}); installing the "
@@ -65,13 +72,24 @@ def _extensions() -> list[Extension]:
         _warn("Cython is not installed")
         return []
     extensions = [
-        Extension(name, [source], extra_compile_args=["-O2"]) for name, source in EXTENSIONS
+        Extension(name, [source], extra_compile_args=["-O2"])
+        for name, source in extension_sources()
     ]
     try:
-        return list(cythonize(extensions, language_level=3, quiet=True))
+        return list(
+            cythonize(
+                extensions,
+                language_level=3,
+                quiet=True,
+                include_path=[SHARED_INCLUDE_DIRECTORY],
+            )
+        )
     except Exception as error:
         _warn(f"cythonize failed: {error}")
         return []
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+# Guarded so that tests/base/test_twin_rule.py can read extension_sources(); pip's build backend
+# and ``python setup.py`` both run this file as __main__.
+if __name__ == "__main__":
+    setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

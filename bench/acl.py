@@ -39,7 +39,8 @@ from bolide.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import SendMessageRequestHeader
-from bolide.protocol.message import PropertyKey, encode_properties
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import encode_properties
 from bolide.remoting import ClientPool
 from bolide.remoting import loop as remoting_loop
 from bolide.testing.cluster import Cluster

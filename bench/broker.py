@@ -46,7 +46,8 @@ from bolide.protocol.headers import (
     PullSysFlag,
     SendMessageRequestHeader,
 )
-from bolide.protocol.message import PropertyKey, encode_properties
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import encode_properties
 from bolide.remoting import ClientPool
 from bolide.remoting import loop as remoting_loop
 

@@ -9,10 +9,10 @@ Workloads:
   as zero-copy body parts. Encode = header -> frame pieces; decode = frame -> command ->
   PullMessageResponseHeader (the records themselves are counted by ``records``).
 * ``records``: stored message records with 1 KiB bodies decoded from one pull body
-  (bolide.protocol.message_codec.decode_records), in records per second.
+  (bolide.protocol.record.decode_records), in records per second.
 * the same command workloads with the ROCKETMQ binary header;
-* ``twins``: every function of the compiled wire codec (bolide.protocol._wire_c) beside its
-  pure-Python twin (bolide.protocol.wire), per call: pull-body decode (32 x 1 KiB records,
+* ``twins``: every function of the compiled wire codec (bolide.protocol.record._compiled) beside its
+  pure-Python twin (bolide.protocol.record), per call: pull-body decode (32 x 1 KiB records,
   into MessageExt), recovery's record check, record header read, properties parse, record
   write into a mapping (one 1 KiB record). The command rows above use whichever twin the
   install chose (``BOLIDE_PURE_PYTHON=1`` forces the pure one).
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from bolide.base import compiled
-from bolide.protocol import wire
+from bolide.protocol import record as door
 from bolide.protocol.command import (
     RemotingCommand,
     decode_command,
@@ -41,9 +41,14 @@ from bolide.protocol.headers import (
     PullMessageResponseHeader,
     SendMessageRequestHeader,
 )
-from bolide.protocol.message import PropertyKey, encode_properties
-from bolide.protocol.message_codec import body_crc, decode_records, encode_record
-from bolide.protocol.wire_rows import RowSink
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import (
+    RowSink,
+    body_crc,
+    decode_records,
+    encode_properties,
+    encode_record,
+)
 
 BODY_BYTES = 1024
 PULL_BATCH_MESSAGES = 32
@@ -198,7 +203,7 @@ def _twin_calls() -> dict[str, tuple[object, ...]]:
 
     pull_body = _pull_body()
     one = pull_body[: len(pull_body) // PULL_BATCH_MESSAGES]
-    header = wire.read_record_header(one)
+    header = door.read_record_header(one)
     properties = str(
         one[header.properties_offset : header.properties_offset + header.properties_length],
         "utf-8",
@@ -245,17 +250,29 @@ def _no_inflate(payload: bytes, sys_flag: int) -> bytes:
     return payload
 
 
+_RECORD_ROOMS = ("layout", "properties", "messages", "rows", "batch")
+"""The rooms of bolide.protocol.record whose functions record/_compiled compiles."""
+
+
+def _pure_twin(name: str) -> Callable[..., object]:
+    for room in _RECORD_ROOMS:
+        try:
+            return compiled.pure_twin(f"bolide.protocol.record.{room}", name)
+        except KeyError:
+            continue
+    raise KeyError(name)
+
+
 def _twins(seconds: float) -> None:
     try:
-        import bolide.protocol._wire_c as fast  # type: ignore[import-not-found]
+        import bolide.protocol.record._compiled as fast  # type: ignore[import-not-found]
     except ImportError:
         print("twins: the compiled wire codec is not built (pure-Python install)")
         return
     print(f"{'twins (µs per call)':<34}{'pure':>12}{'compiled':>12}{'gain':>8}")
     for label, arguments in _twin_calls().items():
         name = label.split(" ")[0]
-        twin = "bolide.protocol.wire_rows" if name == "scan_rows" else "bolide.protocol.wire"
-        pure = compiled.pure_twin(twin, name)
+        pure = _pure_twin(name)
         native = getattr(fast, name)
         rates = []
         for function in (pure, native):

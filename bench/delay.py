@@ -47,8 +47,8 @@ from bolide.protocol.headers import (
     PullSysFlag,
     SendMessageRequestHeader,
 )
-from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.record import decode_records, encode_properties
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.remoting import ClientPool
 from bolide.remoting import loop as remoting_loop

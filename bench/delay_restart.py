@@ -26,8 +26,8 @@ from pathlib import Path
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag, SendMessageRequestHeader
-from bolide.protocol.message import PropertyKey, encode_properties
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import decode_records, encode_properties
 from bolide.remoting import ClientPool
 
 BOLIDE = str(Path(sys.executable).parent / "bolide")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from bolide.base import compiled
 from bolide.base.clock import SystemClock
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.store.api import BatchPutRequest, PutRequest
 from bolide.store.config import StoreConfig
 from bolide.store.file_store import FileMessageStore

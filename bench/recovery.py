@@ -2,7 +2,7 @@
 
 Writes ``--volume-mib`` of 1 KiB records once (bench/store.py's records), then recovers the
 same log, without a checkpoint (every record checked and re-dispatched), ``--rounds`` times
-with each ``SegmentScanner`` in turn: the compiled one (``_recovery_c``) and the pure twin
+with each ``SegmentScanner`` in turn: the compiled one (``_recovery_scan.pyx``) and the pure twin
 (``recovery_scan``). Recovering one log alternately keeps the page cache and the machine's
 load alike for both, which a separate write per variant (bench/store.py) does not. Prints wall
 and process CPU seconds per recovery.
@@ -32,7 +32,7 @@ from bolide.store import recovery
 def _scanners() -> dict[str, Any]:
     scanners: dict[str, Any] = {}
     try:
-        scanners["compiled"] = importlib.import_module("bolide.store._recovery_c").SegmentScanner
+        scanners["compiled"] = importlib.import_module("bolide.store._compiled").SegmentScanner
     except ImportError:
         print("the compiled scan was not built: pure twin only")
     scanners["pure"] = compiled.pure_twin("bolide.store.recovery_scan", "SegmentScanner")

@@ -32,7 +32,8 @@ import orjson
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
-from bolide.protocol.message import PropertyKey, encode_properties
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import encode_properties
 from bolide.remoting import ClientPool
 
 TOPIC = "bench-replication"

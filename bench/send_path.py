@@ -28,8 +28,8 @@ from bolide.base import compiled
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand, encode_command
 from bolide.protocol.headers import SendMessageRequestHeader
-from bolide.protocol.message import PropertyKey, encode_properties
-from bolide.protocol.message_codec import BatchEntry, encode_batch_body
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import BatchEntry, encode_batch_body, encode_properties
 from bolide.remoting import Connection
 from bolide.testing.cluster import Cluster
 from bolide.testing.memory_transport import MemoryTransport

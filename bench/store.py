@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bolide.base.clock import SystemClock
-from bolide.protocol.message_codec import BatchEntry, record_size
+from bolide.protocol.record import BatchEntry, record_size
 from bolide.store.api import BatchPutRequest, PutRequest
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.file_store import FileMessageStore

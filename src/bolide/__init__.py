@@ -20,21 +20,21 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bolide import aio as aio
-    from bolide.client.admin.blocking import AdminClient
+    from bolide.client.blocking.admin import AdminClient
+    from bolide.client.blocking.consumers import PullConsumer, PushConsumer
+    from bolide.client.blocking.producer import Producer
+    from bolide.client.blocking.transaction import TransactionProducer
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
     from bolide.client.consumer.selector import MessageSelector
-    from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
-    from bolide.client.producer.sync_transaction import TransactionProducer
     from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
-    from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
     from bolide.protocol.compression import CompressionType
 
 _EXPORTS = {
-    "AdminClient": "bolide.client.admin.blocking",
+    "AdminClient": "bolide.client.blocking.admin",
     "ConsumeContext": "bolide.client.consumer.listener",
     "ConsumeFrom": "bolide.client.config",
     "ConsumeResult": "bolide.client.consumer.listener",
@@ -44,13 +44,13 @@ _EXPORTS = {
     "MessageQueue": "bolide.protocol.bodies",
     "OrderlyContext": "bolide.client.consumer.consume_orderly",
     "OrderlyResult": "bolide.client.consumer.listener",
-    "Producer": "bolide.client.sync",
-    "PullConsumer": "bolide.client.consumer.sync_consumers",
-    "PushConsumer": "bolide.client.consumer.sync_consumers",
+    "Producer": "bolide.client.blocking.producer",
+    "PullConsumer": "bolide.client.blocking.consumers",
+    "PushConsumer": "bolide.client.blocking.consumers",
     "SendResult": "bolide.client.message",
     "SendStatus": "bolide.client.message",
     "LocalTransactionState": "bolide.client.producer.transaction",
-    "TransactionProducer": "bolide.client.producer.sync_transaction",
+    "TransactionProducer": "bolide.client.blocking.transaction",
     "TransactionSendResult": "bolide.client.producer.transaction",
     "CompressionType": "bolide.protocol.compression",
     "MessageSelector": "bolide.client.consumer.selector",

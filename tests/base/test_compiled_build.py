@@ -9,8 +9,8 @@ The broker's own start line is checked in tests/cli/test_version.py.
 
 from __future__ import annotations
 
-import ast
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -25,22 +25,18 @@ PROCESS_GUARD_S = 300.0
 
 
 def _extensions() -> list[tuple[str, str]]:
-    """(module, source) of every compiled twin, as setup.py lists them (read, not run)."""
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == "EXTENSIONS" for target in node.targets
-        ):
-            extensions: list[tuple[str, str]] = ast.literal_eval(node.value)
-            return extensions
-    raise AssertionError("setup.py has no EXTENSIONS list")
+    """(module, source) of every compiled extension, as setup.py derives them (its
+    ``extension_sources``, read without running the build)."""
+    namespace = runpy.run_path(str(ROOT / "setup.py"), run_name="setup_read_by_tests")
+    extensions: list[tuple[str, str]] = namespace["extension_sources"]()
+    return extensions
 
 
 def _copy_build_inputs(destination: Path) -> None:
     """setup.py and the Cython sources, keeping their paths; generated C files too when an
     earlier build left them (copied with their times, so Cython does not redo them)."""
     shutil.copy2(ROOT / "setup.py", destination / "setup.py")
-    for pattern in ("*.pyx", "*.pxd", "*.pxi", "_*_c.c"):
+    for pattern in ("*.pyx", "*.pxd", "*.pxi", "_compiled.c"):
         for source in (ROOT / "src").rglob(pattern):
             target = destination / source.relative_to(ROOT)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,8 @@ from typing import Any
 
 from bolide.base.clock import ManualClock
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.message import MessageExt, encode_properties
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.message import MessageExt
+from bolide.protocol.record import decode_record, encode_properties
 from bolide.store.api import MessageStore, PutRequest
 from bolide.store.config import StoreConfig
 from bolide.store.file_store import FileMessageStore

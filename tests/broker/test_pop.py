@@ -205,7 +205,7 @@ async def test_max_attempts_move_the_message_to_the_dlq(
 
 
 def records_of(raw: bytes) -> list[MessageExt]:
-    from bolide.protocol.message_codec import decode_records
+    from bolide.protocol.record import decode_records
 
     return decode_records(raw)
 

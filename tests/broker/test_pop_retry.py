@@ -157,7 +157,7 @@ async def test_orderly_groups_get_expired_messages_back_in_place(tmp_path: Path)
 
 
 def records_of(buffers: list[memoryview]) -> list[MessageExt]:
-    from bolide.protocol.message_codec import decode_records
+    from bolide.protocol.record import decode_records
 
     return decode_records(b"".join(buffers))
 

@@ -24,8 +24,7 @@ from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand, decode_command
 from bolide.protocol.frame import FrameDecoder
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import MessageSysFlag, PropertyKey
-from bolide.protocol.message_codec import BatchEntry, encode_batch_body
-from bolide.protocol.wire import encode_properties
+from bolide.protocol.record import BatchEntry, encode_batch_body, encode_properties
 from bolide.remoting import Connection
 from bolide.testing.cluster import Cluster
 from bolide.testing.memory_transport import MemoryTransport

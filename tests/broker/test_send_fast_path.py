@@ -27,7 +27,7 @@ from bolide.protocol.command import RemotingCommand, encode_command
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.message import MessageSysFlag, PropertyKey
 from bolide.protocol.msgid import offset_message_id
-from bolide.protocol.wire import encode_properties
+from bolide.protocol.record import encode_properties
 from bolide.remoting import Connection
 from bolide.store.file_store import FileMessageStore
 from bolide.testing.cluster import Cluster

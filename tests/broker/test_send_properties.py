@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bolide.broker.handlers.send_properties import plain_properties, without_wait
-from bolide.protocol.message import (
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
-    PropertyKey,
     decode_properties,
     encode_properties,
 )

@@ -17,7 +17,8 @@ from bolide.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
-from bolide.protocol.message import MessageExt, encode_properties
+from bolide.protocol.message import MessageExt
+from bolide.protocol.record import encode_properties
 
 # END_TRANSACTION as a Java 4.9.7 producer sends it (DefaultMQProducerImpl.endTransaction):
 # every extFields value is a string; Long / Integer / Boolean fields in decimal / true|false.

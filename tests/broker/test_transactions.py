@@ -25,8 +25,8 @@ from bolide.protocol.bodies.transaction import ResumeCheckHalfMessageRequestHead
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import MessageSysFlag, PropertyKey, transaction_type
-from bolide.protocol.message_codec import decode_record
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.record import decode_record
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
 from tests.broker.transaction_support import (

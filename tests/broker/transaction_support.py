@@ -19,9 +19,9 @@ from bolide.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
-from bolide.protocol.message import MessageExt, MessageSysFlag, PropertyKey, encode_properties
-from bolide.protocol.message_codec import decode_record, decode_records
+from bolide.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from bolide.protocol.msgid import decode_offset_message_id
+from bolide.protocol.record import decode_record, decode_records, encode_properties
 from bolide.remoting import ClientPool, Connection, Dispatcher
 from tests.integration.wire import heartbeat_request, pull_request
 

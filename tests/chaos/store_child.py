@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bolide.base.clock import SystemClock
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.store.api import BatchPutRequest, PutRequest, PutResult
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.file_store import FileMessageStore

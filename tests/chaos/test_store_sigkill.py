@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 from bolide.base.clock import ManualClock
-from bolide.protocol.message import BLANK_MAGIC_CODE
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.record import BLANK_MAGIC_CODE, decode_record
 from bolide.store.api import GetStatus
 from bolide.store.file_store import FileMessageStore
 

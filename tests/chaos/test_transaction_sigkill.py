@@ -25,7 +25,7 @@ from bolide.protocol.bodies.transaction import HalfMessageList
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import PropertyKey
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record import decode_records
 from tests.broker.transaction_support import COMMIT, ROLLBACK, Half, WireProducer
 from tests.integration.wire import pull_request
 

@@ -10,8 +10,8 @@ from bolide.client.message import Message
 from bolide.client.producer.prepare import SendSettings, check_topic, prepare_batch, prepare_message
 from bolide.protocol.compression import decompress_body
 from bolide.protocol.headers import SendMessageRequestHeader
-from bolide.protocol.message import MessageSysFlag, PropertyKey, decode_properties
-from bolide.protocol.message_codec import decode_batch_body
+from bolide.protocol.message import MessageSysFlag, PropertyKey
+from bolide.protocol.record import decode_batch_body, decode_properties
 
 SETTINGS = SendSettings("pg")
 NOW_MS = 1_700_000_000_123

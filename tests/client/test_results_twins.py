@@ -1,5 +1,5 @@
 """``settle_batch``: each send of a natural batch gets its own SendResult; the compiled twin
-(``_results_c.pyx``) against the pure-Python one (``results.py``): same results, same errors.
+(``_results.pyx``) against the pure-Python one (``results.py``): same results, same errors.
 
 The compiled module is imported directly, so these run whatever BOLIDE_PURE_PYTHON says; they
 skip only where the extension was not built (no compiler).
@@ -33,7 +33,7 @@ class _Waiting:
 def _twins() -> list[Callable[..., Any]]:
     twins = [compiled.pure_twin("bolide.client.producer.results", "settle_batch")]
     try:
-        fast: ModuleType = importlib.import_module("bolide.client.producer._results_c")
+        fast: ModuleType = importlib.import_module("bolide.client.producer._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pass
     else:

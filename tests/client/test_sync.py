@@ -12,7 +12,7 @@ import pytest
 import bolide
 import bolide.aio
 from bolide.base.errors import InvariantViolationError, MessageTooLargeError
-from bolide.client.sync import LoopThread
+from bolide.client.blocking.loop import LoopThread
 from bolide.testing.cluster import Cluster
 from tests.client.conftest import pull_all
 

@@ -163,7 +163,7 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = WAIT_TIME
 
 def stored_messages(broker: Any, topic: str) -> list[Any]:
     """Every message of ``topic`` in ``broker``'s store, decoded, by queue then offset."""
-    from bolide.protocol.message_codec import decode_records
+    from bolide.protocol.record import decode_records
 
     store = broker.context.store
     queues = store.topics_and_queues().get(topic, [])

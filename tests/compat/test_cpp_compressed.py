@@ -21,7 +21,7 @@ from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import TopicConfig
 from bolide.protocol.message import Message, MessageExt, MessageSysFlag
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.record import decode_record
 from bolide.store.api import GetResult
 from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import Inbox, destroy_push_consumer, new_quiet_push_consumer

@@ -18,10 +18,11 @@ import pytest
 from bolide.protocol.command import LanguageCode
 from bolide.protocol.compression import compress_body, decompress_body
 from bolide.protocol.headers.send import SendMessageRequestHeader
-from bolide.protocol.message import decode_properties, encode_properties
-from bolide.protocol.message_codec import (
+from bolide.protocol.record import (
     body_crc,
     decode_batch_body,
+    decode_properties,
+    encode_properties,
     encode_record,
 )
 from tests.compat.cpp_harness import (

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from bolide.broker.broker import Broker
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import TopicConfig

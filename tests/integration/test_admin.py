@@ -389,7 +389,7 @@ async def test_dead_letters_go_back_to_their_group(cluster: Cluster, admin: Admi
 async def test_blocking_facade(cluster: Cluster) -> None:
     """``bolide.AdminClient`` runs the same core on its own loop thread (called from a worker
     thread here: this test's loop serves the broker)."""
-    from bolide.client.admin.blocking import AdminClient as BlockingAdminClient
+    from bolide.client.blocking.admin import AdminClient as BlockingAdminClient
 
     def session() -> tuple[list[str], list[str], list[bytes]]:
         with BlockingAdminClient(cluster.namesrv_address) as admin:

@@ -31,7 +31,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey, java_string_hash
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record import decode_records
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import (

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bolide.base.errors import ConfigError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.client import rpc
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.consume_orderly import (
@@ -46,7 +46,7 @@ from bolide.protocol.headers import (
     PullSysFlag,
 )
 from bolide.protocol.message import MessageExt
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record import decode_records
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import consumer_connection, create_topic, eventually

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.testing.cluster import Cluster

@@ -17,7 +17,8 @@ from bolide.protocol.bodies import TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import SendMessageRequestHeader
-from bolide.protocol.message import MessageExt, encode_properties
+from bolide.protocol.message import MessageExt
+from bolide.protocol.record import encode_properties
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
 from tests.integration.wire import BrokerWire, connected

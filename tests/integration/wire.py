@@ -16,8 +16,8 @@ from bolide.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, Su
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag, SendMessageRequestHeader
-from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
-from bolide.protocol.message_codec import BatchEntry, decode_records, encode_batch_body
+from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.record import BatchEntry, decode_records, encode_batch_body, encode_properties
 from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 

@@ -1,5 +1,5 @@
-"""The compiled batch-body encoder (``_batch_c.pyx``) against its pure-Python twin
-(``message_codec.encode_batch_body``): same bytes, same errors.
+"""The compiled batch-body encoder (``record/_batch.pyx``) against its pure-Python twin
+(``door.encode_batch_body``): same bytes, same errors.
 
 The compiled module is imported directly, so these run whatever BOLIDE_PURE_PYTHON says; they
 skip only where the extension was not built (no compiler).
@@ -18,22 +18,22 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol import message_codec
-from bolide.protocol.message_codec import BatchEntry, decode_batch_body
+from bolide.protocol import record as door
+from bolide.protocol.record import BatchEntry, decode_batch_body
 
-TWIN = "bolide.protocol.message_codec"
+TWIN = "bolide.protocol.record.batch"
 
 
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._batch_c")
+        return importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled batch encoder was not built (pure-Python install)")
 
 
 def _pure() -> Callable[..., Any]:
-    assert callable(message_codec.encode_batch_body)  # imported: its twin is registered
+    assert callable(door.encode_batch_body)  # imported: its twin is registered
     return compiled.pure_twin(TWIN, "encode_batch_body")
 
 

@@ -17,9 +17,11 @@ from bolide.protocol.compression import (
     decompress_body,
 )
 from bolide.protocol.message import MessageSysFlag
-from bolide.protocol.message_codec import body_crc, decode_record, encode_record
-from bolide.protocol.record_decoding import (
+from bolide.protocol.record import (
+    body_crc,
     decode_pulled_records,
+    decode_record,
+    encode_record,
     readable_by_zlib_only_client,
 )
 

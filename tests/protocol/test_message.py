@@ -9,21 +9,23 @@ from hypothesis import strategies as st
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import format_socket_address, pack_ip, parse_socket_address, unpack_ip
 from bolide.protocol.message import (
-    BLANK_MAGIC_CODE,
     COMPRESSION_TYPE_MASK,
-    MESSAGE_MAGIC_CODE,
     TRANSACTION_MASK,
     Message,
     MessageExt,
     MessageSysFlag,
     PropertyKey,
-    decode_properties,
-    encode_properties,
     java_string_hash,
-    join_properties,
     reset_transaction_type,
     tags_code,
     transaction_type,
+)
+from bolide.protocol.record import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    decode_properties,
+    encode_properties,
+    join_properties,
 )
 
 # --- magic codes and flags -----------------------------------------------------------------

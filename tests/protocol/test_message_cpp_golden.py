@@ -17,8 +17,8 @@ from bolide.protocol.command import LanguageCode, RemotingCommand, decode_comman
 from bolide.protocol.compression import decompress_body
 from bolide.protocol.frame import FrameDecoder, SerializeType
 from bolide.protocol.headers.send import SendMessageRequestHeader
-from bolide.protocol.message import decode_properties, java_string_hash
-from bolide.protocol.message_codec import decode_batch_body, encode_batch_body
+from bolide.protocol.message import java_string_hash
+from bolide.protocol.record import decode_batch_body, decode_properties, encode_batch_body
 
 GOLDEN = Path(__file__).parent.parent / "compat" / "golden"
 _UNIQ_KEY = re.compile("[0-9A-F]{32}")

@@ -1,6 +1,6 @@
 """The send header scan: the compiled scanner, its pure twin and the general path agree.
 
-For any header bytes, the compiled ``scan_send_request`` (``_frame_c``) and the pure twin
+For any header bytes, the compiled ``scan_send_request`` (``_send_scan.pyx``) and the pure twin
 (``send_scan.py``, on orjson) answer the same thing; and whenever they answer values, those
 are the values the general path reads from the same bytes (``decode_json_header`` +
 ``send_header_values``). Headers are generated as the Java, C++ and Python peers write them,
@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled
 from bolide.base.errors import ProtocolError
-from bolide.protocol import answer_frames, message_codec, send_scan
+from bolide.protocol import answer_frames, send_scan
+from bolide.protocol import record as door
 from bolide.protocol.header_json import decode_json_header
 from bolide.protocol.headers.send import send_header_values
 
 assert callable(send_scan.scan_send_request)  # imported so that its twins are registered
 assert callable(answer_frames.success_frame)
-assert callable(message_codec.decode_batch_body)
+assert callable(door.decode_batch_body)
 
 _PURE = compiled.pure_twin("bolide.protocol.send_scan", "scan_send_request")
 _V1 = (
@@ -40,7 +41,7 @@ _V2 = tuple("abcdefghijklmn")
 @pytest.fixture(scope="module")
 def fast_scan() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._frame_c")
+        return importlib.import_module("bolide.protocol._compiled")
     except ImportError:
         pytest.skip("the compiled frame module was not built (pure-Python install)")
 
@@ -225,14 +226,14 @@ def _outcome(function: Any, body: bytes | memoryview) -> Any:
 @st.composite
 def _batch_body(draw: st.DrawFn) -> bytes:
     entries = [
-        message_codec.BatchEntry(
+        door.BatchEntry(
             draw(st.integers(-(2**31), 2**31 - 1)),
             draw(st.binary(max_size=40)),
             draw(st.text(max_size=20)),
         )
         for _ in range(draw(st.integers(0, 5)))
     ]
-    body = message_codec.encode_batch_body(entries)
+    body = door.encode_batch_body(entries)
     if body and draw(st.booleans()):  # damage: a cut, a flipped byte
         position = draw(st.integers(0, len(body) - 1))
         if draw(st.booleans()):
@@ -247,9 +248,9 @@ def _batch_body(draw: st.DrawFn) -> bytes:
 @example(b"\x00" * 20 + b"\x00\x02\xff\xfe")  # properties that are not UTF-8
 def test_batch_bodies_decode_alike(body: bytes) -> None:
     try:
-        fast = importlib.import_module("bolide.protocol._wire_c")
+        fast = importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:
         pytest.skip("the compiled wire module was not built (pure-Python install)")
-    pure = compiled.pure_twin("bolide.protocol.message_codec", "decode_batch_body")
+    pure = compiled.pure_twin("bolide.protocol.record.batch", "decode_batch_body")
     assert _outcome(fast.decode_batch_body, body) == _outcome(pure, body)
     assert _outcome(fast.decode_batch_body, memoryview(body)) == _outcome(pure, body)

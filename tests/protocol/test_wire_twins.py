@@ -1,4 +1,4 @@
-"""The compiled wire codec (``_wire_c.pyx``) against its pure-Python twin (``wire.py``).
+"""The compiled record codec (``protocol/record/_*.pyx``) against its pure-Python twins.
 
 Differential and property tests: for generated records, properties strings and corruptions
 of them, both twins must give the same bytes, the same answers and the same errors (type,
@@ -19,19 +19,23 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled
 from bolide.base.errors import InvariantViolationError, ProtocolError
-from bolide.protocol import frame, wire
+from bolide.protocol import frame
+from bolide.protocol import record as door
 from bolide.protocol.address import pack_ip
 from bolide.protocol.message import MessageExt
-from bolide.protocol.message_codec import decode_records, encode_record
-from bolide.protocol.wire import RecordDecodeError
-from bolide.protocol.wire_rows import RowSink
+from bolide.protocol.record import RecordDecodeError, RowSink, decode_records, encode_record
 
-WIRE = "bolide.protocol.wire"
+WIRE_ROOMS = (
+    "bolide.protocol.record.layout",
+    "bolide.protocol.record.properties",
+    "bolide.protocol.record.messages",
+)
+"""The rooms of the record whose twins ``record/_*.pyx`` compiles (besides rows and batch)."""
 
 
 def _compiled_module() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._wire_c")
+        return importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled wire codec was not built (pure-Python install)")
 
@@ -44,7 +48,7 @@ def fast() -> ModuleType:
 @pytest.fixture(scope="module")
 def fast_frames() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._frame_c")
+        return importlib.import_module("bolide.protocol._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled frame cut was not built (pure-Python install)")
 
@@ -53,7 +57,12 @@ assert callable(frame.split_frames)  # imported so that its twins are registered
 
 
 def _pure(name: str) -> Callable[..., Any]:
-    return compiled.pure_twin(WIRE, name)
+    for room in WIRE_ROOMS:
+        try:
+            return compiled.pure_twin(room, name)
+        except KeyError:
+            continue
+    raise KeyError(name)
 
 
 def _outcome(function: Callable[..., Any], *arguments: Any) -> tuple[str, Any]:
@@ -87,7 +96,7 @@ def _records(draw: st.DrawFn) -> bytes:
         topic=draw(st.text(alphabet="TopicAé-_%", min_size=1, max_size=30)).encode(),
         body=draw(st.binary(max_size=300)),
         flag=draw(st.integers(-(2**31), 2**31 - 1)),
-        properties=wire.encode_properties(properties).encode("utf-8", "surrogatepass"),
+        properties=door.encode_properties(properties).encode("utf-8", "surrogatepass"),
         queue_id=draw(st.integers(0, 1023)),
         queue_offset=draw(st.integers(0, 2**62)),
         commit_log_offset=draw(st.integers(0, 2**62)),
@@ -138,7 +147,7 @@ def test_a_long_body_that_repeats_and_changes_decodes_alike(fast: ModuleType) ->
             topic=("Topic" if index % 5 else "Other" * (index % 3 + 1)).encode(),
             body=bytes([index]) * (index + 1),
             flag=index,
-            properties=wire.encode_properties(
+            properties=door.encode_properties(
                 {"UNIQ_KEY": f"K{index}", f"name{index % 24}": "v", "é名": str(index % 2)}
             ).encode(),
             queue_id=index % 4,
@@ -190,10 +199,10 @@ def test_corrupt_bodies_fail_alike(
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(_records())
 def test_recovery_checks_agree_on_sound_records(fast: ModuleType, record: bytes) -> None:
-    header = wire.read_record_header(record)
+    header = door.read_record_header(record)
     body = record[header.body_offset : header.body_offset + header.body_length]
     sound = bytearray(record)
-    sound[8:12] = wire.body_crc(body).to_bytes(4, "big")
+    sound[8:12] = door.body_crc(body).to_bytes(4, "big")
     for buffer in (bytes(sound), record, bytes(sound[:-1]) + b"\0"):
         offset = header.commit_log_offset
         result = _outcome(fast.read_stored_record, buffer, 0, offset)
@@ -210,8 +219,8 @@ class _Record:
         self.body = body
         self.flag = flag
         self.properties_bytes = properties
-        self.body_crc = wire.body_crc(body)
-        self.size = wire.RECORD_OVERHEAD_BYTES + len(body) + topic_bytes + len(properties)
+        self.body_crc = door.body_crc(body)
+        self.size = door.RECORD_OVERHEAD_BYTES + len(body) + topic_bytes + len(properties)
 
 
 @given(
@@ -245,7 +254,7 @@ def test_records_are_written_alike(
         )  # fmt: skip
         outputs.append((end, bytes(buffer)))
     assert outputs[0] == outputs[1]
-    decoded = wire.decode_messages(outputs[0][1][10 : 10 + total], _as_tuple)
+    decoded = door.decode_messages(outputs[0][1][10 : 10 + total], _as_tuple)
     assert [message[1] for message in decoded] == [body for body, _, _ in contents]
 
 
@@ -263,11 +272,12 @@ def test_a_record_of_the_wrong_size_is_a_bug_in_both(fast: ModuleType) -> None:
 def test_the_twin_in_use_is_the_one_the_switch_asks_for(fast: ModuleType) -> None:
     status = compiled.status()
     if compiled.pure_python_forced():
-        assert wire.decode_messages is _pure("decode_messages") and not status.compiled
+        assert door.decode_messages is _pure("decode_messages") and not status.compiled
     else:
-        assert wire.decode_messages is fast.decode_messages and status.compiled
-    for name in wire.COMPILED_NAMES:
-        assert callable(getattr(fast, name)) and callable(_pure(name))
+        assert door.decode_messages is fast.decode_messages and status.compiled
+    for room in WIRE_ROOMS:
+        for name in importlib.import_module(room).COMPILED_NAMES:
+            assert callable(getattr(fast, name)) and callable(_pure(name))
 
 
 def _sink_columns(sink: RowSink) -> tuple[Any, ...]:
@@ -294,7 +304,7 @@ def test_rows_scan_alike(
     body = bytearray(b"".join(records))
     if data.draw(st.booleans()):  # mark the first record compressed (zlib or LZ4)
         body[39] |= 1 | data.draw(st.sampled_from([0, 0x100, 0x300])) >> 8
-    pure = compiled.pure_twin("bolide.protocol.wire_rows", "scan_rows")
+    pure = compiled.pure_twin("bolide.protocol.record.rows", "scan_rows")
     expected = _scan(pure, bytes(body), stop_offset)
     assert _scan(fast.scan_rows, bytes(body), stop_offset) == expected
     if data.draw(st.booleans()):
@@ -419,7 +429,7 @@ def test_the_send_properties_edit_is_the_same(fast: ModuleType, text: str, extra
     expected = _pure("edit_plain_properties")(text, marks, "WAIT", extra)
     assert fast.edit_plain_properties(text, marks, "WAIT", extra) == expected
     if expected is not None:  # the one-call edit is the three steps it stands for
-        assert wire.properties_are_plain(text, ("DELAY", "CLUSTER"))
-        assert expected == wire.join_properties(wire.without_property(text, "WAIT"), extra)
+        assert door.properties_are_plain(text, ("DELAY", "CLUSTER"))
+        assert expected == door.join_properties(door.without_property(text, "WAIT"), extra)
     else:
-        assert not wire.properties_are_plain(text, ("DELAY", "CLUSTER"))
+        assert not door.properties_are_plain(text, ("DELAY", "CLUSTER"))

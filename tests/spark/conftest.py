@@ -27,9 +27,9 @@ from bolide.base.clock import Clock, ManualClock, SystemClock
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig
 from bolide.client import rpc
+from bolide.client.blocking.loop import LoopThread
 from bolide.client.message import Message, SendResult
 from bolide.client.producer.producer import Producer
-from bolide.client.sync import LoopThread
 from bolide.namesrv.namesrv import NameServer
 from bolide.protocol.bodies import (
     PERM_READ,

@@ -13,9 +13,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from bolide.base.errors import ProtocolError
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.compression import compress_body, compression_type_of
-from bolide.protocol.message import MessageSysFlag, decode_properties, encode_properties
-from bolide.protocol.message_codec import body_crc, encode_record
+from bolide.protocol.message import MessageSysFlag
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.record import body_crc, decode_properties, encode_properties, encode_record
 from bolide.spark.records import ARROW_SCHEMA, RowColumns, _properties_map
 from bolide.spark.source import SOURCE_SCHEMA
 

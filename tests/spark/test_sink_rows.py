@@ -38,7 +38,7 @@ _ROW = st.fixed_dictionaries(
 
 def _compiled() -> ModuleType:
     try:
-        return importlib.import_module("bolide.spark._sink_c")
+        return importlib.import_module("bolide.spark._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled sink encoder was not built (pure-Python install)")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from bolide.protocol.message import MessageSysFlag, decode_properties, java_string_hash
-from bolide.protocol.message_codec import BatchEntry, body_crc, decode_record
+from bolide.protocol.message import MessageSysFlag, java_string_hash
 from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.record import BatchEntry, body_crc, decode_properties, decode_record
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import BatchPutRequest, GetStatus, PutRequest, PutResult, PutStatus
 from bolide.store.config import DEFAULT_DELAY_LEVELS_MS

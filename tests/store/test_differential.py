@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from bolide.base.clock import ManualClock
 from bolide.protocol.message import MessageSysFlag, java_string_hash
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.store.api import BatchPutRequest, GetResult, PutRequest, PutResult
 from bolide.store.file_store import FileMessageStore
 from bolide.store.memory_store import MemoryMessageStore

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bolide.base.clock import ManualClock
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.record import decode_record
 from bolide.store.api import GetStatus, PutResult, PutStatus
 from bolide.store.config import StoreConfig
 from bolide.store.file_ops import FileOps

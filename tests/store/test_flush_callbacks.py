@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bolide.base import limits
 from bolide.base.clock import ManualClock
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.store.api import BatchPutRequest, PutResult, PutStatus
 from bolide.store.config import FlushDiskType
 from bolide.store.file_store import FileMessageStore

@@ -1,4 +1,4 @@
-"""The compiled index-entry writer (``_index_c.pyx``) against its pure-Python twin.
+"""The compiled index-entry writer (``_index_file.pyx``) against its pure-Python twin.
 
 For generated batches of records (offsets, store times, key hashes) written into index files
 that already hold entries (and stale slots past the entry count, as after a crash), both
@@ -23,7 +23,7 @@ _SLOTS = 7
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     try:
-        return importlib.import_module("bolide.store._index_c")
+        return importlib.import_module("bolide.store._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled index writer was not built (pure-Python install)")
 

@@ -22,11 +22,16 @@ from hypothesis import strategies as st
 from bolide.base import compiled, limits
 from bolide.base.clock import ManualClock
 from bolide.base.errors import InvariantViolationError, StoreIOError
-from bolide.protocol import wire
+from bolide.protocol import record as door
 from bolide.protocol.address import SocketAddress, pack_ip
-from bolide.protocol.message import MessageSysFlag, decode_properties
-from bolide.protocol.message_codec import BatchEntry, decode_record
-from bolide.protocol.wire import property_value
+from bolide.protocol.message import MessageSysFlag
+from bolide.protocol.record import (
+    BatchEntry,
+    decode_properties,
+    decode_record,
+    layout,
+    property_value,
+)
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.config import FlushDiskType
 from bolide.store.consume_queue import ConsumeQueue
@@ -89,7 +94,7 @@ def test_records_written_in_place_are_the_codecs_bytes(
     topic, records, born_ip = builder.batch(batch)
     first_queue_offset = None if sys_flag & MessageSysFlag.TRANSACTION_PREPARED else 40
     buffer = bytearray(8000)
-    end = wire.write_records(
+    end = door.write_records(
         memoryview(buffer), 100, records, topic.tail_prefix, 5, first_queue_offset, 5_000,
         sys_flag, 1_700, born_ip, born_host[1], 1_800, pack_ip(store_host[0]), store_host[1],
         2, 0,
@@ -151,8 +156,8 @@ def test_a_put_writes_its_first_length_last(monkeypatch: pytest.MonkeyPatch) -> 
     check = _LengthLastCheck(reference[4:])
     # Observable in the pure twin only (the compiled one writes with plain stores, in the same
     # order: tests/protocol/test_wire_twins.py holds both to the same bytes).
-    monkeypatch.setattr(wire, "_INT32", check)
-    write_records = compiled.pure_twin("bolide.protocol.wire", "write_records")
+    monkeypatch.setattr(layout, "INT32", check)
+    write_records = compiled.pure_twin("bolide.protocol.record.layout", "write_records")
     buffer = bytearray(len(reference))
     write_records(
         memoryview(buffer), 0, [record], topic.tail_prefix, 0, 0, 0, 0, 0, born_ip,
@@ -167,7 +172,7 @@ def test_a_record_whose_size_is_wrong_is_a_bug_and_writes_nothing() -> None:
     lying = PreparedRecord(record.body, 0, b"", record.size + 1, None, 0, None, [])
     buffer = bytearray(1000)
     with pytest.raises(InvariantViolationError):
-        wire.write_records(
+        door.write_records(
             memoryview(buffer), 0, [lying], topic.tail_prefix, 0, 0, 0, 0, 0, born_ip, 1, 0,
             pack_ip(STORE_HOST[0]), STORE_HOST[1], 0, 0,
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The compiled put path (``_put_c.pyx``, ``_wire_c.store_properties``) against its twins.
+"""The compiled put path (``_records.pyx``, ``_appender.pyx``, ``_properties.pyx``) vs its twins.
 
 For generated messages (properties strings with the four store properties, repeated names,
 odd separators, non-ASCII and lone surrogates, NUL endings, bad flags, big bodies) the compiled
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from bolide.base import compiled
 from bolide.base.clock import ManualClock, SystemClock
-from bolide.protocol import wire
+from bolide.protocol import record as door
 from bolide.protocol.message import MessageSysFlag, tags_code
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store import appender, records
 from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
@@ -39,7 +39,7 @@ from .conftest import BORN_HOST, STORE_HOST, tiny_config
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     try:
-        return importlib.import_module("bolide.store._put_c")
+        return importlib.import_module("bolide.store._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled put path was not built (pure-Python install)")
 
@@ -47,7 +47,7 @@ def fast() -> ModuleType:
 @pytest.fixture(scope="module")
 def fast_wire() -> ModuleType:
     try:
-        return importlib.import_module("bolide.protocol._wire_c")
+        return importlib.import_module("bolide.protocol.record._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled wire codec was not built (pure-Python install)")
 
@@ -125,7 +125,7 @@ def test_the_record_fields_are_those_the_store_reads(fast: ModuleType) -> None:
     record = fast.build_record(topic, b"body", 5, text, 0, 64, 8, {})
     assert (record.tags, record.tags_code, record.delay) == ("t2", tags_code("t2"), None)
     seed = index_key_seed("orders")
-    assert len(record.hashes) == 3 and record.size == wire.RECORD_OVERHEAD_BYTES + 4 + 6 + len(text)
+    assert len(record.hashes) == 3 and record.size == door.RECORD_OVERHEAD_BYTES + 4 + 6 + len(text)
     assert (
         record.hashes
         == compiled.pure_twin("bolide.store.records", "build_record")(
@@ -138,11 +138,11 @@ def test_the_record_fields_are_those_the_store_reads(fast: ModuleType) -> None:
 @settings(max_examples=400)
 @given(_TEXT)
 def test_store_properties_are_read_alike(fast_wire: ModuleType, text: str) -> None:
-    pure = compiled.pure_twin("bolide.protocol.wire", "store_properties")
+    pure = compiled.pure_twin("bolide.protocol.record.properties", "store_properties")
     padded = "\x02" + text
     expected = tuple(
-        wire.property_value(padded, mark)
-        for mark in (wire.TAGS_MARK, wire.KEYS_MARK, wire.UNIQ_KEY_MARK, wire.DELAY_MARK)
+        door.property_value(padded, mark)
+        for mark in (door.TAGS_MARK, door.KEYS_MARK, door.UNIQ_KEY_MARK, door.DELAY_MARK)
     )
     assert fast_wire.store_properties(text) == pure(text) == expected
 
@@ -292,10 +292,10 @@ def test_stores_on_either_twin_write_the_same_files(
         monkeypatch.setattr(records, name, compiled.pure_twin("bolide.store.records", name))
     for name in _APPENDER_TWINS:
         monkeypatch.setattr(appender, name, compiled.pure_twin("bolide.store.appender", name))
-    monkeypatch.setattr(
-        wire, "store_properties", compiled.pure_twin("bolide.protocol.wire", "store_properties")
+    pure_store_properties = compiled.pure_twin(
+        "bolide.protocol.record.properties", "store_properties"
     )
-    monkeypatch.setattr(records, "store_properties", wire.store_properties)
+    monkeypatch.setattr(records, "store_properties", pure_store_properties)
     pure_files, pure_answers, pure_arrivals = asyncio.run(_fill(tmp_path / "pure"))
     assert compiled_answers == pure_answers
     assert compiled_arrivals == pure_arrivals

@@ -19,7 +19,7 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.base.errors import CorruptDataError
-from bolide.protocol.message_codec import BatchEntry, decode_record
+from bolide.protocol.record import BatchEntry, decode_record
 from bolide.store.api import BatchPutRequest, GetStatus, RecoveryReport
 from bolide.store.config import StoreConfig, segment_file_name
 from bolide.store.file_store import FileMessageStore

@@ -1,4 +1,4 @@
-"""Recovery's compiled scan (``_recovery_c.pyx``) against its pure-Python twin.
+"""Recovery's compiled scan (``_recovery_scan.pyx``) against its pure-Python twin.
 
 Generated stores (topics, queues, KEYS, TAGS, delay levels, transaction halves, batches)
 are crashed, damaged (a flipped byte, a cut) and recovered twice, once with each
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from bolide.base import compiled
 from bolide.base.clock import ManualClock
 from bolide.protocol.message import MessageSysFlag
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store import recovery
 from bolide.store.api import BatchPutRequest, PutRequest
@@ -44,7 +44,7 @@ PURE: Any = compiled.pure_twin("bolide.store.recovery_scan", "SegmentScanner")
 @pytest.fixture(scope="module")
 def fast() -> ModuleType:
     try:
-        return importlib.import_module("bolide.store._recovery_c")
+        return importlib.import_module("bolide.store._compiled")
     except ImportError:  # pragma: no cover - a build without a C compiler
         pytest.skip("the compiled recovery scan was not built (pure-Python install)")
 

@@ -10,7 +10,7 @@ import pytest
 
 from bolide.base.clock import ManualClock
 from bolide.base.errors import ReplicaOffsetError
-from bolide.protocol.message_codec import read_record_header
+from bolide.protocol.record import read_record_header
 from bolide.store.api import PutStatus
 from bolide.store.file_store import FileMessageStore
 from tests.store.conftest import STORE_HOST, ControlledFileOps, request, tiny_config

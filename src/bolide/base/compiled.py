@@ -2,10 +2,10 @@
 
 Bolide's hot path (record layout, properties string, frame cut, pull-body scan) is written
 twice: a pure-Python module, which is the reference and the documentation, and a Cython
-extension built from ``*.pyx`` beside it during the ordinary install (setup.py). A twin module
-ends with one call::
+extension built from the piece ``_x.pyx`` beside it during the ordinary install (setup.py). A twin
+module ends with one call::
 
-    compiled.install(globals(), "bolide.protocol._wire_c", ("decode_properties", ...))
+    compiled.install(globals(), "bolide.protocol.record._compiled", ("decode_properties", ...))
 
 which replaces those names in the twin's namespace by the compiled functions when the
 extension is importable and allowed, and keeps the pure ones otherwise. Callers import from
@@ -25,10 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
+    "EXTENSION_MODULES",
+    "EXTENSION_NAME",
     "PURE_PYTHON_ENVIRONMENT_VARIABLE",
     "TWIN_MODULES",
     "CompiledStatus",
     "describe",
+    "extension_of",
     "install",
     "pure_python_forced",
     "pure_twin",
@@ -66,18 +69,38 @@ class CompiledStatus:
 
 
 TWIN_MODULES: Final = (
+    "bolide.client.producer.results",
+    "bolide.protocol.answer_frames",
     "bolide.protocol.frame",
-    "bolide.protocol.wire",
-    "bolide.protocol.wire_rows",
+    "bolide.protocol.record.batch",
+    "bolide.protocol.record.layout",
+    "bolide.protocol.record.messages",
+    "bolide.protocol.record.properties",
+    "bolide.protocol.record.rows",
+    "bolide.protocol.send_scan",
+    "bolide.spark.sink_rows",
+    "bolide.store.appender",
     "bolide.store.index_file",
     "bolide.store.records",
-    "bolide.store.appender",
     "bolide.store.recovery_scan",
-    "bolide.protocol.message_codec",
-    "bolide.client.producer.results",
-    "bolide.spark.sink_rows",
 )
-"""Every module that ends with :func:`install` (setup.py builds their extensions)."""
+"""Every module that ends with :func:`install`. The naming rule (docs/compiled.md): the twin
+``package.x`` has one piece ``_x.pyx`` beside it, and each package builds one extension,
+:func:`extension_of` it, from its ``_compiled.pyx``, which includes its pieces (setup.py);
+``tests/base/test_twin_rule.py`` holds this list, the pieces and the builds to the rule."""
+
+EXTENSION_NAME: Final = "_compiled"
+"""The one extension of a package with compiled twins: ``<package>._compiled``."""
+
+
+def extension_of(twin_module: str) -> str:
+    """The extension that holds the compiled twin of ``twin_module`` (its package's one)."""
+    package, _, _ = twin_module.rpartition(".")
+    return f"{package}.{EXTENSION_NAME}"
+
+
+EXTENSION_MODULES: Final = tuple(sorted({extension_of(name) for name in TWIN_MODULES}))
+"""Every compiled extension setup.py builds, by the rule."""
 
 _STATUS: Final = CompiledStatus(pure_forced=_PURE_FORCED)
 _PURE_TWINS: Final[dict[str, dict[str, Any]]] = {}

@@ -34,6 +34,7 @@ from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, BrokerRole, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.context import BrokerContext
 from bolide.broker.controller_mode.broker_roles import BrokerRoles
 from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
@@ -45,7 +46,6 @@ from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
-from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.handlers.locks import LockHandlers
 from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers

@@ -23,8 +23,13 @@ from typing import Final, Generic, TypeVar
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
 from bolide.protocol.message import PropertyKey
-from bolide.protocol.message_codec import decode_record, read_record_header
-from bolide.protocol.wire import NAME_VALUE_SEPARATOR, decode_properties, encode_properties
+from bolide.protocol.record import (
+    NAME_VALUE_SEPARATOR,
+    decode_properties,
+    decode_record,
+    encode_properties,
+    read_record_header,
+)
 from bolide.store.api import MessageStore, PutRequest
 
 __all__ = [

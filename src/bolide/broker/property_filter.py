@@ -19,11 +19,11 @@ import logging
 
 from bolide.base.errors import ProtocolError
 from bolide.broker.config import BrokerConfig
-from bolide.broker.handlers.context import RefusedError
+from bolide.broker.context import RefusedError
 from bolide.broker.sql_filter import SqlFilter, SqlFilterError, compile_sql
 from bolide.protocol.bodies import EXPRESSION_TYPE_SQL92, SubscriptionData
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.store.api import GetResult, GetStatus
 
 __all__ = ["NOT_SUPPORTED_REMARK", "check_subscription", "matching_records"]

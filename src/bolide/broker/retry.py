@@ -36,8 +36,8 @@ from bolide.broker.subscription_groups import SubscriptionGroupConfig, Subscript
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
 from bolide.broker.topics import TopicConfigManager, is_writeable
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
-from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.record import decode_record, encode_properties
 from bolide.protocol.system_topics import dlq_topic, retry_topic
 from bolide.store.api import MessageStore, PutRequest, PutResult
 

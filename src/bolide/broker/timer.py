@@ -62,8 +62,8 @@ from bolide.broker.delivery import (
     scan_delivery_markers,
     timer_marker,
 )
-from bolide.protocol.message import PropertyKey, decode_properties
-from bolide.protocol.message_codec import read_record_header
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import decode_properties, read_record_header
 from bolide.protocol.system_topics import TIMER_TOPIC
 from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 from bolide.store.config_files import parse_fastjson

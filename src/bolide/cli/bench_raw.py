@@ -36,8 +36,13 @@ from bolide.protocol.headers import (
     PullSysFlag,
     SendMessageRequestHeader,
 )
-from bolide.protocol.message import PropertyKey, encode_properties
-from bolide.protocol.message_codec import BatchEntry, encode_batch_body, read_record_header
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import (
+    BatchEntry,
+    encode_batch_body,
+    encode_properties,
+    read_record_header,
+)
 from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from bolide.remoting import ClientPool
 

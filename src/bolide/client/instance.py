@@ -76,7 +76,7 @@ from bolide.protocol.headers import (
     ResetOffsetRequestHeader,
 )
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.record import decode_record
 from bolide.remoting import ClientPool, Connection, ConnectionSettings, Dispatcher
 
 __all__ = ["ClientInstance", "InstanceConsumer", "TransactionCheckHandler"]

@@ -76,5 +76,5 @@ def success_frame(
     return encode_frame_prefix(SerializeType.JSON, len(header), 0) + header
 
 
-# The compiled twin (bolide/protocol/_frame_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.protocol._frame_c", ("success_frame",))
+# The compiled twin (bolide/protocol/_answer_frames.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol._compiled", ("success_frame",))

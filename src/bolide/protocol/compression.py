@@ -9,7 +9,7 @@ bodies carry the zlib header and Adler-32 (java.util.zip.Deflater). Inflated bod
 at MESSAGE_BODY_DECOMPRESSED_MAX_BYTES so a small record cannot expand without bound.
 
 Decoding pulled records one by one, so one undecodable record never fails a pull, lives in
-:mod:`bolide.protocol.record_decoding`, above the record codec.
+:mod:`bolide.protocol.record.messages`, above the record codec.
 """
 
 from __future__ import annotations

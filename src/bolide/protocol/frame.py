@@ -199,5 +199,5 @@ def split_frames(view: memoryview, max_frame_bytes: int, frames: list[RawFrame])
     return position
 
 
-# The compiled twin (bolide/protocol/_frame_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.protocol._frame_c", ("split_frames",))
+# The compiled twin (bolide/protocol/_frame.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol._compiled", ("split_frames",))

@@ -2,7 +2,7 @@
 
 * :class:`Message` is what a producer sends: topic, body, user flag and a properties map.
 * :class:`MessageExt` is one decoded stored record (pull bodies, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE);
-  the binary layout lives in :mod:`bolide.protocol.wire`, its codec in ``message_codec``.
+  the record's layout and codecs live behind one door, :mod:`bolide.protocol.record`.
 * The system property names, the message sysFlag bits
   (§3.2) and the tags hash code that consume queues store (§4.1).
 
@@ -18,22 +18,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from bolide.base.errors import ProtocolError
-from bolide.protocol.address import (
-    SocketAddress,
-)
+from bolide.protocol.address import SocketAddress
 from bolide.protocol.msgid import offset_message_id
-
-# The record layout and the properties string live in bolide.protocol.wire (one home); these
-# names stay importable from here, where they always were.
-from bolide.protocol.wire import BLANK_MAGIC_CODE as BLANK_MAGIC_CODE
-from bolide.protocol.wire import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
-from bolide.protocol.wire import MESSAGE_MAGIC_CODE_V2 as MESSAGE_MAGIC_CODE_V2
-from bolide.protocol.wire import NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR
-from bolide.protocol.wire import PROPERTY_SEPARATOR as PROPERTY_SEPARATOR
-from bolide.protocol.wire import SYS_FLAG_BORNHOST_V6, SYS_FLAG_COMPRESSED, SYS_FLAG_STOREHOST_V6
-from bolide.protocol.wire import decode_properties as decode_properties
-from bolide.protocol.wire import encode_properties as encode_properties
-from bolide.protocol.wire import join_properties as join_properties
 
 KEY_SEPARATOR: Final = " "
 """Between the keys of the KEYS property."""
@@ -47,13 +33,13 @@ class MessageSysFlag(enum.IntFlag):
     the three bits of :data:`COMPRESSION_TYPE_MASK` (0 and 3 both mean zlib).
     """
 
-    COMPRESSED = SYS_FLAG_COMPRESSED
+    COMPRESSED = 0x1
     MULTI_TAGS = 0x2
     TRANSACTION_PREPARED = 0x4
     TRANSACTION_COMMIT = 0x8
     TRANSACTION_ROLLBACK = 0xC
-    BORNHOST_V6 = SYS_FLAG_BORNHOST_V6
-    STOREHOST_V6 = SYS_FLAG_STOREHOST_V6
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
     NEED_UNWRAP = 0x40
     INNER_BATCH = 0x80
     COMPRESSION_LZ4 = 0x100

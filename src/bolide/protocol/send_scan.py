@@ -21,7 +21,7 @@ What it accepts (everything else is None):
 * the send header's required fields present, its integer fields plain ASCII decimals of at
   most 18 digits (``-`` allowed), its optional integers absent, empty or plain decimals.
 
-This is the pure-Python twin; ``bolide/protocol/_frame_c.pyx`` holds the compiled one (a
+This is the pure-Python twin; ``bolide/protocol/_send_scan.pyx`` holds the compiled one (a
 one-pass scanner), and ``tests/protocol/test_send_scan.py`` holds them and the general path
 alike (hypothesis).
 """
@@ -194,5 +194,5 @@ def _send_values(
     )
 
 
-# The compiled twin (bolide/protocol/_frame_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.protocol._frame_c", ("scan_send_request",))
+# The compiled twin (bolide/protocol/_send_scan.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.protocol._compiled", ("scan_send_request",))

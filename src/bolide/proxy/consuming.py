@@ -31,7 +31,7 @@ from bolide.protocol.headers.pop import (
     ReceiptHandle,
 )
 from bolide.protocol.message import MessageExt
-from bolide.protocol.record_decoding import decode_pulled_records
+from bolide.protocol.record import decode_pulled_records
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb

@@ -37,8 +37,8 @@ from bolide.protocol.headers.recall import (
     RecallMessageRequestHeader,
     RecallMessageResponseHeader,
 )
-from bolide.protocol.message import PropertyKey, encode_properties
-from bolide.protocol.message_codec import decode_record
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import decode_record, encode_properties
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.messages import consistent_hash, properties_of, to_proto_message

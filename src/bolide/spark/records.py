@@ -1,8 +1,8 @@
 """Pull bodies straight into Arrow columns: the rows of the Bolide source.
 
 A PULL_MESSAGE body is a run of stored records (docs/protocol.md §3.1; the layout is drawn, and
-read, in :mod:`bolide.protocol.wire`). Reading at Spark speed means not building a Python
-object per record: :func:`bolide.protocol.wire_rows.scan_rows` (compiled) appends each
+read, in :mod:`bolide.protocol.record.layout`). Reading at Spark speed means not building a Python
+object per record: :func:`bolide.protocol.record.scan_rows` (compiled) appends each
 record's fields to native column buffers — bodies and properties strings into one data buffer
 each with int32 end offsets, Arrow's binary layout — which become Arrow arrays once per record
 batch without copying again.
@@ -26,13 +26,16 @@ from bolide.base.errors import ProtocolError
 from bolide.protocol.address import unpack_ip
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.compression import decompress_body
-from bolide.protocol.message import (
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.msgid import offset_message_id
+from bolide.protocol.record import (
+    COLUMN_INT64,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
-    PropertyKey,
+    STORE_HOST_ROW,
+    RowSink,
+    scan_rows,
 )
-from bolide.protocol.msgid import offset_message_id
-from bolide.protocol.wire_rows import COLUMN_INT64, STORE_HOST_ROW, RowSink, scan_rows
 
 __all__ = ["ARROW_SCHEMA", "SPARK_SCHEMA_DDL", "RowColumns"]
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from bolide.base import limits
 from bolide.base.errors import InvalidMessageError
 from bolide.client.producer.prepare import check_topic
-from bolide.protocol.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from bolide.protocol.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from bolide.protocol.system_topics import is_retry_topic
 from bolide.spark.sink_rows import ColumnBuffers
 

@@ -1,16 +1,16 @@
 """Arrow columns straight into SEND_BATCH_MESSAGE bodies (pure-Python twin of
-``_sink_c.encode_batch_rows``).
+``_sink_rows.pyx``).
 
 The sink's fast path (bolide.spark.writer) turns a run of rows into one batch body without a
 Python object per row: :func:`encode_batch_rows` reads the bodies, TAGS and KEYS of the rows
 from their Arrow buffers (int32 end offsets and one data buffer each: Arrow's binary layout)
 and writes the entries the producer's ``encode_batch_body`` writes for the same messages
-(layout in :mod:`bolide.protocol.message_codec`): per row TOTALSIZE, MAGICCODE 0, BODYCRC 0,
+(layout in :mod:`bolide.protocol.record.batch`): per row TOTALSIZE, MAGICCODE 0, BODYCRC 0,
 FLAG 0, the body, and the properties string ``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``WAIT=true``
 in that order (an empty TAGS or KEYS is left out, as ``Message`` leaves it out).
 
 This module needs neither pyarrow nor pyspark: it reads any buffers. The compiled twin in
-``_sink_c.pyx`` replaces :func:`encode_batch_rows` at import (see :mod:`bolide.base.compiled`).
+``_sink_rows.pyx`` replaces :func:`encode_batch_rows` at import (see :mod:`bolide.base.compiled`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import struct
 from typing import Final
 
 from bolide.base import compiled
-from bolide.protocol.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PropertyKey
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "ColumnBuffers", "encode_batch_rows"]
 
@@ -87,4 +88,4 @@ def encode_batch_rows(
     return b"".join(pieces), ",".join(unique_keys), row
 
 
-compiled.install(globals(), "bolide.spark._sink_c", ("encode_batch_rows",))
+compiled.install(globals(), "bolide.spark._compiled", ("encode_batch_rows",))

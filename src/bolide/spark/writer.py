@@ -70,7 +70,8 @@ from bolide.client.producer.prepare import PreparedSend
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.selection import select_by_sharding_key
 from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.message import NAME_VALUE_SEPARATOR, PropertyKey
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import NAME_VALUE_SEPARATOR
 from bolide.spark.client import BlockingClient
 from bolide.spark.options import WriteOptions
 from bolide.spark.sink_columns import PlainRows, plain_rows

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.message_codec import BatchEntry
+from bolide.protocol.record import BatchEntry
 
 
 class PutStatus(enum.Enum):

@@ -23,8 +23,8 @@ from typing import Any, Final
 from bolide.base import compiled
 from bolide.base.clock import Clock
 from bolide.protocol.message import TRANSACTION_MASK
+from bolide.protocol.record import write_records
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import write_records
 from bolide.store.api import ArrivalListener, PutRequest, PutResult, PutStatus
 from bolide.store.commit_log import CommitLog
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueEntry, ConsumeQueueTable
@@ -257,7 +257,7 @@ class Appender:
 def put_one(builder: RecordBuilder, appender: Appender, request: PutRequest) -> PutResult:
     """One message validated (:meth:`RecordBuilder.single`) and stored
     (:meth:`Appender.append`): the file store's single put below its refusal checks.
-    Compiled in ``_put_c.pyx`` (checks, record build and append in one call).
+    Compiled in ``_appender.pyx`` (checks, record build and append in one call).
 
     Raises:
         RejectedError: the request breaks a rule; nothing was written.
@@ -286,7 +286,7 @@ def append_single(
     """:meth:`Appender.append` of one record whose tags code is its TAGS hash (not a scheduled
     record, no override): the same steps in the same order, without the batch's lists — room,
     the record written into the mapped segment, the index entry queued, the consume-queue
-    entry, the listeners. Compiled in ``_put_c.pyx`` (the single send's store path as one
+    entry, the listeners. Compiled in ``_appender.pyx`` (the single send's store path as one
     unit)."""
     queue = None
     if not sys_flag & TRANSACTION_MASK or gets_queue_entry(sys_flag):
@@ -344,7 +344,7 @@ def batch_entries(
 ) -> tuple[list[str], list[ConsumeQueueEntry]]:
     """The message ids and consume-queue entries (tags code: the record's TAGS hash) of
     ``records`` laid end to end from ``base_offset``; appends the index's pending record of
-    each one that has key hashes to ``index_records``. Compiled in ``_put_c.pyx``."""
+    each one that has key hashes to ``index_records``. Compiled in ``_appender.pyx``."""
     message_ids: list[str] = []
     entries: list[ConsumeQueueEntry] = []
     offset = base_offset
@@ -357,5 +357,5 @@ def batch_entries(
     return message_ids, entries
 
 
-# The compiled twin (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.store._put_c", ("put_one", "append_single", "batch_entries"))
+# The compiled twin (bolide/store/_appender.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.store._compiled", ("put_one", "append_single", "batch_entries"))

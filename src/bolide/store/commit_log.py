@@ -12,7 +12,7 @@ segment 0 (start 0)                               segment 1 (start = segment siz
                                         ^ TOTALSIZE = bytes left, MAGICCODE = BLANK_MAGIC_CODE
 ```
 
-Records are in RocketMQ's layout (docs/protocol.md §3.1, drawn in protocol/message_codec.py), so a
+Records are in RocketMQ's layout (docs/protocol.md §3.1, drawn in protocol/record/layout.py), so a
 read hands out the exact bytes that go onto the wire.
 """
 
@@ -26,8 +26,7 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import CorruptDataError, ReplicaOffsetError, StoreIOError, invariant
-from bolide.protocol.message_codec import encode_blank_marker
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     IPV6_HOST_EXTRA_BYTES,
     MESSAGE_MAGIC_CODE,
     PHYSICAL_OFFSET_POSITION,
@@ -36,6 +35,7 @@ from bolide.protocol.wire import (
     STORE_TIMESTAMP_POSITION,
     SYS_FLAG_BORNHOST_V6,
     SYS_FLAG_POSITION,
+    encode_blank_marker,
 )
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps

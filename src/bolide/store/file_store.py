@@ -33,7 +33,7 @@ from bolide.base.fileio import fsync_directory
 from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.store import appender, retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
@@ -466,7 +466,8 @@ class FileMessageStore(ReplicationAccess):
         try:
             if not self._running or self._write_failure is not None or self.refuse_puts:
                 self._refuse()
-            return appender.put_one(self._builder, self._appender, request)  # compiled: _put_c.pyx
+            # compiled: _appender.pyx
+            return appender.put_one(self._builder, self._appender, request)
         except RejectedError as rejected:
             self._put_failures += 1
             return PutResult(rejected.status, remark=rejected.remark)

@@ -469,5 +469,5 @@ def write_index_entries(
     return count, entry_at, end_time_ms
 
 
-# The compiled twin (bolide/store/_index_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.store._index_c", ("write_index_entries",))
+# The compiled twin (bolide/store/_index_file.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.store._compiled", ("write_index_entries",))

@@ -20,7 +20,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.message_codec import read_record_header, read_record_properties
+from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.store import retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,

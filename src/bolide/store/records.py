@@ -23,16 +23,17 @@ from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError, invariant
 from bolide.protocol.address import SocketAddress, pack_ip
 from bolide.protocol.message import tags_code
-from bolide.protocol.message_codec import BatchEntry, encode_record
 from bolide.protocol.msgid import offset_message_id
-from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     IPV6_HOST_EXTRA_BYTES,
     RECORD_OVERHEAD_BYTES,
+    BatchEntry,
     encode_properties,
+    encode_record,
     join_properties,
     store_properties,
 )
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import BatchPutRequest, PutRequest, PutStatus
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes
@@ -337,7 +338,7 @@ def build_record(
     """The validated record of one message of ``topic`` whose properties string is ``text``
     (checks in the module docstring's order, from the flag on); ``extra_bytes`` are the IPv6
     hosts' extra record bytes, ``tags_codes`` the builder's bounded memo of tag hashes.
-    Compiled in ``_put_c.pyx``.
+    Compiled in ``_records.pyx``.
 
     Raises:
         RejectedError: the message breaks a rule.
@@ -398,7 +399,7 @@ def build_records(
     tags_codes: dict[str, int],
 ) -> list[PreparedRecord]:
     """:func:`build_record` of each entry of a batch, ``extra_properties`` joined to its
-    properties string. Compiled in ``_put_c.pyx``.
+    properties string. Compiled in ``_records.pyx``.
 
     Raises:
         RejectedError: an entry breaks a rule.
@@ -427,7 +428,7 @@ def _too_big(total_size: int) -> RejectedError:
     )
 
 
-# The compiled twins (bolide/store/_put_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+# The compiled twins (bolide/store/_records.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
 compiled.install(
-    globals(), "bolide.store._put_c", ("PreparedRecord", "build_record", "build_records")
+    globals(), "bolide.store._compiled", ("PreparedRecord", "build_record", "build_records")
 )

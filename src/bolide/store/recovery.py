@@ -11,7 +11,7 @@
    the record's tail was lost). Every sound record is re-dispatched to
    its consume queue and the index. The first unsound one ends the data: it and everything
    after it is cut (the segment's tail zeroed, later segments deleted). The scan itself is
-   store/recovery_scan.py (compiled as _recovery_c.pyx).
+   store/recovery_scan.py (compiled as _recovery_scan.pyx).
 
 After a clean shutdown the checkpoint sits at the end of the data, so steps 3 and 4 touch
 almost nothing; after a crash they cover what the last flush had not made durable.
@@ -25,7 +25,7 @@ import struct
 from typing import Final
 
 from bolide.base import limits
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     PHYSICAL_OFFSET_POSITION,
     QUEUE_ID_POSITION,
     QUEUE_OFFSET_POSITION,

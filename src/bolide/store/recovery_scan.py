@@ -11,7 +11,7 @@ of one call a record: records of many queues interleave in the log, each queue's
 stay in order, and :meth:`SegmentScanner.finish` writes what is still collected (the scan
 calls it before it returns). Index entries are added record by record, as a put does.
 
-This module is the pure-Python twin, and the reference, of ``_recovery_c.pyx`` (the same
+This module is the pure-Python twin, and the reference, of ``_recovery_scan.pyx`` (the same
 class compiled; setup.py builds it): both leave the same consume-queue and index bytes, the
 same counters and the same cut reasons (tests/store/test_recovery_twins.py).
 """
@@ -23,8 +23,8 @@ from typing import Final
 
 from bolide.base import compiled, limits
 from bolide.base.errors import ProtocolError
+from bolide.protocol.record import BLANK_MAGIC_CODE, RECORD_PREFIX, read_stored_record
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import BLANK_MAGIC_CODE, RECORD_PREFIX, read_stored_record
 from bolide.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueEntry,
@@ -218,5 +218,5 @@ class SegmentScanner:
         self._runs.clear()
 
 
-# The compiled twin (bolide/store/_recovery_c.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
-compiled.install(globals(), "bolide.store._recovery_c", ("SegmentScanner",))
+# The compiled twin (bolide/store/_recovery_scan.pyx), unless BOLIDE_PURE_PYTHON=1 or not built.
+compiled.install(globals(), "bolide.store._compiled", ("SegmentScanner",))

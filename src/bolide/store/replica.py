@@ -29,8 +29,7 @@ from typing import Final
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, ReplicaOffsetError
-from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     BLANK_MAGIC_CODE,
     DELAY_MARK,
     KEYS_MARK,
@@ -44,6 +43,7 @@ from bolide.protocol.wire import (
     property_value,
     read_record_header,
 )
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 from bolide.store.api import ArrivalListener
 from bolide.store.commit_log import CommitLog
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable

@@ -29,7 +29,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import BolideError
 from bolide.base.fileio import atomic_write_with_backup
 from bolide.base.service import CrashHandler, Service
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.offsets import decode_offset_table
 from bolide.protocol.bodies import BodyError, SubscriptionGroupWrapper, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode

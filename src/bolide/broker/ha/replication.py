@@ -28,10 +28,10 @@ import logging
 from bolide.base.clock import Clock
 from bolide.base.service import CrashHandler
 from bolide.broker.config import BrokerConfig, BrokerRole
+from bolide.broker.context import BrokerContext
 from bolide.broker.ha.master import HaMaster, ReplicationLag
 from bolide.broker.ha.metadata_sync import SlaveSynchronize
 from bolide.broker.ha.slave import HaSlave
-from bolide.broker.handlers.context import BrokerContext
 from bolide.remoting import ClientPool
 from bolide.store.api import PutResult
 from bolide.store.epoch_file import EpochEntry, EpochFile

@@ -17,11 +17,11 @@ Subscription groups (200, 201) are :mod:`.subscription_group`'s.
 from __future__ import annotations
 
 from bolide.base.errors import ConfigError
+from bolide.broker.context import BrokerContext
 from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
 from bolide.broker.handlers.admin_groups import AdminGroupHandlers
 from bolide.broker.handlers.admin_stats import AdminStatsHandlers
 from bolide.broker.handlers.admin_topics import AdminTopicHandlers
-from bolide.broker.handlers.context import BrokerContext
 from bolide.broker.metrics.runtime import runtime_table
 from bolide.protocol.bodies import BodyError, KVTable, TopicConfig
 from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES, parse_attributes

@@ -52,8 +52,8 @@ from bolide.base.errors import (
     RequestTimeoutError,
 )
 from bolide.broker.channels import ClientChannelInfo
+from bolide.broker.context import BrokerContext
 from bolide.broker.handlers.admin_groups import flush_offsets, is_group_known
-from bolide.broker.handlers.context import BrokerContext
 from bolide.protocol.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 
 from bolide.base.errors import BackpressureError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.stats_items import StatsName, group_stats_key
 from bolide.protocol.bodies import ConsumeStats, MessageQueue, OffsetWrapper
 from bolide.protocol.bodies.stats import LIST_FORM_FIELD, ConsumeStatsList

@@ -26,7 +26,7 @@ import orjson
 
 from bolide.base.errors import BolideError, ConfigError
 from bolide.broker.config import BrokerConfig, parse_broker_conf
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.stats_items import StatsName
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.bodies.stats import (

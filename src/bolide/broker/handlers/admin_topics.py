@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from bolide.base.errors import ConfigError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.protocol.bodies import GroupList, MessageQueue, TopicOffset, TopicStatsTable
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand

@@ -20,7 +20,7 @@ import logging
 import orjson
 
 from bolide.broker.channels import ClientChannelInfo
-from bolide.broker.handlers.context import BrokerContext, RefusedError
+from bolide.broker.context import BrokerContext, RefusedError
 from bolide.broker.property_filter import check_subscription
 from bolide.protocol.bodies import (
     EXPRESSION_TYPE_TAG,

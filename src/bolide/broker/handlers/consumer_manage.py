@@ -15,8 +15,8 @@ CONSUME_FROM always answers QUERY_NOT_FOUND.
 
 from __future__ import annotations
 
+from bolide.broker.context import BrokerContext
 from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
-from bolide.broker.handlers.context import BrokerContext
 from bolide.protocol.bodies import GetConsumerListByGroupResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand

@@ -27,7 +27,7 @@ import logging
 
 from bolide.base import limits
 from bolide.broker.config import BrokerConfig
-from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
+from bolide.broker.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.service import PopRequest, PopService
 from bolide.broker.property_filter import check_subscription

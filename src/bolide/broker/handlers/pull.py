@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.config import BrokerRole
-from bolide.broker.handlers.context import BrokerContext, RefusedError, find_group_or_refuse
+from bolide.broker.context import BrokerContext, RefusedError, find_group_or_refuse
 from bolide.broker.long_polling import WakeReason
 from bolide.broker.property_filter import check_subscription, matching_records
 from bolide.broker.sql_filter import SqlFilter
@@ -54,8 +54,7 @@ from bolide.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
 )
-from bolide.protocol.message_codec import PHYSICAL_OFFSET_POSITION
-from bolide.protocol.record_decoding import readable_by_zlib_only_client
+from bolide.protocol.record import PHYSICAL_OFFSET_POSITION, readable_by_zlib_only_client
 from bolide.remoting import Connection, Dispatcher
 from bolide.store.api import GetResult, GetStatus
 

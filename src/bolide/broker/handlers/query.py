@@ -15,7 +15,7 @@ Records go out as stored, zero-copy. Every response header value is a string.
 from __future__ import annotations
 
 from bolide.base import limits
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (

@@ -14,7 +14,7 @@ the broker has no timer service                SYSTEM_ERROR
 
 from __future__ import annotations
 
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError

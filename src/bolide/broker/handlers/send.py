@@ -23,7 +23,11 @@ The path of one send, in the Java broker's order:
 8. a half message (TRAN_MSG=true or a PREPARED sysFlag) goes to RMQ_SYS_TRANS_HALF_TOPIC
    through :mod:`bolide.broker.transactions` (NO_PERMISSION under rejectTransactionMessage,
    MESSAGE_ILLEGAL with a delay; batches may not be transactional);
-9. the store's status becomes the response code.
+9. the store's status becomes the response code (:mod:`~bolide.broker.handlers.send_answers`).
+
+The common sends also have fast forms (:mod:`~bolide.broker.handlers.send_fast`), which take
+only what :func:`~bolide.broker.handlers.send_rules.takes_fast_form` allows and give the same
+record and the same answer.
 
 Whether a request is a batch is decided by the header's ``batch`` flag alone (``"true"`` or
 the C++ client's ``"1"``), never by the code. Every response carries extFields (MSG_REGION
@@ -35,115 +39,59 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TypeVar
 
-from bolide.base import limits
-from bolide.base.errors import BolideError, ProtocolError
-from bolide.broker.config import BrokerRole
-from bolide.broker.controller_mode.settings import IN_SYNC_REPLICAS_NOT_ENOUGH
-from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.handlers.context import (
+from bolide.base.errors import BolideError
+from bolide.broker.context import (
     BrokerContext,
     RefusedError,
     born_host_of,
     find_group_or_refuse,
 )
-from bolide.broker.handlers.send_durable import put_single_then, send_batch_at_once
+from bolide.broker.delivery import DELIVERED_FROM
+from bolide.broker.handlers.send_answers import SendAnswers
+from bolide.broker.handlers.send_fast import FastSends
 from bolide.broker.handlers.send_properties import (
-    SLOW_MARKS,
-    clean_entry,
     has_delay,
     plain_properties,
     waits_for_store,
     without_wait,
 )
+from bolide.broker.handlers.send_rules import MULTI_TAG_FILTER, BatchPreparer, any_writable_queue
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import half_target, is_transaction_half
-from bolide.protocol.answer_frames import SendSuccessFrames, success_frame
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand, decode_command
-from bolide.protocol.frame import RawFrame, SerializeType
+from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
-from bolide.protocol.headers.send import send_header_values
 from bolide.protocol.message import (
-    TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
     PropertyKey,
     transaction_type,
 )
-from bolide.protocol.message_codec import BatchEntry, decode_batch_body
-from bolide.protocol.send_scan import ScannedSend
+from bolide.protocol.record import (
+    NAME_VALUE_SEPARATOR,
+    decode_properties,
+    join_properties,
+)
 from bolide.protocol.system_topics import (
-    RETRY_GROUP_TOPIC_PREFIX,
-    SEND_FORBIDDEN_TOPICS,
     dlq_topic,
     group_of_retry_topic,
     is_retry_topic,
     is_send_forbidden_topic,
 )
-from bolide.protocol.wire import (
-    NAME_VALUE_SEPARATOR,
-    decode_properties,
-    edit_plain_properties,
-    encode_properties,
-    join_properties,
-)
 from bolide.remoting import Connection, Dispatcher
-from bolide.remoting.dispatcher import ANSWER_LATER
-from bolide.store.api import BatchPutRequest, PutRequest, PutResult, PutStatus
+from bolide.store.api import PutRequest, PutResult, PutStatus
 
 __all__ = ["SendHandlers"]
 
 _log = logging.getLogger("bolide.broker.send")
 
-_PutT = TypeVar("_PutT", PutRequest, BatchPutRequest)
-
-_perf_counter_ns = time.perf_counter_ns
-_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _VERSION_V3_4_9 = 121
 """Clients at or above this wire version send a trustworthy ``maxReconsumeTimes``."""
 _TOPIC_SYS_FLAG_UNIT = 1
 _TOPIC_SYS_FLAG_UNIT_SUB = 2
-_MULTI_TAG = "MULTI_TAG"
-
-# Store status -> (response code, remark when the store gave none).
-_STATUS_CODES: dict[PutStatus, tuple[ResponseCode, str]] = {
-    PutStatus.PUT_OK: (ResponseCode.SUCCESS, ""),
-    PutStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"),
-    PutStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, "the message is illegal"),
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: (
-        ResponseCode.MESSAGE_ILLEGAL,
-        "the message properties are too long",
-    ),
-    PutStatus.SERVICE_NOT_AVAILABLE: (
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        "the store is not available (shutting down, or a write failed earlier)",
-    ),
-    PutStatus.DISK_FULL: (
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        "the broker's disk is full: message refused",
-    ),
-    PutStatus.OS_PAGE_CACHE_BUSY: (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED] broker busy"),
-    PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "the store failed the message"),
-    PutStatus.FLUSH_SLAVE_TIMEOUT: (
-        ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        "wait for the slave timed out",
-    ),
-    PutStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "no slave is in sync"),
-}
-
-_STORED_CODES = frozenset(
-    {
-        ResponseCode.SUCCESS,
-        ResponseCode.FLUSH_DISK_TIMEOUT,
-        ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        ResponseCode.SLAVE_NOT_AVAILABLE,
-    }
-)
-"""Codes under which the message was stored (the client reads the send result header)."""
 
 
 class SendHandlers:
@@ -151,168 +99,28 @@ class SendHandlers:
 
     def __init__(self, context: BrokerContext) -> None:
         self._context = context
-        config = context.config
-        self._error_fields = {
-            PropertyKey.MSG_REGION: config.region_id,
-            PropertyKey.TRACE_ON: "true" if config.trace_on else "false",
-        }
-        self._success_frames = SendSuccessFrames(self._error_fields)
-        self._success_head, self._success_tail, self._success_end = self._success_frames.pieces
+        self._answers = SendAnswers(context)
+        self._batches = BatchPreparer(context)
         self._cluster_pair = (
-            f"{PropertyKey.CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}"
+            f"{PropertyKey.CLUSTER}{NAME_VALUE_SEPARATOR}{context.config.broker_cluster_name}"
         )
-        self._dispatcher: Dispatcher | None = None
-        self.batch_fast_path = True
-        """False: every batch takes :meth:`send_message` (differential tests turn it off)."""
-        self.sends_waiting = 0
-        """Sends stored by the fast forms under SYNC flush still waiting for their fsync."""
+        self.fast = FastSends(context, self._answers, self._batches)
+        """The fast forms of the same sends (send_fast.py); they take only the common ones."""
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 10, 310 and 320 in the ``send`` family."""
+        """Register codes 10, 310 and 320 in the ``send`` family, with their fast forms."""
         for code in (
             RequestCode.SEND_MESSAGE,
             RequestCode.SEND_MESSAGE_V2,
             RequestCode.SEND_BATCH_MESSAGE,
         ):
             dispatcher.register(code, self.send_message, family="send")
-        self._dispatcher = dispatcher
-        dispatcher.register_fast(RequestCode.SEND_BATCH_MESSAGE, self.send_batch_at_once)
+        self._answers.attach(dispatcher)
+        fast = self.fast
+        dispatcher.register_fast(RequestCode.SEND_BATCH_MESSAGE, fast.send_batch_at_once)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
-            dispatcher.register_fast(code, self.send_message_at_once)
-            dispatcher.register_scanned(code, self.send_scanned, ready=self.puts_at_once)
-
-    def puts_at_once(self) -> bool:
-        """Whether the fast forms may take a send now: the broker is no SYNC_MASTER waiting
-        for a slave, and (SYNC flush) fewer than the send family's bound of fast sends wait for
-        their fsync. Under SYNC flush a fast send is stored at once and answered when the group
-        commit covering it completed (send_durable.py)."""
-        context = self._context
-        return (
-            context.config.broker_role is not BrokerRole.SYNC_MASTER
-            and self.sends_waiting < limits.HANDLER_CONCURRENCY_MAX_REQUESTS
-        )
-
-    def send_message_at_once(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand | bytes | None:
-        """The common single send answered inside the dispatcher's call (no coroutine, no
-        task, no header object; a SUCCESS answer as a precompiled frame): a known topic that
-        is not a retry or system topic, plain properties (no DELAY/TIMER/transaction/
-        CLUSTER), a valid queue id and a master that does not wait for a slave (under SYNC
-        flush the answer is sent once durable: send_durable.py). Anything else returns None,
-        having changed nothing, and :meth:`send_message` — the one definition of the
-        behaviour — handles it; both give the same record and the same answer
-        (tests/broker/test_send_fast_path.py compares them byte for byte)."""
-        if not self.puts_at_once():
-            return None
-        values = send_header_values(request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE)
-        if values is None:
-            return None
-        _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume, _, _, batch, _ = values
-        return self._store_at_once(
-            connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
-            request.body, request.opaque, request.serialize_type == SerializeType.JSON, request,
-        )  # fmt: skip
-
-    def send_batch_at_once(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand | bytes | None:
-        """SEND_BATCH_MESSAGE stored at once, answered once durable (see send_durable.py)."""
-        return send_batch_at_once(self, connection, request)
-
-    def _dispatcher_answer(
-        self, connection: Connection, request: RemotingCommand, response: RemotingCommand | bytes
-    ) -> None:
-        dispatcher = self._dispatcher
-        if dispatcher is not None:
-            dispatcher.answer(connection, request, response)
-
-    def send_scanned(
-        self, connection: Connection, scanned: ScannedSend, frame: RawFrame
-    ) -> RemotingCommand | bytes | None:
-        """:meth:`send_message_at_once` for a request whose JSON header the send scan read
-        (:func:`~bolide.protocol.send_scan.scan_send_request`): no command, no field mapping;
-        the same checks, record and answer. The dispatcher asked :meth:`puts_at_once` (its
-        readiness gate) just before."""
-        (
-            _, opaque, _, _, _, topic, _, _, queue_id, sys_flag, born_ms, flag, text, reconsume,
-            _, _, batch, _,
-        ) = scanned  # fmt: skip
-        return self._store_at_once(
-            connection, topic, queue_id, sys_flag, born_ms, flag, text, reconsume, batch,
-            frame.body, opaque, True, frame,
-        )  # fmt: skip
-
-    def _store_at_once(
-        self,
-        connection: Connection,
-        topic: str,
-        queue_id: int,
-        sys_flag: int,
-        born_ms: int,
-        flag: int,
-        text: str | None,
-        reconsume: int | None,
-        batch: bool,
-        body: bytes,
-        opaque: int,
-        json: bool,
-        source: RemotingCommand | RawFrame,
-    ) -> RemotingCommand | bytes | None:
-        """The fast send of both forms, once :meth:`puts_at_once` said yes; ``source`` (the
-        command, or the frame to decode) is needed only to answer something else than
-        SUCCESS."""
-        started_ns = _perf_counter_ns()
-        context = self._context
-        broker_config = context.config
-        config = context.topics.find(topic)
-        if (
-            batch
-            or config is None
-            or (config.order and not is_writeable(broker_config.broker_permission))
-            or topic in SEND_FORBIDDEN_TOPICS
-            or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            or sys_flag & TRANSACTION_MASK == _PREPARED
-            or queue_id >= max(config.read_queue_count, config.write_queue_count)
-        ):
-            return None
-        # WAIT dropped, CLUSTER appended, as send_message's string edit (None: not plain).
-        properties = edit_plain_properties(
-            text or "", SLOW_MARKS, PropertyKey.WAIT, self._cluster_pair
-        )
-        if properties is None:
-            return None
-        if queue_id < 0:
-            queue_id = self._any_writable_queue(config)
-        if config.topic_filter_type == _MULTI_TAG:
-            sys_flag |= MessageSysFlag.MULTI_TAGS
-        try:
-            put = PutRequest(
-                topic, queue_id, body, flag, properties, sys_flag, born_ms,
-                born_host_of(connection), reconsume or 0,
-            )  # fmt: skip
-            result = (
-                context.store.put_message_at_once(put)
-                if context.store.puts_at_once
-                else put_single_then(self, put, connection, source, opaque, json, started_ns)
-            )
-        except BolideError as error:  # as send_message answers it (an unusable peer address)
-            context.stats.record_put_failure()
-            _log.warning("send from %s failed: %s", connection.remote_address, error)
-            return _command_of(source).make_response(
-                ResponseCode.SYSTEM_ERROR, str(error), self._error_fields
-            )
-        if result is None:  # SYNC flush: put_single_then answers once the record is durable
-            return ANSWER_LATER
-        if result.status is not PutStatus.PUT_OK or result.remark or not json:
-            return self._answer(_command_of(source), result, queue_id, topic, started_ns)
-        context.stats.record_single_put(
-            result.wrote_bytes, topic, (_perf_counter_ns() - started_ns) // 1000
-        )
-        return success_frame(
-            self._success_head, self._success_tail, self._success_end,
-            opaque, result.message_ids[0], queue_id, result.queue_offset,
-        )  # fmt: skip
+            dispatcher.register_fast(code, fast.send_message_at_once)
+            dispatcher.register_scanned(code, fast.send_scanned, ready=fast.puts_at_once)
 
     async def send_message(
         self, connection: Connection, request: RemotingCommand
@@ -328,12 +136,10 @@ class SendHandlers:
             else:
                 result = await self._put_single(connection, request, header, config, queue_id)
         except RefusedError as refused:
-            self._context.stats.record_put_failure()
-            return request.make_response(refused.code, refused.remark, self._error_fields)
+            return self._answers.refused(request, refused.code, refused.remark)
         except BolideError as error:  # still answered with extFields: clients read them
-            self._context.stats.record_put_failure()
             _log.warning("send from %s failed: %s", connection.remote_address, error)
-            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error), self._error_fields)
+            return self._answers.refused(request, ResponseCode.SYSTEM_ERROR, str(error))
         replication = self._context.replication
         if (
             replication is not None
@@ -341,7 +147,7 @@ class SendHandlers:
             and waits_for_store(header.properties)
         ):
             await replication.wait_replicated(result)
-        return self._answer(request, result, queue_id, header.topic, started_ns)
+        return self._answers.answer(request, result, queue_id, header.topic, started_ns)
 
     # --- checks -----------------------------------------------------------------------------
 
@@ -404,13 +210,8 @@ class SendHandlers:
                 f"{queue_count} queues (producer {header.producer_group})",
             )
         if queue_id < 0:
-            queue_id = self._any_writable_queue(config)
+            queue_id = any_writable_queue(config, self._context.random)
         return queue_id
-
-    def _any_writable_queue(self, config: TopicConfig) -> int:
-        """The queue of a send that left the choice to the broker (queueId < 0)."""
-        writable = config.write_queue_count
-        return self._context.random.randrange(writable) if writable > 0 else 0
 
     # --- one message ------------------------------------------------------------------------
 
@@ -424,7 +225,7 @@ class SendHandlers:
     ) -> PutResult:
         context = self._context
         sys_flag = header.sys_flag
-        if config.topic_filter_type == _MULTI_TAG:
+        if config.topic_filter_type == MULTI_TAG_FILTER:
             sys_flag |= MessageSysFlag.MULTI_TAGS
         topic, store_queue_id = header.topic, queue_id
         text = header.properties or ""
@@ -598,131 +399,15 @@ class SendHandlers:
         config: TopicConfig,
         queue_id: int,
     ) -> PutResult:
-        entries, extra_properties = self._batch_parts(
+        entries, extra_properties = self._batches.parts(
             header.topic, header.sys_flag, header.properties, request.body
         )
         return await self._context.store.put_messages(
-            self._batch_request(
+            self._batches.request(
                 connection, header.topic, header.sys_flag, header.born_timestamp_ms,
                 header.reconsume_times, config, queue_id, entries, extra_properties,
             )
         )  # fmt: skip
-
-    def _batch_parts(
-        self, topic: str, sys_flag: int, properties: str | None, body: bytes
-    ) -> tuple[list[BatchEntry], str]:
-        """The checked entries and shared properties of a batch to ``topic`` with the header's
-        ``sys_flag`` and ``properties`` (both batch paths).
-
-        Raises:
-            RefusedError: the batch cannot be stored (as a Java broker refuses it).
-        """
-        context = self._context
-        if is_retry_topic(topic):
-            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"a batch cannot be sent to {topic}")
-        if transaction_type(sys_flag) != TRANSACTION_NOT_TYPE:
-            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
-        try:
-            entries = decode_batch_body(body)
-        except ProtocolError as error:
-            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {error}") from error
-        shared = decode_properties(properties) if properties else {}
-        shared.pop(PropertyKey.WAIT, None)
-        shared.pop(DELIVERED_FROM, None)
-        if has_delay(shared):
-            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed")
-        if is_transaction_half(shared, 0):
-            raise RefusedError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be transactional")
-        shared[PropertyKey.CLUSTER] = context.config.broker_cluster_name
-        return [clean_entry(entry) for entry in entries], encode_properties(shared)
-
-    def _batch_request(
-        self,
-        connection: Connection,
-        topic: str,
-        sys_flag: int,
-        born_timestamp_ms: int,
-        reconsume_times: int | None,
-        config: TopicConfig,
-        queue_id: int,
-        entries: list[BatchEntry],
-        extra_properties: str,
-    ) -> BatchPutRequest:
-        if config.topic_filter_type == _MULTI_TAG:
-            sys_flag |= MessageSysFlag.MULTI_TAGS
-        return BatchPutRequest(
-            topic=topic,
-            queue_id=queue_id,
-            entries=entries,
-            sys_flag=sys_flag,
-            born_timestamp_ms=born_timestamp_ms,
-            born_host=born_host_of(connection),
-            reconsume_times=reconsume_times or 0,
-            extra_properties=extra_properties,
-        )
-
-    # --- the answer -------------------------------------------------------------------------
-
-    def _answer_frame(
-        self,
-        request: RemotingCommand,
-        result: PutResult,
-        queue_id: int,
-        topic: str,
-        started_ns: int,
-    ) -> RemotingCommand | bytes:
-        """:meth:`_answer`, as the precompiled SUCCESS frame when that is what it answers (a
-        stored put, no remark, a JSON request): the same bytes without a command and its
-        encoding (the batch fast form; a batch's message ids are joined by commas)."""
-        if (
-            result.status is not PutStatus.PUT_OK
-            or result.remark
-            or request.serialize_type != SerializeType.JSON
-        ):
-            return self._answer(request, result, queue_id, topic, started_ns)
-        self._count_stored(result, topic, started_ns)
-        return success_frame(
-            self._success_head, self._success_tail, self._success_end,
-            request.opaque, ",".join(result.message_ids), queue_id, result.queue_offset,
-        )  # fmt: skip
-
-    def _answer(
-        self,
-        request: RemotingCommand,
-        result: PutResult,
-        queue_id: int,
-        topic: str,
-        started_ns: int,
-    ) -> RemotingCommand:
-        status = result.status
-        # Identity first: hashing an Enum member runs Python code, and PUT_OK is the rule.
-        if status is PutStatus.PUT_OK:
-            code, default_remark = ResponseCode.SUCCESS, ""
-        else:
-            code, default_remark = _STATUS_CODES[status]
-        if code is not ResponseCode.SUCCESS and code not in _STORED_CODES:
-            self._context.stats.record_put_failure()
-            if result.remark == IN_SYNC_REPLICAS_NOT_ENOUGH:  # controller mode: Java's code 1
-                code = ResponseCode.SYSTEM_ERROR
-            return request.make_response(code, result.remark or default_remark, self._error_fields)
-        self._count_stored(result, topic, started_ns)
-        # The SendMessageResponseHeader fields, built directly: this runs for every send.
-        fields = {
-            "msgId": ",".join(result.message_ids),
-            "queueId": str(queue_id),
-            "queueOffset": str(result.queue_offset),
-            **self._error_fields,
-        }
-        return request.make_response(code, result.remark or None, fields)
-
-    def _count_stored(self, result: PutResult, topic: str, started_ns: int) -> None:
-        """Count a stored put (both answers of a send that stored something)."""
-        self._context.stats.record_put(
-            result.message_count,
-            result.wrote_bytes,
-            topic=topic,
-            elapsed_us=(time.perf_counter_ns() - started_ns) // 1000,
-        )
 
 
 def _put_request(
@@ -748,11 +433,6 @@ def _put_request(
         born_host=born_host_of(connection),
         reconsume_times=reconsume_times or 0,
     )
-
-
-def _command_of(source: RemotingCommand | RawFrame) -> RemotingCommand:
-    """The request as a command (the scanned form decodes its frame only to answer an error)."""
-    return source if isinstance(source, RemotingCommand) else decode_command(source)
 
 
 def _decode_header(request: RemotingCommand) -> SendMessageRequestHeader:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from bolide.base.errors import ProtocolError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.retry import SendBackService, SendBackStatus
 from bolide.broker.topics import is_writeable
 from bolide.protocol.codes import RequestCode, ResponseCode

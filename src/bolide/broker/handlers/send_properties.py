@@ -2,22 +2,22 @@
 
 The broker acts on a few properties (DELAY, the timer ones, CLUSTER, BOLIDE_DELIVERED_FROM,
 TRAN_MSG; WAIT for a SYNC_MASTER): a string holding none of them is edited as a string (WAIT
-dropped, CLUSTER appended, :mod:`bolide.protocol.wire`), any other is decoded. Used by the send
-handlers of :mod:`bolide.broker.handlers.send` and their fast forms.
+dropped, CLUSTER appended, :mod:`bolide.protocol.record.properties`), any other is decoded.
+Used by the send handlers of :mod:`bolide.broker.handlers.send` and their fast forms.
 """
 
 from __future__ import annotations
 
+from bolide.broker.context import RefusedError
 from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.handlers.context import RefusedError
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
 from bolide.broker.transactions.records import TRAN_MSG, is_transaction_half
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.message import PropertyKey
-from bolide.protocol.message_codec import BatchEntry
-from bolide.protocol.wire import (
+from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
+    BatchEntry,
     decode_properties,
     edit_plain_properties,
     encode_properties,
@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 # Properties the broker acts on: a string holding one of them (even as the end of a longer
-# name) takes the decoding path; the others are edited as a string (bolide.protocol.wire).
+# name) takes the decoding path; the others are edited as a string
+# (bolide.protocol.record.properties).
 SLOW_NAMES = (
     PropertyKey.DELAY,
     PropertyKey.CLUSTER,

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 
 from bolide.base.errors import ConfigError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.schedule import ScheduleMessageService
 from bolide.protocol.bodies import SubscriptionGroupConfig
 from bolide.protocol.bodies.fastjson import BodyError

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from bolide.base.errors import invariant
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.transactions import TransactionService
 from bolide.protocol.bodies.transaction import (
     QueryHalfMessagesRequestHeader,

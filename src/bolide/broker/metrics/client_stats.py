@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.protocol.bodies import ConsumerRunningInfo
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand

@@ -31,7 +31,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bolide.base.histogram import BucketCounts
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.client_stats import ClientFigures
 from bolide.broker.metrics.figures import (
     GroupFigures,

@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 
 from bolide.base import limits
 from bolide.base.service import Service
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.client_stats import ClientStatsPoller
 from bolide.broker.metrics.collector import BrokerCollector, CommitLogDiffSource
 from bolide.broker.metrics.server import MetricsServer

@@ -18,7 +18,7 @@ from prometheus_client.core import (
 )
 
 from bolide.base.histogram import BucketCounts
-from bolide.broker.handlers.context import BrokerContext
+from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.figures import GroupFigures, TopicFigures, TopicKind
 from bolide.broker.metrics.label_sets import LabelSets
 from bolide.protocol.bodies.heartbeat import ConsumeType

@@ -15,8 +15,8 @@ import shutil
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.broker.handlers.context import BrokerContext
-from bolide.protocol.message_codec import decode_record
+from bolide.broker.context import BrokerContext
+from bolide.protocol.record import decode_record
 from bolide.protocol.system_topics import TIMER_TOPIC
 
 __all__ = ["PMDT_BUCKETS", "runtime_numbers", "runtime_table"]

@@ -46,8 +46,8 @@ from bolide.protocol.headers.pop import (
     PopTopicType,
     ReceiptHandle,
 )
-from bolide.protocol.message import MessageExt, PropertyKey, encode_properties
-from bolide.protocol.message_codec import decode_record, decode_records, encode_record
+from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.record import decode_record, decode_records, encode_properties, encode_record
 from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from bolide.store.api import GetStatus, MessageStore
 

@@ -37,10 +37,9 @@ from bolide.protocol.message import (
     MessageExt,
     MessageSysFlag,
     PropertyKey,
-    encode_properties,
     reset_transaction_type,
 )
-from bolide.protocol.message_codec import encode_record
+from bolide.protocol.record import encode_properties, encode_record
 from bolide.protocol.system_topics import (
     TRANS_CHECK_GROUP,
     TRANS_CHECK_MAX_TIME_TOPIC,

@@ -67,8 +67,8 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import EndTransactionRequestHeader
 from bolide.protocol.message import MessageExt, MessageSysFlag, transaction_type
-from bolide.protocol.message_codec import decode_record
 from bolide.protocol.msgid import decode_offset_message_id, offset_message_id
+from bolide.protocol.record import decode_record
 from bolide.protocol.system_topics import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,

@@ -48,7 +48,7 @@ from bolide.client.producer.prepare import PreparedSend, join_prepared
 from bolide.client.producer.results import settle_batch
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.message_codec import BATCH_ENTRY_OVERHEAD_BYTES
+from bolide.protocol.record import BATCH_ENTRY_OVERHEAD_BYTES
 
 __all__ = ["SendBatcher", "SendPrepared"]
 

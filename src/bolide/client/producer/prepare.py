@@ -31,14 +31,14 @@ from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.compression import CompressionType, compress_body, compressed_sys_flag
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.headers.fields import frozen_constructor
-from bolide.protocol.message import (
+from bolide.protocol.message import Message, PropertyKey
+from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
-    Message,
-    PropertyKey,
+    BatchEntry,
+    encode_batch_body,
     encode_properties,
 )
-from bolide.protocol.message_codec import BatchEntry, encode_batch_body
 from bolide.protocol.system_topics import is_retry_topic
 
 __all__ = [

@@ -5,7 +5,7 @@ message id, ``,``-joined; the batch is stored contiguously, so message ``i`` is 
 offset plus ``i``. :func:`settle_batch` hands every waiting send its result.
 
 It runs once per message of every batch, so it is a twin: this pure-Python module is the
-reference, ``_results_c.pyx`` the compiled one (same answers:
+reference, ``_results.pyx`` the compiled one (same answers:
 tests/client/test_results_twins.py); both build each result without the frozen dataclass's
 ``__init__``, whose ``object.__setattr__`` per field costs more than the rest of the step.
 """
@@ -99,6 +99,6 @@ def settle_batch(
 
 
 COMPILED_NAMES: Final = ("settle_batch",)
-"""The functions ``_results_c.pyx`` also provides, with the same signatures and answers."""
+"""The functions ``_results.pyx`` also provides, with the same signatures and answers."""
 
-compiled.install(globals(), "bolide.client.producer._results_c", COMPILED_NAMES)
+compiled.install(globals(), "bolide.client.producer._compiled", COMPILED_NAMES)

@@ -25,7 +25,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.record_decoding import decode_pulled_records
+from bolide.protocol.record import decode_pulled_records
 from bolide.remoting import ClientPool
 
 __all__ = ["PullResult", "PullStatus", "filter_by_tags", "pull_message"]

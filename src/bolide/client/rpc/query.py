@@ -10,7 +10,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 from bolide.protocol.message import MessageExt
 from bolide.protocol.msgid import decode_offset_message_id
-from bolide.protocol.record_decoding import decode_pulled_records
+from bolide.protocol.record import decode_pulled_records
 from bolide.remoting import ClientPool
 
 __all__ = ["query_message", "view_message", "view_message_by_id"]

@@ -1,8 +1,9 @@
 """``bolide.AdminClient``: the blocking facade of :class:`bolide.client.admin.AdminClient`.
 
 Every method runs the async core on a private event-loop thread
-(:class:`~bolide.client.sync.LoopThread`) and blocks until it is done; arguments, results and
-errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts and closes it.
+(:class:`~bolide.client.blocking.loop.LoopThread`) and blocks until it is done; arguments,
+results and errors are the core's. ``with AdminClient("127.0.0.1:9876") as admin:`` starts
+and closes it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from bolide.client.admin.views import (
     ResendOutcome,
     ResetResult,
 )
+from bolide.client.blocking.loop import BlockingFacade
 from bolide.client.message import SendResult
 from bolide.client.security import TlsClientSettings
-from bolide.client.sync import BlockingFacade
 from bolide.protocol.bodies import (
     ClusterInfo,
     Connection,

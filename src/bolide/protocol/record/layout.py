@@ -1,12 +1,11 @@
-"""The one home of the stored-record layout and the properties string (pure-Python twin).
+"""The stored-record layout (pure-Python twin): positions, header, size, CRC, write.
 
-Everything that knows where a field of a stored record sits, or how ``name\\x01value\\x02``
-pairs are written and read, is here; the rest of Bolide imports it from here (``message`` and
-``message_codec`` re-export the older names). The hot functions also exist compiled, in
-``_wire_c.pyx`` beside this file, built by setup.py during the install; the last line of this
-module swaps them in (:func:`bolide.base.compiled.install`) unless ``BOLIDE_PURE_PYTHON=1`` or
-the extension was not built. Both are held to the same bytes and the same answers by
-``tests/protocol/test_wire_twins.py``.
+Everything that knows where a field of a stored record sits is here; the rest of Bolide
+imports it through :mod:`bolide.protocol.record`, the record's one door. The hot functions
+also exist compiled, in ``_layout.pyx`` beside this file, built by setup.py during the install;
+the last line of this module swaps them in (:func:`bolide.base.compiled.install`) unless
+``BOLIDE_PURE_PYTHON=1`` or the extension was not built. Both are held to the same bytes and
+the same answers by ``tests/protocol/test_wire_twins.py``.
 
 Stored / transferred record, big-endian. Offsets are for IPv4 hosts: an IPv6 born host (sysFlag
 BORNHOST_V6) moves every field after it by 12 bytes, an IPv6 store host (STOREHOST_V6) too::
@@ -37,8 +36,7 @@ BORNHOST_V6) moves every field after it by 12 bytes, an IPv6 store host (STOREHO
 Blank marker at the unused end of a commit-log segment (never on the wire): TOTALSIZE (the
 bytes left in the segment), then MAGICCODE = BLANK_MAGIC_CODE (0xCBD43194).
 
-Properties string (docs/protocol.md §3.3): ``name \\x01 value`` pairs joined by ``\\x02``; Java
-writes no separator after the last pair, C++ writes one.
+The properties string is :mod:`bolide.protocol.record.properties`.
 
 Every malformed input raises :class:`~bolide.base.errors.ProtocolError`. Buffers are
 bytes-like objects with one-byte items (``bytes``, ``bytearray``, ``mmap`` or a memoryview).
@@ -48,12 +46,21 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
 from bolide.base import compiled
 from bolide.base.errors import ProtocolError, invariant
-from bolide.protocol.address import unpack_ip
+from bolide.protocol.message import MessageSysFlag
+from bolide.protocol.record.properties import (
+    DELAY_MARK,
+    KEYS_MARK,
+    PROPERTY_SEPARATOR,
+    TAGS_MARK,
+    UNIQ_KEY_MARK,
+    StoreProperties,
+    property_value,
+)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -66,173 +73,14 @@ MESSAGE_MAGIC_CODE_V2: Final = -626843477
 BLANK_MAGIC_CODE: Final = -875286124
 """0xCBD43194: marks the unused tail of a commit-log segment (never sent on the wire)."""
 
-SYS_FLAG_COMPRESSED: Final = 0x1
+# Plain ints on the hot path: IntFlag arithmetic goes through the enum machinery (~10x slower).
+SYS_FLAG_COMPRESSED: Final = int(MessageSysFlag.COMPRESSED)
 """sysFlag bit: the stored body is compressed."""
-SYS_FLAG_BORNHOST_V6: Final = 0x10
+SYS_FLAG_BORNHOST_V6: Final = int(MessageSysFlag.BORNHOST_V6)
 """sysFlag bit: BORNHOST is 16 + 4 bytes."""
-SYS_FLAG_STOREHOST_V6: Final = 0x20
+SYS_FLAG_STOREHOST_V6: Final = int(MessageSysFlag.STOREHOST_V6)
 """sysFlag bit: STOREHOST is 16 + 4 bytes."""
 _HOST_BITS: Final = SYS_FLAG_BORNHOST_V6 | SYS_FLAG_STOREHOST_V6
-
-# --- properties string ------------------------------------------------------------------------
-
-NAME_VALUE_SEPARATOR: Final = "\x01"
-"""Between a property name and its value."""
-PROPERTY_SEPARATOR: Final = "\x02"
-"""Between two name/value pairs (Java writes none after the last pair, C++ writes one)."""
-
-
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """The properties string of ``properties``, in the mapping's order (Java's layout).
-
-    Raises:
-        ProtocolError: a name is empty, or a name or value contains ``\\x01`` or ``\\x02``
-            (the string could not be parsed back).
-    """
-    if not properties:
-        return ""
-    text = PROPERTY_SEPARATOR.join(
-        [f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items()]
-    )
-    count = len(properties)
-    # One C-level count per separator checks every name and value at once.
-    if text.count(NAME_VALUE_SEPARATOR) != count or text.count(PROPERTY_SEPARATOR) != count - 1:
-        raise ProtocolError(_separator_complaint(properties))
-    if "" in properties:
-        raise ProtocolError("a property name is empty")
-    return text
-
-
-def _separator_complaint(properties: Mapping[str, str]) -> str:
-    for name, value in properties.items():
-        for separator in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR):
-            if separator in name or separator in value:
-                return f"property {name!r} contains the separator {separator!r}"
-    return "a property contains a separator"
-
-
-def decode_properties(text: str) -> dict[str, str]:
-    """Parse a properties string written by Java, C++ or anyone else.
-
-    Tolerant, as the Java parser is: a trailing separator and empty chunks are skipped, a chunk
-    without ``\\x01`` or with an empty name is skipped, an empty value is kept as ``""``, a value
-    keeps any further ``\\x01``, and a repeated name keeps its last value. Never raises.
-    """
-    result: dict[str, str] = {}
-    if not text:
-        return result
-    for chunk in text.split(PROPERTY_SEPARATOR):
-        name, separator, value = chunk.partition(NAME_VALUE_SEPARATOR)
-        if separator and name:
-            result[name] = value
-    return result
-
-
-def join_properties(first: str, second: str) -> str:
-    """Append the properties string ``second`` to ``first`` (either may be empty).
-
-    A separator is inserted only when ``first`` does not already end with one: the broker
-    applies this rule when it appends a batch's own properties and CLUSTER to each inner
-    message (docs/protocol.md §2.2).
-    """
-    if not first:
-        return second
-    if not second:
-        return first
-    if first.endswith(PROPERTY_SEPARATOR):
-        return first + second
-    return first + PROPERTY_SEPARATOR + second
-
-
-def properties_are_plain(text: str, acted_on: tuple[str, ...]) -> bool:
-    """Whether ``text`` may be edited as a string instead of decoded and encoded again: it
-    names none of ``acted_on`` (not even as the end of a longer name), every pair has a name
-    and exactly one ``\x01``, and there is no empty chunk — then decoding and encoding again
-    would give back the same pairs. The broker's send path (docs/architecture.md, "Sending
-    and storing")."""
-    return _is_plain(text, tuple(f"{name}{NAME_VALUE_SEPARATOR}" for name in acted_on))
-
-
-def _is_plain(text: str, acted_on_marks: tuple[str, ...]) -> bool:
-    if not text:
-        return True
-    if any(mark in text for mark in acted_on_marks):
-        return False
-    pairs = text.count(PROPERTY_SEPARATOR) + (0 if text.endswith(PROPERTY_SEPARATOR) else 1)
-    return (
-        text.count(NAME_VALUE_SEPARATOR) == pairs
-        and not text.startswith((NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR))
-        and f"{PROPERTY_SEPARATOR}{NAME_VALUE_SEPARATOR}" not in text
-        and PROPERTY_SEPARATOR * 2 not in text
-    )
-
-
-def edit_plain_properties(
-    text: str, acted_on_marks: tuple[str, ...], drop_name: str, extra: str
-) -> str | None:
-    """The properties string a common send stores, in one call: None when ``text`` is not
-    plain (:func:`properties_are_plain`; ``acted_on_marks`` are the acted-on names each
-    followed by ``\x01``), else ``join_properties(without_property(text, drop_name), extra)``.
-    The broker's send fast path (WAIT dropped, CLUSTER appended)."""
-    if not _is_plain(text, acted_on_marks):
-        return None
-    return join_properties(without_property(text, drop_name), extra)
-
-
-def without_property(text: str, name: str) -> str:
-    """``text`` without its ``name`` pairs, the others untouched; ``text`` itself when it has
-    none (a properties string, as :func:`properties_are_plain` accepts)."""
-    if f"{name}{NAME_VALUE_SEPARATOR}" not in text:
-        return text
-    mark = property_mark(name)
-    padded = PROPERTY_SEPARATOR + text
-    at = padded.find(mark)
-    while at >= 0:
-        end = padded.find(PROPERTY_SEPARATOR, at + 1)
-        padded = padded[:at] if end < 0 else padded[:at] + padded[end:]
-        at = padded.find(mark, at)
-    return padded[1:]
-
-
-def property_mark(name: str) -> str:
-    """What :func:`property_value` looks for to find ``name``: ``"\\x02NAME\\x01"``."""
-    return f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}"
-
-
-# The four properties the store reads without parsing the string (names as in PropertyKey).
-TAGS_MARK: Final = property_mark("TAGS")
-KEYS_MARK: Final = property_mark("KEYS")
-UNIQ_KEY_MARK: Final = property_mark("UNIQ_KEY")
-DELAY_MARK: Final = property_mark("DELAY")
-
-
-def property_value(padded: str, mark: str) -> str | None:
-    """The value of the last ``name=value`` pair whose name is in ``mark`` (``"\\x02NAME\\x01"``)
-    in ``padded`` (a properties string with ``"\\x02"`` put in front), or None.
-
-    Same answer as ``decode_properties(text).get(NAME)``: a pair starts after a separator, its
-    name ends at the first ``\\x01``, its value runs to the next separator, the last pair of a
-    repeated name wins.
-    """
-    at = padded.rfind(mark)
-    if at < 0:
-        return None
-    start = at + len(mark)
-    end = padded.find(PROPERTY_SEPARATOR, start)
-    return padded[start:] if end < 0 else padded[start:end]
-
-
-def store_properties(text: str) -> StoreProperties:
-    """TAGS, KEYS, UNIQ_KEY and DELAY of the properties string ``text`` (None when absent):
-    :func:`property_value` of each, in one call (the store's put path)."""
-    padded = PROPERTY_SEPARATOR + text
-    return (
-        property_value(padded, TAGS_MARK),
-        property_value(padded, KEYS_MARK) if KEYS_MARK in padded else None,
-        property_value(padded, UNIQ_KEY_MARK),
-        property_value(padded, DELAY_MARK),
-    )
-
 
 # --- record layout ----------------------------------------------------------------------------
 
@@ -253,10 +101,8 @@ FIXED_PART_BY_HOSTS: Final = (
 BORNHOST_V6, bit 1 STOREHOST_V6."""
 RECORD_PREFIX: Final = struct.Struct(">ii")
 """TOTALSIZE, MAGICCODE: the start of every record and of the blank marker."""
-_INT32: Final = struct.Struct(">i")
-_INT64: Final = struct.Struct(">q")
+INT32: Final = struct.Struct(">i")
 _UINT16: Final = struct.Struct(">H")
-_QUEUE_AND_PHYSICAL_OFFSET: Final = struct.Struct(">qq")
 
 QUEUE_ID_POSITION: Final = 12
 """Offset of QUEUEID inside a record."""
@@ -338,48 +184,19 @@ def record_size(
     )
 
 
-def patch_queue_and_physical_offset(
-    buffer: bytearray | memoryview, position: int, queue_offset: int, commit_log_offset: int
-) -> None:
-    """Overwrite QUEUEOFFSET and PHYSICALOFFSET of the record at ``position``.
-
-    Raises:
-        ProtocolError: the record's fixed part is not inside ``buffer``, or a value does not
-            fit int64.
-    """
-    try:
-        _QUEUE_AND_PHYSICAL_OFFSET.pack_into(
-            buffer, position + QUEUE_OFFSET_POSITION, queue_offset, commit_log_offset
-        )
-    except struct.error as error:
-        raise ProtocolError(f"cannot patch offsets at {position}: {error}") from error
-
-
-def patch_store_timestamp(
-    buffer: bytearray | memoryview, position: int, store_timestamp_ms: int
-) -> None:
-    """Overwrite STORETIMESTAMP of the record at ``position`` (its place depends on the born host).
-
-    Raises:
-        ProtocolError: the record's fixed part is not inside ``buffer``.
-    """
-    try:
-        (sys_flag,) = _INT32.unpack_from(buffer, position + SYS_FLAG_POSITION)
-        offset = STORE_TIMESTAMP_POSITION + (
-            IPV6_HOST_EXTRA_BYTES if sys_flag & SYS_FLAG_BORNHOST_V6 else 0
-        )
-        _INT64.pack_into(buffer, position + offset, store_timestamp_ms)
-    except struct.error as error:
-        raise ProtocolError(f"cannot patch the store timestamp at {position}: {error}") from error
-
-
 # --- reading records --------------------------------------------------------------------------
 
 
-def _unpack_fixed(
+def unpack_fixed(
     buffer: Buffer, position: int, total_size: int, magic: int
 ) -> tuple[tuple[Any, ...], int]:
-    """The fixed part's fields and size, after checking magic and that the record fits."""
+    """The fixed part's fields and size, after checking magic and that the record fits
+    (the first step of every reader of a whole record).
+
+    Raises:
+        ProtocolError: the magic code is unknown, or the record is too short or runs past
+            the end of ``buffer``.
+    """
     if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
         raise ProtocolError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {position}")
     if total_size < RECORD_OVERHEAD_BYTES:
@@ -388,14 +205,19 @@ def _unpack_fixed(
         raise ProtocolError(
             f"record of {total_size} bytes at {position} runs past the end ({len(buffer)})"
         )
-    (sys_flag,) = _INT32.unpack_from(buffer, position + SYS_FLAG_POSITION)
+    (sys_flag,) = INT32.unpack_from(buffer, position + SYS_FLAG_POSITION)
     fixed = FIXED_PART_BY_HOSTS[(sys_flag >> 4) & 3]
     if total_size < fixed.size + 3:
         raise ProtocolError(f"record at {position} too short for its IPv6 hosts")
     return fixed.unpack_from(buffer, position), fixed.size
 
 
-def _unpack_prefix(buffer: Buffer, position: int) -> tuple[int, int]:
+def unpack_prefix(buffer: Buffer, position: int) -> tuple[int, int]:
+    """TOTALSIZE and MAGICCODE of the record (or blank marker) at ``position``.
+
+    Raises:
+        ProtocolError: ``position`` is negative or fewer than 8 bytes follow it.
+    """
     if position < 0:
         raise ProtocolError(f"negative record position {position}")
     try:
@@ -405,7 +227,7 @@ def _unpack_prefix(buffer: Buffer, position: int) -> tuple[int, int]:
     return total_size, magic
 
 
-def _tail_spans(
+def tail_spans(
     buffer: Buffer, body_offset: int, body_length: int, magic: int, end: int
 ) -> tuple[int, int, int, int]:
     """(topic offset, topic length, properties offset, properties length), checked against
@@ -453,19 +275,19 @@ def read_record_header(buffer: Buffer, position: int = 0) -> RecordHeader:
     Raises:
         ProtocolError: any of those checks fails (a torn or corrupt record).
     """
-    total_size, magic = _unpack_prefix(buffer, position)
+    total_size, magic = unpack_prefix(buffer, position)
     end = position + total_size
     if magic == BLANK_MAGIC_CODE:
         if total_size < BLANK_MARKER_BYTES or end > len(buffer):
             raise ProtocolError(f"blank marker of {total_size} bytes at {position} is invalid")
         return RecordHeader(position, total_size, magic, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                             end, 0, "", end, 0)  # fmt: skip
-    fields, fixed_size = _unpack_fixed(buffer, position, total_size, magic)
+    fields, fixed_size = unpack_fixed(buffer, position, total_size, magic)
     (_, _, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
      born_timestamp_ms, _, _, store_timestamp_ms, _, _, reconsume_times,
      prepared_transaction_offset, body_length) = fields  # fmt: skip
     body_offset = position + fixed_size
-    spans = _tail_spans(buffer, body_offset, body_length, magic, end)
+    spans = tail_spans(buffer, body_offset, body_length, magic, end)
     topic_offset, topic_length, properties_offset, properties_length = spans
     topic = utf8_text(buffer, topic_offset, topic_length, "topic")
     return RecordHeader(
@@ -474,10 +296,6 @@ def read_record_header(buffer: Buffer, position: int = 0) -> RecordHeader:
         prepared_transaction_offset, body_offset, body_length, topic, properties_offset,
         properties_length,
     )  # fmt: skip
-
-
-StoreProperties = tuple[str | None, str | None, str | None, str | None]
-"""TAGS, KEYS, UNIQ_KEY and DELAY of a record (None when absent): what the store reads."""
 
 
 def read_stored_record(
@@ -514,137 +332,6 @@ def read_stored_record(
         property_value(padded, UNIQ_KEY_MARK),
         property_value(padded, DELAY_MARK),
     )
-
-
-class RecordDecodeError(ProtocolError):
-    """A record of a pull body could not be decoded; the records before it could.
-
-    ``index`` is the bad record's number in the body (0 for the first), ``position`` its byte
-    offset, ``decoded`` the records decoded before it and ``next_position`` where the next
-    record starts when the bad one's TOTALSIZE could be trusted (it lies inside the body and
-    is at least the minimum record size), else None: a caller that flags bad records instead
-    of failing the whole body (the consumer) resumes there.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        index: int,
-        position: int,
-        decoded: list[Any],
-        next_position: int | None,
-    ) -> None:
-        super().__init__(message)
-        self.index = index
-        self.position = position
-        self.decoded = decoded
-        self.next_position = next_position
-
-
-class MessageFactory(Protocol):
-    """Builds one decoded message from the 16 fields of a record, in MessageExt's order."""
-
-    def __call__(
-        self, topic: str, body: bytes, flag: int, properties: dict[str, str], queue_id: int,
-        queue_offset: int, commit_log_offset: int, sys_flag: int, born_timestamp_ms: int,
-        born_host: tuple[str, int], store_timestamp_ms: int, store_host: tuple[str, int],
-        reconsume_times: int, prepared_transaction_offset: int, body_crc: int, store_size: int,
-    ) -> Any: ...  # fmt: skip
-
-
-def decode_messages(
-    buffer: Buffer, factory: MessageFactory | Callable[..., Any], verify_crc: bool = False
-) -> list[Any]:
-    """Decode every record of ``buffer`` (a PULL_MESSAGE or QUERY_MESSAGE body) in one pass,
-    each through ``factory`` (MessageExt). Bodies are returned as stored (not inflated).
-
-    Raises:
-        RecordDecodeError: a record is malformed, cut short or (``verify_crc``) fails its
-            CRC; it carries the record's index and the records decoded before it.
-    """
-    messages: list[Any] = []
-    # Records of one body share a few hosts: render each address once per call.
-    ip_cache: dict[bytes, str] = {}
-    position = 0
-    end = len(buffer)
-    while position < end:
-        try:
-            message, next_position = _decode_message(
-                buffer, position, factory, verify_crc, ip_cache
-            )
-        except ProtocolError as error:
-            raise RecordDecodeError(
-                str(error),
-                index=len(messages),
-                position=position,
-                decoded=messages,
-                next_position=_trusted_end(buffer, position),
-            ) from error
-        messages.append(message)
-        position = next_position
-    return messages
-
-
-def _trusted_end(buffer: Buffer, position: int) -> int | None:
-    """Where the record at ``position`` ends by its TOTALSIZE, if that can be believed."""
-    if position + 4 > len(buffer):
-        return None
-    total_size: int = _INT32.unpack_from(buffer, position)[0]
-    end = position + total_size
-    if total_size < RECORD_OVERHEAD_BYTES or end > len(buffer):
-        return None
-    return end
-
-
-def _decode_message(
-    buffer: Buffer,
-    position: int,
-    factory: Callable[..., Any],
-    verify_crc: bool,
-    ip_cache: dict[bytes, str],
-) -> tuple[Any, int]:
-    total_size, magic = _unpack_prefix(buffer, position)
-    if magic == BLANK_MAGIC_CODE:
-        raise ProtocolError(f"blank marker at {position}, not a message")
-    fields, fixed_size = _unpack_fixed(buffer, position, total_size, magic)
-    (_, _, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-     born_timestamp_ms, born_ip, born_port, store_timestamp_ms, store_ip, store_port,
-     reconsume_times, prepared_transaction_offset, body_length) = fields  # fmt: skip
-    end = position + total_size
-    body_offset = position + fixed_size
-    spans = _tail_spans(buffer, body_offset, body_length, magic, end)
-    topic_offset, topic_length, properties_offset, properties_length = spans
-    body = bytes(buffer[body_offset : body_offset + body_length])
-    if verify_crc and body_crc(body) != stored_crc:
-        raise ProtocolError(f"body CRC mismatch in the record at {position}")
-    born_text = ip_cache.get(born_ip)
-    if born_text is None:
-        born_text = ip_cache[born_ip] = unpack_ip(born_ip)
-    store_text = ip_cache.get(store_ip)
-    if store_text is None:
-        store_text = ip_cache[store_ip] = unpack_ip(store_ip)
-    properties_text = utf8_text(buffer, properties_offset, properties_length, "properties")
-    # Positional: keyword construction of a 16-field dataclass costs twice as much.
-    message = factory(
-        utf8_text(buffer, topic_offset, topic_length, "topic"),
-        body,
-        flag,
-        decode_properties(properties_text),
-        queue_id,
-        queue_offset,
-        commit_log_offset,
-        sys_flag,
-        born_timestamp_ms,
-        (born_text, born_port),
-        store_timestamp_ms,
-        (store_text, store_port),
-        reconsume_times,
-        prepared_transaction_offset,
-        stored_crc,
-        total_size,
-    )
-    return message, end
 
 
 # --- writing records --------------------------------------------------------------------------
@@ -722,19 +409,22 @@ def write_records(
     if len(data) != total_size:
         invariant(False, f"records of {total_size} bytes encoded as {len(data)}")
     view[position:end] = data  # one copy into the mapping per put
-    _INT32.pack_into(view, position, records[0].size)
+    INT32.pack_into(view, position, records[0].size)
     return end
 
 
-COMPILED_NAMES: Final = (
-    "decode_properties",
-    "edit_plain_properties",
-    "read_record_header",
-    "read_stored_record",
-    "decode_messages",
-    "write_records",
-    "store_properties",
-)
-"""The functions ``_wire_c.pyx`` also provides, with the same signatures and answers."""
+def encode_blank_marker(total_size: int) -> bytes:
+    """The 8-byte marker that closes a segment whose last ``total_size`` bytes are unused.
 
-compiled.install(globals(), "bolide.protocol._wire_c", COMPILED_NAMES)
+    Raises:
+        ProtocolError: ``total_size`` is below 8 or above int32.
+    """
+    if not BLANK_MARKER_BYTES <= total_size <= 0x7FFFFFFF:
+        raise ProtocolError(f"a blank marker spans 8..2^31-1 bytes, not {total_size}")
+    return RECORD_PREFIX.pack(total_size, BLANK_MAGIC_CODE)
+
+
+COMPILED_NAMES: Final = ("read_record_header", "read_stored_record", "write_records")
+"""The functions ``_layout.pyx`` also provides, with the same signatures and answers."""
+
+compiled.install(globals(), "bolide.protocol.record._compiled", COMPILED_NAMES)

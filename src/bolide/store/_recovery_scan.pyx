@@ -1,6 +1,5 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of :class:`bolide.store.recovery_scan.SegmentScanner` (Cython).
+"""Compiled twin of :class:`bolide.store.recovery_scan.SegmentScanner` (Cython), one piece of the
+``bolide.store._compiled`` extension (``_compiled.pyx`` includes it).
 
 Same class, answers, counters and consume-queue/index bytes as the pure-Python one, which is
 the reference (its module doc says what the scan does);
@@ -13,44 +12,38 @@ own methods.
 import logging
 import zlib
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
-from bolide.protocol.message import TRANSACTION_MASK, MessageSysFlag
+from bolide.protocol.message import MessageSysFlag
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.protocol.wire import BLANK_MAGIC_CODE, read_stored_record
+from bolide.protocol.record import BLANK_MAGIC_CODE, read_stored_record
 from bolide.store.consume_queue import topic_is_storable
 from bolide.store.dispatch import index_hashes, queue_tags_code
 from bolide.store.index_file import index_key_seed
 
-_log = logging.getLogger("bolide.store.recovery")
+_scan_log = logging.getLogger("bolide.store.recovery")
 
 QUEUE_RUN_MAX_ENTRIES = limits.RECOVERY_QUEUE_RUN_MAX_ENTRIES
 
-cdef int64_t _BLANK_MIN = limits.COMMIT_LOG_BLANK_MIN_BYTES
-cdef int64_t _QUEUE_IDS_MAX = limits.STORE_QUEUE_IDS_MAX_COUNT
-cdef Py_ssize_t _CACHE_MAX = limits.STORE_NAME_CACHE_MAX_ENTRIES
+cdef int64_t _SCAN_BLANK_MIN = limits.COMMIT_LOG_BLANK_MIN_BYTES
+cdef int64_t _SCAN_QUEUE_IDS_MAX = limits.STORE_QUEUE_IDS_MAX_COUNT
+cdef Py_ssize_t _SCAN_CACHE_MAX = limits.STORE_NAME_CACHE_MAX_ENTRIES
 cdef Py_ssize_t _RUN_MAX = limits.RECOVERY_QUEUE_RUN_MAX_ENTRIES
 cdef int32_t _BLANK_MAGIC = BLANK_MAGIC_CODE
 # dispatch.gets_queue_entry in C: no consume-queue entry for PREPARED or ROLLBACK halves.
-cdef int64_t _TRANSACTION_MASK = TRANSACTION_MASK
+# (TRANSACTION_MASK, a cdef int32, is declared by _records.pyx, included before this piece)
 cdef int64_t _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 cdef int64_t _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
-_crc32 = zlib.crc32
+_scan_crc32 = zlib.crc32
 
-# Field numbers of bolide.protocol.wire.RecordHeader (a NamedTuple: read as a tuple).
+# Field numbers of bolide.protocol.record.RecordHeader (a NamedTuple: read as a tuple).
 cdef enum:
     H_QUEUE_ID = 4
     H_QUEUE_OFFSET = 6
     H_SYS_FLAG = 8
     H_STORE_TIMESTAMP = 10
     H_TOPIC = 15
-
-
-cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
-                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
 
 
 cdef class _QueueRun:
@@ -110,7 +103,7 @@ cdef class SegmentScanner:
         cdef tuple header
         cdef str topic
         while position < size:
-            if position + _BLANK_MIN > size:
+            if position + _SCAN_BLANK_MIN > size:
                 return offset, f"record boundary {offset} too close to its segment end", False
             total_size = _i32(base + position)
             magic = _i32(base + position + 4)
@@ -127,17 +120,17 @@ cdef class SegmentScanner:
             header = <tuple>header_object
             queue_id = header[H_QUEUE_ID]
             topic = header[H_TOPIC]
-            if not 0 <= queue_id < _QUEUE_IDS_MAX:
+            if not 0 <= queue_id < _SCAN_QUEUE_IDS_MAX:
                 return offset, f"record at {offset} has queue id {queue_id}", False
             if topic not in self._sound_topics:
                 if not topic_is_storable(topic):
                     return offset, f"record at {offset} has an impossible topic {topic!r}", False
-                if len(self._sound_topics) < _CACHE_MAX:
+                if len(self._sound_topics) < _SCAN_CACHE_MAX:
                     self._sound_topics.add(topic)
             self.records += 1
             tags, keys, unique_key, delay = properties
             store_timestamp_ms = header[H_STORE_TIMESTAMP]
-            transaction = <int64_t>header[H_SYS_FLAG] & _TRANSACTION_MASK
+            transaction = <int64_t>header[H_SYS_FLAG] & TRANSACTION_MASK
             if transaction != _PREPARED and transaction != _ROLLBACK:
                 self._queue_entry(
                     topic, queue_id, header[H_QUEUE_OFFSET], offset, total_size,
@@ -165,7 +158,7 @@ cdef class SegmentScanner:
         key = (topic, queue_id)
         cdef _QueueRun run = self._runs.get(key)
         if run is None:
-            if len(self._runs) >= _CACHE_MAX:
+            if len(self._runs) >= _SCAN_CACHE_MAX:
                 self.finish()
             run = _QueueRun(self._queues.get_or_create(topic, queue_id))
             self._runs[key] = run
@@ -178,7 +171,7 @@ cdef class SegmentScanner:
                 queue.restart_at(queue_offset)
             else:
                 self.gaps += 1
-                _log.error(
+                _scan_log.error(
                     "queue %s/%d misses entries %d..%d; record %d appended at %d",
                     topic, queue_id, queue.max_offset, queue_offset - 1, offset,
                     queue.max_offset,
@@ -196,13 +189,13 @@ cdef class SegmentScanner:
         key_seed = self._key_seeds.get(topic)
         if key_seed is None:
             key_seed = index_key_seed(topic)
-            if len(self._key_seeds) < _CACHE_MAX:
+            if len(self._key_seeds) < _SCAN_CACHE_MAX:
                 self._key_seeds[topic] = key_seed
         index = self._index
         cdef list hashes
         if not keys and unique and self._index_max_entries:
             # dispatch.index_hashes' common case (UNIQ_KEY only) without its call.
-            hashes = [_crc32((<str>unique).encode("utf-8", "surrogatepass"), key_seed)]
+            hashes = [_scan_crc32((<str>unique).encode("utf-8", "surrogatepass"), key_seed)]
         else:
             hashes = index_hashes(key_seed, keys, unique, self._index_max_entries)
         if hashes:

@@ -12,29 +12,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bolide.base import limits
-from bolide.base.errors import InvariantViolationError, ProtocolError
+from bolide.base.errors import ProtocolError
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.compression import CompressionType, compress_body, decompress_body
-from bolide.protocol.message import (
+from bolide.protocol.message import MessageSysFlag
+from bolide.protocol.record import (
+    BLANK_MARKER_BYTES,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
-    MessageSysFlag,
-    decode_properties,
-    encode_properties,
-)
-from bolide.protocol.message_codec import (
-    BLANK_MARKER_BYTES,
     BatchEntry,
     body_crc,
     decode_batch_body,
+    decode_properties,
     decode_record,
     decode_records,
     encode_batch_body,
     encode_blank_marker,
+    encode_properties,
     encode_record,
-    encode_record_into,
-    patch_queue_and_physical_offset,
-    patch_store_timestamp,
     read_record_header,
     read_record_properties,
     record_size,
@@ -217,30 +212,6 @@ def test_header_agrees_with_the_full_decode(case: dict[str, Any]) -> None:
     assert not header.is_blank
 
 
-@given(_records(), st.integers(0, 50))
-def test_encode_into_writes_the_same_bytes(case: dict[str, Any], position: int) -> None:
-    expected = _encode(case)
-    buffer = bytearray(b"\xee" * (position + len(expected) + 5))
-    written = encode_record_into(
-        memoryview(buffer),
-        position,
-        topic=case["topic"].encode("utf-8"),
-        properties=encode_properties(case["properties"]).encode("utf-8"),
-        **case["fields"],
-    )
-    assert written == len(expected)
-    assert buffer[position : position + written] == expected
-    assert buffer[:position] == b"\xee" * position
-    assert buffer[position + written :] == b"\xee" * 5
-
-
-def test_encode_into_refuses_a_buffer_too_small_and_writes_nothing() -> None:
-    buffer = bytearray(50)
-    with pytest.raises(InvariantViolationError):
-        encode_record_into(buffer, 0, **_fields())
-    assert buffer == bytearray(50)
-
-
 @settings(max_examples=50)
 @given(st.lists(_records(), max_size=6))
 def test_decode_records_over_concatenations(cases: list[dict[str, Any]]) -> None:
@@ -289,12 +260,6 @@ def test_properties_over_32767_bytes_are_refused() -> None:
 def test_out_of_range_fields_are_protocol_errors(override: dict[str, Any]) -> None:
     with pytest.raises(ProtocolError):
         encode_record(**_fields(**override))
-    buffer = bytearray(b"\xee" * 4096)
-    with pytest.raises(ProtocolError):
-        encode_record_into(buffer, 10, **_fields(**override))
-    # No partial record is left behind: at most the fixed part was zeroed.
-    assert buffer[:10] == b"\xee" * 10
-    assert buffer[10:].lstrip(b"\x00") in (b"\xee" * (4096 - 10 - 88), b"\xee" * 4086)
 
 
 def test_crc_is_verified_on_request() -> None:
@@ -428,27 +393,7 @@ def test_compress_level_out_of_range() -> None:
         compress_body(b"x", level=42)
 
 
-# --- patching and the blank marker ---------------------------------------------------------
-
-
-def test_patch_offsets_and_store_timestamp() -> None:
-    for born_host in (("10.0.0.7", 1), ("::1", 1)):
-        buffer = bytearray(b"\x00" * 7 + encode_record(**_fields(born_host=born_host)))
-        patch_queue_and_physical_offset(buffer, 7, 99, 123_456)
-        patch_store_timestamp(buffer, 7, 1_800_000_000_000)
-        message, _ = decode_record(buffer, 7)
-        assert message.queue_offset == 99
-        assert message.commit_log_offset == 123_456
-        assert message.store_timestamp_ms == 1_800_000_000_000
-        assert message.born_timestamp_ms == 1_700_000_000_000
-        assert message.store_host == ("127.0.0.1", 10911)
-
-
-def test_patch_outside_the_buffer_is_a_protocol_error() -> None:
-    with pytest.raises(ProtocolError):
-        patch_queue_and_physical_offset(bytearray(30), 0, 1, 2)
-    with pytest.raises(ProtocolError):
-        patch_store_timestamp(bytearray(40), 0, 1)
+# --- the blank marker -------------------------------------------------------------------
 
 
 def test_blank_marker() -> None:

@@ -1,5 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, embedsignature=True
 """Compiled twin of :func:`bolide.client.producer.results.settle_batch` (Cython).
 
 Same signature, results and errors as the pure-Python function, which is the reference;

@@ -1,5 +1,5 @@
 """The blocking consumers, ``bolide.PushConsumer`` and ``bolide.PullConsumer``: the async cores
-run on a private loop thread (:class:`~bolide.client.sync.LoopThread`), as the blocking
+run on a private loop thread (:class:`~bolide.client.blocking.loop.LoopThread`), as the blocking
 producer does, so every behaviour lives once, in the core.
 
 A plain-function listener of a push consumer runs on the consumer's thread pool, never on
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from bolide.client.blocking.loop import ClientFacade
 from bolide.client.consumer.pull_consumer import PullConsumer as AsyncPullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer as AsyncPushConsumer
 from bolide.client.consumer.selector import MessageSelector
-from bolide.client.sync import ClientFacade
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import MessageExt
 

@@ -1,11 +1,13 @@
-"""Pull bodies cut straight into column buffers (pure-Python twin of ``_wire_c.scan_rows``).
+"""Stored records cut straight into Spark's column buffers (pure-Python twin of
+``_rows.pyx``).
 
 The Spark source turns stored records into Arrow columns without a Python object per row:
 :func:`scan_rows` appends each record's fields to the native-endian buffers of a
 :class:`RowSink` (int64 / int32 columns, and the bodies and properties strings as one data
 buffer plus int32 end offsets each, Arrow's binary layout), which become Arrow arrays once per
-batch. The layout read is the one drawn in :mod:`bolide.protocol.wire`; the compiled twin in
-``_wire_c.pyx`` replaces :func:`scan_rows` at import (see :mod:`bolide.base.compiled`).
+batch. The layout read is the one drawn in :mod:`bolide.protocol.record.layout`; the compiled
+twin in ``_rows.pyx`` beside this file replaces :func:`scan_rows` at import (see
+:mod:`bolide.base.compiled`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Final
 
 from bolide.base import compiled
 from bolide.base.errors import ProtocolError
-from bolide.protocol.wire import (
+from bolide.protocol.record.layout import (
     FIXED_PART_BY_HOSTS,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -136,4 +138,4 @@ def scan_rows(
     return added
 
 
-compiled.install(globals(), "bolide.protocol._wire_c", ("scan_rows",))
+compiled.install(globals(), "bolide.protocol.record._compiled", ("scan_rows",))

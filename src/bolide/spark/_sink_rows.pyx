@@ -1,16 +1,14 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of :func:`bolide.spark.sink_rows.encode_batch_rows` (Cython): Arrow columns
-into one SEND_BATCH_MESSAGE body in one pass.
+"""Compiled twin of :func:`bolide.spark.sink_rows.encode_batch_rows` (Cython), one piece
+of the ``bolide.spark._compiled`` extension: Arrow columns into one SEND_BATCH_MESSAGE body in
+one pass.
 
 Same signature, bytes and answers as the pure-Python function, which is the reference (the
-entry layout is drawn in bolide.protocol.message_codec); ``tests/spark/test_sink_rows.py``
+entry layout is drawn in bolide.protocol.record.batch); ``tests/spark/test_sink_rows.py``
 holds them alike.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 cdef enum:
@@ -22,14 +20,6 @@ cdef bytes _KEYS = b"KEYS\x01"
 cdef bytes _UNIQ_KEY = b"UNIQ_KEY\x01"
 cdef bytes _WAIT_TRUE = b"\x02WAIT\x01true"
 cdef const char* _HEX = b"0123456789ABCDEF"
-
-
-cdef inline void _put_i32(uint8_t* p, int32_t value) noexcept nogil:
-    cdef uint32_t v = <uint32_t>value
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
 
 
 cdef class _Column:
@@ -115,11 +105,11 @@ def encode_batch_rows(bodies, tags, keys, bytes key_prefix, int64_t first_key_in
             properties_size += 5 + tag_size + 1
         if key_field_size:
             properties_size += 5 + key_field_size + 1
-        _put_i32(out, <int32_t>(ENTRY_OVERHEAD + body_size + properties_size))
-        _put_i32(out + 4, 0)
-        _put_i32(out + 8, 0)
-        _put_i32(out + 12, 0)
-        _put_i32(out + 16, <int32_t>body_size)
+        _put32(out, <int32_t>(ENTRY_OVERHEAD + body_size + properties_size))
+        _put32(out + 4, 0)
+        _put32(out + 8, 0)
+        _put32(out + 12, 0)
+        _put32(out + 16, <int32_t>body_size)
         out = _put(out + 20, body_column.data + body_column.ends[row], body_size)
         out[0] = <uint8_t>(properties_size >> 8)
         out[1] = <uint8_t>properties_size

@@ -1,8 +1,11 @@
-"""What every request handler of the broker reaches: the managers, the store and the clock.
+"""The broker's core: what every request handler and service of the broker reaches — the
+managers, the store and the clock.
 
 :class:`BrokerContext` is filled by the composition root (:mod:`bolide.broker.broker`) and
-handed to each handler group; handlers keep no state of their own beyond it. Helpers shared
-by several handler modules live here too.
+handed to each handler group (:mod:`bolide.broker.handlers`), the replication and the metrics;
+handlers keep no state of their own beyond it. It sits on the broker's own floor, beside the
+managers it holds, so nothing of the broker reaches up into ``handlers/`` for it. Helpers
+shared by several handler modules (the refusal, the born host) live here too.
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of :func:`bolide.protocol.message_codec.encode_batch_body` (Cython).
-
-Same signature, bytes and errors as the pure-Python function, which is the reference (the
-batch layout is drawn in message_codec.py); ``tests/protocol/test_batch_twins.py`` holds them
-alike. One pass measures and checks every entry, a second writes them into one bytes object.
+"""Compiled twins of :mod:`bolide.protocol.record.batch` (Cython), one piece of the
+``bolide.protocol.record._compiled`` extension (``_compiled.pyx`` includes it): the batch body the producer writes (``encode_batch_body``: one pass measures and checks every
+entry, a second writes them into one bytes object) and the broker's split of one
+(``decode_batch_body``). Same bytes and errors as the pure-Python functions, which are the
+reference (the batch layout is drawn in record/batch.py); ``tests/protocol/test_batch_twins.py``
+and ``tests/protocol/test_send_scan.py`` hold them alike.
 """
 
 import struct
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLong
-from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError
 
 cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     bint PyUnicode_CheckExact(object text)
     bint PyBytes_CheckExact(object data)
     bint PyLong_CheckExact(object number)
@@ -32,15 +29,7 @@ cdef int64_t _INT32_MAX = 2147483647
 _HEAD = struct.Struct(">iiiii")
 
 
-cdef inline void _put_i32(uint8_t* p, int64_t value) noexcept nogil:
-    cdef uint32_t v = <uint32_t>value
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef object _utf8(object text):
+cdef object _utf8_bytes(object text):
     """``text`` as UTF-8 bytes the way the twin encodes it (surrogates pass)."""
     return text.encode("utf-8", "surrogatepass")
 
@@ -76,9 +65,9 @@ def encode_batch_body(entries):
             try:
                 PyUnicode_AsUTF8AndSize(text_object, &properties_length)
             except UnicodeEncodeError:  # surrogates: the twin lets them pass
-                text_object = _utf8(text_object)
+                text_object = _utf8_bytes(text_object)
         else:
-            text_object = _utf8(text_object)
+            text_object = _utf8_bytes(text_object)
         if not PyUnicode_CheckExact(text_object):
             properties_length = PyBytes_GET_SIZE(text_object)
         if properties_length > _PROPERTIES_MAX_BYTES:
@@ -111,11 +100,11 @@ def encode_batch_body(entries):
             text = PyBytes_AS_STRING(text_object)
             properties_length = PyBytes_GET_SIZE(text_object)
         body_length = PyBytes_GET_SIZE(body)
-        _put_i32(out, _OVERHEAD_BYTES + body_length + properties_length)
-        _put_i32(out + 4, 0)
-        _put_i32(out + 8, 0)
-        _put_i32(out + 12, PyLong_AsLongLong(flags[index]))
-        _put_i32(out + 16, body_length)
+        _put32(out, _OVERHEAD_BYTES + body_length + properties_length)
+        _put32(out + 4, 0)
+        _put32(out + 8, 0)
+        _put32(out + 12, PyLong_AsLongLong(flags[index]))
+        _put32(out + 16, body_length)
         memcpy(out + _HEAD_BYTES, PyBytes_AS_STRING(body), body_length)
         out += _HEAD_BYTES + body_length
         out[0] = <uint8_t>(properties_length >> 8)
@@ -123,3 +112,67 @@ def encode_batch_body(entries):
         memcpy(out + 2, text, properties_length)
         out += 2 + properties_length
     return result
+
+
+# --- batch body (record/batch.py) ----------------------------------------------------------
+
+cdef object _batch_entry_parts = None
+
+
+cdef tuple _batch_entry_type():
+    """(BatchEntry, its three slot setters), looked up once (record/batch.py imports this module
+    at its end)."""
+    global _batch_entry_parts
+    if _batch_entry_parts is None:
+        from bolide.protocol.record import BatchEntry
+        slots = vars(BatchEntry)
+        _batch_entry_parts = (
+            BatchEntry, slots["flag"].__set__, slots["body"].__set__,
+            slots["properties"].__set__,
+        )
+    return _batch_entry_parts
+
+
+def decode_batch_body(body):
+    """The inner messages of a batch body; see record/batch.decode_batch_body."""
+    from bolide.base import limits
+    cdef Py_ssize_t max_count = limits.BATCH_MESSAGES_MAX_COUNT
+    cdef Py_buffer buffer
+    cdef Py_ssize_t position = 0, end, body_offset, properties_at, properties_offset
+    cdef int32_t body_length
+    cdef Py_ssize_t properties_length
+    cdef const uint8_t* base
+    cdef list entries = []
+    entry_class, set_flag, set_body, set_properties = _batch_entry_type()
+    new = object.__new__
+    PyObject_GetBuffer(body, &buffer, PyBUF_SIMPLE)
+    try:
+        base = <const uint8_t*>buffer.buf
+        end = buffer.len
+        while position < end:
+            if len(entries) >= max_count:
+                raise ProtocolError(f"batch holds more than {max_count} messages")
+            if position + 20 > end:
+                raise ProtocolError(f"batch entry at {position} is cut short")
+            body_length = _i32(base + position + 16)
+            body_offset = position + 20
+            properties_at = body_offset + body_length
+            if body_length < 0 or properties_at + 2 > end:
+                raise ProtocolError(
+                    f"batch entry at {position}: body length {body_length} too long")
+            properties_length = (<Py_ssize_t>base[properties_at] << 8) | base[properties_at + 1]
+            properties_offset = properties_at + 2
+            position = properties_offset + properties_length
+            if position > end:
+                raise ProtocolError(
+                    f"batch entry properties run past the end ({properties_length})")
+            entry = new(entry_class)
+            set_flag(entry, _i32(base + body_offset - 8))
+            set_body(entry, PyBytes_FromStringAndSize(
+                <const char*>base + body_offset, body_length))
+            set_properties(entry, _utf8(base + properties_offset, properties_length,
+                                        "batch properties"))
+            entries.append(entry)
+        return entries
+    finally:
+        PyBuffer_Release(&buffer)

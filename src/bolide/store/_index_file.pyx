@@ -1,36 +1,17 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, embedsignature=True
-"""Compiled twin of :func:`bolide.store.index_file.write_index_entries` (Cython).
+"""Compiled twin of :func:`bolide.store.index_file.write_index_entries` (Cython), one piece of the
+``bolide.store._compiled`` extension (``_compiled.pyx`` includes it).
 
 Same signature, bytes and answers as the pure-Python function, which is the reference (the
 index file layout is drawn in index_file.py); tests/store/test_index_twins.py holds them alike.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from bolide.base.errors import invariant
 
 cdef enum:
     HEADER_BYTES = 48
     ENTRY_BYTES = 20
-
-
-cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
-                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef inline void _put64(uint8_t* p, int64_t value) noexcept nogil:
-    _put32(p, <uint32_t>(<uint64_t>value >> 32))
-    _put32(p + 4, <uint32_t>value)
 
 
 def write_index_entries(view, records, Py_ssize_t entry_at, int32_t count, int32_t slot_count,

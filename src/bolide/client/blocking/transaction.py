@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from bolide.client.blocking.loop import ClientFacade
 from bolide.client.message import Message, SendStatus
 from bolide.client.producer.transaction import (
     LocalTransactionState,
@@ -21,7 +22,6 @@ from bolide.client.producer.transaction import (
     with_state,
 )
 from bolide.client.producer.transaction import TransactionProducer as AsyncTransactionProducer
-from bolide.client.sync import ClientFacade
 
 __all__ = ["TransactionProducer"]
 

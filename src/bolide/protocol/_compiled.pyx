@@ -1,0 +1,9 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, embedsignature=True
+"""The compiled twins of :mod:`bolide.protocol`, one extension:
+each ``_x.pyx`` below is the twin of ``x.py`` beside it (the naming rule, docs/compiled.md)."""
+
+include "_bytes.pxi"
+include "_frame.pyx"
+include "_send_scan.pyx"
+include "_answer_frames.pyx"

@@ -1,0 +1,10 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, embedsignature=True
+"""The compiled twins of :mod:`bolide.store`, one extension:
+each ``_x.pyx`` below is the twin of ``x.py`` beside it (the naming rule, docs/compiled.md)."""
+
+include "_bytes.pxi"
+include "_index_file.pyx"
+include "_records.pyx"
+include "_appender.pyx"
+include "_recovery_scan.pyx"
