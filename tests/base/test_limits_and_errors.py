@@ -20,6 +20,7 @@ def test_limits_hold_their_relations() -> None:
 UNIT_SUFFIXES = (
     "_BYTES",
     "_MS",
+    "_S",
     "_COUNT",
     "_CHARS",
     "_ENTRIES",

@@ -549,8 +549,6 @@ broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new con
 starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
 
 # --- controller mode (RocketMQ 5.x, round3-facts.md §1) ------------------------------------
-CONTROLLER_PORT = 9878
-"""The controller's default remoting port (RocketMQ's sample controller.conf)."""
 CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS = 10_000
 """controllerHeartBeatTimeoutMills: a replica silent this long is inactive (Java's default)."""
 CONTROLLER_BROKER_HEARTBEAT_INTERVAL_MS = 1_000

@@ -10,9 +10,8 @@ from typing import Annotated
 
 import typer
 
-from bolide.base import limits
 from bolide.controller.controller import Controller
-from bolide.controller.settings import ControllerSettings
+from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
 
 __all__ = ["EtcdOption", "controller", "start_controller"]
 
@@ -28,7 +27,7 @@ def controller(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option("--port", help="Controller port, 0: any.")] = (
-        limits.CONTROLLER_PORT
+        DEFAULT_CONTROLLER_PORT
     ),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Where logs/ goes.")] = Path(
         "./data"

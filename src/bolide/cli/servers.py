@@ -50,6 +50,7 @@ from bolide.cli.controller import start_controller
 from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, validator_accounts
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
+from bolide.controller.settings import DEFAULT_CONTROLLER_PORT
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.loop import run
 from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
@@ -225,7 +226,7 @@ def namesrv(
     ] = None,
     controller_port: Annotated[
         int, typer.Option("--controller-port", help="The embedded controller's port, 0: any.")
-    ] = limits.CONTROLLER_PORT,
+    ] = DEFAULT_CONTROLLER_PORT,
 ) -> None:
     """Run a name server (with --controller-etcd, a controller beside it)."""
     _configure_logging(data_dir)

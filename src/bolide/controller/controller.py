@@ -25,7 +25,7 @@ from bolide.controller.etcd_store import (
 from bolide.controller.handlers import CONTROLLER_TRIGGER_BROKER_ID, ControllerHandlers
 from bolide.controller.heartbeats import HeartbeatTable
 from bolide.controller.replicas import ReplicaSet
-from bolide.controller.settings import ControllerSettings
+from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
 from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -53,7 +53,7 @@ class Controller:
         self,
         etcd_endpoints: str,
         host: str = "127.0.0.1",
-        port: int = limits.CONTROLLER_PORT,
+        port: int = DEFAULT_CONTROLLER_PORT,
         *,
         clock: Clock | None = None,
         settings: ControllerSettings | None = None,

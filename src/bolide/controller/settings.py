@@ -26,6 +26,9 @@ _INT_KEYS = {
     "scanNotActiveBrokerInterval": "scan_not_active_broker_interval_ms",
 }
 
+DEFAULT_CONTROLLER_PORT = 9878
+"""The controller's default remoting port (RocketMQ's sample controller.conf)."""
+
 
 @dataclass(slots=True)
 class ControllerSettings:
