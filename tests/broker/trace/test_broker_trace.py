@@ -38,9 +38,9 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield running
 
 
-async def _consume(cluster: Cluster, group: str, result: ConsumeResult, max_reconsume_times: int = -1) -> tuple[
-    PushConsumer, asyncio.Queue[MessageExt]
-]:  # fmt: skip
+async def _consume(
+    cluster: Cluster, group: str, result: ConsumeResult, max_reconsume_times: int = -1
+) -> tuple[PushConsumer, asyncio.Queue[MessageExt]]:
     seen: asyncio.Queue[MessageExt] = asyncio.Queue()
 
     async def listener(messages: list[MessageExt]) -> ConsumeResult:
