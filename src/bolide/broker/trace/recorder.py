@@ -279,8 +279,7 @@ class BrokerTrace:
 
     async def _write(self, records: list[TraceRecord]) -> int:
         written = 0
-        for chunk in _chunks(records):
-            body = "".join(encode_record(record) for record in chunk).encode()
+        for chunk, body in _chunks(records):
             put = PutRequest(
                 topic=self.trace_topic,
                 queue_id=0,
@@ -312,22 +311,25 @@ def _decoded(buffers: Sequence[memoryview]) -> list[MessageExt]:
     return messages
 
 
-def _chunks(records: list[TraceRecord]) -> list[list[TraceRecord]]:
-    """Records cut into trace messages of at most TRACE_MESSAGE_MAX_RECORDS records and
-    TRACE_MESSAGE_MAX_BYTES bytes (a single larger record goes alone)."""
-    chunks: list[list[TraceRecord]] = []
+def _chunks(records: list[TraceRecord]) -> list[tuple[list[TraceRecord], bytes]]:
+    """Records cut into trace messages (the records, the body) of at most
+    TRACE_MESSAGE_MAX_RECORDS records and TRACE_MESSAGE_MAX_BYTES bytes (a single larger
+    record goes alone); each record encoded once."""
+    chunks: list[tuple[list[TraceRecord], bytes]] = []
     current: list[TraceRecord] = []
+    texts: list[bytes] = []
     size = 0
     for record in records:
-        length = len(encode_record(record).encode())
+        text = encode_record(record).encode()
         if current and (
             len(current) >= limits.TRACE_MESSAGE_MAX_RECORDS
-            or size + length > limits.TRACE_MESSAGE_MAX_BYTES
+            or size + len(text) > limits.TRACE_MESSAGE_MAX_BYTES
         ):
-            chunks.append(current)
-            current, size = [], 0
+            chunks.append((current, b"".join(texts)))
+            current, texts, size = [], [], 0
         current.append(record)
-        size += length
+        texts.append(text)
+        size += len(text)
     if current:
-        chunks.append(current)
+        chunks.append((current, b"".join(texts)))
     return chunks
