@@ -25,12 +25,11 @@ from bolide.cli.common import (
     parse_time_ms,
 )
 from bolide.client.admin import AdminClient, ProgressCallback
-from bolide.client.admin.trace import MessageTrace, TraceStep, message_trace
+from bolide.client.admin.trace import MessageTrace, format_duration_ms, message_trace
 from bolide.client.admin.views import ResendOutcome, message_to_dict
 from bolide.client.message import Message, SendResult
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
-from bolide.protocol.trace import TraceType
 
 __all__ = ["register"]
 
@@ -386,7 +385,7 @@ def _show_trace(output: Output, found: MessageTrace) -> None:
                 record.group or None,
                 step.client or None,
                 step.status,
-                _trace_detail(step),
+                step.detail,
             )
         )
     output.table(
@@ -394,27 +393,3 @@ def _show_trace(output: Output, found: MessageTrace) -> None:
         ("type", "time", "after", "group", "client", "status", "detail"),
         rows,
     )
-
-
-def _trace_detail(step: TraceStep) -> str:
-    record = step.record
-    if record.type is TraceType.SUB_BEFORE:
-        return f"attempt {record.retry_times + 1}, request {record.request_id}"
-    if record.type is TraceType.SUB_AFTER:
-        return f"took {format_duration_ms(record.cost_time_ms)}, request {record.request_id}"
-    if record.type is TraceType.PUB:
-        return (
-            f"{record.message_type.name} to {record.topic} on {record.store_host}, "
-            f"stored after {format_duration_ms(record.cost_time_ms)}"
-        )
-    return f"{record.topic} {record.transaction_state}".strip()
-
-
-def format_duration_ms(duration_ms: int) -> str:
-    """``850 ms``, ``1.25 s``, ``3 min 5 s``: a duration for people."""
-    if duration_ms < 1_000:
-        return f"{duration_ms} ms"
-    if duration_ms < 60_000:
-        return f"{duration_ms / 1000:.3g} s"
-    minutes, rest_ms = divmod(duration_ms, 60_000)
-    return f"{minutes} min {rest_ms // 1000} s"

@@ -314,6 +314,7 @@ def create_app(admin: AdminClient, settings: DashboardSettings) -> Starlette:
     from bolide.dashboard.pages_groups import group_routes
     from bolide.dashboard.pages_messages import message_routes
     from bolide.dashboard.pages_topics import topic_routes
+    from bolide.dashboard.pages_trace import trace_routes
 
     routes = [
         Route("/", page(cluster_page)),
@@ -325,6 +326,7 @@ def create_app(admin: AdminClient, settings: DashboardSettings) -> Starlette:
         *topic_routes(),
         *group_routes(),
         *message_routes(),
+        *trace_routes(),
         Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found})

@@ -14,7 +14,13 @@ from bolide.protocol.address import format_socket_address
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.protocol.trace import TraceDecodeError, TraceRecord, TraceType, decode_records
 
-__all__ = ["TRACE_QUERY_MAX_MESSAGES", "MessageTrace", "TraceStep", "message_trace"]
+__all__ = [
+    "TRACE_QUERY_MAX_MESSAGES",
+    "MessageTrace",
+    "TraceStep",
+    "format_duration_ms",
+    "message_trace",
+]
 
 TRACE_QUERY_MAX_MESSAGES = 64
 """Trace messages one look-up reads at most (the dashboard's own bound)."""
@@ -37,6 +43,21 @@ class TraceStep:
         if kind is TraceType.END_TRANSACTION:
             return self.record.transaction_state
         return "success" if self.record.success else "failed"
+
+    @property
+    def detail(self) -> str:
+        """One line for people (the CLI table and the dashboard say the same)."""
+        r = self.record
+        if r.type is TraceType.SUB_BEFORE:
+            return f"attempt {r.retry_times + 1}, request {r.request_id}"
+        if r.type is TraceType.SUB_AFTER:
+            return f"took {format_duration_ms(r.cost_time_ms)}, request {r.request_id}"
+        if r.type is TraceType.PUB:
+            return (
+                f"{r.message_type.name} to {r.topic} on {r.store_host}, "
+                f"stored after {format_duration_ms(r.cost_time_ms)}"
+            )
+        return f"{r.topic} {r.transaction_state}".strip()
 
     def to_json_object(self) -> dict[str, object]:
         """The ``--json`` form: type (the 4.x record type), time (ms), group, client, status,
@@ -105,3 +126,13 @@ async def message_trace(
         )
     steps.sort(key=lambda step: step.record.timestamp_ms)  # stable: ties keep that order
     return MessageTrace(msg_id, trace_topic, steps, undecodable)
+
+
+def format_duration_ms(duration_ms: int) -> str:
+    """``850 ms``, ``1.25 s``, ``3 min 5 s``: a duration for people."""
+    if duration_ms < 1_000:
+        return f"{duration_ms} ms"
+    if duration_ms < 60_000:
+        return f"{duration_ms / 1000:.3g} s"
+    minutes, rest_ms = divmod(duration_ms, 60_000)
+    return f"{minutes} min {rest_ms // 1000} s"
