@@ -714,3 +714,8 @@ letter; the oldest are closed without a result beyond (about 200 bytes each)."""
 TRACE_BROKER_NOTED_MAX_EVENTS = 100_000
 """Deliveries and commits noted between two steps at most: beyond, new ones are counted as
 dropped, never held (the notes cost the pull and commit paths one append)."""
+TRACE_CLIENT_BATCH_CONTEXTS = 20
+"""A client's trace sends what it gathered once this many sends or consume calls added records
+(the Java dispatcher's batchNum cap)."""
+TRACE_CLIENT_FLUSH_INTERVAL_MS = 5_000
+"""... or after this long, whichever comes first (the Java dispatcher's 5 s)."""

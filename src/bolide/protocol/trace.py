@@ -32,6 +32,7 @@ from bolide.base.errors import ProtocolError
 
 __all__ = [
     "CONTEXT_CODE_NAMES",
+    "DEFAULT_REGION_ID",
     "FIELD_SEPARATOR",
     "RECORD_END",
     "REGION_TRACE_TOPIC_PREFIX",
@@ -42,6 +43,7 @@ __all__ = [
     "decode_records",
     "encode_record",
     "encode_records",
+    "pack_records",
     "region_trace_topic",
     "trace_message_keys",
 ]
@@ -54,6 +56,8 @@ REGION_TRACE_TOPIC_PREFIX = "rmq_sys_TRACE_DATA_"
 """Per-region trace topics: the C++ 2.x client (and Java's CLOUD channel) write to
 ``rmq_sys_TRACE_DATA_<regionId>``."""
 
+DEFAULT_REGION_ID = "DefaultRegion"
+"""The region a record names when nobody configured one (the broker's regionId default)."""
 CONTEXT_CODE_NAMES = ("SUCCESS", "TIME_OUT", "EXCEPTION", "RETURNNULL", "FAILED")
 """SubAfter's context code: the ordinal of Java's ``ConsumeReturnType``."""
 
@@ -257,3 +261,26 @@ def _at(fields: Sequence[str], index: int) -> str:
 def _parse_bool(value: str) -> bool:
     """As Java's ``Boolean.parseBoolean``: "true" in any case is true, anything else false."""
     return value.lower() == "true"
+
+
+def pack_records(
+    records: Sequence[TraceRecord], max_records: int, max_bytes: int
+) -> list[tuple[list[TraceRecord], bytes]]:
+    """Records cut into trace messages, each (its records, its body), of at most
+    ``max_records`` records and ``max_bytes`` bytes (a larger single record goes alone);
+    every record encoded once."""
+    packed: list[tuple[list[TraceRecord], bytes]] = []
+    current: list[TraceRecord] = []
+    texts: list[bytes] = []
+    size = 0
+    for record in records:
+        text = encode_record(record).encode()
+        if current and (len(current) >= max_records or size + len(text) > max_bytes):
+            packed.append((current, b"".join(texts)))
+            current, texts, size = [], [], 0
+        current.append(record)
+        texts.append(text)
+        size += len(text)
+    if current:
+        packed.append((current, b"".join(texts)))
+    return packed

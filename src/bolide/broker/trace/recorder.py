@@ -44,7 +44,7 @@ from bolide.protocol.trace import (
     REGION_TRACE_TOPIC_PREFIX,
     TraceRecord,
     TraceType,
-    encode_record,
+    pack_records,
     trace_message_keys,
 )
 from bolide.store.api import MessageStore, PutRequest
@@ -279,7 +279,10 @@ class BrokerTrace:
 
     async def _write(self, records: list[TraceRecord]) -> int:
         written = 0
-        for chunk, body in _chunks(records):
+        packed = pack_records(
+            records, limits.TRACE_MESSAGE_MAX_RECORDS, limits.TRACE_MESSAGE_MAX_BYTES
+        )
+        for chunk, body in packed:
             put = PutRequest(
                 topic=self.trace_topic,
                 queue_id=0,
@@ -309,27 +312,3 @@ def _decoded(buffers: Sequence[memoryview]) -> list[MessageExt]:
         except ProtocolError as error:  # one unreadable record does not stop the trace
             _log.warning("trace skipped a record: %s", error)
     return messages
-
-
-def _chunks(records: list[TraceRecord]) -> list[tuple[list[TraceRecord], bytes]]:
-    """Records cut into trace messages (the records, the body) of at most
-    TRACE_MESSAGE_MAX_RECORDS records and TRACE_MESSAGE_MAX_BYTES bytes (a single larger
-    record goes alone); each record encoded once."""
-    chunks: list[tuple[list[TraceRecord], bytes]] = []
-    current: list[TraceRecord] = []
-    texts: list[bytes] = []
-    size = 0
-    for record in records:
-        text = encode_record(record).encode()
-        if current and (
-            len(current) >= limits.TRACE_MESSAGE_MAX_RECORDS
-            or size + len(text) > limits.TRACE_MESSAGE_MAX_BYTES
-        ):
-            chunks.append((current, b"".join(texts)))
-            current, texts, size = [], [], 0
-        current.append(record)
-        texts.append(text)
-        size += len(text)
-    if current:
-        chunks.append((current, b"".join(texts)))
-    return chunks
