@@ -47,6 +47,7 @@ from bolide.dashboard.data import (
     format_time_ms,
     timer_rows,
 )
+from bolide.dashboard.formats import format_percent, format_uptime
 
 __all__ = ["Dashboard", "DashboardSettings", "create_app"]
 
@@ -88,6 +89,8 @@ class Dashboard:
         self.templates.filters["time"] = format_time_ms
         self.templates.filters["number"] = lambda value: f"{value:,}"
         self.templates.filters["rate"] = lambda value: f"{value:,.1f}"
+        self.templates.filters["percent"] = format_percent
+        self.templates.filters["uptime"] = format_uptime
 
     @property
     def admin(self) -> AdminClient:
