@@ -40,6 +40,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, invariant
 from bolide.base.service import Service
+from bolide.client import otel
 from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.listener import AdaptedListener, ConsumeContext, ConsumeResult
 from bolide.client.consumer.offset_store import OffsetStore
@@ -276,7 +277,12 @@ class ConcurrentConsumeService:
         context = ConsumeContext(
             queue.topic, queue.broker_name, queue.queue_id, len(request.messages) - 1
         )
-        result = await self._call_listener(request.messages, context)
+        if otel.active():
+            with otel.consume_spans(self.group, request.messages) as spans:
+                result = await self._call_listener(request.messages, context)
+                otel.end_consume(spans, result is ConsumeResult.SUCCESS)
+        else:
+            result = await self._call_listener(request.messages, context)
         now_ms = self._clock.now_ms()
         self.stats.consume_time_total_ms += now_ms - started_ms
         if request.process_queue.dropped:

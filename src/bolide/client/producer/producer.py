@@ -36,7 +36,7 @@ from bolide.base.errors import (
     TopicNotFoundError,
     invariant,
 )
-from bolide.client import rpc
+from bolide.client import otel, rpc
 from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
@@ -213,6 +213,20 @@ class Producer(AsyncLifecycle):
             RemoteError / ConnectionClosedError / RequestTimeoutError: the last attempt's
                 failure (its notes list every attempt).
         """
+        if otel.active():
+            with otel.send_span(message.topic, self.group, message.properties) as span:
+                result = await self._send_recorded(message, queue, sharding_key, timeout_ms)
+                otel.set_message_id(span, result.msg_id)
+                return result
+        return await self._send_recorded(message, queue, sharding_key, timeout_ms)
+
+    async def _send_recorded(
+        self,
+        message: Message,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+        timeout_ms: int | None,
+    ) -> SendResult:
         if self.trace is not None:
             return await self._send_traced(self.trace, message, queue, sharding_key, timeout_ms)
         return await self._send_plain(message, queue, sharding_key, timeout_ms)
