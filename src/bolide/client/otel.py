@@ -27,7 +27,7 @@ from bolide.protocol.message import PropertyKey
 
 __all__ = ["TRACEPARENT", "active", "consume_spans", "end_consume", "send_span", "set_message_id"]
 
-TRACEPARENT = "traceparent"
+TRACEPARENT = PropertyKey.TRACEPARENT
 """The W3C Trace Context property a message carries (and ``tracestate``)."""
 
 try:  # the optional dependency
