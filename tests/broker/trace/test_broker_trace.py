@@ -15,7 +15,9 @@ from bolide.client.admin.trace import message_trace
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.push_consumer import PushConsumer
+from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
+from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.message import Message, MessageExt
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.protocol.trace import TraceMessageType, TraceType, decode_records
@@ -154,3 +156,50 @@ async def test_trace_off_by_default_and_trace_topic_not_traced(tmp_path: Path) -
         assert await trace.flush() == 1  # its Pub
         assert await trace.flush() == 0  # the trace message itself gives no record
         assert trace.records_written == 1 and trace.dropped == 0
+
+
+async def test_transaction_ends_are_traced(cluster: Cluster) -> None:
+    trace = cluster.broker("broker-a").context.trace
+    assert trace is not None
+
+    def never_asked(message: MessageExt) -> LocalTransactionState:
+        raise AssertionError("no check expected")
+
+    sent: dict[LocalTransactionState, str] = {}
+    async with TransactionProducer(
+        "TracedTx", cluster.namesrv_address, checker=never_asked
+    ) as producer:
+        for state in (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE):
+
+            def decide(
+                message: ClientMessage, arg: object, decided: LocalTransactionState = state
+            ) -> LocalTransactionState:
+                return decided
+
+            result = await producer.send_in_transaction(
+                ClientMessage(TOPIC, b"tx", keys=f"tx-{state.name}"), decide
+            )
+            sent[state] = result.msg_id
+    async with AdminClient(cluster.namesrv_address) as admin:
+        ends: dict[str, list[tuple[TraceType, str]]] = {}
+        async with asyncio.timeout(WAIT_S):  # END_TRANSACTION is oneway: until both settled
+            while len(ends) < 2:
+                await trace.flush()
+                for state, msg_id in sent.items():
+                    found = await message_trace(admin, msg_id)
+                    steps = [(s.record.type, s.status) for s in found.steps]
+                    if len(steps) == 2:
+                        ends[state.name] = steps
+                await asyncio.sleep(0.05)  # the oneway request's turn on the broker
+    assert ends["COMMIT_MESSAGE"] == [
+        (TraceType.PUB, "success"), (TraceType.END_TRANSACTION, "COMMIT_MESSAGE")
+    ]  # fmt: skip
+    assert ends["ROLLBACK_MESSAGE"] == [
+        (TraceType.PUB, "success"), (TraceType.END_TRANSACTION, "ROLLBACK_MESSAGE")
+    ]  # fmt: skip
+    async with AdminClient(cluster.namesrv_address) as admin:
+        found = await message_trace(admin, sent[LocalTransactionState.COMMIT_MESSAGE])
+    pub, end = (step.record for step in found.steps)
+    assert pub.message_type is TraceMessageType.TRANS_MSG_HALF and pub.topic == TOPIC
+    assert (end.group, end.topic, end.keys) == ("TracedTx", TOPIC, "tx-COMMIT_MESSAGE")
+    assert end.transaction_id == end.msg_id and end.from_transaction_check is False

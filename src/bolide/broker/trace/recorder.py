@@ -9,9 +9,10 @@ notes into records off those paths, once a :data:`~bolide.base.limits.TRACE_BROK
 
 1. deliveries: one ``SubBefore`` per delivered message (request id = one per pull, retry
    times = the message's reconsume times), kept open by (group, topic, queue, offset);
-2. arrivals: the new messages of each noted queue, read back from the store, give ``Pub``,
-   ``EndTransaction`` and the failure of a send-back or dead letter (:mod:`.records`), which
-   closes the group's open delivery of that message with a failed ``SubAfter``;
+2. arrivals: the new messages of each noted queue, read back from the store, give ``Pub``
+   and the failure of a send-back or dead letter (:mod:`.records`), which closes the group's
+   open delivery of that message with a failed ``SubAfter``; a settled END_TRANSACTION gives
+   ``EndTransaction`` (COMMIT_MESSAGE or ROLLBACK_MESSAGE) from its half message;
 3. commits: a group's commit past an open delivery closes it with a successful ``SubAfter``
    (cost = commit time - delivery time).
 
@@ -35,7 +36,7 @@ from bolide.base.errors import ProtocolError
 from bolide.base.service import CrashHandler, Service
 from bolide.broker.config import BrokerConfig
 from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.trace.records import arrival_records, sub_after
+from bolide.broker.trace.records import arrival_records, sub_after, transaction_end
 from bolide.protocol.address import parse_socket_address
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.message_codec import decode_records
@@ -97,6 +98,7 @@ class BrokerTrace:
             collections.deque()
         )
         self._commits: collections.deque[tuple[str, str, int, int, int]] = collections.deque()
+        self._ends: collections.deque[tuple[int, str, bool, str, bool, int]] = collections.deque()
         self._open: dict[tuple[str, str, int], dict[int, _Open]] = {}
         self._open_order: dict[_OpenKey, None] = {}
         self._open_by_message: dict[tuple[str, str], _OpenKey] = {}
@@ -150,6 +152,23 @@ class BrokerTrace:
             return
         self._commits.append((group, topic, queue_id, offset, self._clock.now_ms()))
 
+    def transaction_ended(
+        self,
+        half_offset: int,
+        group: str,
+        committed: bool,
+        transaction_id: str,
+        *,
+        from_check: bool,
+    ) -> None:
+        """END_TRANSACTION settled the half message at commit-log ``half_offset``."""
+        if len(self._ends) >= limits.TRACE_BROKER_NOTED_MAX_EVENTS:
+            self.dropped += 1
+            return
+        self._ends.append(
+            (half_offset, group, committed, transaction_id, from_check, self._clock.now_ms())
+        )
+
     def _should_trace(self, topic: str) -> bool:
         if topic == self.trace_topic or topic.startswith(REGION_TRACE_TOPIC_PREFIX):
             return False
@@ -168,6 +187,7 @@ class BrokerTrace:
         results: list[TraceRecord] = []
         self._take_deliveries(deliveries)  # first: the results below close these
         self._take_arrivals(puts, results)
+        self._take_transaction_ends(puts)
         self._take_commits(results)
         records = puts + deliveries + results  # a message's life in order, ties included
         if not records:
@@ -255,6 +275,21 @@ class BrokerTrace:
                              now_ms=now_ms)  # fmt: skip
         return sub_after(msg_id, keys, group, opened.request_id, success=False,
                          cost_time_ms=now_ms - opened.delivered_ms, now_ms=now_ms)  # fmt: skip
+
+    def _take_transaction_ends(self, records: list[TraceRecord]) -> None:
+        while self._ends:
+            half_offset, group, committed, transaction_id, from_check, now_ms = self._ends.popleft()
+            raw = self._store.read_record(half_offset)
+            half = _decoded([raw])[:1] if raw is not None else []
+            if not half:
+                _log.warning("trace: no half message at commit-log offset %d", half_offset)
+                continue
+            records.append(
+                transaction_end(
+                    half[0], self._region_id, group, committed, transaction_id,
+                    from_check=from_check, now_ms=now_ms,
+                )
+            )  # fmt: skip
 
     def _take_commits(self, records: list[TraceRecord]) -> None:
         while self._commits:

@@ -11,7 +11,7 @@ on a user topic                                 ``Pub`` (NORMAL_MSG); group = PG
 on SCHEDULE_TOPIC_XXXX / the timer topic        ``Pub`` (DELAY_MSG) for REAL_TOPIC
 ... arriving on its real topic                  ``Pub`` (DELAY_MSG) again: the arrival
 a half message                                  ``Pub`` (TRANS_MSG_HALF) for REAL_TOPIC
-a committed half on its real topic              ``EndTransaction`` COMMIT_MESSAGE
+END_TRANSACTION commit / rollback settled      ``EndTransaction`` COMMIT / ROLLBACK_MESSAGE
 a send-back (to %RETRY%<group>, delayed or not)  ``SubAfter`` success=false, context FAILED
 a dead letter (%DLQ%<group>)                    ``SubAfter`` failed, then ``Pub`` on %DLQ%
 ==============================================  ============================================
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import format_socket_address
-from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.message import TRANSACTION_MASK, MessageExt, MessageSysFlag, PropertyKey
 from bolide.protocol.system_topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -35,7 +35,13 @@ from bolide.protocol.system_topics import (
 )
 from bolide.protocol.trace import TraceMessageType, TraceRecord, TraceType
 
-__all__ = ["FAILED_CONTEXT_CODE", "SUCCESS_CONTEXT_CODE", "arrival_records", "sub_after"]
+__all__ = [
+    "FAILED_CONTEXT_CODE",
+    "SUCCESS_CONTEXT_CODE",
+    "arrival_records",
+    "sub_after",
+    "transaction_end",
+]
 
 SUCCESS_CONTEXT_CODE = 0
 """ConsumeReturnType.SUCCESS."""
@@ -143,20 +149,35 @@ def arrival_records(
         return group, [dead]
     if delivered_marker in properties:
         return None, [_pub(message, region_id, topic, TraceMessageType.DELAY_MSG, moved=True)]
-    if properties.get(PropertyKey.TRAN_MSG) == "true":
-        pub = _pub(message, region_id, topic, TraceMessageType.TRANS_MSG_COMMIT)
-        end = TraceRecord(
-            TraceType.END_TRANSACTION,
-            timestamp_ms=message.store_timestamp_ms,
-            region_id=region_id,
-            group=pub.group,
-            topic=topic,
-            msg_id=pub.msg_id,
-            tags=pub.tags,
-            keys=pub.keys,
-            store_host=pub.store_host,
-            message_type=TraceMessageType.TRANS_MSG_COMMIT,
-            transaction_state="COMMIT_MESSAGE",
-        )
-        return None, [end]
+    if message.sys_flag & TRANSACTION_MASK == MessageSysFlag.TRANSACTION_COMMIT:
+        return None, []  # a committed half: its END_TRANSACTION gives the record
     return None, [_pub(message, region_id, topic, TraceMessageType.NORMAL_MSG)]
+
+
+def transaction_end(
+    half: MessageExt,
+    region_id: str,
+    group: str,
+    committed: bool,
+    transaction_id: str,
+    *,
+    from_check: bool,
+    now_ms: int,
+) -> TraceRecord:
+    """The ``EndTransaction`` record of a half message settled by END_TRANSACTION."""
+    properties = half.properties
+    return TraceRecord(
+        TraceType.END_TRANSACTION,
+        timestamp_ms=now_ms,
+        region_id=region_id,
+        group=group or properties.get(PropertyKey.PGROUP, ""),
+        topic=properties.get(PropertyKey.REAL_TOPIC, half.topic),
+        msg_id=half.msg_id,
+        tags=properties.get(PropertyKey.TAGS, ""),
+        keys=properties.get(PropertyKey.KEYS, ""),
+        store_host=_address(half, store=True),
+        message_type=TraceMessageType.TRANS_MSG_HALF,
+        transaction_id=transaction_id or half.msg_id,  # Java's transaction id is the UNIQ_KEY
+        transaction_state="COMMIT_MESSAGE" if committed else "ROLLBACK_MESSAGE",
+        from_transaction_check=from_check,
+    )
