@@ -203,3 +203,26 @@ async def test_transaction_ends_are_traced(cluster: Cluster) -> None:
     assert pub.message_type is TraceMessageType.TRANS_MSG_HALF and pub.topic == TOPIC
     assert (end.group, end.topic, end.keys) == ("TracedTx", TOPIC, "tx-COMMIT_MESSAGE")
     assert end.transaction_id == end.msg_id and end.from_transaction_check is False
+
+
+async def test_delayed_message_put_and_arrival(cluster: Cluster) -> None:
+    broker = cluster.broker("broker-a")
+    trace = broker.context.trace
+    assert trace is not None
+    async with AdminClient(cluster.namesrv_address) as admin:
+        await admin.create_topic(TOPIC, queue_count=1)
+        async with Producer("TracedProducers", cluster.namesrv_address) as producer:
+            sent = await producer.send(Message(TOPIC, b"later", keys="late-1", delay_level=1))
+        store = broker.context.store
+        await until(lambda: store.max_offset(TOPIC, 0) == 1, deadline_s=WAIT_S)  # arrived
+        await trace.flush()
+        found = await message_trace(admin, sent.msg_id)
+    put, arrival = (step.record for step in found.steps)
+    assert (put.type, put.topic, put.message_type) == (
+        TraceType.PUB, TOPIC, TraceMessageType.DELAY_MSG
+    )  # fmt: skip
+    assert (arrival.type, arrival.topic, arrival.message_type) == (
+        TraceType.PUB, TOPIC, TraceMessageType.DELAY_MSG
+    )  # fmt: skip
+    assert arrival.timestamp_ms >= put.timestamp_ms + 1_000  # level 1 waits 1 s
+    assert arrival.offset_msg_id != put.offset_msg_id  # the record consumers read
