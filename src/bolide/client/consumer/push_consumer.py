@@ -76,8 +76,7 @@ from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
-from bolide.client.producer.producer import Producer
-from bolide.client.trace import TRACE_PRODUCER_GROUP_PREFIX, TraceDispatcher
+from bolide.client.producer.producer import client_trace
 from bolide.protocol.bodies import (
     EXPRESSION_TYPE_TAG,
     ConsumerData,
@@ -90,7 +89,6 @@ from bolide.protocol.bodies import (
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC, is_retry_topic, retry_topic
-from bolide.protocol.trace import DEFAULT_REGION_ID
 from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
@@ -284,13 +282,9 @@ class PushConsumer(AsyncLifecycle):
         self._orderly: OrderlyConsumeService | None = None
         self._send_back: InstanceSendBack | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self.trace: TraceDispatcher | None = None
+        self.trace = client_trace(group, self.instance, trace_topic) if enable_trace else None
         """With ``enable_trace``: SubBefore / SubAfter records of its listener calls
         (client/trace.py; concurrent consumption)."""
-        if enable_trace:
-            inner = Producer(TRACE_PRODUCER_GROUP_PREFIX + group, instance=self.instance,
-                             auto_batch=False)  # fmt: skip
-            self.trace = TraceDispatcher(inner, group, trace_topic, DEFAULT_REGION_ID)
 
     # ---- configuration -----------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.protocol.trace import DEFAULT_REGION_ID
 from bolide.remoting.tls import TlsClientSettings
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "client_trace"]
 
 _log = logging.getLogger("bolide.client.producer")
 
@@ -142,12 +142,8 @@ class Producer(AsyncLifecycle):
         """The natural batching of sends, None with ``auto_batch=False``."""
         self._running = False
         self._shut_down = False
-        self.trace: TraceDispatcher | None = None
+        self.trace = client_trace(group, instance, trace_topic) if enable_trace else None
         """With ``enable_trace``: the Pub records of this producer's sends (client/trace.py)."""
-        if enable_trace:
-            inner = Producer(TRACE_PRODUCER_GROUP_PREFIX + group, instance=instance,
-                             auto_batch=False)  # fmt: skip
-            self.trace = TraceDispatcher(inner, group, trace_topic, DEFAULT_REGION_ID)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -481,3 +477,10 @@ def _compression(compress_type: CompressionType | str) -> CompressionType:
     except KeyError:
         names = ", ".join(member.name for member in CompressionType)
         raise ConfigError(f"compress_type {compress_type!r}: expected one of {names}") from None
+
+
+def client_trace(group: str, instance: ClientInstance, trace_topic: str) -> TraceDispatcher:
+    """The trace of a client of ``group`` (``enable_trace``): its records sent by an internal
+    producer ``_INNER_TRACE_PRODUCER-<group>`` on the same client instance."""
+    inner = Producer(TRACE_PRODUCER_GROUP_PREFIX + group, instance=instance, auto_batch=False)
+    return TraceDispatcher(inner, group, trace_topic, DEFAULT_REGION_ID)
