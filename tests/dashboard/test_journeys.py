@@ -69,6 +69,11 @@ async def test_cluster_page_and_live_tps(
         "data-points", re.compile(r"[2-9]"), timeout=PAGE_WAIT_MS
     )
     await expect(page.locator("#tps-chart path").first).to_be_attached()
+    # axes with units, the disk ratio as a percentage, the uptime as a duration
+    await expect(page.locator("#tps-chart text.axis-top")).to_contain_text("msg/s")
+    await expect(page.locator("#tps-chart text.axis-time")).to_contain_text("last")
+    await expect(row.locator("td.disk")).to_have_text(re.compile(r"^\d+\.\d %$"))
+    await expect(row.locator("td.uptime")).to_have_text(re.compile(r"^\d+ (s|min|h|d)"))
     assert (await screenshots.take(page, "cluster")).stat().st_size > 0
 
 

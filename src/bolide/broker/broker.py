@@ -76,6 +76,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_PROGRESS_FILE_NAME, TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.trace import BrokerTrace
 from bolide.broker.transactions import TransactionService, TransactionSettings
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -485,6 +486,8 @@ class Broker:
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
         context.long_polling.start()
+        if config.trace_on_broker_enable:
+            context.trace = self._broker_trace(context)
         if context.pop is not None:
             context.pop.start()
         self._offset_flush = ConsumerOffsetFlushService(
@@ -526,6 +529,20 @@ class Broker:
             on_crash=self._service_crashed,
             on_registered=self._master_learned,
         )
+
+    def _broker_trace(self, context: BrokerContext) -> BrokerTrace:
+        """traceOnBrokerEnable: the trace takes notes of puts, pulls and commits."""
+        trace = BrokerTrace(
+            self.config,
+            context.store,
+            self._clock,
+            context.topics.is_system_topic,
+            on_crash=self._service_crashed,
+        )
+        context.store.add_arrival_listener(trace.on_arrival)
+        context.offsets.on_commit = trace.committed
+        trace.start()
+        return trace
 
     def _ha_port(self) -> int:
         replication = self._replication
@@ -590,6 +607,8 @@ class Broker:
         for name, delivery in (("timer", context.timer), ("schedule", context.schedule)):
             if delivery is not None:
                 await _logged(f"stopping {name} delivery", delivery.stop())
+        if context.trace is not None:
+            await _logged("writing the last trace records", context.trace.stop(timeout_ms))
         await _logged("writing topics.json", context.topics.persist())
         await _logged("writing subscriptionGroup.json", context.groups.persist())
         await context.store.shutdown()

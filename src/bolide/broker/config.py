@@ -26,6 +26,7 @@ clusterTopicEnable              cluster_topic_enable                   true
 brokerTopicEnable               broker_topic_enable                    true
 traceTopicEnable                trace_topic_enable                     false
 msgTraceTopicName               msg_trace_topic_name                   RMQ_SYS_TRACE_TOPIC
+traceOnBrokerEnable             trace_on_broker_enable                 false (Bolide: broker trace)
 messageDelayLevel               message_delay_levels_ms                1s 5s ... 2h (18)
 fileReservedTime                file_reserved_time_hours               72
 deleteWhen                      delete_when_hours (";"-separated)      04
@@ -381,6 +382,9 @@ class BrokerConfig:
     trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable", _parse_bool))
     msg_trace_topic_name: str = field(
         default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName", _parse_str)
+    )
+    trace_on_broker_enable: bool = field(
+        default=False, metadata=_key("traceOnBrokerEnable", _parse_bool)
     )
     message_delay_levels_ms: tuple[int, ...] = field(
         default=parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL),

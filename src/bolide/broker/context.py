@@ -29,6 +29,7 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TimerMessageService
 from bolide.broker.topics import TopicConfigManager
+from bolide.broker.trace.recorder import BrokerTrace
 from bolide.broker.transactions import TransactionService
 from bolide.protocol.address import SocketAddress, parse_socket_address
 from bolide.protocol.codes import ResponseCode
@@ -104,6 +105,8 @@ class BrokerContext:
     """The master/slave role's parts (set by the broker once they started)."""
     transactions: TransactionService | None = None
     """Half messages, END_TRANSACTION and the transaction checker."""
+    trace: BrokerTrace | None = None
+    """Broker-side message trace (traceOnBrokerEnable): takes notes of deliveries."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from bolide.base import limits
@@ -99,6 +99,8 @@ class ConsumerOffsetManager:
         self._table: OffsetTable = {}
         self._entry_count = 0
         self._version = 0
+        self.on_commit: Callable[[str, str, int, int], None] | None = None
+        """Told ``(group, topic, queue id, offset)`` of every commit (the broker's trace)."""
         self.file = ConfigFileWriter(path, self)
         """Writes ``path``; the flush service calls its :meth:`~ConfigFileWriter.flush`."""
 
@@ -182,6 +184,8 @@ class ConsumerOffsetManager:
             queues = self._table[(topic, group)] = {}
         queues[queue_id] = offset
         self._version += 1
+        if self.on_commit is not None:
+            self.on_commit(group, topic, queue_id, offset)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of ``group`` on ``topic`` queue ``queue_id``, or -1 if none."""

@@ -459,7 +459,7 @@ class TopicConfigManager(ConfigTable[TopicConfig]):
         topics.append(TopicConfig(OFFSET_MOVED_EVENT, 1, 1))
         # One queue per delay level (RocketMQ's 18 levels give its fixed 18 queues).
         topics.append(TopicConfig(SCHEDULE_TOPIC, levels, levels))
-        if config.trace_topic_enable:
+        if config.trace_topic_enable or config.trace_on_broker_enable:
             topics.append(TopicConfig(config.msg_trace_topic_name, 1, 1))
         topics.append(TopicConfig(config.broker_cluster_name + REPLY_TOPIC_SUFFIX, 1, 1))
         return topics

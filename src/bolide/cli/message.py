@@ -1,4 +1,4 @@
-"""``bolide message send|get|query|tail|resend``."""
+"""``bolide message send|get|query|tail|resend|trace``."""
 
 from __future__ import annotations
 
@@ -14,18 +14,22 @@ from bolide.base import limits
 from bolide.cli.common import (
     DEFAULT_NAMESRV,
     DEFAULT_TIMEOUT_MS,
+    ExitCode,
     JsonOption,
     NamesrvOption,
     Output,
     TimeoutOption,
     admin_session,
+    fail,
     format_time_ms,
     parse_time_ms,
 )
 from bolide.client.admin import AdminClient, ProgressCallback
+from bolide.client.admin.trace import MessageTrace, format_duration_ms, message_trace
 from bolide.client.admin.views import ResendOutcome, message_to_dict
 from bolide.client.message import Message, SendResult
 from bolide.protocol.message import MessageExt
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 
 __all__ = ["register"]
 
@@ -335,3 +339,57 @@ def resend(
         )
     if failed:
         raise typer.Exit(code=1)
+
+
+@app.command("trace")
+def trace(
+    msg_id: Annotated[str, typer.Argument(help="Message id (UNIQ_KEY), as producers show it.")],
+    trace_topic: Annotated[
+        str, typer.Option("--trace-topic", help="Where the trace records are.")
+    ] = DEFAULT_TRACE_TOPIC,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a message's life from its trace records (written by trace-enabled clients or by a
+    broker with traceOnBrokerEnable=true): put, deliveries per group, results, retries, dead
+    letter. ``--json``: a list of steps, each with ``type`` (Pub, SubBefore, SubAfter,
+    EndTransaction, Recall), ``time`` (ms), ``group``, ``client``, ``status``."""
+    output = Output(json_output)
+
+    async def action(admin: AdminClient) -> MessageTrace:
+        return await message_trace(admin, msg_id, trace_topic)
+
+    found = admin_session(output, namesrv, timeout_ms, action)
+    for problem in found.undecodable:
+        output.note(f"a trace message that does not decode was skipped: {problem}")
+    if not found.steps:
+        fail(output, f"no trace records of {msg_id} in {trace_topic}", ExitCode.NOT_FOUND)
+    if json_output:
+        output.json([step.to_json_object() for step in found.steps])
+    else:
+        _show_trace(output, found)
+
+
+def _show_trace(output: Output, found: MessageTrace) -> None:
+    first_ms = found.steps[0].record.timestamp_ms
+    rows = []
+    for step in found.steps:
+        record = step.record
+        after_ms = record.timestamp_ms - first_ms if record.timestamp_ms > 0 else None
+        rows.append(
+            (
+                str(record.type),
+                format_time_ms(record.timestamp_ms),
+                None if after_ms is None else f"+{format_duration_ms(after_ms)}",
+                record.group or None,
+                step.client or None,
+                step.status,
+                step.detail,
+            )
+        )
+    output.table(
+        f"trace of {found.msg_id} ({found.trace_topic})",
+        ("type", "time", "after", "group", "client", "status", "detail"),
+        rows,
+    )

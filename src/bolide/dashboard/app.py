@@ -47,6 +47,7 @@ from bolide.dashboard.data import (
     format_time_ms,
     timer_rows,
 )
+from bolide.dashboard.formats import format_percent, format_uptime
 
 __all__ = ["Dashboard", "DashboardSettings", "create_app"]
 
@@ -88,6 +89,8 @@ class Dashboard:
         self.templates.filters["time"] = format_time_ms
         self.templates.filters["number"] = lambda value: f"{value:,}"
         self.templates.filters["rate"] = lambda value: f"{value:,.1f}"
+        self.templates.filters["percent"] = format_percent
+        self.templates.filters["uptime"] = format_uptime
 
     @property
     def admin(self) -> AdminClient:
@@ -314,6 +317,7 @@ def create_app(admin: AdminClient, settings: DashboardSettings) -> Starlette:
     from bolide.dashboard.pages_groups import group_routes
     from bolide.dashboard.pages_messages import message_routes
     from bolide.dashboard.pages_topics import topic_routes
+    from bolide.dashboard.pages_trace import trace_routes
 
     routes = [
         Route("/", page(cluster_page)),
@@ -325,6 +329,7 @@ def create_app(admin: AdminClient, settings: DashboardSettings) -> Starlette:
         *topic_routes(),
         *group_routes(),
         *message_routes(),
+        *trace_routes(),
         Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found})

@@ -112,6 +112,10 @@ class PropertyKey:
     TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
     TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
     SHARDING_KEY: Final = "__SHARDINGKEY"
+    # Trace context: the 5.x proxy's copy of SystemProperties.trace_context, and the W3C
+    # Trace Context the OpenTelemetry agents (and Bolide's client) put in ordinary properties.
+    TRACE_CONTEXT: Final = "TRACE_CONTEXT"
+    TRACEPARENT: Final = "traceparent"
 
 
 # --- tags hash --------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ tag / keys                                TAGS / KEYS (space-joined)
 message_group (FIFO)                      __SHARDINGKEY, queue by consistent hash
 delivery_timestamp (DELAY)                TIMER_DELIVER_MS
 message_type TRANSACTION                  TRAN_MSG=true, PGROUP, sysFlag PREPARED
+trace_context                             TRACE_CONTEXT (and traceparent when it is a
+                                          W3C traceparent, so 4.x consumers continue
+                                          the trace); back from either
 user_properties                           the other properties
 receipt_handle (received)                 POP_CK
 delivery_attempt (received)               reconsume times + 1
@@ -16,6 +19,7 @@ delivery_attempt (received)               reconsume times + 1
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Mapping
 
@@ -31,10 +35,14 @@ __all__ = [
     "to_proto_message",
 ]
 
+_W3C_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+"""A W3C Trace Context ``traceparent`` value (version-traceid-parentid-flags)."""
+
 SYSTEM_PROPERTY_KEYS = frozenset(
     {
         PropertyKey.TAGS,
         PropertyKey.KEYS,
+        PropertyKey.TRACE_CONTEXT,
         PropertyKey.UNIQ_KEY,
         PropertyKey.WAIT,
         PropertyKey.DELAY,
@@ -106,6 +114,10 @@ def properties_of(message: pb.Message, producer_group: str) -> tuple[dict[str, s
             system.delivery_timestamp.seconds * 1000 + system.delivery_timestamp.nanos // 1_000_000
         )
         properties[PropertyKey.TIMER_DELIVER_MS] = str(deliver_ms)
+    if system.HasField("trace_context") and system.trace_context:
+        properties[PropertyKey.TRACE_CONTEXT] = system.trace_context
+        if _W3C_TRACEPARENT.fullmatch(system.trace_context):
+            properties.setdefault(PropertyKey.TRACEPARENT, system.trace_context)
     sys_flag = 0
     if system.message_type == pb.TRANSACTION:
         properties[PropertyKey.TRAN_MSG] = "true"
@@ -175,5 +187,10 @@ def to_proto_message(message: MessageExt, *, topic: str | None = None) -> pb.Mes
     group = properties.get(PropertyKey.SHARDING_KEY)
     if group:
         system.message_group = group
+    trace_context = properties.get(PropertyKey.TRACE_CONTEXT) or properties.get(
+        PropertyKey.TRACEPARENT
+    )
+    if trace_context:
+        system.trace_context = trace_context
     result.body = message.body
     return result

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bolide.base.clock import ManualClock
 from bolide.base.errors import RemoteError
 from bolide.client import admin_stats
 from bolide.client.admin import AdminClient
@@ -38,17 +39,34 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield running
 
 
-async def test_stats_config_time_span_and_queue(cluster: Cluster) -> None:
+SEND_STEP_MS = 100
+"""The manual clock moves this much before each send of the time-span test."""
+ASK_AFTER_MS = 1_500
+"""... and this much after the last send, before the questions."""
+
+
+async def test_stats_config_time_span_and_queue(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with Cluster(tmp_path, clock=clock) as cluster:
+        await _stats_config_time_span_and_queue(cluster, clock)
+
+
+async def _stats_config_time_span_and_queue(cluster: Cluster, clock: ManualClock) -> None:
     address = cluster.broker("broker-a").address
     async with AdminClient(cluster.namesrv_address) as admin:
         await admin.create_topic(TOPIC, queue_count=2)
+        stored_ms: list[int] = []
         async with Producer("StatsProducers", cluster.namesrv_address) as producer:
             for index in range(6):
+                clock.advance_ms(SEND_STEP_MS)
+                stored_ms.append(clock.now_ms())
                 queue = MessageQueue(TOPIC, "broker-a", index % 2)
                 await producer.send(Message(TOPIC, b"body", tags="T"), queue=queue)
+        clock.advance_ms(ASK_AFTER_MS)
+        now_ms = clock.now_ms()
         stats = await admin_stats.view_broker_stats(admin, address, "TOPIC_PUT_NUMS", TOPIC)
         assert stats.stats_minute.sum == 6 and stats.stats_hour.sum == 6
-        assert stats.stats_minute.tps > 0
+        assert stats.stats_minute.tps == pytest.approx(6 * 1000 / (now_ms - stored_ms[0]))
         broker_stats = await admin_stats.view_broker_stats(
             admin, address, "BROKER_PUT_NUMS", "DefaultCluster"
         )
@@ -69,9 +87,13 @@ async def test_stats_config_time_span_and_queue(cluster: Cluster) -> None:
 
         spans = await admin_stats.consume_time_span(admin, address, TOPIC, GROUP)
         assert [span.message_queue.queue_id for span in spans.spans] == [0, 1]
-        for span in spans.spans:
-            assert 0 < span.min_timestamp_ms <= span.max_timestamp_ms
-            assert span.delay_time_ms >= 0  # the group consumed nothing: it lags
+        for queue_id, span in enumerate(spans.spans):
+            # queue q holds the sends q, q + 2, q + 4; the group consumed nothing, so its next
+            # message is the queue's first and the delay runs from its store time to now
+            assert span.min_timestamp_ms == stored_ms[queue_id]
+            assert span.max_timestamp_ms == stored_ms[queue_id + 4]
+            assert span.consume_timestamp_ms == stored_ms[queue_id]
+            assert span.delay_time_ms == now_ms - stored_ms[queue_id]
         with pytest.raises(RemoteError) as missing:
             await admin_stats.consume_time_span(admin, address, "NoSuchTopic", GROUP)
         assert missing.value.code == ResponseCode.TOPIC_NOT_EXIST
@@ -85,12 +107,18 @@ async def test_stats_config_time_span_and_queue(cluster: Cluster) -> None:
         assert all(entry.physic_size > 0 for entry in entries.queue_data)
 
 
+LISTENER_MS = 40
+"""Each listener call of the running-info tests moves the consumer's manual clock this much."""
+
+
 async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> None:
     seen: list[bytes] = []
     arrived = asyncio.Event()
+    clock = ManualClock()
 
     async def listener(messages: list[MessageExt]) -> ConsumeResult:
         seen.extend(m.body for m in messages)
+        clock.advance_ms(LISTENER_MS)
         arrived.set()
         return ConsumeResult.SUCCESS
 
@@ -99,7 +127,7 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
         async with Producer("StatsProducers", cluster.namesrv_address) as producer:
             result = await producer.send(Message(TOPIC, b"first"))
         consumer = PushConsumer(
-            GROUP, cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET
+            GROUP, cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET, clock=clock
         )
         consumer.subscribe(TOPIC)
         consumer.register_listener(listener)
@@ -107,6 +135,7 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
         try:
             async with asyncio.timeout(WAIT_S):
                 await arrived.wait()
+            pulled_ms = clock.now_ms() - LISTENER_MS  # the one answered pull ended then
             client_id = consumer.instance.client_id
             verdict = await admin_stats.consume_message_directly(
                 admin,
@@ -119,10 +148,15 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
             assert seen == [b"first", b"first"]  # once in the flow, once directly
             info = await admin.consumer_running_info(GROUP, client_id)
             status = info.status_table[TOPIC]
-            assert status["consumeOKTPS"] > 0
-            assert status["consumeRT"] >= 0
-            assert status["pullTPS"] > 0  # one message found by a measured pull
-            assert status["pullRT"] >= 0
+            # the flow's call and the direct one each took LISTENER_MS of the consumer's clock;
+            # the one pull answered (the next is parked: nothing new) took no clock time
+            now_ms = clock.now_ms()
+            assert now_ms - pulled_ms == 2 * LISTENER_MS
+            assert status["consumeRT"] == LISTENER_MS
+            # the window opens at the flow's call's end; the direct call is not a flow's OK
+            assert status["consumeOKTPS"] == pytest.approx(1000 / LISTENER_MS)
+            assert status["pullTPS"] == pytest.approx(1000 / (now_ms - pulled_ms))
+            assert status["pullRT"] == 0
             listing = await admin_stats.broker_consume_stats(
                 admin, cluster.broker("broker-a").address
             )
@@ -136,8 +170,11 @@ async def test_consume_directly_and_measured_running_info(cluster: Cluster) -> N
 
 async def test_orderly_consumer_reports_measured_consume_and_pull_rates(cluster: Cluster) -> None:
     arrived = asyncio.Event()
+    clock = ManualClock()
+    asked_after_ms = 60
 
     async def listener(messages: list[MessageExt]) -> OrderlyResult:
+        clock.advance_ms(LISTENER_MS)
         arrived.set()
         return OrderlyResult.SUCCESS
 
@@ -146,7 +183,11 @@ async def test_orderly_consumer_reports_measured_consume_and_pull_rates(cluster:
         async with Producer("StatsProducers", cluster.namesrv_address) as producer:
             await producer.send(Message(TOPIC, b"in order"))
         consumer = PushConsumer(
-            GROUP, cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET, orderly=True
+            GROUP,
+            cluster.namesrv_address,
+            consume_from=ConsumeFrom.FIRST_OFFSET,
+            orderly=True,
+            clock=clock,
         )
         consumer.subscribe(TOPIC)
         consumer.register_listener(listener)
@@ -156,12 +197,17 @@ async def test_orderly_consumer_reports_measured_consume_and_pull_rates(cluster:
                 await arrived.wait()
             client_id = consumer.instance.client_id
 
-            rates, clock = consumer.orderly_service.rates, consumer.instance.clock
-            await until(lambda: rates.status(TOPIC, clock.now_ms())[0] > 0)  # after the call
+            rates = consumer.orderly_service.rates
+            await until(lambda: rates.status(TOPIC, clock.now_ms())[2] > 0)  # after the call
+            clock.advance_ms(asked_after_ms)
             info = await admin.consumer_running_info(GROUP, client_id)
             figures = {key: float(value) for key, value in info.status_table[TOPIC].items()}
-            assert figures["consumeOKTPS"] > 0
-            assert figures["consumeFailedTPS"] == 0 and figures["consumeRT"] >= 0
-            assert figures["pullTPS"] > 0 and figures["pullRT"] >= 0
+            # one call of LISTENER_MS, its window opening at its end; one pull answered at
+            # once (no clock time), its window opening before the call
+            assert figures["consumeOKTPS"] == pytest.approx(1000 / asked_after_ms)
+            assert figures["consumeFailedTPS"] == 0
+            assert figures["consumeRT"] == LISTENER_MS
+            assert figures["pullTPS"] == pytest.approx(1000 / (LISTENER_MS + asked_after_ms))
+            assert figures["pullRT"] == 0
         finally:
             await consumer.shutdown()

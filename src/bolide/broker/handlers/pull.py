@@ -351,6 +351,8 @@ class PullHandlers:
             topic=header.topic,
             group=header.consumer_group,
         )
+        if self._context.trace is not None:
+            self._context.trace.delivered(header.consumer_group, result.buffers)
         buffers: Sequence[memoryview | bytes] = result.buffers
         if request.language == LanguageCode.CPP:
             # The C++ client runs zlib on every compressed body and aborts on an error: it

@@ -84,6 +84,11 @@ class TransactionHandlers:
             )  # fmt: skip
             return None
         outcome = await self._service.end_transaction(header)
+        if outcome.ok and self._context.trace is not None:
+            self._context.trace.transaction_ended(
+                header.commit_log_offset, header.producer_group, decision == "commit",
+                header.transaction_id or "", from_check=header.from_transaction_check,
+            )  # fmt: skip
         if outcome.ok:
             _log.debug("producer %s: %s %s of %s", connection.remote_address, source, decision,
                        header.msg_id)  # fmt: skip

@@ -49,6 +49,7 @@ from bolide.broker.metrics.otel import (
     otel_live_families,
 )
 from bolide.broker.metrics.runtime import pmdt_counts, runtime_numbers
+from bolide.protocol.bodies.heartbeat import MessageModel
 from bolide.protocol.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["BrokerCollector", "CommitLogDiffSource"]
@@ -307,20 +308,26 @@ class BrokerCollector(Collector):
         group_labels, diff_labels = self._group_labels, self._diff_labels
         for each in groups:
             labels = (cluster, broker, each.topic, each.group)
-            values: tuple[tuple[str, float], ...] = (
-                ("rocketmq_consumer_offset", each.broker_offset),
-                ("rocketmq_group_consume_total_offset", each.consumer_offset),
-                ("rocketmq_group_get_latency_by_storetime", each.oldest_unconsumed_age_ms),
-            )
+            clustering = each.message_model == MessageModel.CLUSTERING
+            # As the exporter's MetricsCollectTask: the committed offsets summed (its
+            # "GroupBrokerTotalOffset" is the consumer side, for every message model); the
+            # latency and the diff for clustering groups only. rocketmq_group_consume_tps and
+            # rocketmq_group_consume_total_offset are declared there but never filled.
+            values: list[tuple[str, float]] = [("rocketmq_consumer_offset", each.consumer_offset)]
+            if clustering:
+                values.append(
+                    ("rocketmq_group_get_latency_by_storetime", each.oldest_unconsumed_age_ms)
+                )
             if each.has_get_stats:  # like the exporter: rates only where stats exist
                 values += (
                     ("rocketmq_consumer_tps", each.get_tps),
-                    ("rocketmq_group_consume_tps", each.get_tps),
                     ("rocketmq_consumer_message_size", each.get_bytes_per_second),
                     ("rocketmq_send_back_nums", each.send_back_per_minute),
                 )
             for name, value in values:
                 group_labels.add(families[name], labels, value)
+            if not clustering:
+                continue
             kind = _diff_kind(each.topic)
             diff_labels.add(
                 diffs[kind],

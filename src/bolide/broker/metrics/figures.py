@@ -146,6 +146,8 @@ def group_figures(
             if behind > 0:
                 lag += behind
                 stored_ms = store.store_time_at(topic, queue_id, consumer_offset)
+                if stored_ms <= 0:  # below the queue's first message: the exporter's
+                    stored_ms = store.earliest_store_time(topic, queue_id)  # OFFSET_ILLEGAL step
                 if 0 < stored_ms < oldest_ms:
                     oldest_ms = stored_ms
         info = consumers.get_consumer_group_info(group)

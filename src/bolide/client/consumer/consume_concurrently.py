@@ -40,10 +40,12 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, invariant
 from bolide.base.service import Service
+from bolide.client import otel
 from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.listener import AdaptedListener, ConsumeContext, ConsumeResult
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.process_queue import ProcessQueue
+from bolide.client.trace import TraceDispatcher
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.bodies.stats import CMResult, ConsumeMessageDirectlyResult
 from bolide.protocol.message import Message, MessageExt, PropertyKey
@@ -160,6 +162,8 @@ class ConcurrentConsumeService:
         self._send_back = send_back
         self._clock = clock
         self.rates = ConsumeRates()
+        self.trace: TraceDispatcher | None = None
+        """Told of every listener call of the flow (the consumer's client trace)."""
         """Measured OK/failed TPS and listener RT per topic (GET_CONSUMER_RUNNING_INFO)."""
         self._owned_queues = owned_queues
         self._batch_max_size = batch_max_size
@@ -273,13 +277,21 @@ class ConcurrentConsumeService:
         context = ConsumeContext(
             queue.topic, queue.broker_name, queue.queue_id, len(request.messages) - 1
         )
-        result = await self._call_listener(request.messages, context)
+        if otel.active():
+            with otel.consume_spans(self.group, request.messages) as spans:
+                result = await self._call_listener(request.messages, context)
+                otel.end_consume(spans, result is ConsumeResult.SUCCESS)
+        else:
+            result = await self._call_listener(request.messages, context)
         now_ms = self._clock.now_ms()
         self.stats.consume_time_total_ms += now_ms - started_ms
         if request.process_queue.dropped:
             _log.info("%s: %s was dropped while consuming; result ignored", self.group, queue)
             return
         last_ok = ack_index_for(result, context.ack_index, len(request.messages))
+        if self.trace is not None:
+            self.trace.consumed(request.messages, started_ms=started_ms, ended_ms=now_ms,
+                                success=last_ok == len(request.messages) - 1)  # fmt: skip
         self.rates.record(
             queue.topic,
             last_ok + 1,

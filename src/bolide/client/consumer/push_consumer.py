@@ -76,6 +76,7 @@ from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
+from bolide.client.producer.producer import client_trace
 from bolide.protocol.bodies import (
     EXPRESSION_TYPE_TAG,
     ConsumerData,
@@ -87,7 +88,7 @@ from bolide.protocol.bodies import (
 )
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.message import MessageExt
-from bolide.protocol.system_topics import is_retry_topic, retry_topic
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC, is_retry_topic, retry_topic
 from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
@@ -210,6 +211,8 @@ class PushConsumer(AsyncLifecycle):
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
@@ -279,6 +282,9 @@ class PushConsumer(AsyncLifecycle):
         self._orderly: OrderlyConsumeService | None = None
         self._send_back: InstanceSendBack | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self.trace = client_trace(group, self.instance, trace_topic) if enable_trace else None
+        """With ``enable_trace``: SubBefore / SubAfter records of its listener calls
+        (client/trace.py; concurrent consumption)."""
 
     # ---- configuration -----------------------------------------------------------------------
 
@@ -388,7 +394,10 @@ class PushConsumer(AsyncLifecycle):
         if self._orderly is not None:
             self._orderly.start()
         else:
+            self.consume_service.trace = self.trace
             self.consume_service.start()
+        if self.trace is not None:
+            await self.trace.start()
         self._running = True
         self._started_ms = self.clock.now_ms()
         for topic in self.subscribed_topics():
@@ -552,6 +561,8 @@ class PushConsumer(AsyncLifecycle):
         await self._persist_owned()
         if self._orderly is not None:  # after the offsets: the next owner starts from them
             await self._orderly.unlock_all()
+        if self.trace is not None:
+            await self.trace.shutdown()
         await self.instance.unregister_consumer(self.group)
         await rebalancer.drop_all()
         if self._send_back is not None:

@@ -36,7 +36,7 @@ from bolide.base.errors import (
     TopicNotFoundError,
     invariant,
 )
-from bolide.client import rpc
+from bolide.client import otel, rpc
 from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
@@ -51,14 +51,17 @@ from bolide.client.producer.prepare import (
 )
 from bolide.client.producer.selection import QueueSelector, select_by_sharding_key
 from bolide.client.route import DEFAULT_TOPIC, TopicRoute, suggests_stale_route
+from bolide.client.trace import TRACE_PRODUCER_GROUP_PREFIX, TraceDispatcher
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
 from bolide.protocol.msgid import UniqueKeyGenerator
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
+from bolide.protocol.trace import DEFAULT_REGION_ID
 from bolide.remoting.tls import TlsClientSettings
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "client_trace"]
 
 _log = logging.getLogger("bolide.client.producer")
 
@@ -107,6 +110,8 @@ class Producer(AsyncLifecycle):
         tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
         compress_type: CompressionType | str = CompressionType.ZLIB,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
     ) -> None:
         if not group:
             raise ConfigError("a producer needs a group name")
@@ -137,6 +142,8 @@ class Producer(AsyncLifecycle):
         """The natural batching of sends, None with ``auto_batch=False``."""
         self._running = False
         self._shut_down = False
+        self.trace = client_trace(group, instance, trace_topic) if enable_trace else None
+        """With ``enable_trace``: the Pub records of this producer's sends (client/trace.py)."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -160,6 +167,8 @@ class Producer(AsyncLifecycle):
             await self.instance.release()
             raise
         self._running = True
+        if self.trace is not None:
+            await self.trace.start()
         _log.info("producer %s started on client %s", self.group, self.instance.client_id)
 
     async def shutdown(self) -> None:
@@ -170,6 +179,8 @@ class Producer(AsyncLifecycle):
         self._shut_down = True
         if self.batcher is not None:
             await self.batcher.wait_idle()
+        if self.trace is not None:
+            await self.trace.shutdown()
         await self.instance.unregister_producer(self.group)
         await self.instance.release()
         _log.info("producer %s shut down", self.group)
@@ -198,6 +209,31 @@ class Producer(AsyncLifecycle):
             RemoteError / ConnectionClosedError / RequestTimeoutError: the last attempt's
                 failure (its notes list every attempt).
         """
+        if otel.active():
+            with otel.send_span(message.topic, self.group, message.properties) as span:
+                result = await self._send_recorded(message, queue, sharding_key, timeout_ms)
+                otel.set_message_id(span, result.msg_id)
+                return result
+        return await self._send_recorded(message, queue, sharding_key, timeout_ms)
+
+    async def _send_recorded(
+        self,
+        message: Message,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+        timeout_ms: int | None,
+    ) -> SendResult:
+        if self.trace is not None:
+            return await self._send_traced(self.trace, message, queue, sharding_key, timeout_ms)
+        return await self._send_plain(message, queue, sharding_key, timeout_ms)
+
+    async def _send_plain(
+        self,
+        message: Message,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+        timeout_ms: int | None,
+    ) -> SendResult:
         if sharding_key is not None:
             if queue is not None:
                 raise ConfigError("send to a queue or by a sharding key, not both")
@@ -208,6 +244,26 @@ class Producer(AsyncLifecycle):
         if queue is not None:
             return await self._send_to_queue(prepared, queue, timeout_ms)
         return await self._send_with_retries(prepared, timeout_ms)
+
+    async def _send_traced(
+        self,
+        trace: TraceDispatcher,
+        message: Message,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+        timeout_ms: int | None,
+    ) -> SendResult:
+        """:meth:`send`, then its Pub record (when the reply carried MSG_REGION, as Java)."""
+        clock = self.instance.clock
+        started_ms, began_ms = clock.now_ms(), clock.monotonic_ms()
+        result = await self._send_plain(message, queue, sharding_key, timeout_ms)
+        store_host = self.instance.broker_address(result.queue.broker_name) or ""
+        trace.published(
+            message, result.msg_id, result.offset_msg_id, store_host,
+            started_ms=started_ms, cost_ms=clock.monotonic_ms() - began_ms,
+            trace_on=result.region_id is not None,
+        )  # fmt: skip
+        return result
 
     async def send_batch(
         self,
@@ -433,3 +489,10 @@ def _compression(compress_type: CompressionType | str) -> CompressionType:
     except KeyError:
         names = ", ".join(member.name for member in CompressionType)
         raise ConfigError(f"compress_type {compress_type!r}: expected one of {names}") from None
+
+
+def client_trace(group: str, instance: ClientInstance, trace_topic: str) -> TraceDispatcher:
+    """The trace of a client of ``group`` (``enable_trace``): its records sent by an internal
+    producer ``_INNER_TRACE_PRODUCER-<group>`` on the same client instance."""
+    inner = Producer(TRACE_PRODUCER_GROUP_PREFIX + group, instance=instance, auto_batch=False)
+    return TraceDispatcher(inner, group, trace_topic, DEFAULT_REGION_ID)

@@ -26,7 +26,29 @@
       path.setAttribute("stroke-width", "2");
       svg.appendChild(path);
     });
+    axes(svg, top, width, height, pad);
     svg.dataset.points = String(series[0].points.length);
+  }
+
+  // The axes' words: the scale's top and 0 in messages per second, and the time window.
+  function axes(svg, top, width, height, pad) {
+    const ns = "http://www.w3.org/2000/svg";
+    const label = (x, y, anchor, text, cls) => {
+      const t = document.createElementNS(ns, "text");
+      t.setAttribute("x", String(x)); t.setAttribute("y", String(y));
+      t.setAttribute("text-anchor", anchor); t.setAttribute("font-size", "10");
+      t.setAttribute("fill", "#616161"); t.setAttribute("class", cls);
+      t.textContent = text;
+      svg.appendChild(t);
+    };
+    const line = document.createElementNS(ns, "path");
+    line.setAttribute("d", `M${pad} ${pad} L${pad} ${height - pad} L${width - pad} ${height - pad}`);
+    line.setAttribute("fill", "none"); line.setAttribute("stroke", "#9e9e9e");
+    svg.appendChild(line);
+    label(pad + 4, pad + 10, "start", `${top.toFixed(top < 10 ? 1 : 0)} msg/s`, "axis-top");
+    label(pad + 4, height - pad - 4, "start", "0", "axis-zero");
+    const windowS = Math.round((maxPoints - 1) * refreshMs / 1000);
+    label(width - pad, height - pad - 4, "end", `last ${windowS} s, now at right`, "axis-time");
   }
 
   function liveCluster() {

@@ -1,0 +1,183 @@
+"""What the broker writes about a stored message, as 4.x trace records: pure functions from a
+message (and what the broker saw of it) to :class:`~bolide.protocol.trace.TraceRecord`.
+
+The broker sees no consume call, so its records use the fields a client would write, read
+from the broker's side:
+
+==============================================  ============================================
+stored message                                  records
+==============================================  ============================================
+on a user topic                                 ``Pub`` (NORMAL_MSG); group = PGROUP if sent
+on SCHEDULE_TOPIC_XXXX / the timer topic        ``Pub`` (DELAY_MSG) for REAL_TOPIC
+... arriving on its real topic                  ``Pub`` (DELAY_MSG) again: the arrival
+a half message                                  ``Pub`` (TRANS_MSG_HALF) for REAL_TOPIC
+END_TRANSACTION commit / rollback settled      ``EndTransaction`` COMMIT / ROLLBACK_MESSAGE
+a send-back (to %RETRY%<group>, delayed or not)  ``SubAfter`` success=false, context FAILED
+a dead letter (%DLQ%<group>)                    ``SubAfter`` failed, then ``Pub`` on %DLQ%
+==============================================  ============================================
+
+A ``Pub`` record's cost is store time - born time (the producer-to-store latency); its client
+host is the born host. The Pub of a dead letter or a delay arrival is timed at its store time
+(cost 0): the broker moved it then. Deliveries and commits are in :mod:`.recorder`.
+"""
+
+from __future__ import annotations
+
+from bolide.base.errors import ProtocolError
+from bolide.protocol.address import format_socket_address
+from bolide.protocol.message import TRANSACTION_MASK, MessageExt, MessageSysFlag, PropertyKey
+from bolide.protocol.system_topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+)
+from bolide.protocol.trace import TraceMessageType, TraceRecord, TraceType
+
+__all__ = [
+    "FAILED_CONTEXT_CODE",
+    "SUCCESS_CONTEXT_CODE",
+    "arrival_records",
+    "sub_after",
+    "transaction_end",
+]
+
+SUCCESS_CONTEXT_CODE = 0
+"""ConsumeReturnType.SUCCESS."""
+FAILED_CONTEXT_CODE = 4
+"""ConsumeReturnType.FAILED: the consumer asked for a retry."""
+_WAITING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
+
+
+def _address(message: MessageExt, *, store: bool) -> str:
+    return format_socket_address(message.store_host if store else message.born_host)
+
+
+def _offset_msg_id(message: MessageExt) -> str:
+    try:
+        return message.offset_msg_id
+    except ProtocolError:  # a store host that is no IP literal: the id cannot be written
+        return ""
+
+
+def _retry_group(topic: str) -> str:
+    return topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+
+
+def _pub(
+    message: MessageExt,
+    region_id: str,
+    topic: str,
+    kind: TraceMessageType,
+    group: str = "",
+    *,
+    moved: bool = False,
+) -> TraceRecord:
+    """``moved``: the broker itself stored the message anew (a dead letter, a delay arrival):
+    the time is the store time, the cost 0."""
+    properties = message.properties
+    born_ms = message.store_timestamp_ms if moved else message.born_timestamp_ms
+    return TraceRecord(
+        TraceType.PUB,
+        timestamp_ms=born_ms,
+        region_id=region_id,
+        group=group or properties.get(PropertyKey.PGROUP, ""),
+        topic=topic,
+        msg_id=message.msg_id,
+        tags=properties.get(PropertyKey.TAGS, ""),
+        keys=properties.get(PropertyKey.KEYS, ""),
+        store_host=_address(message, store=True),
+        body_length=len(message.body),
+        cost_time_ms=max(0, message.store_timestamp_ms - born_ms),
+        message_type=kind,
+        offset_msg_id=_offset_msg_id(message),
+        success=True,
+        client_host=_address(message, store=False),
+    )
+
+
+def sub_after(
+    message_id: str,
+    keys: str,
+    group: str,
+    request_id: str,
+    *,
+    success: bool,
+    cost_time_ms: int,
+    now_ms: int,
+) -> TraceRecord:
+    """A consume result: ``success`` (context SUCCESS) or a retry asked (context FAILED)."""
+    return TraceRecord(
+        TraceType.SUB_AFTER,
+        timestamp_ms=now_ms,
+        group=group,
+        msg_id=message_id,
+        keys=keys,
+        request_id=request_id,
+        cost_time_ms=max(0, cost_time_ms),
+        success=success,
+        context_code=SUCCESS_CONTEXT_CODE if success else FAILED_CONTEXT_CODE,
+    )
+
+
+def arrival_records(
+    message: MessageExt, region_id: str, delivered_marker: str
+) -> tuple[str | None, list[TraceRecord]]:
+    """The records of one stored ``message`` (see the module's table), and the consumer group
+    whose consume attempt failed when it is a send-back or a dead letter (else None): the
+    caller closes that group's open delivery with the failed SubAfter it builds.
+
+    ``delivered_marker`` is the property the delay services put on a message they deliver.
+    """
+    topic, properties = message.topic, message.properties
+    if topic in _WAITING_TOPICS:
+        real = properties.get(PropertyKey.REAL_TOPIC, "")
+        if real.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return _retry_group(real), []
+        return None, [_pub(message, region_id, real, TraceMessageType.DELAY_MSG)]
+    if topic == TRANS_HALF_TOPIC:
+        real = properties.get(PropertyKey.REAL_TOPIC, "")
+        return None, [_pub(message, region_id, real, TraceMessageType.TRANS_MSG_HALF)]
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if delivered_marker in properties:  # a delayed send-back arriving: recorded at its put
+            return None, []
+        return _retry_group(topic), []
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
+        dead = _pub(message, region_id, topic, TraceMessageType.NORMAL_MSG, group, moved=True)
+        return group, [dead]
+    if delivered_marker in properties:
+        return None, [_pub(message, region_id, topic, TraceMessageType.DELAY_MSG, moved=True)]
+    if message.sys_flag & TRANSACTION_MASK == MessageSysFlag.TRANSACTION_COMMIT:
+        return None, []  # a committed half: its END_TRANSACTION gives the record
+    return None, [_pub(message, region_id, topic, TraceMessageType.NORMAL_MSG)]
+
+
+def transaction_end(
+    half: MessageExt,
+    region_id: str,
+    group: str,
+    committed: bool,
+    transaction_id: str,
+    *,
+    from_check: bool,
+    now_ms: int,
+) -> TraceRecord:
+    """The ``EndTransaction`` record of a half message settled by END_TRANSACTION."""
+    properties = half.properties
+    return TraceRecord(
+        TraceType.END_TRANSACTION,
+        timestamp_ms=now_ms,
+        region_id=region_id,
+        group=group or properties.get(PropertyKey.PGROUP, ""),
+        topic=properties.get(PropertyKey.REAL_TOPIC, half.topic),
+        msg_id=half.msg_id,
+        tags=properties.get(PropertyKey.TAGS, ""),
+        keys=properties.get(PropertyKey.KEYS, ""),
+        store_host=_address(half, store=True),
+        message_type=TraceMessageType.TRANS_MSG_HALF,
+        transaction_id=transaction_id or half.msg_id,  # Java's transaction id is the UNIQ_KEY
+        transaction_state="COMMIT_MESSAGE" if committed else "ROLLBACK_MESSAGE",
+        from_transaction_check=from_check,
+    )
