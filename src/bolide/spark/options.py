@@ -22,6 +22,7 @@ from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.protocol.bodies import BodyError, MessageQueue, SubscriptionData
 from bolide.remoting.tls import TlsClientSettings
+from bolide.spark.option_names import READ_OPTION_NAMES, WRITE_OPTION_NAMES, check_option_names
 
 __all__ = [
     "EARLIEST",
@@ -139,6 +140,8 @@ class WriteOptions:
     """Producer group of the sink's producers."""
     send_timeout_ms: int
     access: ClusterAccess = field(default_factory=ClusterAccess)
+    exactly_once: bool = False
+    """Write each micro-batch as transactional half messages committed once per batch id."""
 
 
 def _normalized(options: Mapping[str, str]) -> dict[str, str]:
@@ -175,7 +178,7 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if lowered in ("false", "0", "no"):
         return False
-    raise ConfigError(f"option {name} must be true or false, not {text!r}")
+    raise ConfigError(f"option {name} must be true or false (or 1/0, yes/no), not {text!r}")
 
 
 def parse_duration_ms(text: str, name: str) -> int:
@@ -278,8 +281,9 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
     ``endingOffsets`` (batch only) to latest.
 
     Raises:
-        ConfigError: a required option is missing or a value is malformed.
+        ConfigError: an option is unknown, a required one is missing or a value is malformed.
     """
+    check_option_names(raw, READ_OPTION_NAMES, "the bolide source")
     options = _normalized(raw)
     topics = _topics(options)
     tags = _get(options, "tags") or "*"
@@ -334,8 +338,9 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
     """Check and type the options of ``df.write`` / ``df.writeStream``.
 
     Raises:
-        ConfigError: namesrv is missing or a value is malformed.
+        ConfigError: an option is unknown, namesrv is missing or a value is malformed.
     """
+    check_option_names(raw, WRITE_OPTION_NAMES, "the bolide sink")
     options = _normalized(raw)
     send_timeout_ms = _int_option(options, "sendTimeoutMs") or limits.PRODUCER_SEND_TIMEOUT_MS
     return WriteOptions(
@@ -344,4 +349,5 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
         group=_get(options, "group") or WRITER_GROUP_DEFAULT,
         send_timeout_ms=send_timeout_ms,
         access=_access(options),
+        exactly_once=_bool_option(options, "exactlyOnce", False),
     )

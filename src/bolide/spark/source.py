@@ -11,6 +11,8 @@ See docs/spark.md for the options, the schema and the delivery guarantees.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -30,7 +32,7 @@ from pyspark.sql.types import (
 )
 
 from bolide.base.errors import ConfigError
-from bolide.spark.options import parse_read_options, parse_write_options
+from bolide.spark.options import WriteOptions, parse_read_options, parse_write_options
 from bolide.spark.reader import BolideBatchReader, BolideStreamReader
 from bolide.spark.writer import BolideBatchWriter, BolideStreamWriter
 
@@ -65,6 +67,16 @@ def _check_read_schema(schema: StructType) -> None:
         )
 
 
+def _write_options(raw: Mapping[str, str]) -> WriteOptions:
+    options = parse_write_options(raw)
+    if options.exactly_once:
+        raise ConfigError(
+            "option exactlyOnce=true is not available in this version: the sink is"
+            " at-least-once (see docs/spark.md, Writing); drop the option or set it to false"
+        )
+    return options
+
+
 class BolideDataSource(DataSource):
     """Read Bolide topics (batch and streaming) and write DataFrames to them.
 
@@ -91,10 +103,10 @@ class BolideDataSource(DataSource):
         """Raises ConfigError for mode("overwrite"): messages are only ever appended."""
         if overwrite:
             raise ConfigError('a Bolide topic can only be appended to: use mode("append")')
-        return BolideBatchWriter(parse_write_options(self.options), schema)
+        return BolideBatchWriter(_write_options(self.options), schema)
 
     def streamWriter(  # noqa: N802
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamWriter:
         del overwrite  # complete output mode sends the whole result again, as Kafka's sink does
-        return BolideStreamWriter(parse_write_options(self.options), schema)
+        return BolideStreamWriter(_write_options(self.options), schema)
