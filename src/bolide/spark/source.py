@@ -89,6 +89,9 @@ class BolideDataSource(DataSource):
         return "bolide"
 
     def schema(self) -> StructType:
+        """The fixed schema. Spark asks for it at ``load()``, which is the time to refuse
+        bad read options (streaming-only checks follow when the query starts)."""
+        parse_read_options(self.options, streaming=False)
         return SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
