@@ -67,12 +67,12 @@ def _check_read_schema(schema: StructType) -> None:
         )
 
 
-def _write_options(raw: Mapping[str, str]) -> WriteOptions:
+def _write_options(raw: Mapping[str, str], *, streaming: bool) -> WriteOptions:
     options = parse_write_options(raw)
-    if options.exactly_once:
+    if options.exactly_once and not streaming:
         raise ConfigError(
-            "option exactlyOnce=true is not available in this version: the sink is"
-            " at-least-once (see docs/spark.md, Writing); drop the option or set it to false"
+            "option exactlyOnce=true applies to writeStream only (a batch write is a single"
+            " job: write to a fresh topic, or drop the option)"
         )
     return options
 
@@ -106,10 +106,10 @@ class BolideDataSource(DataSource):
         """Raises ConfigError for mode("overwrite"): messages are only ever appended."""
         if overwrite:
             raise ConfigError('a Bolide topic can only be appended to: use mode("append")')
-        return BolideBatchWriter(_write_options(self.options), schema)
+        return BolideBatchWriter(_write_options(self.options, streaming=False), schema)
 
     def streamWriter(  # noqa: N802
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamWriter:
         del overwrite  # complete output mode sends the whole result again, as Kafka's sink does
-        return BolideStreamWriter(_write_options(self.options), schema)
+        return BolideStreamWriter(_write_options(self.options, streaming=True), schema)
