@@ -9,6 +9,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from bolide.base.errors import ConfigError
 from bolide.client.producer.transaction import LocalTransactionState
@@ -27,6 +28,7 @@ from bolide.spark.exactly_once import (
 )
 from bolide.spark.options import parse_write_options
 from bolide.spark.source import _write_options
+from bolide.spark.writer import BolideStreamWriter
 from tests.spark.conftest import WAIT_S, BackgroundCluster, rows_of_topic
 
 HALF = HalfRef("t", "broker-a", 0, 7, "UNIQ-1", "0A0000", None)
@@ -57,10 +59,16 @@ def test_check_back_answers_from_the_ledger() -> None:
     assert HALF.send_result().queue.queue_id == 0
 
 
-def test_exactly_once_is_for_write_streams_only() -> None:
+def test_exactly_once_is_for_write_streams_without_delay_or_sharding() -> None:
     with pytest.raises(ConfigError, match="applies to writeStream only"):
         _write_options({"namesrv": "h:1", "topic": "t", "exactlyOnce": "true"}, streaming=False)
-    assert _write_options({"namesrv": "h:1", "exactlyOnce": "yes"}, streaming=True).exactly_once
+    options = _write_options({"namesrv": "h:1", "topic": "t", "exactlyOnce": "yes"}, streaming=True)
+    schema = StructType(
+        [StructField("body", StringType()), StructField("delay_level", IntegerType())]
+    )
+    with pytest.raises(ConfigError, match=r"cannot honour the column\(s\) delay_level"):
+        BolideStreamWriter(options, schema)
+    BolideStreamWriter(options, StructType([StructField("body", StringType())]))
 
 
 def _count(cluster: BackgroundCluster, topic: str, at_least: int) -> int:

@@ -104,6 +104,8 @@ _ACCEPTED_TYPES: dict[str, tuple[type[DataType], ...]] = {
     "delay_level": (IntegerType, ShortType, LongType),
     "deliver_at_ms": (LongType, IntegerType),
 }
+_NOT_TRANSACTIONAL = ("sharding_key", "delay_level", "deliver_at_ms")
+"""Columns the exactly-once sink cannot honour (half messages go alone, undelayed)."""
 _ROW_INDEX_HEX_DIGITS = 12
 _PREFIX_BYTES = 10
 _BATCH_HEADER_PROPERTIES = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}true"
@@ -134,6 +136,12 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
             raise ConfigError(f"column {name} must be {wanted}, not {data_type.simpleString()}")
     if "topic" not in fields and options.topic is None:
         raise ConfigError("give the topic option or a topic column")
+    refused = sorted(set(fields) & set(_NOT_TRANSACTIONAL))
+    if options.exactly_once and refused:
+        raise ConfigError(
+            f"exactlyOnce=true cannot honour the column(s) {', '.join(refused)}: transactional"
+            " messages are neither delayed nor sent to a chosen queue; drop them or the option"
+        )
 
 
 @dataclass(frozen=True, slots=True)
