@@ -52,6 +52,8 @@ READ_OPTION_NAMES = frozenset(
         "maxRecordsPerPartition",
         "pullBatchSize",
         "failOnDataLoss",
+        "consumeMode",
+        "invisibleTime",
     )
 )
 """Every option of ``spark.read`` / ``spark.readStream`` (docs/spark.md, Reading)."""

@@ -145,6 +145,11 @@ class ReadOptions:
     """``minPartitions``: split large queue ranges so a read has about this many tasks."""
     max_records_per_partition: int | None = None
     """``maxRecordsPerPartition``: split any queue range larger than this many offsets."""
+    consume_mode: str = "pull"
+    """``consumeMode``: ``pull`` (offsets in the checkpoint) or ``pop`` (shared with the
+    group's other consumers, see bolide.spark.pop_source)."""
+    pop_invisible_time_ms: int = limits.SPARK_POP_INVISIBLE_DEFAULT_MS
+    """``invisibleTime`` (consumeMode=pop)."""
 
     def covers(self, topic: str) -> bool:
         """Whether the query reads ``topic`` (named, or matched by the pattern)."""
@@ -436,7 +441,55 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         topic_pattern=pattern,
         min_partitions=_int_option(options, "minPartitions"),
         max_records_per_partition=_int_option(options, "maxRecordsPerPartition"),
+        consume_mode=_consume_mode(options),
+        pop_invisible_time_ms=_invisible_time_ms(options),
     )
+
+
+_NOT_WITH_POP = (
+    "startingOffsets",
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsets",
+    "endingOffsetsByTimestamp",
+    "minMessagesPerTrigger",
+    "minOffsetsPerTrigger",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+)
+"""Options about offsets, which a POP read does not have."""
+
+
+def _consume_mode(options: Mapping[str, str]) -> str:
+    mode = (_get(options, "consumeMode") or "pull").lower()
+    if mode not in ("pull", "pop"):
+        raise ConfigError(f"option consumeMode must be pull or pop, not {mode!r}")
+    if mode == "pop":
+        if _get(options, "group") is None:
+            raise ConfigError("consumeMode=pop needs the group option (the consumer group)")
+        given = [name for name in _NOT_WITH_POP if _get(options, name) is not None]
+        if given:
+            raise ConfigError(
+                f"option(s) {', '.join(given)} do not apply to consumeMode=pop (no offsets:"
+                " the brokers hand each message to one consumer of the group)"
+            )
+    elif _get(options, "invisibleTime") is not None:
+        raise ConfigError("option invisibleTime applies to consumeMode=pop only")
+    return mode
+
+
+def _invisible_time_ms(options: Mapping[str, str]) -> int:
+    text = _get(options, "invisibleTime")
+    if text is None:
+        return limits.SPARK_POP_INVISIBLE_DEFAULT_MS
+    invisible_ms = parse_duration_ms(text, "invisibleTime")
+    if not limits.SPARK_POP_INVISIBLE_MIN_MS <= invisible_ms <= limits.POP_INVISIBLE_TIME_MAX_MS:
+        raise ConfigError(
+            f"option invisibleTime must be between {limits.SPARK_POP_INVISIBLE_MIN_MS} ms and"
+            f" {limits.POP_INVISIBLE_TIME_MAX_MS} ms, not {invisible_ms} ms"
+        )
+    return invisible_ms
 
 
 def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:

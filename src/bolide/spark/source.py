@@ -33,6 +33,7 @@ from pyspark.sql.types import (
 
 from bolide.base.errors import ConfigError
 from bolide.spark.options import WriteOptions, parse_read_options, parse_write_options
+from bolide.spark.pop_source import BolidePopStreamReader
 from bolide.spark.reader import BolideBatchReader, BolideStreamReader
 from bolide.spark.writer import BolideBatchWriter, BolideStreamWriter
 
@@ -96,11 +97,17 @@ class BolideDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_read_schema(schema)
-        return BolideBatchReader(parse_read_options(self.options, streaming=False))
+        options = parse_read_options(self.options, streaming=False)
+        if options.consume_mode == "pop":
+            raise ConfigError("consumeMode=pop applies to readStream only")
+        return BolideBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         _check_read_schema(schema)
-        return BolideStreamReader(parse_read_options(self.options, streaming=True))
+        options = parse_read_options(self.options, streaming=True)
+        if options.consume_mode == "pop":
+            return BolidePopStreamReader(options)
+        return BolideStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Raises ConfigError for mode("overwrite"): messages are only ever appended."""
