@@ -15,6 +15,12 @@ The broker runs with ``maxTransferCountOnMessageInMemory=--pull-batch`` and
 a pull), and the reads ask for ``pullBatchSize=--pull-batch`` messages a pull; ``--pull-batch
 32`` measures what a default broker allows.
 
+4. **ceiling**: the same three actions over a trivial Python data source (``ceiling``, this
+   file) that yields ready Arrow record batches of the source's row shape (8,192 rows, the
+   bodies as long) from ``--queues`` partitions and whose sink drops the batches it gets:
+   what Spark's Python Data Source API carries on this machine in the same run. The ratios
+   Bolide / ceiling are printed last.
+
 Each rate is rows over the wall time of the Spark action (planning included; the JVM and the
 Python workers are warmed by a small write, batch read and streaming read first). Beside it,
 the CPU time per row of the Spark side — the JVM, and Python: this process, Spark's Python
@@ -53,6 +59,9 @@ READY_TIMEOUT_S = 60
 DISPATCH_TIMEOUT_S = 120
 DISK_MAX_USED_SPACE_RATIO_PERCENT = 95
 TRANSFER_MAX_BYTES = 4 * 1024 * 1024
+SEND_TIMEOUT_MS = 30_000
+"""The sink's send timeout: a shared machine's broker can answer a 1 MiB batch in over the
+default 3 s, which fails the task instead of measuring it."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +228,175 @@ def run(options: Options) -> None:
             server.stop()
 
 
+CEILING_BATCH_ROWS = 8_192
+"""Rows of each ready record batch of the ceiling source (the Bolide reader's batch size)."""
+
+
+def _ceiling_batch(rows: int, body_bytes: int) -> Any:
+    """One record batch of the source's Arrow schema, ``rows`` rows of ``body_bytes`` bodies."""
+    import pyarrow as pa
+
+    from bolide.spark.records import ARROW_SCHEMA
+
+    columns: dict[str, Any] = {}
+    for field in ARROW_SCHEMA:
+        if field.name == "body":
+            columns[field.name] = pa.array([b"\xab" * body_bytes] * rows, field.type)
+        elif field.name == "properties":
+            columns[field.name] = pa.array([[("UNIQ_KEY", "k")]] * rows, field.type)
+        elif pa.types.is_string(field.type):
+            columns[field.name] = pa.array(["x"] * rows, field.type)
+        elif field.name == "body_error":
+            columns[field.name] = pa.nulls(rows, field.type)
+        else:
+            columns[field.name] = pa.array([0] * rows).cast(field.type)
+    return pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
+
+
+def _ceiling_source() -> Any:
+    """The ``ceiling`` data source class (defined here, shipped to the workers by value)."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        DataSourceStreamReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from bolide.spark.source import SOURCE_SCHEMA
+
+    def batches(rows: int, body_bytes: int) -> Any:
+        ready = _ceiling_batch(min(rows, CEILING_BATCH_ROWS), body_bytes)
+        while rows > 0:
+            take = min(rows, ready.num_rows)
+            yield ready if take == ready.num_rows else ready.slice(0, take)
+            rows -= take
+
+    class Reader(DataSourceReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.rows, self.parts = int(options["rows"]), int(options["parts"])
+            self.body_bytes = int(options["body_bytes"])
+
+        def partitions(self) -> list[InputPartition]:
+            share = -(-self.rows // self.parts)
+            sizes = [min(share, self.rows - n * share) for n in range(self.parts)]
+            return [InputPartition(size) for size in sizes if size > 0]
+
+        def read(self, partition: InputPartition) -> Any:
+            return batches(partition.value, self.body_bytes)
+
+    class StreamReader(DataSourceStreamReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.batch = Reader(options)
+            self.per_trigger = int(options["per_trigger"])
+
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802
+            return {"n": 0}
+
+        def getDefaultReadLimit(self) -> Any:  # noqa: N802
+            return ReadMaxRows(self.per_trigger)
+
+        def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+            end = self.batch.rows
+            if isinstance(limit, ReadMaxRows):
+                end = min(end, start["n"] + limit.max_rows)
+            return {"n": end}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            rows, parts = end["n"] - start["n"], self.batch.parts
+            share = -(-rows // parts)
+            sizes = [min(share, rows - n * share) for n in range(parts)]
+            return [InputPartition(size) for size in sizes if size > 0]
+
+        def read(self, partition: InputPartition) -> Any:
+            return batches(partition.value, self.batch.body_bytes)
+
+    class Writer(DataSourceArrowWriter):
+        def write(self, iterator: Any) -> WriterCommitMessage:
+            for _ in iterator:
+                pass
+            return WriterCommitMessage()
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "ceiling"
+
+        def schema(self) -> Any:
+            return SOURCE_SCHEMA
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader(dict(self.options))
+
+        def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
+            return StreamReader(dict(self.options))
+
+        def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+            return Writer()
+
+    return Ceiling
+
+
+def _measure_ceiling(spark: Any, server: Standalone, options: Options) -> dict[str, float]:
+    """Rows/s of the batch read, streaming read and write over the ``ceiling`` source."""
+    from pyspark.sql import functions as sf
+
+    spark.dataSource.register(_ceiling_source())
+
+    def source() -> Any:
+        return (
+            spark.read.format("ceiling")
+            .option("rows", str(options.messages))
+            .option("parts", str(options.queues))
+            .option("body_bytes", str(options.body_bytes))
+        )
+
+    def stream() -> int:
+        query = (
+            spark.readStream.format("ceiling")
+            .option("rows", str(options.messages))
+            .option("parts", str(options.queues))
+            .option("body_bytes", str(options.body_bytes))
+            .option("per_trigger", str(options.per_trigger))
+            .load()
+            .select(sf.length("body").alias("size"))
+            .writeStream.format("noop")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
+
+    rows = spark.range(options.messages).select(
+        sf.expr(f"unhex(repeat('AB', {options.body_bytes}))").alias("body"),
+        sf.concat(sf.lit("k"), sf.col("id").cast("string")).alias("keys"),
+    )
+    source().load().count()  # warm-up
+    rates: dict[str, float] = {}
+    timing, _ = _timed(server, spark, lambda: rows.write.format("ceiling").mode("append").save())
+    print(_line("ceiling: write (drops the batches)", options.messages, timing))
+    rates["write"] = options.messages / timing.seconds
+    timing, read = _timed(
+        server, spark, lambda: source().load().select(sf.sum(sf.length("body"))).collect()[0][0]
+    )
+    print(_line("ceiling: batch read", read // options.body_bytes, timing))
+    rates["batch read"] = read // options.body_bytes / timing.seconds
+    timing, streamed = _timed(server, spark, stream)
+    print(_line(f"ceiling: streaming ({options.per_trigger:,} per trigger)", streamed, timing))
+    rates["streaming read"] = streamed / timing.seconds
+    return rates
+
+
 def _measure(spark: Any, server: Standalone, options: Options) -> None:
+    bolide = _measure_bolide(spark, server, options)
+    ceiling = _measure_ceiling(spark, server, options)
+    for name in ("batch read", "streaming read", "write"):
+        print(f"ratio {name:<15} Bolide / ceiling = {bolide[name] / ceiling[name]:.2f}")
+
+
+def _measure_bolide(spark: Any, server: Standalone, options: Options) -> dict[str, float]:
     from pyspark.sql import functions as sf
 
     def source() -> Any:
@@ -259,11 +436,13 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
             rows.write.format("bolide")
             .option("namesrv", server.namesrv)
             .option("topic", TOPIC)
+            .option("sendTimeoutMs", str(SEND_TIMEOUT_MS))
             .mode("append")
             .save()
         ),
     )
     print(_line(f"sink (df.write, {options.body_bytes} B bodies)", options.messages, timing))
+    rates = {"write": options.messages / timing.seconds}
 
     _wait_dispatched(server.namesrv, options.messages)
     timing, read = _timed(
@@ -271,6 +450,7 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
     )
     count = read // options.body_bytes
     print(_line("batch read (sum(length(body)))", count, timing))
+    rates["batch read"] = count / timing.seconds
 
     def stream() -> int:
         query = (
@@ -291,6 +471,8 @@ def _measure(spark: Any, server: Standalone, options: Options) -> None:
 
     timing, streamed = _timed(server, spark, stream)
     print(_line(f"streaming ({options.per_trigger:,} per trigger)", streamed, timing))
+    rates["streaming read"] = streamed / timing.seconds
+    return rates
 
 
 def main() -> None:

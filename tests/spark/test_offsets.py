@@ -17,6 +17,7 @@ from bolide.spark.offsets import (
     plan_ranges,
     resolve_offsets,
     split_limit,
+    split_ranges,
     to_spark_offset,
 )
 from bolide.spark.options import (
@@ -54,7 +55,6 @@ def test_read_options_arrive_lower_cased_from_spark() -> None:
             "namesrv": "h:1",
             "topic": "t",
             "startingoffsets": '{"t": {"b": {"0": 5, "1": -2}}}',
-            "endingoffsets": '{"t": {"b": {"0": 9}}}',
             "maxoffsetspertrigger": "100",
             "minmessagespertrigger": "10",
             "maxtriggerdelay": "30s",
@@ -67,7 +67,8 @@ def test_read_options_arrive_lower_cased_from_spark() -> None:
     )
     assert options.starting.offsets == {Q0: 5, Q1: EARLIEST}
     assert options.starting.offset_for(Q2) == LATEST
-    assert options.ending.offsets == {Q0: 9}
+    batch = {"namesrv": "h:1", "topic": "t", "endingoffsets": '{"t": {"b": {"0": 9}}}'}
+    assert parse_read_options(batch, streaming=False).ending.offsets == {Q0: 9}
     assert options.max_messages_per_trigger == 100
     assert options.min_messages_per_trigger == 10
     assert options.max_trigger_delay_ms == 30_000
@@ -103,11 +104,56 @@ def test_read_options_arrive_lower_cased_from_spark() -> None:
         ({"namesrv": "h:1", "topic": "t", "failOnDataLoss": "maybe"}, "true or false"),
         ({"namesrv": "h:1", "topic": "t", "maxTriggerDelay": "soon"}, "duration"),
         ({"namesrv": "h:1", "topic": "t", "tags": "||"}, "no tag"),
+        ({"namesrv": "h:1", "subscribePattern": "orders-("}, "not a valid regex"),
+        ({"namesrv": "h:1", "topic": "t", "subscribePattern": "t.*"}, "not both"),
+        ({"namesrv": "h:1", "topic": "t", "minPartitions": "0"}, "minPartitions must be at"),
+        ({"namesrv": "h:1", "topic": "t", "maxRecordsPerPartition": "x"}, "an integer"),
+        (
+            {"namesrv": "h:1", "topic": "t", "startingOffsetsByTimestamp": '{"t":{"b":{"0":-1}}}'},
+            "ms since the epoch",
+        ),
+        (
+            {"namesrv": "h:1", "subscribePattern": "t.*", "startingOffsetsByTimestamp": '{"u":{}}'},
+            "names no queue",
+        ),
+        (
+            {"namesrv": "h:1", "subscribePattern": "t.*", "endingOffsetsByTimestamp": "{}"},
+            "names no queue",
+        ),
+        (
+            {"namesrv": "h:1", "subscribePattern": "t.*", "endingOffsetsByTimestamp": '{"u":'},
+            "endingOffsetsByTimestamp is not valid JSON",
+        ),
+        (
+            {"namesrv": "h:1", "subscribePattern": "t.*", "startingOffsets": '{"u":{"b":{"0":1}}}'},
+            "subscribePattern option does not",
+        ),
     ],
 )
 def test_bad_read_options_are_config_errors(options: dict[str, str], message: str) -> None:
+    streaming = not any(name.startswith("ending") for name in options)
     with pytest.raises(ConfigError, match=message):
-        parse_read_options(options, streaming=True)
+        parse_read_options(options, streaming=streaming)
+
+
+def test_kafka_style_options_are_parsed() -> None:
+    options = parse_read_options(
+        {"namesrv": "h:1", "subscribepattern": "t|u-.*", "minpartitions": "6",
+         "maxrecordsperpartition": "100",
+         "startingoffsets": '{"t": {"b": {"0": 5}}}',
+         "startingoffsetsbytimestamp": '{"t": {"b": {"1": 1700000000000}}}',
+         "endingoffsetsbytimestamp": '{"u-1": {"b": {"0": 1700000009000}}}'},
+        streaming=False,
+    )  # fmt: skip
+    assert options.topics == () and options.topic_pattern == "t|u-.*"
+    assert options.covers("t") and options.covers("u-1") and not options.covers("tt")
+    assert (options.min_partitions, options.max_records_per_partition) == (6, 100)
+    assert options.starting.offset_for(Q0) == 5 and options.starting.timestamp_for(Q0) is None
+    assert options.starting.timestamp_for(Q1) == 1_700_000_000_000
+    assert options.ending.timestamp_for(MessageQueue("u-1", "b", 0)) == 1_700_000_009_000
+    for name in ("endingOffsets", "endingOffsetsByTimestamp"):
+        with pytest.raises(ConfigError, match=f"option {name} applies to batch reads only"):
+            parse_read_options({"namesrv": "h:1", "topic": "t", name: "latest"}, streaming=True)
 
 
 def test_write_options() -> None:
@@ -197,3 +243,41 @@ def test_plan_ranges_skips_new_and_empty_queues() -> None:
     ranges = plan_ranges({Q0: 3, Q1: 5}, {Q0: 9, Q1: 5, Q2: 0})
     assert ranges == [QueueRange(Q0, 3, 9)]
     assert ranges[0].size == 6
+
+
+def _range(queue: MessageQueue, start: int, end: int) -> QueueRange:
+    return QueueRange(queue, start, end)
+
+
+def test_split_ranges_leaves_ranges_alone_unless_asked() -> None:
+    ranges = [_range(Q0, 0, 100), _range(Q1, 5, 5), _range(Q2, 0, 10)]
+    assert split_ranges(ranges) == [ranges[0], ranges[2]]
+    assert split_ranges(ranges, min_partitions=2, max_records=100) == [ranges[0], ranges[2]]
+
+
+def test_min_partitions_splits_large_ranges_in_proportion() -> None:
+    # Q2's share of 4 parts rounds to 1: it stays whole; Q0 and Q1 share the other 3.
+    ranges = [_range(Q0, 0, 600), _range(Q1, 100, 400), _range(Q2, 0, 50)]
+    split = split_ranges(ranges, min_partitions=4)
+    assert [(r.queue, r.start_offset, r.end_offset) for r in split] == [
+        (Q0, 0, 300),
+        (Q0, 300, 600),
+        (Q1, 100, 400),
+        (Q2, 0, 50),
+    ]
+    many = split_ranges([_range(Q0, 0, 10)], min_partitions=4)
+    assert [r.size for r in many] == [2, 2, 3, 3]
+    assert split_ranges([_range(Q0, 0, 2)], min_partitions=5) == [
+        _range(Q0, 0, 1),
+        _range(Q0, 1, 2),
+    ]
+
+
+def test_max_records_per_partition_caps_every_range() -> None:
+    ranges = [_range(Q0, 0, 250), _range(Q1, 0, 99)]
+    split = split_ranges(ranges, max_records=100)
+    assert [(r.queue, r.size) for r in split] == [(Q0, 83), (Q0, 83), (Q0, 84), (Q1, 99)]
+    assert split[0].start_offset == 0 and split[2].end_offset == 250
+    both = split_ranges(ranges, min_partitions=8, max_records=100)
+    assert sum(r.size for r in both) == 349 and max(r.size for r in both) <= 100
+    assert len(both) >= 8 - 1

@@ -473,6 +473,17 @@ SPARK_MAX_TRIGGER_DELAY_DEFAULT_MS = 15 * 60_000
 maxTriggerDelay default, 15 min), then reads what there is."""
 SPARK_GROUP_COMMIT_TIMEOUT_MS = 3_000
 """Recording a query's progress as a group's offsets is best effort: this long, then a warning."""
+SPARK_POP_BATCH_DEFAULT_MESSAGES = 1_000
+"""consumeMode=pop: messages popped per micro-batch without maxMessagesPerTrigger (they travel
+to the executors inside the batch's input partition, so a batch is kept modest)."""
+SPARK_POP_INVISIBLE_DEFAULT_MS = 60_000
+"""consumeMode=pop: a popped message's invisible time without the invisibleTime option (a
+micro-batch must commit within it, or the message is delivered again)."""
+SPARK_POP_INVISIBLE_MIN_MS = 1_000
+"""consumeMode=pop: the shortest invisibleTime accepted (a shorter one re-delivers messages
+while their micro-batch still runs)."""
+SPARK_POP_POLL_MS = 1_000
+"""consumeMode=pop: how long a broker holds a pop that finds nothing (one trigger's wait)."""
 
 # --- ACL and TLS ---------------------------------------------------------------------------------
 ACL_FILE_MAX_BYTES = 4 * MIB

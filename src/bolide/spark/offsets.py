@@ -40,6 +40,7 @@ __all__ = [
     "plan_ranges",
     "resolve_offsets",
     "split_limit",
+    "split_ranges",
     "to_spark_offset",
 ]
 
@@ -143,13 +144,15 @@ def resolve_offsets(
 ) -> dict[MessageQueue, int]:
     """Concrete offsets for every queue of ``bounds``: EARLIEST becomes the min offset, LATEST
     the max offset, explicit offsets stay as given (a start below the min offset is then
-    reported by :func:`plan_batch` or :func:`plan_ranges` callers as data loss). With a
-    timestamp, ``timestamp_offsets`` (the broker's answer per queue) decide."""
+    reported by :func:`plan_batch` or :func:`plan_ranges` callers as data loss). A queue the
+    spec gives a time (``spec.timestamp_for``) takes ``timestamp_offsets`` (the broker's
+    answer for that time), or its max offset when there is none."""
     resolved: dict[MessageQueue, int] = {}
     for queue in sorted(bounds):
         queue_bounds = bounds[queue]
-        if spec.timestamp_ms is not None and timestamp_offsets is not None:
-            resolved[queue] = timestamp_offsets.get(queue, queue_bounds.max_offset)
+        if spec.timestamp_for(queue) is not None:
+            found = None if timestamp_offsets is None else timestamp_offsets.get(queue)
+            resolved[queue] = queue_bounds.max_offset if found is None else found
             continue
         offset = spec.offset_for(queue)
         if offset == EARLIEST:
@@ -239,3 +242,63 @@ def plan_ranges(
 def total_size(ranges: Sequence[QueueRange]) -> int:
     """Offsets covered by ``ranges``."""
     return sum(item.size for item in ranges)
+
+
+def _share(size: int, total: int, parts: int) -> int:
+    """``size / total * parts`` rounded half up, at least 1 (Kafka's part count)."""
+    return max((2 * size * parts + total) // (2 * total), 1)
+
+
+def split_ranges(
+    ranges: Sequence[QueueRange],
+    *,
+    min_partitions: int | None = None,
+    max_records: int | None = None,
+) -> list[QueueRange]:
+    """``ranges`` split into more, smaller ranges of the same queues (minPartitions,
+    maxRecordsPerPartition), the rules of Kafka's source:
+
+    * empty ranges are dropped; nothing is split unless ``min_partitions`` exceeds the number
+      of ranges or a range is larger than ``max_records``;
+    * with ``min_partitions``, a range whose proportional share of it rounds to at most one
+      part stays whole; the other ranges share what remains of ``min_partitions`` (at least
+      one) in proportion to their sizes;
+    * with ``max_records``, a range takes at least ``ceil(size / max_records)`` parts;
+    * a range's parts are contiguous and differ in size by at most one offset.
+
+    Pure and deterministic: a replayed micro-batch gets the same partitions.
+    """
+    kept = [item for item in ranges if item.size > 0]
+    if not (
+        (min_partitions is not None and min_partitions > len(kept))
+        or (max_records is not None and any(item.size > max_records for item in kept))
+    ):
+        return kept
+    total = total_size(kept)
+    whole: set[int] = set()
+    split_total, split_parts = total, 1
+    if min_partitions is not None:
+        whole = {n for n, item in enumerate(kept) if _share(item.size, total, min_partitions) == 1}
+        split_total = total - sum(kept[n].size for n in whole)
+        split_parts = max(min_partitions - len(whole), 1)
+    result: list[QueueRange] = []
+    for position, item in enumerate(kept):
+        parts = 1
+        if min_partitions is not None and position not in whole:
+            parts = _share(item.size, split_total, split_parts)
+        if max_records is not None:
+            parts = max(parts, -(-item.size // max_records))
+        result.extend(_cut(item, parts))
+    return result
+
+
+def _cut(item: QueueRange, parts: int) -> list[QueueRange]:
+    parts = min(parts, item.size)  # never an empty piece
+    pieces: list[QueueRange] = []
+    remaining, start = item.size, item.start_offset
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        pieces.append(QueueRange(item.queue, start, start + size))
+        start += size
+    return pieces

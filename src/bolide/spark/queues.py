@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,18 +30,22 @@ from bolide.base import limits
 from bolide.base.errors import (
     BolideError,
     DataLossError,
+    NameServerUnavailableError,
     NoRouteError,
     RequestTimeoutError,
+    TransportError,
 )
 from bolide.client import rpc
 from bolide.client.instance import ClientInstance
 from bolide.client.route import subscribe_queues
 from bolide.client.rpc import PullStatus
+from bolide.client.rpc import admin as admin_rpc
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from bolide.protocol.headers.pull import PullSysFlag
+from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 from bolide.spark.offsets import QueueBounds, QueueRange
 
 __all__ = [
@@ -48,8 +53,10 @@ __all__ = [
     "PulledChunk",
     "commit_group_offsets",
     "fetch_bounds",
+    "fetch_offsets_at_times",
     "fetch_timestamp_offsets",
     "list_queues",
+    "matching_topics",
     "pull_range",
 ]
 
@@ -92,6 +99,35 @@ async def list_queues(instance: ClientInstance, topics: Iterable[str]) -> list[M
     return sorted(queues)
 
 
+async def matching_topics(instance: ClientInstance, pattern: str) -> list[str]:
+    """The topics whose whole name matches the regex ``pattern``, sorted, as the name servers
+    know them now (first to answer); system, %RETRY% and %DLQ% topics, and the cluster and
+    broker names brokers register as topics, never match.
+
+    Raises NameServerUnavailableError when no name server answers.
+    """
+    timeout_ms = instance.config.api_timeout_ms
+    failures: list[str] = []
+    for address in instance.config.namesrv_addresses:
+        try:
+            topics = await admin_rpc.get_topic_list(instance.pool, address, timeout_ms)
+            cluster = await admin_rpc.get_cluster_info(instance.pool, address, timeout_ms)
+        except TransportError as error:
+            failures.append(f"{address}: {error}")
+            continue
+        owned = set(cluster.broker_addr_table) | set(cluster.cluster_addr_table)
+        return sorted(
+            topic
+            for topic in topics
+            if re.fullmatch(pattern, topic) is not None
+            and topic not in owned
+            and not (is_system_topic(topic) or is_retry_topic(topic) or is_dlq_topic(topic))
+        )
+    raise NameServerUnavailableError(
+        "no name server answered the topic list: " + ("; ".join(failures) or "none configured")
+    )
+
+
 async def fetch_bounds(
     instance: ClientInstance, queues: Iterable[MessageQueue]
 ) -> dict[MessageQueue, QueueBounds]:
@@ -115,6 +151,18 @@ async def fetch_timestamp_offsets(
         return await instance.search_offset(queue, timestamp_ms)
 
     return await _bounded_gather(queues, search)
+
+
+async def fetch_offsets_at_times(
+    instance: ClientInstance, times_ms: Mapping[MessageQueue, int]
+) -> dict[MessageQueue, int]:
+    """Each queue's first offset stored at or after its own time (epoch ms; the broker
+    searches). Raises as :func:`fetch_bounds`."""
+
+    async def search(queue: MessageQueue) -> int:
+        return await instance.search_offset(queue, times_ms[queue])
+
+    return await _bounded_gather(times_ms, search)
 
 
 async def commit_group_offsets(

@@ -36,16 +36,18 @@ from bolide.spark.offsets import (
     plan_batch,
     plan_ranges,
     resolve_offsets,
+    split_ranges,
     to_spark_offset,
 )
-from bolide.spark.options import ClusterAccess, ReadOptions
+from bolide.spark.options import ClusterAccess, OffsetSpec, ReadOptions
 from bolide.spark.queues import (
     PulledChunk,
     PullSettings,
     commit_group_offsets,
     fetch_bounds,
-    fetch_timestamp_offsets,
+    fetch_offsets_at_times,
     list_queues,
+    matching_topics,
     pull_range,
 )
 from bolide.spark.records import RowColumns
@@ -134,10 +136,16 @@ def _pull_settings(options: ReadOptions) -> PullSettings:
 
 
 def _partitions(options: ReadOptions, ranges: Sequence[QueueRange]) -> list[BolidePartition]:
+    """One partition per range, after minPartitions / maxRecordsPerPartition split them."""
     settings = _pull_settings(options)
+    split = split_ranges(
+        ranges,
+        min_partitions=options.min_partitions,
+        max_records=options.max_records_per_partition,
+    )
     return [
         BolidePartition(options.namesrv, queue_range, settings, options.tag_set, options.access)
-        for queue_range in ranges
+        for queue_range in split
     ]
 
 
@@ -153,7 +161,12 @@ def _report_losses(losses: Sequence[str], fail: bool) -> None:
 
 
 def _unknown_queues(options: ReadOptions, bounds: Mapping[MessageQueue, QueueBounds]) -> list[str]:
-    named = list(options.starting.offsets) + list(options.ending.offsets)
+    named = [
+        *options.starting.offsets,
+        *options.starting.timestamps_ms,
+        *options.ending.offsets,
+        *options.ending.timestamps_ms,
+    ]
     return [
         f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} named in the offsets"
         " does not exist"
@@ -176,29 +189,41 @@ class _Planner:
         return self._client
 
     def bounds(self) -> dict[MessageQueue, QueueBounds]:
-        """Every readable queue of the topics with its min and max offset, now."""
+        """Every readable queue of the topics (named, or matching subscribePattern now) with
+        its min and max offset, now."""
         instance = self.client.instance
-        topics = self.options.topics
+        topics, pattern = self.options.topics, self.options.topic_pattern
 
         async def snapshot() -> dict[MessageQueue, QueueBounds]:
-            return await fetch_bounds(instance, await list_queues(instance, topics))
+            names = topics if pattern is None else await matching_topics(instance, pattern)
+            return await fetch_bounds(instance, await list_queues(instance, names))
 
         return self.client.run_idempotent(snapshot, "reading the queues' offsets")
+
+    def offsets(
+        self, spec: OffsetSpec, bounds: Mapping[MessageQueue, QueueBounds]
+    ) -> dict[MessageQueue, int]:
+        """``spec`` on each queue of ``bounds``; the queues it gives a time (startingTimestamp,
+        *OffsetsByTimestamp) are searched on their brokers."""
+        times_ms = {
+            queue: time_ms for queue in bounds if (time_ms := spec.timestamp_for(queue)) is not None
+        }
+        found: dict[MessageQueue, int] | None = None
+        if times_ms:
+            instance = self.client.instance
+
+            async def search() -> dict[MessageQueue, int]:
+                return await fetch_offsets_at_times(instance, times_ms)
+
+            found = self.client.run_idempotent(search, "searching offsets by time")
+        return resolve_offsets(spec, bounds, found)
 
     def starting_offsets(
         self, bounds: Mapping[MessageQueue, QueueBounds]
     ) -> dict[MessageQueue, int]:
-        """Where reading starts on each queue (startingOffsets / startingTimestamp)."""
-        spec = self.options.starting
-        timestamp_offsets: dict[MessageQueue, int] | None = None
-        if spec.timestamp_ms is not None:
-            instance, timestamp_ms = self.client.instance, spec.timestamp_ms
-
-            async def search() -> dict[MessageQueue, int]:
-                return await fetch_timestamp_offsets(instance, bounds, timestamp_ms)
-
-            timestamp_offsets = self.client.run_idempotent(search, "searching offsets by time")
-        return resolve_offsets(spec, bounds, timestamp_offsets)
+        """Where reading starts on each queue (startingOffsets, startingOffsetsByTimestamp,
+        startingTimestamp)."""
+        return self.offsets(self.options.starting, bounds)
 
     def commit_group(self, offsets: Mapping[MessageQueue, int]) -> None:
         group = self.options.group
@@ -230,7 +255,7 @@ class BolideBatchReader(DataSourceReader):
         try:
             bounds = planner.bounds()
             start = planner.starting_offsets(bounds)
-            end = resolve_offsets(self.options.ending, bounds)
+            end = planner.offsets(self.options.ending, bounds)
         finally:
             planner.close()
         losses = _unknown_queues(self.options, bounds)

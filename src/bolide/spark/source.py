@@ -11,6 +11,8 @@ See docs/spark.md for the options, the schema and the delivery guarantees.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -30,7 +32,8 @@ from pyspark.sql.types import (
 )
 
 from bolide.base.errors import ConfigError
-from bolide.spark.options import parse_read_options, parse_write_options
+from bolide.spark.options import WriteOptions, parse_read_options, parse_write_options
+from bolide.spark.pop_source import BolidePopStreamReader
 from bolide.spark.reader import BolideBatchReader, BolideStreamReader
 from bolide.spark.writer import BolideBatchWriter, BolideStreamWriter
 
@@ -65,6 +68,16 @@ def _check_read_schema(schema: StructType) -> None:
         )
 
 
+def _write_options(raw: Mapping[str, str], *, streaming: bool) -> WriteOptions:
+    options = parse_write_options(raw)
+    if options.exactly_once and not streaming:
+        raise ConfigError(
+            "option exactlyOnce=true applies to writeStream only (a batch write is a single"
+            " job: write to a fresh topic, or drop the option)"
+        )
+    return options
+
+
 class BolideDataSource(DataSource):
     """Read Bolide topics (batch and streaming) and write DataFrames to them.
 
@@ -77,24 +90,33 @@ class BolideDataSource(DataSource):
         return "bolide"
 
     def schema(self) -> StructType:
+        """The fixed schema. Spark asks for it at ``load()``, which is the time to refuse
+        bad read options (streaming-only checks follow when the query starts)."""
+        parse_read_options(self.options, streaming=False)
         return SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_read_schema(schema)
-        return BolideBatchReader(parse_read_options(self.options, streaming=False))
+        options = parse_read_options(self.options, streaming=False)
+        if options.consume_mode == "pop":
+            raise ConfigError("consumeMode=pop applies to readStream only")
+        return BolideBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         _check_read_schema(schema)
-        return BolideStreamReader(parse_read_options(self.options, streaming=True))
+        options = parse_read_options(self.options, streaming=True)
+        if options.consume_mode == "pop":
+            return BolidePopStreamReader(options)
+        return BolideStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Raises ConfigError for mode("overwrite"): messages are only ever appended."""
         if overwrite:
             raise ConfigError('a Bolide topic can only be appended to: use mode("append")')
-        return BolideBatchWriter(parse_write_options(self.options), schema)
+        return BolideBatchWriter(_write_options(self.options, streaming=False), schema)
 
     def streamWriter(  # noqa: N802
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamWriter:
         del overwrite  # complete output mode sends the whole result again, as Kafka's sink does
-        return BolideStreamWriter(parse_write_options(self.options), schema)
+        return BolideStreamWriter(_write_options(self.options, streaming=True), schema)

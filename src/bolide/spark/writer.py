@@ -73,6 +73,7 @@ from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import NAME_VALUE_SEPARATOR
 from bolide.spark.client import BlockingClient
+from bolide.spark.exactly_once import HalvesReport, commit_batch, rollback_halves, write_halves
 from bolide.spark.options import WriteOptions
 from bolide.spark.sink_columns import PlainRows, plain_rows
 from bolide.spark.sink_rows import encode_batch_rows
@@ -104,6 +105,8 @@ _ACCEPTED_TYPES: dict[str, tuple[type[DataType], ...]] = {
     "delay_level": (IntegerType, ShortType, LongType),
     "deliver_at_ms": (LongType, IntegerType),
 }
+_NOT_TRANSACTIONAL = ("sharding_key", "delay_level", "deliver_at_ms")
+"""Columns the exactly-once sink cannot honour (half messages go alone, undelayed)."""
 _ROW_INDEX_HEX_DIGITS = 12
 _PREFIX_BYTES = 10
 _BATCH_HEADER_PROPERTIES = f"{PropertyKey.WAIT}{NAME_VALUE_SEPARATOR}true"
@@ -134,6 +137,12 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
             raise ConfigError(f"column {name} must be {wanted}, not {data_type.simpleString()}")
     if "topic" not in fields and options.topic is None:
         raise ConfigError("give the topic option or a topic column")
+    refused = sorted(set(fields) & set(_NOT_TRANSACTIONAL))
+    if options.exactly_once and refused:
+        raise ConfigError(
+            f"exactlyOnce=true cannot honour the column(s) {', '.join(refused)}: transactional"
+            " messages are neither delayed nor sent to a chosen queue; drop them or the option"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,12 +468,42 @@ class BolideStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         self.fallback_job_id = uuid.uuid4().hex
         self.last_report: tuple[int, int, int, int] | None = None
+        self.query_id: str | None = None
+        """Exactly-once: the query id, learned by the tasks' identity or at commit."""
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         job_id, batch_id, partition_id = _task_identity(self.fallback_job_id)
+        if self.options.exactly_once:
+            identity = (job_id, batch_id, self.fallback_job_id)
+            return write_halves(self.options, iterator, identity, partition_id)
         return write_partition(self.options, iterator, job_id, batch_id, partition_id)
 
+    def _halves(self, messages: Sequence[WriterCommitMessage | None]) -> list[HalvesReport]:
+        return [message for message in messages if isinstance(message, HalvesReport)]
+
+    def _commit_exactly_once(
+        self, messages: list[WriterCommitMessage | None], batch_id: int
+    ) -> None:
+        reports = [report for report in self._halves(messages) if report.halves]
+        if not reports:
+            _log.info("bolide batch %d wrote nothing: nothing to commit", batch_id)
+            return
+        query_id = reports[0].query_id
+        committed, rolled_back = commit_batch(
+            self.options, (query_id, batch_id, self.fallback_job_id), reports
+        )
+        _log.info(
+            "bolide batch %d committed exactly once: %d half message(s) committed, %d of a"
+            " replay rolled back",
+            batch_id,
+            committed,
+            rolled_back,
+        )
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        if self.options.exactly_once:
+            self._commit_exactly_once(messages, batchId)
+            return
         tasks, rows, requests = _summary(messages)
         self.last_report = (batchId, tasks, rows, requests)
         _log.info(
@@ -476,6 +515,10 @@ class BolideStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        if self.options.exactly_once:
+            count = rollback_halves(self.options, self._halves(messages))
+            _log.warning("bolide batch %d aborted: %d half message(s) rolled back", batchId, count)
+            return
         tasks, rows, requests = _summary(messages)
         _log.warning(
             "bolide batch %d aborted: %d task(s) had sent %d rows in %d requests; the replay"
