@@ -12,7 +12,6 @@ filled with an invented value.
 from __future__ import annotations
 
 import asyncio
-
 import shutil
 
 from bolide.base import limits
