@@ -208,10 +208,12 @@ class ServerUnderTest:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return [line for line in text.splitlines() if pattern.search(line)]
 
-    def rss_kib(self) -> int:
+    def rss_kib(self, kind: str = "VmRSS") -> int:
+        """Resident memory (KiB) from /proc/<pid>/status: ``VmRSS`` (all), ``RssAnon`` (the
+        heap: what a leak grows) or ``RssFile`` (mapped store files the server touched)."""
         assert self.process is not None
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{kind}:"):
                 return int(line.split()[1])
         return 0
 
