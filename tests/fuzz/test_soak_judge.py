@@ -21,7 +21,7 @@ def _samples(rss_per_minute: float, p99_late_ms: float = 10.0) -> list[Sample]:
             pop_in_flight=0.0,
             p50_ms=1.0,
             p99_ms=10.0 if minute < 8 else p99_late_ms,
-        )  # fmt: skip
+        )
         for minute in range(12)
     ]
 
