@@ -15,6 +15,7 @@ from pathlib import Path
 
 import orjson
 
+from bolide.base.children import child_environment
 from bolide.base.errors import BolideError
 from bolide.protocol.bodies import KVTable
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -63,6 +64,7 @@ async def spawn(*arguments: str, cwd: Path) -> ServerProcess:
         cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
+        env=child_environment(),  # a killed pytest leaves no server behind (issue 30)
     )
     assert process.stdout is not None
     try:
