@@ -4,7 +4,9 @@ The build runs setup.py's ``build_ext`` on a copy of the extension sources with 
 the command must succeed, build no extension, and say so in exactly one warning line that
 names every extension. A second test hides the extensions from an interpreter the way a
 compiler-less install leaves them (not there) and checks what ``bolide version --json`` says.
-The broker's own start line is checked in tests/cli/test_version.py.
+The broker's own start line is checked in tests/cli/test_version.py. A third test makes a
+broken build fail the suite (issue 30): the twin tests skip when an extension is missing, so
+where a C compiler exists and ``BOLIDE_PURE_PYTHON`` is not set, every extension must load.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import runpy
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import orjson
+import pytest
+
+from bolide.base import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
 WARNING_START = "WARNING: bolide's compiled hot path was not built"
@@ -97,3 +103,25 @@ def test_without_the_extensions_version_reports_pure_python() -> None:
     assert report["compiled_modules"] == []
     assert sorted(report["missing_modules"]) == modules
     assert report["hot_path"] == f"pure Python (compiled modules not built: {', '.join(modules)})"
+
+
+def _c_compiler() -> str:
+    """The compiler setup.py would run: ``$CC`` or Python's own (sysconfig), first word."""
+    command = os.environ.get("CC") or str(sysconfig.get_config_var("CC") or "cc")
+    return command.split()[0]
+
+
+def test_where_a_compiler_exists_every_twin_runs_compiled() -> None:
+    if compiled.pure_python_forced():
+        pytest.skip("BOLIDE_PURE_PYTHON=1: this run tests the pure twins on purpose")
+    compiler = _c_compiler()
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler!r} not on PATH): a pure install is expected")
+
+    status = compiled.status()
+
+    assert status.missing_modules == {}, (
+        f"the compiled hot path did not build although {compiler!r} exists; "
+        "run `python setup.py build_ext --inplace` and read its warning"
+    )
+    assert sorted(status.compiled_modules) == sorted(module for module, _ in _extensions())

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from bolide.base.children import child_environment
+
 BOLIDE = str(Path(sys.executable).parent / "bolide")
 PROCESS_GUARD_S = 60.0
 """Guard on a process start, stop or command: fails a hung test instead of blocking it."""
@@ -81,6 +83,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
         cwd=data,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        env=child_environment(),  # a killed pytest leaves no server behind (issue 30)
     )  # fmt: skip
     try:
         ready = _read_ready_line(process)

@@ -12,8 +12,7 @@ from bolide.client import rpc
 from bolide.client.message import Message, SendResult
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import LockBatchRequestBody, MessageQueue
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, QueryMessageRequestHeader
 from bolide.testing.cluster import Cluster
 from tests.client.conftest import pull_all
@@ -27,15 +26,6 @@ TIMEOUT_MS = 10_000  # a deadline, never a measurement: generous for a loaded CI
 async def producer(cluster: Cluster) -> AsyncIterator[Producer]:
     async with Producer("pg", namesrv=cluster.namesrv_address) as started:
         yield started
-
-
-async def skip_unless_handled(producer: Producer, address: str, code: RequestCode) -> None:
-    """Skip while the broker answers ``code`` with REQUEST_CODE_NOT_SUPPORTED (later issues add
-    send-back and queue locks); the test runs as soon as the broker handles it."""
-    request = RemotingCommand.request(code)
-    response = await producer.instance.pool.invoke(address, request, TIMEOUT_MS)
-    if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-        pytest.skip(f"the broker does not handle {code.name} yet")
 
 
 async def three_messages(producer: Producer) -> tuple[MessageQueue, list[SendResult], str]:
@@ -101,7 +91,6 @@ async def test_query_by_key_and_by_unique_key(producer: Producer) -> None:
 
 async def test_locks_are_exclusive_until_released(producer: Producer) -> None:
     queue, _, address = await three_messages(producer)
-    await skip_unless_handled(producer, address, RequestCode.LOCK_BATCH_MQ)
     pool = producer.instance.pool
     mine = LockBatchRequestBody("cg", "client-1", frozenset({queue}))
     theirs = LockBatchRequestBody("cg", "client-2", frozenset({queue}))
@@ -113,7 +102,6 @@ async def test_locks_are_exclusive_until_released(producer: Producer) -> None:
 
 async def test_send_back_and_its_errors(producer: Producer) -> None:
     queue, _, address = await three_messages(producer)
-    await skip_unless_handled(producer, address, RequestCode.CONSUMER_SEND_MSG_BACK)
     pool = producer.instance.pool
     stored = await pull_all(producer.instance, queue)
     header = ConsumerSendMsgBackRequestHeader(stored[1].commit_log_offset, "cg", delay_level=-1)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import bolide
+from bolide.base.children import child_environment
 from bolide.protocol.bodies import SubscriptionGroupConfig
 
 BOLIDE = str(Path(sys.executable).parent / "bolide")
@@ -80,6 +81,7 @@ def start_standalone(data_dir: Path, *extra: str) -> Standalone:
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        env=child_environment(),  # a killed pytest leaves no server behind (issue 30)
     )  # fmt: skip
     try:
         line = _ready_line(process)

@@ -26,7 +26,6 @@ from typing import Any
 import pytest
 
 from bolide.broker.broker import Broker
-from bolide.broker.context import BrokerContext
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import TopicConfig
@@ -34,11 +33,7 @@ from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import destroy_push_consumer, eventually
 from tests.compat.cpp_harness import native_log_level
 
-_WIRED = "locks" in BrokerContext.__dataclass_fields__
-"""LOCK_BATCH_MQ / UNLOCK_BATCH_MQ are installed on the broker (broker.py, with helper H)."""
-
 pytestmark = [
-    pytest.mark.skipif(not _WIRED, reason="the broker does not handle LOCK_BATCH_MQ yet"),
     pytest.mark.compat,
     pytest.mark.slow,
     pytest.mark.timeout(240),

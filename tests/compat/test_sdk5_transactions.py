@@ -22,7 +22,6 @@ from tests.compat.sdk5_support import (
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 
 pytest.importorskip("rocketmq.v5")
-pytest.importorskip("bolide.broker.transactions")  # the broker side of transactions
 
 BROKER_CONF = "transactionCheckInterval=1000\ntransactionTimeOut=500\n"
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
+from bolide.base.children import child_environment
+
 BOLIDE = str(Path(sys.executable).parent / "bolide")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -67,6 +69,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
         cwd=data,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        env=child_environment(),  # a killed pytest leaves no server behind (issue 30)
     )  # fmt: skip
     try:
         ready = _read_ready_line(process)

@@ -32,7 +32,6 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey, java_string_hash
 from bolide.protocol.record import decode_records
-from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import (
     WAIT_S,
@@ -283,24 +282,10 @@ async def test_shutdown_finishes_the_listener_call_in_progress(
     assert cluster.brokers[0].context.consumers.client_ids("g-slow") == []
 
 
-async def skip_unless_delays_are_delivered(cluster: Cluster) -> None:
-    """Send-back and delayed delivery come with the broker's issue 5; until the broker
-    answers CONSUMER_SEND_MSG_BACK, redelivery cannot be observed end to end."""
-    pool = ClientPool()
-    try:
-        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK)
-        response = await pool.invoke(cluster.brokers[0].address, request, 10_000)
-    finally:
-        await pool.close()
-    if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-        pytest.skip("the broker does not deliver send-backs and delayed messages yet")
-
-
 async def test_reconsume_later_comes_back_with_its_original_topic(tmp_path: Path) -> None:
     # Delay levels of 1 s (level 3, the first send-back's, is clamped to the last one).
     settings = {"messageDelayLevel": "1s 1s"}
     async with Cluster(tmp_path / "delays", settings=settings) as delays:
-        await skip_unless_delays_are_delivered(delays)
         await create_topic(delays, TOPIC, 4)
         async with Producer("retry-producers", namesrv=delays.namesrv_address) as producer:
             await producer.send(Message(TOPIC, b"again", tags="paid", keys="again"))

@@ -2,18 +2,23 @@
 in-process name server and broker (short custom delay levels "1s 2s").
 
 Waits are long polls (a suspended PULL_MESSAGE answers when the message lands), never sleeps.
-Where a test checks *when* a message was delivered it reads the timestamps the broker stored
-(delivery time in the consume queue, store time of the delivered record), not a stopwatch.
+Where a test checks *when* a message was delivered it runs the cluster on a manual clock
+(``timed`` fixture), moves it to the due millisecond and reads the timestamps the broker
+stored (delivery time in the consume queue, store time of the delivered record): no stopwatch
+and no bound on how late the loop woke.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
 import pytest
 
+from bolide.base.clock import ManualClock
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
 from bolide.broker.timer import TIMER_TOPIC
 from bolide.protocol.bodies import SubscriptionGroupConfig
@@ -30,15 +35,23 @@ pytestmark = pytest.mark.timeout(120)
 
 LEVELS = "1s 2s"
 LONG_POLL = PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND
-LATENESS_BOUND_MS = 1_000
-"""Generous bound on how late a delivery may land (the loop wakes within a few ms; this only
-guards against a delivery that waited for some unrelated event)."""
+_SETTLE_TURNS = 50
+"""Loop turns after moving the manual clock: the woken timer's put is a few awaits deep."""
 
 
 @pytest.fixture
 async def wired(tmp_path: Path) -> AsyncIterator[tuple[Cluster, BrokerWire]]:
     async with connected(tmp_path, settings={"messageDelayLevel": LEVELS}) as pair:
         yield pair
+
+
+@pytest.fixture
+async def timed(tmp_path: Path) -> AsyncIterator[tuple[Cluster, BrokerWire, ManualClock]]:
+    """The cluster of ``wired`` on a manual clock, started at the system's time."""
+    clock = ManualClock(start_ms=time.time_ns() // 1_000_000)
+    settings = {"messageDelayLevel": LEVELS}
+    async with connected(tmp_path, settings=settings, clock=clock) as (cluster, wire):
+        yield cluster, wire, clock
 
 
 async def _next_message(
@@ -55,6 +68,14 @@ async def _next_message(
     raise AssertionError(f"nothing arrived on {topic}/{queue_id} at {offset}")
 
 
+async def _advance_to(clock: ManualClock, now_ms: int) -> None:
+    """Move ``clock`` to ``now_ms`` and let the broker's timers run what became due (they wake
+    on the clock; a few loop turns run their callbacks)."""
+    clock.set_ms(now_ms)
+    for _ in range(_SETTLE_TURNS):
+        await asyncio.sleep(0)
+
+
 def _send_back_request(offset: int, group: str, delay_level: int = 0) -> RemotingCommand:
     # The C++ client's shape: group, offset and delayLevel only.
     fields = ConsumerSendMsgBackRequestHeader(offset, group, delay_level).to_ext_fields()
@@ -64,21 +85,24 @@ def _send_back_request(offset: int, group: str, delay_level: int = 0) -> Remotin
 
 
 async def test_a_delayed_message_lands_on_its_topic_when_its_level_is_due(
-    wired: tuple[Cluster, BrokerWire],
+    timed: tuple[Cluster, BrokerWire, ManualClock],
 ) -> None:
-    cluster, wire = wired
+    cluster, wire, clock = timed
     response = await wire.send(
         "delayed", b"in two seconds", tags="T", keys="k1", properties={"DELAY": "2"}
     )
     assert response.code == ResponseCode.SUCCESS, response.remark
     store = cluster.brokers[0].context.store
     ((_, _, deliver_ms),) = store.consume_queue_entries(SCHEDULE_TOPIC, 1, 0, 1)
+    await _advance_to(clock, deliver_ms - 1)
+    assert store.max_offset("delayed", 0) == 0  # one millisecond early: still waiting
+    await _advance_to(clock, deliver_ms)
     message = await _next_message(wire, "delayed")
     assert message.body == b"in two seconds" and message.tags == "T" and message.keys == "k1"
     assert PropertyKey.DELAY not in message.properties
     assert message.properties[PropertyKey.REAL_TOPIC] == "delayed"
     assert message.properties[DELIVERED_FROM] == "L2:0"
-    assert deliver_ms <= message.store_timestamp_ms < deliver_ms + LATENESS_BOUND_MS
+    assert message.store_timestamp_ms == deliver_ms  # the clock stands at the due millisecond
     scheduled_at = store.store_time_at(SCHEDULE_TOPIC, 1, 0)
     assert deliver_ms == scheduled_at + 2_000
 
@@ -95,17 +119,22 @@ async def test_a_level_above_the_highest_waits_the_highest(
     assert message.store_timestamp_ms >= store.store_time_at(SCHEDULE_TOPIC, 1, 0) + 2_000
 
 
-async def test_a_timer_message_lands_at_its_millisecond(wired: tuple[Cluster, BrokerWire]) -> None:
-    cluster, wire = wired
+async def test_a_timer_message_lands_at_its_millisecond(
+    timed: tuple[Cluster, BrokerWire, ManualClock],
+) -> None:
+    cluster, wire, clock = timed
     response = await wire.send("timed", b"soon", properties={"TIMER_DELAY_MS": "1234"})
     assert response.code == ResponseCode.SUCCESS, response.remark
     store = cluster.brokers[0].context.store
     assert store.max_offset(TIMER_TOPIC, 0) == 1
     enqueued_at = store.store_time_at(TIMER_TOPIC, 0, 0)
+    await _advance_to(clock, enqueued_at + 1_233)
+    assert store.max_offset("timed", 0) == 0  # not before its millisecond
+    await _advance_to(clock, enqueued_at + 1_234)
     message = await _next_message(wire, "timed")
     deliver_ms = int(message.properties[TIMER_OUT_MS])
     assert enqueued_at < deliver_ms <= enqueued_at + 1_234
-    assert deliver_ms <= message.store_timestamp_ms < deliver_ms + LATENESS_BOUND_MS
+    assert message.store_timestamp_ms == enqueued_at + 1_234  # when the clock reached it
     assert PropertyKey.TIMER_DELAY_MS not in message.properties
 
 

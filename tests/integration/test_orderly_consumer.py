@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from bolide.base.errors import ConfigError
-from bolide.broker.context import BrokerContext
 from bolide.client import rpc
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.consume_orderly import (
@@ -51,11 +50,7 @@ from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import consumer_connection, create_topic, eventually
 
-_WIRED = "locks" in BrokerContext.__dataclass_fields__
-"""LOCK_BATCH_MQ / UNLOCK_BATCH_MQ are installed on the broker (broker.py, with helper H)."""
-
 TOPIC = "orderly-orders"
-needs_locks = pytest.mark.skipif(not _WIRED, reason="the broker does not handle LOCK_BATCH_MQ yet")
 QUEUES = [MessageQueue(TOPIC, "broker-a", queue_id) for queue_id in range(4)]
 
 
@@ -110,7 +105,6 @@ async def lock_request(
     return await pool.invoke(address, RemotingCommand.request(code, body=body.to_json()), 5_000)
 
 
-@needs_locks
 async def test_lock_and_unlock_batch_over_the_wire(cluster: Cluster) -> None:
     broker = cluster.brokers[0]
     pool = ClientPool()
@@ -176,7 +170,6 @@ async def read_queue(producer: Producer, address: str, queue: MessageQueue) -> l
     return [m.body for m in result.messages]
 
 
-@needs_locks
 async def test_an_orderly_consumer_locks_consumes_in_order_and_unlocks_at_shutdown(
     cluster: Cluster, producer: Producer
 ) -> None:
@@ -211,7 +204,6 @@ def committed(cluster: Cluster, group: str, queue: MessageQueue) -> int:
     return cluster.brokers[0].context.offsets.query_offset(group, queue.topic, queue.queue_id)
 
 
-@needs_locks
 async def test_a_second_member_gets_queues_only_after_the_first_gave_them_up(
     cluster: Cluster, producer: Producer
 ) -> None:
@@ -243,7 +235,6 @@ async def test_a_second_member_gets_queues_only_after_the_first_gave_them_up(
         await eventually(lambda: len([q for q in first.process_queues if q.topic == TOPIC]) == 4)
 
 
-@needs_locks
 async def test_a_failing_message_blocks_its_queue_then_goes_to_the_dlq(
     cluster: Cluster, producer: Producer
 ) -> None:
@@ -267,7 +258,6 @@ async def test_a_failing_message_blocks_its_queue_then_goes_to_the_dlq(
     assert dead.body == b"poison"
 
 
-@needs_locks
 async def test_running_info_shows_a_blocked_queue(cluster: Cluster, producer: Producer) -> None:
     queue = QUEUES[2]
     await producer.send(Message(TOPIC, b"poison"), queue=queue)

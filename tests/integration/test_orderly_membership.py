@@ -38,17 +38,12 @@ from pathlib import Path
 
 import pytest
 
-from bolide.broker.context import BrokerContext
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.testing.cluster import Cluster
 from tests.integration.client_support import create_topic
 
-_WIRED = "locks" in BrokerContext.__dataclass_fields__
-"""LOCK_BATCH_MQ / UNLOCK_BATCH_MQ are installed on the broker (broker.py, with helper H)."""
-
 pytestmark = [
-    pytest.mark.skipif(not _WIRED, reason="the broker does not handle LOCK_BATCH_MQ yet"),
     pytest.mark.slow,
     pytest.mark.timeout(240),
 ]

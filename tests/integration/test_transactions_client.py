@@ -5,6 +5,7 @@ producer of the group answering for a dead one, and the transaction listing."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -181,6 +182,32 @@ async def test_blocking_facade(cluster: Cluster) -> None:
     assert ran_on == [caller]
     assert results[0].local_transaction_state is bolide.LocalTransactionState.COMMIT_MESSAGE
     await eventually(lambda: delivered(cluster) == 1)
+
+
+async def test_the_blocking_facade_logs_a_failing_local_transaction(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    def execute(message: bolide.Message, arg: object) -> bolide.LocalTransactionState:
+        raise RuntimeError("ledger write failed")
+
+    def run() -> bolide.TransactionSendResult:
+        with bolide.TransactionProducer(
+            GROUP,
+            namesrv=cluster.namesrv_address,
+            checker=lambda message: bolide.LocalTransactionState.ROLLBACK_MESSAGE,
+        ) as producer:
+            return producer.send_in_transaction(bolide.Message(TOPIC, b"sync"), execute)
+
+    results: list[bolide.TransactionSendResult] = []
+    caller = threading.Thread(target=lambda: results.append(run()))
+    with caplog.at_level(logging.WARNING, logger="bolide.client.producer.transaction"):
+        caller.start()
+        await eventually(lambda: not caller.is_alive())
+        caller.join()
+    assert results[0].local_transaction_state is bolide.LocalTransactionState.UNKNOW
+    (record,) = [r for r in caplog.records if "local transaction" in r.getMessage()]
+    assert "ledger write failed" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
 
 
 async def test_another_producer_of_the_group_answers_for_a_dead_one(cluster: Cluster) -> None:

@@ -433,6 +433,17 @@ BENCH_RAW_PULL_SUSPEND_MS = 1_000
 """Long-poll hold of the raw mode's pulls: short, so that a stopping run is not held up."""
 BENCH_BACKLOG_BATCH_MESSAGES = 32
 """Messages per send of the untimed consume backlog (batched: loading is not measured)."""
+BENCH_SIGNAL_STOP_TIMEOUT_MS = 40_000
+"""After SIGINT/SIGTERM, how long the run may take to stop its clients (two groups, each
+``BENCH_CLOSE_TIMEOUT_MS``) and its broker (``BENCH_BROKER_STOP_TIMEOUT_MS``); past it the
+bench SIGKILLs its children by pid and exits (issue 30: a stuck stop never leaves an orphan)."""
+# child processes (issue 30: a child never outlives its parent)
+CHILD_PARENT_WATCH_INTERVAL_MS = 1_000
+"""Where prctl(PR_SET_PDEATHSIG) is missing, how often a child looks whether its parent died."""
+SERVER_SIGNAL_STOP_TIMEOUT_MS = 120_000
+"""After SIGINT/SIGTERM, how long ``bolide standalone|broker|namesrv|proxy`` may take to stop
+cleanly (flush, checkpoint, unregister) before it exits anyway with code 1: a hung stop must
+not keep the process (and its mapped store) alive forever."""
 
 
 # --- spark (bolide.spark: the PySpark data source) --------------------------------------------
@@ -653,6 +664,10 @@ expression; beyond it the least recently used is compiled again when next needed
 def _check_relations() -> None:
     invariant(FRAME_MAX_BYTES > MESSAGE_BODY_MAX_BYTES, "a frame must carry a maximal body")
     invariant(FRAME_MAX_BYTES <= 2**31 - 1, "the frame length is a signed int32")
+    invariant(
+        BENCH_SIGNAL_STOP_TIMEOUT_MS > 2 * BENCH_CLOSE_TIMEOUT_MS + BENCH_BROKER_STOP_TIMEOUT_MS,
+        "a signalled bench gets the time of its own orderly stop before it kills its children",
+    )
     invariant(
         COMMIT_LOG_SEGMENT_BYTES > MESSAGE_BODY_MAX_BYTES + MESSAGE_PROPERTIES_MAX_BYTES + KIB,
         "a default segment holds the largest record",

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bolide.base.children import die_with_parent
 from bolide.cli import admin_app, bench, ha, proxy, servers, transaction
 from bolide.cli.security import hoist_security_options, security_options
 
@@ -55,4 +56,5 @@ def version(
 
 
 def main() -> None:
+    die_with_parent()  # a bolide started by a bolide (bench's broker) stops with its parent
     sys.exit(app(hoist_security_options(sys.argv[1:])))

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -42,6 +44,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bolide.base import limits
+from bolide.base.children import kill_children
 from bolide.base.errors import BolideError, ConfigError
 from bolide.cli.bench_raw import QueueTarget, RawClients
 from bolide.cli.bench_runtime import (
@@ -117,6 +120,8 @@ async def _workload(
         note(f"bolide bench: {settings.workload} on topic {topic} ({settings.mode} mode)")
     if settings.warm_up:
         await warm_up(clients, warm_topic, f"bench-warm-up-{suffix}", settings, counters)
+        if note is not None:
+            note("bolide bench: warm-up done, timed phase next")
     group = f"bench-consumers-{suffix}"
     if settings.workload is Workload.PRODUCE:
         return await run_produce(clients, topic, settings, counters, broker_pid)
@@ -154,6 +159,8 @@ async def run_bench(
     finally:
         if broker is not None:
             counters.phase = "stopping broker"
+            if note is not None:
+                note(f"bolide bench: stopping broker pid {broker.pid}")
             await broker.stop()
     return build_result(
         settings,
@@ -229,13 +236,32 @@ def _print_summary(result: BenchResult, output: Output) -> None:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(task: asyncio.Task[BenchResult], received: list[int]) -> Iterator[None]:
-    """SIGINT/SIGTERM cancel the run; its ``finally`` blocks stop the clients and the broker."""
+def _stop_on_signals(
+    task: asyncio.Task[BenchResult], received: list[int], note: Callable[[str], None]
+) -> Iterator[None]:
+    """SIGINT/SIGTERM cancel the run; its ``finally`` blocks stop the clients and the broker.
+
+    The orderly stop is bounded: ``BENCH_SIGNAL_STOP_TIMEOUT_MS`` after the first signal, or at
+    a second one, every child still alive is SIGKILLed by pid and the process exits at once
+    (130/143) — a stop stuck in a library never leaves the broker behind.
+    """
     loop = asyncio.get_running_loop()
+    deadline: list[asyncio.TimerHandle] = []
+
+    def hard_stop() -> None:
+        number = received[0]
+        killed = kill_children()
+        note(f"bolide bench: stop by {signal.Signals(number).name} overran; killed {killed}")
+        sys.stderr.flush()
+        os._exit(_SIGNAL_EXIT_CODES.get(signal.Signals(number), 130))
 
     def on_signal(number: int) -> None:
         received.append(number)
+        if len(received) > 1:
+            hard_stop()
+            return
         task.cancel()
+        deadline.append(loop.call_later(limits.BENCH_SIGNAL_STOP_TIMEOUT_MS / 1000, hard_stop))
 
     for number in _SIGNAL_EXIT_CODES:
         loop.add_signal_handler(number, on_signal, number)
@@ -244,6 +270,8 @@ def _stop_on_signals(task: asyncio.Task[BenchResult], received: list[int]) -> It
     finally:
         for number in _SIGNAL_EXIT_CODES:
             loop.remove_signal_handler(number)
+        for handle in deadline:
+            handle.cancel()
 
 
 def _execute(run_spec: BenchRun, output: Output) -> None:
@@ -258,7 +286,7 @@ def _execute(run_spec: BenchRun, output: Output) -> None:
                 _show_progress(counters, output.errors)
             )
         try:
-            with _stop_on_signals(task, received):
+            with _stop_on_signals(task, received, output.note):
                 return await task
         finally:
             if display is not None:

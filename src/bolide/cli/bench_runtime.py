@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from bolide.base import limits
+from bolide.base.children import child_environment
 from bolide.base.errors import ConfigError
 
 __all__ = [
@@ -467,7 +468,7 @@ class BrokerProcess:
                 "--no-metrics", "--no-dashboard",
                 "--data-dir", str(self._directory / "data"), "--flush", self._flush,
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
+                stderr=stderr, env=child_environment(),
             )  # fmt: skip
         stdout = self._process.stdout
         if stdout is None:  # cannot happen with stdout=PIPE; keeps mypy honest
@@ -493,18 +494,26 @@ class BrokerProcess:
 
     async def stop(self, *, keep_directory: bool = False) -> None:
         """SIGTERM, wait ``BENCH_BROKER_STOP_TIMEOUT_MS``, then SIGKILL; remove the data
-        directory. Idempotent. Safe to call while the bench is being cancelled."""
+        directory. Idempotent. Safe to call while the bench is being cancelled: cancelled
+        while it waits, it SIGKILLs the broker before passing the cancellation on."""
         process = self._process
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(limits.BENCH_BROKER_STOP_TIMEOUT_MS / 1000):
+        try:
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+                try:
+                    async with asyncio.timeout(limits.BENCH_BROKER_STOP_TIMEOUT_MS / 1000):
+                        await process.wait()
+                except TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
                     await process.wait()
-            except TimeoutError:
+        except BaseException:
+            if process is not None and process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
-                await process.wait()
-        if self._directory is not None and not keep_directory:
-            shutil.rmtree(self._directory, ignore_errors=True)
-            self._directory = None
+            raise
+        finally:
+            if self._directory is not None and not keep_directory:
+                shutil.rmtree(self._directory, ignore_errors=True)
+                self._directory = None

@@ -228,10 +228,20 @@ def _cancel_requested(task: asyncio.Task[Any] | None = None) -> bool:
     return task is not None and task.cancelling() > 0
 
 
+def _stop_if_cancelled() -> None:
+    """Raise CancelledError when the current task was asked to stop but a library swallowed
+    the cancellation (Python 3.11's ``asyncio.wait_for`` returns a result that arrived with
+    it). Called between the steps of a run: without it a SIGTERM that landed in such a call
+    was lost and the run went on to its ``--max-seconds`` (issue 30)."""
+    if _cancel_requested():
+        raise asyncio.CancelledError
+
+
 async def _close_all(clients: Sequence[Sender] | Sequence[Receiver]) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(limits.BENCH_CLOSE_TIMEOUT_MS / 1000):
             await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
+    _stop_if_cancelled()
 
 
 async def _open_senders(clients: BenchClients, topic: str, count: int) -> list[Sender]:
@@ -241,6 +251,7 @@ async def _open_senders(clients: BenchClients, topic: str, count: int) -> list[S
             sender = await clients.open_sender(topic, index)
             senders.append(sender)
             await sender.prepare()
+            _stop_if_cancelled()
     except BaseException:
         await _close_all(senders)
         raise
@@ -250,7 +261,11 @@ async def _open_senders(clients: BenchClients, topic: str, count: int) -> list[S
 async def _open_receivers(
     clients: BenchClients, topic: str, group: str, count: int, on_bodies: BodiesCallback
 ) -> list[Receiver]:
-    return [await clients.open_receiver(topic, group, index, on_bodies) for index in range(count)]
+    receivers = [
+        await clients.open_receiver(topic, group, index, on_bodies) for index in range(count)
+    ]
+    _stop_if_cancelled()
+    return receivers
 
 
 Ticket = Callable[[], int | Awaitable[int]]
@@ -279,10 +294,12 @@ async def _send_window(
     stamped = bodies.stamped
     record = latency.record_many if latency is not None else None
 
+    window = asyncio.current_task()  # its cancellation may have been swallowed before
+
     async def window_slot(sender: Sender) -> None:
         task = asyncio.current_task()
         send = sender.send
-        while not _cancel_requested(task):
+        while not (_cancel_requested(task) or _cancel_requested(window)):
             count = next_ticket()
             if not isinstance(count, int):
                 count = await count
@@ -392,6 +409,7 @@ async def run_consume(
         watch = Stopwatch(broker_pid)
         for receiver in receivers:
             await receiver.start()
+        _stop_if_cancelled()
         remaining_s = max(0.0, settings.max_seconds - watch.elapsed_s())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(remaining_s):
@@ -411,7 +429,8 @@ async def _wait_owned(receivers: list[Receiver], queues: int) -> None:
     """Until the receivers own every queue of the topic (bounded; setup, not measured)."""
     async with asyncio.timeout(limits.BENCH_BROKER_START_TIMEOUT_MS / 1000):
         # The consumers expose no "assignment changed" event: look every few ms.
-        while sum(receiver.owned_queue_count() for receiver in receivers) < queues:  # noqa: ASYNC110
+        while sum(receiver.owned_queue_count() for receiver in receivers) < queues:
+            _stop_if_cancelled()
             await asyncio.sleep(_READY_POLL_S)
 
 
@@ -516,6 +535,7 @@ async def warm_up(
             async with asyncio.timeout(bound_s):
                 for receiver in receivers:
                     await receiver.start()
+                _stop_if_cancelled()
                 await all_in.wait()
     finally:
         await _close_all(receivers)

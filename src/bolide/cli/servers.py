@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import logging.handlers
+import os
 import secrets
 import signal
 import sys
@@ -519,12 +520,26 @@ def _run(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
 @contextlib.contextmanager
 def _signals_set(stop: asyncio.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set ``stop``; the orderly stop then has ``SERVER_SIGNAL_STOP_TIMEOUT_MS``,
+    after which the process exits with code 1 (logged) instead of lingering."""
     loop = asyncio.get_running_loop()
     handled = (signal.SIGINT, signal.SIGTERM)
+    deadline: list[asyncio.TimerHandle] = []
+
+    def overran() -> None:
+        _log.error(
+            "stop took over %d ms: exiting without finishing it",
+            limits.SERVER_SIGNAL_STOP_TIMEOUT_MS,
+        )
+        logging.shutdown()
+        os._exit(1)
 
     def on_signal(number: Any) -> None:
         _log.info("received %s: stopping", signal.Signals(number).name)
         stop.set()
+        if not deadline:
+            bound_s = limits.SERVER_SIGNAL_STOP_TIMEOUT_MS / 1000
+            deadline.append(loop.call_later(bound_s, overran))
 
     for number in handled:
         loop.add_signal_handler(number, on_signal, number)
@@ -533,3 +548,5 @@ def _signals_set(stop: asyncio.Event) -> Iterator[None]:
     finally:
         for number in handled:
             loop.remove_signal_handler(number)
+        for handle in deadline:
+            handle.cancel()

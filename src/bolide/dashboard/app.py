@@ -22,7 +22,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -233,7 +233,10 @@ async def _post_allowed(request: Request, session: Session) -> bool:
     length = int(request.headers.get("content-length") or 0)
     if length > limits.DASHBOARD_FORM_MAX_BYTES:
         return False
-    form = await request.form()
+    try:
+        form = await request.form()
+    except ClientDisconnect:  # gone before its body was in: nothing to answer (issue 30)
+        return False
     token = form.get("csrf")
     return csrf_ok(session, token if isinstance(token, str) else None)
 

@@ -84,8 +84,10 @@ class DashboardServer:
         await asyncio.wait((task, ready), return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         if task.done():
+            address = self.address
+            cause = None if task.cancelled() else task.exception()
             await self.stop()
-            raise OSError(f"the dashboard on {self.address} did not start")
+            raise OSError(f"the dashboard on {address} did not start: {cause!r}") from cause
         _log.info("dashboard on http://%s/", self.address)
 
     async def stop(self) -> None:
@@ -94,8 +96,10 @@ class DashboardServer:
         if server is not None:
             server.should_exit = True
         if task is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await task
+            except Exception as error:  # the server's own failure: stopping goes on, logged
+                _log.warning("dashboard server ended with %r", error, exc_info=error)
         app, self._app = self._app, None
         if app is not None:
             await app.state.dashboard.close()

@@ -127,7 +127,7 @@ class Producing:
         if system.message_type not in types:
             raise ProxyError(
                 pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                f"topic {topic} does not accept {pb.MessageType.Name(system.message_type)} "
+                f"topic {topic} does not accept {_type_name(system.message_type)} "
                 "messages (its message.type attribute)",
             )
         broker, queue_id = self._select(brokers, system)
@@ -300,3 +300,12 @@ def _commit_log_offset(offset_msg_id: str) -> int:
         raise ProxyError(
             pb.INTERNAL_SERVER_ERROR, f"broker message id {offset_msg_id!r}"
         ) from error
+
+
+def _type_name(message_type: int) -> str:
+    """The enum name of ``message_type``, or its number when the enum has none (a client may
+    send any int32: the answer must not fail on it; issue 30's gRPC fuzzer found this)."""
+    try:
+        return pb.MessageType.Name(message_type)
+    except ValueError:
+        return f"message type {message_type}"

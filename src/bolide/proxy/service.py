@@ -286,6 +286,7 @@ class MessagingService:
         session = self.clients.get(client_id)
         session.telemetry_open = True
         reader = asyncio.ensure_future(self._read_telemetry(stream, client_id))
+        getter: asyncio.Future[spb.TelemetryCommand] | None = None
         try:
             while not reader.done():
                 getter = asyncio.ensure_future(session.outbox.get())
@@ -297,6 +298,10 @@ class MessagingService:
             reader.result()  # surfaces a decode error as the call's status
         finally:
             reader.cancel()
+            if getter is not None:
+                # a call ended (reset, cancelled) while waiting for a push: its pending get
+                # must not outlive it ("Task was destroyed but it is pending", issue 30)
+                getter.cancel()
             session.telemetry_open = False
 
     async def _read_telemetry(self, stream: Stream[Any, Any], client_id: str) -> None:

@@ -11,6 +11,7 @@ filled with an invented value.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 from bolide.base import limits
@@ -156,6 +157,7 @@ def runtime_table(context: BrokerContext) -> dict[str, str]:
             f"Total : {_gib(numbers['commitLogDirCapacityTotal'])}, "
             f"Free : {_gib(numbers['commitLogDirCapacityFree'])}."
         )
+    table.update(_table_sizes(context))
     timer = context.timer
     if timer is not None:
         # Bolide's keys: timer messages stored, due within the load window and waiting in
@@ -172,3 +174,14 @@ def runtime_table(context: BrokerContext) -> dict[str, str]:
 
 def _gib(size_bytes: float) -> str:
     return f"{size_bytes / 1024**3:.2f} GiB"
+
+
+def _table_sizes(context: BrokerContext) -> dict[str, str]:
+    """Bolide's own growth figures (not Java keys), which bench/soak.py samples to show that
+    nothing grows without bound: the loop's live tasks and the POP in-flight table."""
+    pop = context.pop
+    in_flight = 0 if pop is None else sum(len(q.in_flight) for q in pop.state.queues.values())
+    return {
+        "bolideAsyncioTasks": str(len(asyncio.all_tasks())),
+        "bolidePopInFlightMessages": str(in_flight),
+    }

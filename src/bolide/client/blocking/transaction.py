@@ -8,6 +8,7 @@ functions on its bounded thread pool).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,8 @@ from bolide.client.producer.transaction import (
 from bolide.client.producer.transaction import TransactionProducer as AsyncTransactionProducer
 
 __all__ = ["TransactionProducer"]
+
+_log = logging.getLogger("bolide.client.producer.transaction")
 
 
 class TransactionProducer(ClientFacade[AsyncTransactionProducer]):
@@ -57,6 +60,9 @@ class TransactionProducer(ClientFacade[AsyncTransactionProducer]):
             try:
                 state = state_of(execute(message, arg))
             except Exception as failure:  # the user's code: any failure means "unknown"
+                _log.warning(
+                    "local transaction of %s failed: %r", message.topic, failure, exc_info=failure
+                )
                 state, error = LocalTransactionState.UNKNOW, failure
         self._run(core.end_transaction(result, state, error))
         return with_state(result, state)

@@ -12,7 +12,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.pop import AckMessageRequestHeader, PopMessageRequestHeader
 from bolide.protocol.message import MessageExt
-from bolide.protocol.message_codec import decode_records
+from bolide.protocol.record import decode_records
 from bolide.remoting import ClientPool
 
 __all__ = ["ack_message", "pop_message"]

@@ -1,0 +1,63 @@
+"""bench/soak.py's verdict: growth by fitted slope, loss, misorder and p99 drift (issue 30).
+
+The soak itself runs for minutes (``bench/soak.py --minutes 3`` at least); these check that its
+judge fails what it must fail, on made-up samples."""
+
+from __future__ import annotations
+
+import pytest
+from bench.soak import TOLERANCES, Ledger, Sample, judge, slope_per_minute
+
+
+def _samples(rss_per_minute: float, p99_late_ms: float = 10.0) -> list[Sample]:
+    return [
+        Sample(
+            minute=float(minute),
+            rss_kib=50_000 + rss_per_minute * minute,
+            rss_file_kib=0.0,
+            open_fds=100.0,
+            asyncio_tasks=110.0,
+            long_polls=30.0,
+            pop_in_flight=0.0,
+            p50_ms=1.0,
+            p99_ms=10.0 if minute < 8 else p99_late_ms,
+        )
+        for minute in range(12)
+    ]
+
+
+def _ledger(lost: int = 0) -> Ledger:
+    ledger = Ledger()
+    ledger.sent["plain"] = {f"plain-{i}" for i in range(100)}
+    ledger.received["plain"] = {f"plain-{i}" for i in range(lost, 100)}
+    return ledger
+
+
+def test_the_slope_is_least_squares_per_minute() -> None:
+    assert slope_per_minute([(0, 1), (1, 3), (2, 5)]) == pytest.approx(2.0)
+    assert slope_per_minute([(0, 7)]) == 0.0
+
+
+def test_a_flat_run_passes_and_says_so_with_its_figures() -> None:
+    ok, line = judge(_samples(0.0), _ledger())
+
+    assert ok, line
+    assert line.startswith("soak verdict: PASS") and "lost=0" in line
+
+
+def test_growth_past_the_tolerance_fails() -> None:
+    ok, line = judge(_samples(TOLERANCES["rss_kib"] * 2), _ledger())
+
+    assert not ok and "rss_kib grows" in line
+
+
+def test_a_lost_message_fails() -> None:
+    ok, line = judge(_samples(0.0), _ledger(lost=1))
+
+    assert not ok and "lost {'plain': 1}" in line
+
+
+def test_a_p99_that_drifts_up_fails() -> None:
+    ok, line = judge(_samples(0.0, p99_late_ms=100.0), _ledger())
+
+    assert not ok and "p99 drifted" in line
