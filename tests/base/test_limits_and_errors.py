@@ -33,6 +33,8 @@ UNIT_SUFFIXES = (
     "_ATTEMPTS",
     "_TIMES",
     "_LEVELS",
+    "_EVENTS",
+    "_CONTEXTS",
 )
 
 
