@@ -18,7 +18,7 @@ import pytest
 from bolide.acl.permissions import ADMIN_REQUEST_CODES, SIGNATURE_ONLY_CODES
 from bolide.acl.validator import ACL_EXCEPTION_PREFIX
 from bolide.client.admin import AdminClient
-from bolide.protocol.acl_signature import sign_request
+from bolide.protocol.acl_signature import compute_signature, sign_request
 from bolide.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -41,11 +41,15 @@ ACCOUNTS = {
     "topicOnly": ("PUB|SUB", "DENY"),
     "everyUser": ("PUB|SUB", "SUB"),
 }
-ACL_YAML = "accounts:\n" + "".join(
-    f"  - accessKey: {name}\n    secretKey: {SECRET}\n"
-    f"    defaultTopicPerm: {topic}\n    defaultGroupPerm: {group}\n"
-    for name, (topic, group) in ACCOUNTS.items()
-) + f"  - accessKey: admin001\n    secretKey: {SECRET}\n    admin: true\n"
+ACL_YAML = (
+    "accounts:\n"
+    + "".join(
+        f"  - accessKey: {name}\n    secretKey: {SECRET}\n"
+        f"    defaultTopicPerm: {topic}\n    defaultGroupPerm: {group}\n"
+        for name, (topic, group) in ACCOUNTS.items()
+    )
+    + f"  - accessKey: admin001\n    secretKey: {SECRET}\n    admin: true\n"
+)
 
 # code -> (topic permission needed: "PUB" / "SUB" / "ANY" / None, a consumer group needed)
 EXPECTED: dict[int, tuple[str | None, bool]] = {
@@ -212,3 +216,43 @@ async def test_view_by_id_without_a_topic_needs_the_signature_only(cluster: Clus
         )
     finally:
         await pool.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "flag_signed", "accepted"),
+    [
+        (399, False, True),  # V4_9_3 and older: the flag outside the signed header
+        (399, True, False),
+        (401, True, True),  # V4_9_4 and newer sign every ext field (finding 8)
+        (479, True, True),
+        (401, False, False),
+    ],
+)
+async def test_query_message_signature_follows_the_client_version(
+    cluster: Cluster, version: int, flag_signed: bool, accepted: bool
+) -> None:
+    fields = {
+        "AccessKey": "everyUser",
+        "topic": TOPIC,
+        "key": "k",
+        "maxNum": "32",
+        "beginTimestamp": "0",
+        "endTimestamp": "9999999999999",
+        "_UNIQUE_KEY_QUERY": "true",
+    }
+    signed = {key: value for key, value in fields.items() if flag_signed or key[0] != "_"}
+    content = "".join(signed[key] for key in sorted(signed)).encode()
+    request = RemotingCommand.request(R.QUERY_MESSAGE, dict(fields))
+    request.version = version
+    request.ext_fields["Signature"] = compute_signature(SECRET, content)
+    pool = ClientPool()
+    try:
+        response = await pool.invoke(cluster.brokers[0].address, request, REQUEST_TIMEOUT_MS)
+    finally:
+        await pool.close()
+    if accepted:
+        assert not _refused(response), response.remark
+    else:
+        assert response.remark == (
+            f"{ACL_EXCEPTION_PREFIX}Check signature failed for accessKey=everyUser"
+        )
