@@ -126,6 +126,7 @@ class PropertyKey:
     TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
     TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
     SHARDING_KEY: Final = "__SHARDINGKEY"
+    TRANSACTION_ID: Final = "__transactionId__"
 
 
 # --- tags hash --------------------------------------------------------------------------------
