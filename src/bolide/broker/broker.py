@@ -26,6 +26,7 @@ import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from bolide.acl import AclValidator
 from bolide.base import compiled, limits
@@ -116,7 +117,9 @@ class Broker:
     clients are told) and ``config.listen_port`` (0 picks a free port, see :attr:`port`).
 
     ``clock`` (default the system clock) drives every timer; ``seed`` makes the random queue
-    choice of sends with a negative queue id repeatable. After :meth:`start`, :attr:`context`
+    choice of sends with a negative queue id repeatable. ``config_file``: the broker.conf it
+    was started from, where UPDATE_BROKER_CONFIG (25) writes its changes back (None: they
+    last until the broker stops, with a warning). After :meth:`start`, :attr:`context`
     holds the managers and the store, and :attr:`config` has the real listen port.
     """
 
@@ -127,8 +130,10 @@ class Broker:
         host: str = "127.0.0.1",
         clock: Clock | None = None,
         seed: int | None = None,
+        config_file: Path | None = None,
     ) -> None:
         self.config = config
+        self._config_file = config_file
         self._clock = clock or SystemClock()
         self._random = random.Random(seed)
         self._dispatcher = Dispatcher(
@@ -334,6 +339,7 @@ class Broker:
             random=self._random,
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
+            config_file=self._config_file,
         )
         context.transactions = self._transaction_service(context)
         send_back = SendBackService(

@@ -666,9 +666,6 @@ class BrokerConfig:
 
 NOT_HONOURED_KEYS: frozenset[str] = frozenset(
     {
-        # Bolide notifies a group's consumers as the group's own setting says
-        # (subscriptionGroup.json); the broker-wide switch is not read.
-        "notifyConsumerIdsChangedEnable",
         # Every pull is answered with the InMemory limits (no page-cache window is tracked).
         "maxTransferCountOnMessageInDisk",
         "maxTransferBytesOnMessageInDisk",

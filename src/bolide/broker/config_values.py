@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ __all__ = [
     "render_credentials",
     "render_optional",
     "render_secret",
+    "rewrite_broker_conf",
 ]
 
 
@@ -145,3 +146,30 @@ def read_broker_conf(path: Path) -> dict[str, str]:
         return parse_broker_conf(text)
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from error
+
+
+def rewrite_broker_conf(text: str, updates: Mapping[str, str]) -> str:
+    """``text`` (broker.conf) with each key of ``updates`` set to its new value: a line that
+    sets the key is rewritten in place (comments, order and other lines kept; every line of a
+    key set twice), a key the text does not set is appended. Values are written as given
+    (broker.conf values are plain text, no escapes)."""
+    lines = text.removeprefix("\ufeff").splitlines()
+    output: list[str] = []
+    written: set[str] = set()
+    index = 0
+    while index < len(lines):
+        first = index
+        logical = lines[index].strip()
+        index += 1
+        while logical.endswith("\\") and index < len(lines):
+            logical = logical[:-1] + lines[index].strip()
+            index += 1
+        positions = [p for p in (logical.find("="), logical.find(":")) if p >= 0]
+        key = logical[: min(positions)].strip() if positions and logical[:1] not in "#!" else ""
+        if key in updates:
+            output.append(f"{key}={updates[key]}")
+            written.add(key)
+        else:
+            output.extend(lines[first:index])
+    output.extend(f"{key}={value}" for key, value in updates.items() if key not in written)
+    return "\n".join(output) + "\n"

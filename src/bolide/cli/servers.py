@@ -148,7 +148,11 @@ def standalone(
         )
         await name_server.start()
         namesrv_address = f"{_advertised(host)}:{name_server.port}"
-        server = Broker(inner_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
+        server = Broker(
+            inner_config.replace(namesrv_addresses=(namesrv_address,)),
+            host=host,
+            config_file=config,
+        )
         try:
             await server.start()
             proxy = web = None
@@ -265,7 +269,7 @@ def broker(
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
-        server = Broker(broker_config, host=host)
+        server = Broker(broker_config, host=host, config_file=config)
         await server.start()
         try:
             _ready(json_output, broker=server.address, **_metrics_listener(server))

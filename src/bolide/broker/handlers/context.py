@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from bolide.base.clock import Clock
@@ -101,6 +102,9 @@ class BrokerContext:
     """The master/slave role's parts (set by the broker once they started)."""
     transactions: TransactionService | None = None
     """Half messages, END_TRANSACTION and the transaction checker."""
+    config_file: Path | None = None
+    """The broker.conf the broker was started with: UPDATE_BROKER_CONFIG writes its changes
+    back to it (None: changes last until the broker stops)."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:
