@@ -330,17 +330,19 @@ def _proxy_security(
 ) -> dict[str, Any]:
     """The standalone proxy's ACL and TLS: it checks 5.x clients' authorization headers
     against the broker's accounts and reaches the broker and name server like the broker
-    does (the in-memory account, which the broker then accepts too; TLS when enforced)."""
+    does (the in-memory account, which the broker then accepts too; TLS when enforced); its
+    gRPC port takes the broker's tls.server.* settings (disabled, permissive, enforcing)."""
+    tls = {"tls": tls_client_settings(config), "server_tls": tls_server_settings(config)}
     validator = broker.acl
     if validator is None:
-        return {"tls": tls_client_settings(config)}
+        return tls
     for access_key, secret_key in inner:
         validator.add_inner_account(access_key, secret_key)
     return {
         "authenticator": validator.verify_grpc_authorization,
         "authorizer": validator.authorize_grpc,
         "sign": inner_request_signer(config),
-        "tls": tls_client_settings(config),
+        **tls,
     }
 
 
