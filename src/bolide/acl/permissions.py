@@ -133,6 +133,17 @@ ADMIN_REQUEST_CODES: frozenset[int] = frozenset(
         R.CLEAN_UNUSED_TOPIC,
         R.DELETE_EXPIRED_COMMITLOG,
         R.BOLIDE_QUERY_HALF_MESSAGES,  # lists every pending transaction's message
+        # ACL 2.0's user and policy codes (3001-3010); under ACL 1.0 they answer that 2.0 is off
+        R.AUTH_CREATE_USER,
+        R.AUTH_UPDATE_USER,
+        R.AUTH_DELETE_USER,
+        R.AUTH_GET_USER,
+        R.AUTH_LIST_USER,
+        R.AUTH_CREATE_ACL,
+        R.AUTH_UPDATE_ACL,
+        R.AUTH_DELETE_ACL,
+        R.AUTH_GET_ACL,
+        R.AUTH_LIST_ACL,
     }
 )
 """Requests only an ``admin: true`` account may make on a broker."""

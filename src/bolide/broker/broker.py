@@ -39,6 +39,7 @@ from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
+from bolide.broker.handlers.auth_admin import AuthAdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
 from bolide.broker.handlers.context import BrokerContext
@@ -365,6 +366,7 @@ class Broker:
             RecallHandlers(context),
             TransactionHandlers(context),
             AclAdminHandlers(config, self._security.acl_file),
+            AuthAdminHandlers(self._security.auth),
         ):
             handlers.install(self._dispatcher)
         self._security.start()

@@ -54,6 +54,10 @@ aclEnable                       acl_enable                             false
 aclFile (4)                     acl_file                               <data-dir>/conf/plain_acl.yml
 innerClientAuthentication-      inner_client_credentials               none
 Credentials (5)
+authenticationEnabled (10)      authentication_enabled                 false
+authorizationEnabled (10)       authorization_enabled                  false
+initAuthenticationUser (10)     init_authentication_user               none
+authStoreFile (10)              auth_store_file                        <data-dir>/conf/auth.json
 tls.server.mode                 tls_server_mode                        disabled
 tls.server.certPath             tls_server_cert_path                   none
 tls.server.keyPath              tls_server_key_path                    none
@@ -120,6 +124,10 @@ answers with; the first message is sent whatever its size. A consumer asking for
 pulled message lies past the page-cache window; Bolide answers every pull with the
 InMemory pair (listed in :data:`NOT_HONOURED_KEYS`).
 
+(10) ACL 2.0 (RocketMQ 5.3, docs/security.md): users and policies in ``authStoreFile``
+(Bolide's key; JSON), a Super user ``{"username": ..., "password": ...}`` created on first
+start; exclusive with ``aclEnable``.
+
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
 names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
 (:mod:`bolide.broker.security`), as a typo in a key or a setting carried over from a Java
@@ -154,10 +162,12 @@ from bolide.broker.config_values import (
     parse_optional_credentials,
     parse_optional_path,
     parse_optional_secret,
+    parse_optional_user,
     read_broker_conf,
     render_credentials,
     render_optional,
     render_secret,
+    render_user,
 )
 from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
@@ -469,6 +479,20 @@ class BrokerConfig:
             parse_optional_credentials,
             render_credentials,
         ),
+    )
+    authentication_enabled: bool = field(
+        default=False, metadata=_key("authenticationEnabled", _parse_bool)
+    )
+    authorization_enabled: bool = field(
+        default=False, metadata=_key("authorizationEnabled", _parse_bool)
+    )
+    init_authentication_user: tuple[str, str] | None = field(
+        default=None,
+        repr=False,
+        metadata=_key("initAuthenticationUser", parse_optional_user, render_user),
+    )
+    auth_store_file: Path | None = field(
+        default=None, metadata=_key("authStoreFile", parse_optional_path, render_optional)
     )
     tls_server_mode: TlsMode = field(
         default=TlsMode.DISABLED, metadata=_key("tls.server.mode", lower_enum_parser(TlsMode))

@@ -21,10 +21,12 @@ __all__ = [
     "parse_optional_credentials",
     "parse_optional_path",
     "parse_optional_secret",
+    "parse_optional_user",
     "read_broker_conf",
     "render_credentials",
     "render_optional",
     "render_secret",
+    "render_user",
     "rewrite_broker_conf",
 ]
 
@@ -75,6 +77,32 @@ def parse_credentials(key: str, text: str) -> tuple[str, str]:
             f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
         )
     return value["accessKey"], value["secretKey"]
+
+
+def parse_optional_user(key: str, text: str) -> tuple[str, str] | None:
+    """initAuthenticationUser: JSON ``{"username": "...", "password": "..."}`` (empty: none)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("username"), str)
+        or not isinstance(value.get("password"), str)
+        or not value["username"]
+        or not value["password"]
+    ):
+        # never echo the text: it holds a password
+        raise ConfigError(f'broker config {key}: expected {{"username": "...", "password": "..."}}')
+    return value["username"], value["password"]
+
+
+def render_user(value: object) -> str:
+    if not isinstance(value, tuple):
+        return ""
+    return json.dumps({"username": value[0], "password": "******"})
 
 
 def parse_optional_secret(key: str, text: str) -> str | None:
