@@ -324,15 +324,15 @@ class AuthV2:
             self.denied_count += 1
             raise
 
-    def is_super(self, username: str, password: str) -> bool:
-        """Whether these credentials are an enabled Super user's (dashboard, admin pages)."""
+    def authenticate(self, username: str, password: str) -> User | None:
+        """The enabled user whose password this is (compared in constant time), else None
+        (the dashboard's login; a Super user administers)."""
         user = self.user(username)
-        return (
-            user is not None
-            and user.status is UserStatus.ENABLE
-            and user.user_type is UserType.SUPER
-            and hmac.compare_digest(user.password.encode(), password.encode())
-        )
+        if user is None or user.status is UserStatus.DISABLE:
+            return None
+        if not hmac.compare_digest(user.password.encode(), password.encode()):
+            return None
+        return user
 
     def summary(self) -> dict[str, Any]:
         """Counts for the start-up log line."""

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bolide.acl import AclValidator
+from bolide.acl.v2_auth import AuthV2
 from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
@@ -206,6 +207,12 @@ class Broker:
         broker's other front ends (dashboard, metrics, proxy) check credentials against."""
         acl_file = self._security.acl_file
         return None if acl_file is None else acl_file.validator
+
+    @property
+    def auth(self) -> AuthV2 | None:
+        """ACL 2.0's users and policies in force (after :meth:`start`), else None: the
+        decision the broker's other front ends (proxy, dashboard) use too."""
+        return self._security.auth
 
     @property
     def port(self) -> int:

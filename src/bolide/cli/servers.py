@@ -45,7 +45,12 @@ from bolide.broker.security import (
     tls_client_settings,
     tls_server_settings,
 )
-from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, validator_accounts
+from bolide.cli.dashboard import (
+    DEFAULT_DASHBOARD_PORT,
+    auth_v2_accounts,
+    start_dashboard,
+    validator_accounts,
+)
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.namesrv.namesrv import NameServer
@@ -173,7 +178,7 @@ def standalone(
                         namesrv_address,
                         host,
                         dashboard_port,
-                        accounts=validator_accounts(server.acl),
+                        accounts=server_accounts(server),
                         tls=tls_client_settings(inner_config),
                     )
                 if web is not None:
@@ -309,7 +314,8 @@ def _standalone_name_server(
     on loopback, in the same process, without checking its own certificate. Returns the name
     server, the broker's config, and the in-memory account (if one was made)."""
     inner: tuple[tuple[str, str], ...] = ()
-    if config.acl_enable and config.inner_client_credentials is None:
+    secured = config.acl_enable or config.authentication_enabled
+    if secured and config.inner_client_credentials is None:
         credentials = (f"bolide-inner-{secrets.token_hex(8)}", secrets.token_urlsafe(24))
         config = config.replace(inner_client_credentials=credentials)
         inner = (credentials,)
@@ -325,6 +331,14 @@ def _standalone_name_server(
     return name_server, config, inner
 
 
+def server_accounts(server: Broker) -> Any:
+    """The dashboard's logins in a standalone: ACL 2.0's users (Super: admin), else ACL 1.0's
+    accounts, else None (an open dashboard)."""
+    if server.auth is not None:
+        return auth_v2_accounts(server.auth)
+    return validator_accounts(server.acl)
+
+
 def _proxy_security(
     broker: Broker, config: BrokerConfig, inner: tuple[tuple[str, str], ...]
 ) -> dict[str, Any]:
@@ -333,6 +347,16 @@ def _proxy_security(
     does (the in-memory account, which the broker then accepts too; TLS when enforced); its
     gRPC port takes the broker's tls.server.* settings (disabled, permissive, enforcing)."""
     tls = {"tls": tls_client_settings(config), "server_tls": tls_server_settings(config)}
+    auth = broker.auth
+    if auth is not None:  # ACL 2.0: the same users and decision as the broker's
+        for username, password in inner:
+            auth.add_inner_user(username, password)
+        return {
+            "authenticator": auth.verify_grpc_authorization,
+            "authorizer": auth.authorize_grpc,
+            "sign": inner_request_signer(config),
+            **tls,
+        }
     validator = broker.acl
     if validator is None:
         return tls
