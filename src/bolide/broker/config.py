@@ -136,7 +136,6 @@ broker would otherwise silently leave a default in force.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import enum
 import logging
@@ -145,11 +144,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 from bolide.base import limits
 from bolide.base.errors import ConfigError
-from bolide.base.fileio import atomic_write_with_backup
 from bolide.broker.config_choices import (
     DEFAULT_METRICS_PORT,
     BrokerRole,
@@ -169,6 +167,7 @@ from bolide.broker.config_values import (
     render_secret,
     render_user,
 )
+from bolide.broker.config_writer import ConfigFileWriter, VersionedDocument
 from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
@@ -754,61 +753,3 @@ def _override_text(key: str, value: object) -> str:
         rendered: str = spec.metadata["render"](tuple(value))
         return rendered
     raise ConfigError(f"broker config override {key}={value!r}: unsupported value type")
-
-
-# --- persisted configuration files -------------------------------------------------------------
-
-
-class VersionedDocument(Protocol):
-    """A table whose ``version`` grows with every change and which encodes to file bytes."""
-
-    @property
-    def version(self) -> int: ...
-
-    def encode(self) -> bytes: ...
-
-
-class ConfigFileWriter:
-    """Writes one JSON config file (topics.json, consumerOffset.json, ...) crash-safely.
-
-    Each write is :func:`atomic_write_with_backup` (the old content kept as ``.bak``). Writes
-    are serialized and skipped when ``source.version`` has not moved since the last one, so
-    many changes in a burst cost one or two writes. The bytes are encoded on the caller's
-    thread (a consistent snapshot) and written by a worker thread in :meth:`flush`, so the
-    event loop keeps serving during fsync.
-    """
-
-    def __init__(self, path: Path, source: VersionedDocument) -> None:
-        self.path = path
-        self._source = source
-        self._lock = asyncio.Lock()
-        self.written_version = source.version
-        """The source version the file holds (or that was loaded from it)."""
-
-    @property
-    def pending(self) -> bool:
-        """True when the source changed since the last write."""
-        return self._source.version != self.written_version
-
-    def mark_written(self) -> None:
-        """Record that the file holds the current version (call right after loading it)."""
-        self.written_version = self._source.version
-
-    async def flush(self) -> bool:
-        """Write the file if the source changed; True if written. Raises OSError on failure."""
-        async with self._lock:
-            if not self.pending:
-                return False
-            version, data = self._source.version, self._source.encode()
-            await asyncio.to_thread(atomic_write_with_backup, self.path, data)
-            self.written_version = version
-            return True
-
-    def flush_blocking(self) -> bool:
-        """:meth:`flush` on the caller's thread (startup, tools); blocks on fsync."""
-        if not self.pending:
-            return False
-        version, data = self._source.version, self._source.encode()
-        atomic_write_with_backup(self.path, data)
-        self.written_version = version
-        return True
