@@ -37,8 +37,11 @@ def test_content_sorts_as_java_treemap_uppercase_first() -> None:
     assert signature_content({"a": "x", "B": "y", "_Z": "z"}) == b"yzx"
 
 
-def test_unique_key_query_flag_is_not_signed() -> None:
-    assert signature_content({"topic": "t", "_UNIQUE_KEY_QUERY": "true"}) == b"t"
+def test_unique_key_query_flag_is_signed_after_v4_9_3_only() -> None:
+    fields = {"topic": "t", "_UNIQUE_KEY_QUERY": "true"}
+    assert signature_content(fields, version=399) == b"t"  # V4_9_3: left out
+    assert signature_content(fields, version=401) == b"truet"  # V4_9_4: signed, "_" sorts first
+    assert signature_content(fields) == b"truet"  # Bolide sends V4_9_4
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl command missing")

@@ -148,10 +148,8 @@ def test_unknown_keys_are_kept_and_named_as_unhonoured() -> None:
     )
     assert config.extra_properties == {"sendMessageThreadPoolNums": "16"}
     # the broker logs these in one warning when it starts (tests/integration/test_acl_broker.py)
-    assert unhonoured_keys(config) == [
-        "notifyConsumerIdsChangedEnable",
-        "sendMessageThreadPoolNums",
-    ]
+    # notifyConsumerIdsChangedEnable is honoured (the broker-wide switch of rebalance notices)
+    assert unhonoured_keys(config) == ["sendMessageThreadPoolNums"]
     assert config.to_properties()["sendMessageThreadPoolNums"] == "16"
 
 

@@ -162,7 +162,8 @@ class AclValidator:
         if account.white_remote_address.matches(ip):
             return
         signature = fields.get(SIGNATURE_FIELD, "")
-        expected = compute_signature(account.secret_key, signature_content(fields, request.body))
+        content = signature_content(fields, request.body, version=request.version)
+        expected = compute_signature(account.secret_key, content)
         if not signature or not signatures_equal(expected, signature):
             raise AclDeniedError(
                 f"Check signature failed for accessKey={shown_key(access_key)}", access_key

@@ -26,8 +26,10 @@ import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from bolide.acl import AclValidator
+from bolide.acl.v2_auth import AuthV2
 from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
@@ -44,6 +46,7 @@ from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
+from bolide.broker.handlers.auth_admin import AuthAdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
 from bolide.broker.handlers.locks import LockHandlers
@@ -123,7 +126,9 @@ class Broker:
     clients are told) and ``config.listen_port`` (0 picks a free port, see :attr:`port`).
 
     ``clock`` (default the system clock) drives every timer; ``seed`` makes the random queue
-    choice of sends with a negative queue id repeatable. After :meth:`start`, :attr:`context`
+    choice of sends with a negative queue id repeatable. ``config_file``: the broker.conf it
+    was started from, where UPDATE_BROKER_CONFIG (25) writes its changes back (None: they
+    last until the broker stops, with a warning). After :meth:`start`, :attr:`context`
     holds the managers and the store, and :attr:`config` has the real listen port.
     """
 
@@ -134,11 +139,13 @@ class Broker:
         host: str = "127.0.0.1",
         clock: Clock | None = None,
         seed: int | None = None,
+        config_file: Path | None = None,
     ) -> None:
         self.controller_mode = ControllerModeSettings.from_properties(config.extra_properties)
         if self.controller_mode.enabled:  # no role until the controller gives one
             config = config.replace(broker_role=BrokerRole.SLAVE, broker_id=-1)
         self.config = config
+        self._config_file = config_file
         self._clock = clock or SystemClock()
         self._random = random.Random(seed)
         self._dispatcher = Dispatcher(
@@ -213,6 +220,12 @@ class Broker:
         broker's other front ends (dashboard, metrics, proxy) check credentials against."""
         acl_file = self._security.acl_file
         return None if acl_file is None else acl_file.validator
+
+    @property
+    def auth(self) -> AuthV2 | None:
+        """ACL 2.0's users and policies in force (after :meth:`start`), else None: the
+        decision the broker's other front ends (proxy, dashboard) use too."""
+        return self._security.auth
 
     @property
     def port(self) -> int:
@@ -385,6 +398,7 @@ class Broker:
             random=self._random,
             schedule=_schedule_service(config, store, clock),
             timer=_timer_service(config, store, clock),
+            config_file=self._config_file,
         )
         context.transactions = self._transaction_service(context)
         send_back = SendBackService(
@@ -410,6 +424,7 @@ class Broker:
             RecallHandlers(context),
             TransactionHandlers(context),
             AclAdminHandlers(config, self._security.acl_file),
+            AuthAdminHandlers(self._security.auth),
         ):
             handlers.install(self._dispatcher)
         self._security.start()

@@ -55,6 +55,10 @@ aclEnable                       acl_enable                             false
 aclFile (4)                     acl_file                               <data-dir>/conf/plain_acl.yml
 innerClientAuthentication-      inner_client_credentials               none
 Credentials (5)
+authenticationEnabled (10)      authentication_enabled                 false
+authorizationEnabled (10)       authorization_enabled                  false
+initAuthenticationUser (10)     init_authentication_user               none
+authStoreFile (10)              auth_store_file                        <data-dir>/conf/auth.json
 tls.server.mode                 tls_server_mode                        disabled
 tls.server.certPath             tls_server_cert_path                   none
 tls.server.keyPath              tls_server_key_path                    none
@@ -121,6 +125,10 @@ answers with; the first message is sent whatever its size. A consumer asking for
 pulled message lies past the page-cache window; Bolide answers every pull with the
 InMemory pair (listed in :data:`NOT_HONOURED_KEYS`).
 
+(10) ACL 2.0 (RocketMQ 5.3, docs/security.md): users and policies in ``authStoreFile``
+(Bolide's key; JSON), a Super user ``{"username": ..., "password": ...}`` created on first
+start; exclusive with ``aclEnable``.
+
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
 names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
 (:mod:`bolide.broker.security`), as a typo in a key or a setting carried over from a Java
@@ -129,7 +137,6 @@ broker would otherwise silently leave a default in force.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import enum
 import logging
@@ -138,11 +145,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 from bolide.base import limits
 from bolide.base.errors import ConfigError
-from bolide.base.fileio import atomic_write_with_backup
 from bolide.broker.config_choices import (
     DEFAULT_METRICS_PORT,
     BrokerRole,
@@ -155,11 +161,14 @@ from bolide.broker.config_values import (
     parse_optional_credentials,
     parse_optional_path,
     parse_optional_secret,
+    parse_optional_user,
     read_broker_conf,
     render_credentials,
     render_optional,
     render_secret,
+    render_user,
 )
+from bolide.broker.config_writer import ConfigFileWriter, VersionedDocument
 from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
@@ -474,6 +483,20 @@ class BrokerConfig:
             render_credentials,
         ),
     )
+    authentication_enabled: bool = field(
+        default=False, metadata=_key("authenticationEnabled", _parse_bool)
+    )
+    authorization_enabled: bool = field(
+        default=False, metadata=_key("authorizationEnabled", _parse_bool)
+    )
+    init_authentication_user: tuple[str, str] | None = field(
+        default=None,
+        repr=False,
+        metadata=_key("initAuthenticationUser", parse_optional_user, render_user),
+    )
+    auth_store_file: Path | None = field(
+        default=None, metadata=_key("authStoreFile", parse_optional_path, render_optional)
+    )
     tls_server_mode: TlsMode = field(
         default=TlsMode.DISABLED, metadata=_key("tls.server.mode", lower_enum_parser(TlsMode))
     )
@@ -672,9 +695,6 @@ class BrokerConfig:
 
 NOT_HONOURED_KEYS: frozenset[str] = frozenset(
     {
-        # Bolide notifies a group's consumers as the group's own setting says
-        # (subscriptionGroup.json); the broker-wide switch is not read.
-        "notifyConsumerIdsChangedEnable",
         # Every pull is answered with the InMemory limits (no page-cache window is tracked).
         "maxTransferCountOnMessageInDisk",
         "maxTransferBytesOnMessageInDisk",
@@ -739,61 +759,3 @@ def _override_text(key: str, value: object) -> str:
         rendered: str = spec.metadata["render"](tuple(value))
         return rendered
     raise ConfigError(f"broker config override {key}={value!r}: unsupported value type")
-
-
-# --- persisted configuration files -------------------------------------------------------------
-
-
-class VersionedDocument(Protocol):
-    """A table whose ``version`` grows with every change and which encodes to file bytes."""
-
-    @property
-    def version(self) -> int: ...
-
-    def encode(self) -> bytes: ...
-
-
-class ConfigFileWriter:
-    """Writes one JSON config file (topics.json, consumerOffset.json, ...) crash-safely.
-
-    Each write is :func:`atomic_write_with_backup` (the old content kept as ``.bak``). Writes
-    are serialized and skipped when ``source.version`` has not moved since the last one, so
-    many changes in a burst cost one or two writes. The bytes are encoded on the caller's
-    thread (a consistent snapshot) and written by a worker thread in :meth:`flush`, so the
-    event loop keeps serving during fsync.
-    """
-
-    def __init__(self, path: Path, source: VersionedDocument) -> None:
-        self.path = path
-        self._source = source
-        self._lock = asyncio.Lock()
-        self.written_version = source.version
-        """The source version the file holds (or that was loaded from it)."""
-
-    @property
-    def pending(self) -> bool:
-        """True when the source changed since the last write."""
-        return self._source.version != self.written_version
-
-    def mark_written(self) -> None:
-        """Record that the file holds the current version (call right after loading it)."""
-        self.written_version = self._source.version
-
-    async def flush(self) -> bool:
-        """Write the file if the source changed; True if written. Raises OSError on failure."""
-        async with self._lock:
-            if not self.pending:
-                return False
-            version, data = self._source.version, self._source.encode()
-            await asyncio.to_thread(atomic_write_with_backup, self.path, data)
-            self.written_version = version
-            return True
-
-    def flush_blocking(self) -> bool:
-        """:meth:`flush` on the caller's thread (startup, tools); blocks on fsync."""
-        if not self.pending:
-            return False
-        version, data = self._source.version, self._source.encode()
-        atomic_write_with_backup(self.path, data)
-        self.written_version = version
-        return True

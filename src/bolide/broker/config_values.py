@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,13 @@ __all__ = [
     "parse_optional_credentials",
     "parse_optional_path",
     "parse_optional_secret",
+    "parse_optional_user",
     "read_broker_conf",
     "render_credentials",
     "render_optional",
     "render_secret",
+    "render_user",
+    "rewrite_broker_conf",
 ]
 
 
@@ -74,6 +77,32 @@ def parse_credentials(key: str, text: str) -> tuple[str, str]:
             f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
         )
     return value["accessKey"], value["secretKey"]
+
+
+def parse_optional_user(key: str, text: str) -> tuple[str, str] | None:
+    """initAuthenticationUser: JSON ``{"username": "...", "password": "..."}`` (empty: none)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("username"), str)
+        or not isinstance(value.get("password"), str)
+        or not value["username"]
+        or not value["password"]
+    ):
+        # never echo the text: it holds a password
+        raise ConfigError(f'broker config {key}: expected {{"username": "...", "password": "..."}}')
+    return value["username"], value["password"]
+
+
+def render_user(value: object) -> str:
+    if not isinstance(value, tuple):
+        return ""
+    return json.dumps({"username": value[0], "password": "******"})
 
 
 def parse_optional_secret(key: str, text: str) -> str | None:
@@ -145,3 +174,30 @@ def read_broker_conf(path: Path) -> dict[str, str]:
         return parse_broker_conf(text)
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from error
+
+
+def rewrite_broker_conf(text: str, updates: Mapping[str, str]) -> str:
+    """``text`` (broker.conf) with each key of ``updates`` set to its new value: a line that
+    sets the key is rewritten in place (comments, order and other lines kept; every line of a
+    key set twice), a key the text does not set is appended. Values are written as given
+    (broker.conf values are plain text, no escapes)."""
+    lines = text.removeprefix("\ufeff").splitlines()
+    output: list[str] = []
+    written: set[str] = set()
+    index = 0
+    while index < len(lines):
+        first = index
+        logical = lines[index].strip()
+        index += 1
+        while logical.endswith("\\") and index < len(lines):
+            logical = logical[:-1] + lines[index].strip()
+            index += 1
+        positions = [p for p in (logical.find("="), logical.find(":")) if p >= 0]
+        key = logical[: min(positions)].strip() if positions and logical[:1] not in "#!" else ""
+        if key in updates:
+            output.append(f"{key}={updates[key]}")
+            written.add(key)
+        else:
+            output.extend(lines[first:index])
+    output.extend(f"{key}={value}" for key, value in updates.items() if key not in written)
+    return "\n".join(output) + "\n"

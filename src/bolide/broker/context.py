@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from bolide.base.clock import Clock
@@ -107,6 +108,9 @@ class BrokerContext:
     """Half messages, END_TRANSACTION and the transaction checker."""
     trace: BrokerTrace | None = None
     """Broker-side message trace (traceOnBrokerEnable): takes notes of deliveries."""
+    config_file: Path | None = None
+    """The broker.conf the broker was started with: UPDATE_BROKER_CONFIG writes its changes
+    back to it (None: changes last until the broker stops)."""
 
 
 def born_host_of(connection: Connection) -> SocketAddress:

@@ -13,6 +13,8 @@ import logging
 from pathlib import Path
 
 from bolide.acl import AclConfigError, AclFile, AclFileWatcher, acl_request_check, open_acl
+from bolide.acl.guard import auth_v2_request_check
+from bolide.acl.v2_auth import AuthV2
 from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError
 from bolide.base.service import CrashHandler
@@ -27,6 +29,7 @@ from bolide.remoting.tls import TlsClientSettings, TlsMode, TlsServerSettings
 __all__ = [
     "BrokerSecurity",
     "acl_file_path",
+    "auth_store_path",
     "inner_request_signer",
     "tls_client_settings",
     "tls_server_settings",
@@ -42,6 +45,13 @@ def acl_file_path(config: BrokerConfig) -> Path:
     if config.acl_file is not None:
         return config.acl_file
     return config.store_path_root_dir.parent / "conf" / "plain_acl.yml"
+
+
+def auth_store_path(config: BrokerConfig) -> Path:
+    """authStoreFile, or ``<storePathRootDir>/../conf/auth.json`` (``<data-dir>/conf/...``)."""
+    if config.auth_store_file is not None:
+        return config.auth_store_file
+    return config.store_path_root_dir.parent / "conf" / "auth.json"
 
 
 def tls_server_settings(config: BrokerConfig) -> TlsServerSettings | None:
@@ -114,14 +124,28 @@ class BrokerSecurity:
         self._on_crash = on_crash
         self.acl_file: AclFile | None = None
         self.watcher: AclFileWatcher | None = None
+        self.auth: AuthV2 | None = None
+        """ACL 2.0's users and policies (None unless it is on)."""
 
     def open(self, dispatcher: Dispatcher) -> None:
-        """Load the accounts file and guard ``dispatcher`` with it (aclEnable=true only).
+        """Guard ``dispatcher`` with the ACL model broker.conf turns on, and say which at
+        start: ACL 2.0 (authenticationEnabled / authorizationEnabled, the auth store), ACL
+        1.0 (aclEnable, the accounts file) or none.
 
-        Raises ConfigError when the file is missing, unreadable or malformed.
+        Raises ConfigError when the file is missing, unreadable or malformed, or when both
+        models are turned on.
         """
         config = self._config
+        if config.authentication_enabled or config.authorization_enabled:
+            if config.acl_enable:
+                raise ConfigError(
+                    "aclEnable (ACL 1.0) and authenticationEnabled/authorizationEnabled (ACL"
+                    " 2.0) are both on: choose one (docs/security.md)"
+                )
+            self._open_v2(dispatcher)
+            return
         if not config.acl_enable:
+            _log.info("ACL off (neither aclEnable nor authenticationEnabled is set)")
             return
         path = acl_file_path(config)
         try:
@@ -136,10 +160,35 @@ class BrokerSecurity:
         dispatcher.request_check = acl_request_check(self.acl_file.validator)
         rules = self.acl_file.validator.rules
         _log.info(
-            "ACL on: %s, %d accounts, %d global white addresses",
+            "ACL 1.0 on: %s, %d accounts, %d global white addresses",
             path,
             len(rules.accounts),
             len(rules.global_white_addresses),
+        )
+
+    def _open_v2(self, dispatcher: Dispatcher) -> None:
+        config = self._config
+        path = auth_store_path(config)
+        try:
+            self.auth = AuthV2(
+                path,
+                authentication=config.authentication_enabled,
+                authorization=config.authorization_enabled,
+                init_user=config.init_authentication_user,
+            )
+        except (AclConfigError, OSError) as error:
+            raise ConfigError(
+                f"ACL 2.0 is on but its store cannot be used, not starting: {error}"
+            ) from error
+        dispatcher.request_check = auth_v2_request_check(self.auth)
+        summary = self.auth.summary()
+        _log.info(
+            "ACL 2.0 on (authentication %s, authorization %s): %s, %d users, %d acls",
+            "on" if config.authentication_enabled else "off",
+            "on" if config.authorization_enabled else "off",
+            path,
+            summary["users"],
+            summary["acls"],
         )
 
     def start(self) -> None:

@@ -199,9 +199,9 @@ class BrokerStats:
 
     def rates(self, window_ms: int) -> tuple[float, float, float, float]:
         """Per second over about the last ``window_ms`` (from the oldest 10 s sample inside
-        it, up to now): messages put, messages got, pulls that found messages, pulls that
-        found none — GET_BROKER_RUNTIME_INFO's putTps, getTransferedTps, getFoundTps and
-        getMissTps."""
+        it, up to now; in a broker's first 10 s, over 10 s: a first burst is no rate):
+        messages put, messages got, pulls that found messages, pulls that found none —
+        GET_BROKER_RUNTIME_INFO's putTps, getTransferedTps, getFoundTps and getMissTps."""
         now = self._rate_point(self._clock.now_ms())
         start = self._rate_samples[-1]
         for sample in reversed(self._rate_samples):
@@ -211,6 +211,8 @@ class BrokerStats:
         elapsed_ms = now[0] - start[0]
         if elapsed_ms <= 0:
             return (0.0, 0.0, 0.0, 0.0)
+        if start[0] == self.boot_timestamp_ms:  # a young broker: over one full sample at least
+            elapsed_ms = max(elapsed_ms, min(window_ms, limits.STATS_MINUTE_SAMPLE_INTERVAL_MS))
         put, got, found, missed = (
             (now[index] - start[index]) * 1000 / elapsed_ms for index in range(1, 5)
         )

@@ -33,8 +33,12 @@ app = typer.Typer(help="ACL accounts and white lists of brokers (admin only).",
 
 
 def register(root: typer.Typer) -> None:
-    """Add the ``acl`` group to ``root``."""
+    """Add the ``acl`` group (with ACL 2.0's ``acl policy``) and ``user`` to ``root``."""
+    from bolide.cli import users
+
+    app.add_typer(users.policy_app, name="policy")
     root.add_typer(app, name="acl")
+    users.register(root)
 
 
 @app.command("list")

@@ -14,13 +14,22 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bolide.acl.v2_model import UserType
+
 if TYPE_CHECKING:
     from bolide.acl import AclValidator
+    from bolide.acl.v2_auth import AuthV2
     from bolide.client.security import TlsClientSettings
     from bolide.dashboard.auth import AccountChecker, Role
     from bolide.dashboard.server import DashboardServer
 
-__all__ = ["DEFAULT_DASHBOARD_PORT", "dashboard", "start_dashboard", "validator_accounts"]
+__all__ = [
+    "DEFAULT_DASHBOARD_PORT",
+    "auth_v2_accounts",
+    "dashboard",
+    "start_dashboard",
+    "validator_accounts",
+]
 
 _log = logging.getLogger("bolide.cli")
 
@@ -42,6 +51,27 @@ class _ValidatorAccounts:
         if account is None:
             return None
         return Role.ADMIN if account.admin else Role.READ_ONLY
+
+
+class _AuthV2Accounts:
+    """ACL 2.0's users as the dashboard's account checker: a Super user administers, an
+    enabled Normal user reads."""
+
+    def __init__(self, auth: AuthV2) -> None:
+        self._auth = auth
+
+    def check(self, access_key: str, secret_key: str) -> Role | None:
+        from bolide.dashboard.auth import Role
+
+        user = self._auth.authenticate(access_key, secret_key)
+        if user is None:
+            return None
+        return Role.ADMIN if user.user_type is UserType.SUPER else Role.READ_ONLY
+
+
+def auth_v2_accounts(auth: AuthV2) -> AccountChecker:
+    """Logins checked against ACL 2.0's users (see :class:`_AuthV2Accounts`)."""
+    return _AuthV2Accounts(auth)
 
 
 def validator_accounts(validator: AclValidator | None) -> AccountChecker | None:

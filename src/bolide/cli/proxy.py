@@ -24,7 +24,7 @@ from bolide.proxy.authorization import Authorizer
 from bolide.proxy.server import ProxyConfig, ProxyServer
 from bolide.proxy.service import Authenticator
 from bolide.remoting.client_pool import RequestHook
-from bolide.remoting.tls import TlsClientSettings
+from bolide.remoting.tls import TlsClientSettings, TlsServerSettings
 
 __all__ = ["DEFAULT_PROXY_PORT", "MinInvisibleOption", "proxy", "register", "start_proxy"]
 
@@ -55,9 +55,11 @@ async def start_proxy(
     authorizer: Authorizer | None = None,
     sign: RequestHook | None = None,
     tls: TlsClientSettings | None = None,
+    server_tls: TlsServerSettings | None = None,
 ) -> ProxyServer:
     """A started proxy (raises OSError when the port cannot be bound). ``authenticator``,
-    ``sign`` and ``tls``: see :class:`~bolide.proxy.server.ProxyConfig` (ACL and TLS)."""
+    ``sign``, ``tls`` and ``server_tls``: see :class:`~bolide.proxy.server.ProxyConfig` (ACL
+    and TLS)."""
     server = ProxyServer(
         namesrv_addresses,
         host=host,
@@ -68,6 +70,7 @@ async def start_proxy(
             authorizer=authorizer,
             sign=sign,
             tls=tls,
+            server_tls=server_tls,
         ),
     )
     try:
@@ -103,10 +106,23 @@ def proxy(
             "(docs/security.md); sign the proxy's own requests with --access-key/--secret-key.",
         ),
     ] = None,
+    tls_mode: Annotated[
+        str, typer.Option("--tls-mode", help="gRPC port: disabled, permissive or enforcing.")
+    ] = "disabled",
+    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="Server cert (PEM).")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="Server key (PEM).")] = None,
+    tls_trust_cert: Annotated[
+        Path | None, typer.Option("--tls-trust-cert", help="CA bundle for client certs.")
+    ] = None,
+    tls_need_client_auth: Annotated[
+        str, typer.Option("--tls-need-client-auth", help="none, optional or require.")
+    ] = "none",
 ) -> None:
     """Run the 5.x gRPC proxy in front of the name servers' brokers."""
     # Imported here: the server helpers live beside the other server commands.
-    from bolide.cli.servers import DEFAULT_DATA_DIR, _configure_logging, _ready, _run
+    from bolide.cli.servers import DEFAULT_DATA_DIR, _configure_logging, _ready, _run, _tls_server
+
+    server_tls = _tls_server(tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth)
 
     _configure_logging(data_dir if data_dir is not None else DEFAULT_DATA_DIR)
     addresses = [part.strip() for part in namesrv_addresses.split(";") if part.strip()]
@@ -138,6 +154,7 @@ def proxy(
                 authorizer=authorizer,
                 sign=None if credentials is None else credentials.sign,
                 tls=options["tls"],
+                server_tls=server_tls if server_tls.enabled else None,
             )
             try:
                 _ready(json_output, proxy=server.address)

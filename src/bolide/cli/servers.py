@@ -48,7 +48,12 @@ from bolide.broker.security import (
 )
 from bolide.cli.controller import controller as controller_command
 from bolide.cli.controller import start_controller
-from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, validator_accounts
+from bolide.cli.dashboard import (
+    DEFAULT_DASHBOARD_PORT,
+    auth_v2_accounts,
+    start_dashboard,
+    validator_accounts,
+)
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT
@@ -154,7 +159,11 @@ def standalone(
         )
         await name_server.start()
         namesrv_address = f"{_advertised(host)}:{name_server.port}"
-        server = Broker(inner_config.replace(namesrv_addresses=(namesrv_address,)), host=host)
+        server = Broker(
+            inner_config.replace(namesrv_addresses=(namesrv_address,)),
+            host=host,
+            config_file=config,
+        )
         try:
             await server.start()
             proxy = web = None
@@ -175,7 +184,7 @@ def standalone(
                         namesrv_address,
                         host,
                         dashboard_port,
-                        accounts=validator_accounts(server.acl),
+                        accounts=server_accounts(server),
                         tls=tls_client_settings(inner_config),
                     )
                 if web is not None:
@@ -288,7 +297,7 @@ def broker(
     _configure_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
-        server = Broker(broker_config, host=host)
+        server = Broker(broker_config, host=host, config_file=config)
         await server.start()
         try:
             _ready(json_output, broker=server.address, **_metrics_listener(server))
@@ -328,7 +337,8 @@ def _standalone_name_server(
     on loopback, in the same process, without checking its own certificate. Returns the name
     server, the broker's config, and the in-memory account (if one was made)."""
     inner: tuple[tuple[str, str], ...] = ()
-    if config.acl_enable and config.inner_client_credentials is None:
+    secured = config.acl_enable or config.authentication_enabled
+    if secured and config.inner_client_credentials is None:
         credentials = (f"bolide-inner-{secrets.token_hex(8)}", secrets.token_urlsafe(24))
         config = config.replace(inner_client_credentials=credentials)
         inner = (credentials,)
@@ -344,22 +354,42 @@ def _standalone_name_server(
     return name_server, config, inner
 
 
+def server_accounts(server: Broker) -> Any:
+    """The dashboard's logins in a standalone: ACL 2.0's users (Super: admin), else ACL 1.0's
+    accounts, else None (an open dashboard)."""
+    if server.auth is not None:
+        return auth_v2_accounts(server.auth)
+    return validator_accounts(server.acl)
+
+
 def _proxy_security(
     broker: Broker, config: BrokerConfig, inner: tuple[tuple[str, str], ...]
 ) -> dict[str, Any]:
     """The standalone proxy's ACL and TLS: it checks 5.x clients' authorization headers
     against the broker's accounts and reaches the broker and name server like the broker
-    does (the in-memory account, which the broker then accepts too; TLS when enforced)."""
+    does (the in-memory account, which the broker then accepts too; TLS when enforced); its
+    gRPC port takes the broker's tls.server.* settings (disabled, permissive, enforcing)."""
+    tls = {"tls": tls_client_settings(config), "server_tls": tls_server_settings(config)}
+    auth = broker.auth
+    if auth is not None:  # ACL 2.0: the same users and decision as the broker's
+        for username, password in inner:
+            auth.add_inner_user(username, password)
+        return {
+            "authenticator": auth.verify_grpc_authorization,
+            "authorizer": auth.authorize_grpc,
+            "sign": inner_request_signer(config),
+            **tls,
+        }
     validator = broker.acl
     if validator is None:
-        return {"tls": tls_client_settings(config)}
+        return tls
     for access_key, secret_key in inner:
         validator.add_inner_account(access_key, secret_key)
     return {
         "authenticator": validator.verify_grpc_authorization,
         "authorizer": validator.authorize_grpc,
         "sign": inner_request_signer(config),
-        "tls": tls_client_settings(config),
+        **tls,
     }
 
 

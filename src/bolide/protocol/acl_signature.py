@@ -22,7 +22,7 @@ import base64
 import hmac
 from collections.abc import Mapping
 
-from bolide.protocol.command import Body, RemotingCommand
+from bolide.protocol.command import BOLIDE_WIRE_VERSION, Body, RemotingCommand
 
 __all__ = [
     "ACCESS_KEY_FIELD",
@@ -30,6 +30,7 @@ __all__ = [
     "SECURITY_TOKEN_FIELD",
     "SIGNATURE_FIELD",
     "UNIQUE_KEY_QUERY_FIELD",
+    "UNIQUE_KEY_UNSIGNED_MAX_VERSION",
     "compute_signature",
     "sign_request",
     "signature_content",
@@ -41,14 +42,25 @@ SIGNATURE_FIELD = "Signature"
 SECURITY_TOKEN_FIELD = "SecurityToken"
 ONS_CHANNEL_FIELD = "OnsChannel"
 UNIQUE_KEY_QUERY_FIELD = "_UNIQUE_KEY_QUERY"
-_UNSIGNED_FIELDS = frozenset({SIGNATURE_FIELD, UNIQUE_KEY_QUERY_FIELD})
+UNIQUE_KEY_UNSIGNED_MAX_VERSION = 399
+"""MQVersion ordinal V4_9_3: requests of this version or older do not sign
+``_UNIQUE_KEY_QUERY`` (V4_9_4 is 401)."""
+_UNSIGNED_FIELDS_OLD = frozenset({SIGNATURE_FIELD, UNIQUE_KEY_QUERY_FIELD})
+_UNSIGNED_FIELDS = frozenset({SIGNATURE_FIELD})
 
 
-def signature_content(ext_fields: Mapping[str, str], body: Body = b"") -> bytes:
+def signature_content(
+    ext_fields: Mapping[str, str], body: Body = b"", *, version: int = BOLIDE_WIRE_VERSION
+) -> bytes:
     """The bytes a signature covers: the values of ``ext_fields`` sorted by key (without
-    ``Signature`` and ``_UNIQUE_KEY_QUERY``), UTF-8, followed by ``body``."""
+    ``Signature``, and without ``_UNIQUE_KEY_QUERY`` when ``version``, the request's MQVersion
+    ordinal, is at most V4_9_3), UTF-8, followed by ``body``. ``version`` defaults to the
+    one Bolide sends (V4_9_4)."""
+    left_out = (
+        _UNSIGNED_FIELDS_OLD if version <= UNIQUE_KEY_UNSIGNED_MAX_VERSION else _UNSIGNED_FIELDS
+    )
     # sorted keys then lookups, a list not a generator: the fastest form measured (bench/acl.py)
-    values = "".join([ext_fields[key] for key in sorted(ext_fields) if key not in _UNSIGNED_FIELDS])
+    values = "".join([ext_fields[key] for key in sorted(ext_fields) if key not in left_out])
     head = values.encode("utf-8", "surrogatepass")
     return head + bytes(body) if body else head
 
@@ -85,4 +97,5 @@ def sign_request(
     body: Body = request.body
     if request.body_parts is not None:
         body = b"".join(bytes(part) for part in request.body_parts)
-    fields[SIGNATURE_FIELD] = compute_signature(secret_key, signature_content(fields, body))
+    content = signature_content(fields, body, version=request.version)
+    fields[SIGNATURE_FIELD] = compute_signature(secret_key, content)

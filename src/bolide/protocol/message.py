@@ -116,6 +116,7 @@ class PropertyKey:
     # Trace Context the OpenTelemetry agents (and Bolide's client) put in ordinary properties.
     TRACE_CONTEXT: Final = "TRACE_CONTEXT"
     TRACEPARENT: Final = "traceparent"
+    TRANSACTION_ID: Final = "__transactionId__"
 
 
 # --- tags hash --------------------------------------------------------------------------------

@@ -181,6 +181,9 @@ class Producing:
             entry.recall_handle = RecallHandle(
                 topic, broker.broker_name, int(deliver_ms), system.message_id
             ).encode()
+        # Apache's broker answers every send with transactionId = the message's unique id, and
+        # its proxy passes it on; a transaction's id below is Bolide's own (it names the half).
+        entry.transaction_id = fields.transaction_id or system.message_id
         if system.message_type == pb.TRANSACTION:
             commit_log_offset = _commit_log_offset(fields.msg_id)
             entry.transaction_id = encode_transaction_id(

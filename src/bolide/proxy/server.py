@@ -8,9 +8,11 @@ producer groups of connected 5.x producers (transaction checks) and forgets sile
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
+import ssl
 import weakref
 from dataclasses import dataclass
 
@@ -32,7 +34,7 @@ from bolide.proxy.producing import Producing
 from bolide.proxy.service import Authenticator, MessagingService
 from bolide.remoting import ClientPool, Dispatcher, listening_socket
 from bolide.remoting.client_pool import RequestHook
-from bolide.remoting.tls import TlsClientSettings
+from bolide.remoting.tls import PermissiveTlsServer, TlsClientSettings, TlsMode, TlsServerSettings
 
 __all__ = ["ProxyConfig", "ProxyServer"]
 
@@ -60,6 +62,10 @@ class ProxyConfig:
     SessionCredentials.sign); None: unsigned."""
     tls: TlsClientSettings | None = None
     """TLS toward name servers and brokers; None: plain TCP."""
+    server_tls: TlsServerSettings | None = None
+    """TLS of the gRPC listener, with the remoting port's tls.server.* settings: enforcing
+    (TLS only), permissive (TLS and plain HTTP/2 on one port, told apart by the first byte)
+    or disabled / None (plain only). The 5.x SDKs turn TLS on by default."""
 
 
 class _Server(Server):
@@ -74,6 +80,16 @@ class _Server(Server):
         protocol = super()._protocol_factory()
         self.protocols.add(protocol)
         return protocol
+
+    async def start_permissive(
+        self, host: str, port: int, context: ssl.SSLContext
+    ) -> socket.socket:
+        """Listen on ``host:port`` for TLS and plain connections alike (grpclib's own start
+        takes one or the other); the listening socket."""
+        server = await PermissiveTlsServer.start(self._protocol_factory, host, port, context)
+        self._server = server  # type: ignore[assignment]  # the asyncio.Server calls it needs
+        self._server_closed_fut = asyncio.get_running_loop().create_future()
+        return server.sockets[0]
 
     def close_connections(self) -> None:
         for protocol in list(self.protocols):
@@ -155,12 +171,20 @@ class ProxyServer:
 
     async def start(self) -> None:
         """Listen; raises OSError when the port cannot be bound."""
-        self._socket = sock = listening_socket(self.host, self._requested_port)
+        server_tls = self.config.server_tls
+        mode = TlsMode.DISABLED if server_tls is None else server_tls.mode
+        context = None if server_tls is None or not server_tls.enabled else _h2_context(server_tls)
         self._server = _Server([self.service])
-        await self._server.start(sock=sock)
+        if context is not None and mode is TlsMode.PERMISSIVE:
+            self._socket = await self._server.start_permissive(
+                self.host, self._requested_port, context
+            )
+        else:
+            self._socket = sock = listening_socket(self.host, self._requested_port)
+            await self._server.start(sock=sock, ssl=context)
         self._housekeeping.start()
         self._renewing.start()
-        _log.info("5.x gRPC proxy serving on %s", self.address)
+        _log.info("5.x gRPC proxy serving on %s (TLS %s)", self.address, mode.value)
 
     async def stop(self, timeout_ms: int = limits.REMOTING_STOP_GRACE_MS) -> None:
         """Stop listening, end open calls, close broker connections. Idempotent."""
@@ -207,3 +231,11 @@ class ProxyServer:
                 await heartbeat(self.pool, address, data, limits.PROXY_RPC_TIMEOUT_MS)
             except (BolideError, OSError) as error:
                 _log.warning("producer heartbeat to %s failed: %s", address, error)
+
+
+def _h2_context(settings: TlsServerSettings) -> ssl.SSLContext:
+    """The listener's server context, offering HTTP/2 by ALPN (gRPC clients require it).
+    Raises ConfigError when the certificate or key cannot be used."""
+    context = settings.context()
+    context.set_alpn_protocols(["h2"])
+    return context

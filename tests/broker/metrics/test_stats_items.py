@@ -29,6 +29,26 @@ def test_minute_window_rate_from_the_oldest_sample_to_now() -> None:
     assert minute.tps == pytest.approx(60 / 70)
 
 
+def test_a_fresh_keys_first_burst_is_counted_over_a_full_sample() -> None:
+    # issue 29 finding 9: 5 sends in a new topic's first 25 ms used to read 200 TPS
+    table = StatsTable(now_ms=0)
+    cell = table.add(StatsName.TOPIC_PUT_NUMS, "Fresh", 5, now_ms=1_000)
+    minute = cell.figures(cell.minute, now_ms=1_025)
+    assert minute.sum == 5
+    assert minute.tps == pytest.approx(0.5)  # 5 over one 10 s sample interval
+    assert cell.figures(cell.hour, now_ms=1_025).tps == pytest.approx(5 / 600)
+    assert cell.figures(cell.minute, now_ms=21_000).tps == pytest.approx(0.25)  # 5 over 20 s
+
+
+def test_a_young_brokers_runtime_rates_are_counted_over_a_full_sample() -> None:
+    clock = ManualClock(start_ms=1_700_000_000_000)
+    stats = BrokerStats(clock, cluster_name="C1")
+    clock.advance_ms(25)
+    stats.record_put(5, 500, topic="T")
+    put_tps, *_ = stats.rates(60_000)
+    assert put_tps == pytest.approx(0.5)
+
+
 def test_hour_and_day_windows_sample_less_often() -> None:
     table = StatsTable(now_ms=0)
     table.add(StatsName.GROUP_GET_NUMS, "T@G", 5, now_ms=0)

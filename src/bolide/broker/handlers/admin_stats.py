@@ -9,8 +9,12 @@ rocketmq-exporter):
 * UPDATE_BROKER_CONFIG (25): body = broker.conf text. Keys the broker reads per request
   (:data:`LIVE_KEYS`) take effect at once (a brokerPermission change re-registers with the
   name servers); any other key is refused with SYSTEM_ERROR naming it, and nothing changes
-  (Java takes every key and many only after a restart — silently). The change lives until
-  the broker stops: broker.conf on disk stays the operator's file.
+  (Java takes every key and many only after a restart — silently). As in RocketMQ the change
+  is written back to the config file the broker was started with (``Broker(config_file=)``,
+  ``bolide broker -c``): the updated keys' lines are rewritten in place (comments and other
+  lines kept) or appended, atomically, before the change applies; a file that cannot be
+  written refuses the update. A broker started without a file warns that the change lasts
+  until it stops.
 * QUERY_CONSUME_TIME_SPAN (303): per queue of the topic, the store times of its oldest and
   newest messages and of the group's next one, and the delay (now - that time; 0 caught up).
 * QUERY_CONSUME_QUEUE (321): ``count`` (at most :data:`QUERY_CONSUME_QUEUE_MAX_ENTRIES`)
@@ -21,11 +25,15 @@ rocketmq-exporter):
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from pathlib import Path
 
 import orjson
 
 from bolide.base.errors import BolideError, ConfigError
+from bolide.base.fileio import atomic_write
 from bolide.broker.config import BrokerConfig, parse_broker_conf
+from bolide.broker.config_values import rewrite_broker_conf
 from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.stats_items import StatsName
 from bolide.protocol.bodies import MessageQueue
@@ -141,6 +149,9 @@ class AdminStatsHandlers:
             changed = BrokerConfig.from_mapping(current.to_properties(), updates)
         except ConfigError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        refusal = _persist(context.config_file, updates)
+        if refusal is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, refusal)
         context.config = changed.replace(
             listen_port=current.listen_port, namesrv_addresses=current.namesrv_addresses
         )
@@ -224,3 +235,24 @@ class AdminStatsHandlers:
 
 def _json_text(value: object) -> str:
     return orjson.dumps(value).decode()
+
+
+def _persist(config_file: Path | None, updates: Mapping[str, str]) -> str | None:
+    """Write ``updates`` into the broker's config file (atomically, other lines kept), so a
+    change survives a restart as in RocketMQ. Returns the refusal remark when the file cannot
+    be rewritten (the change is then not applied either); None on success or when the broker
+    has no file (warned: the change lasts until it stops)."""
+    if config_file is None:
+        _log.warning(
+            "broker config update not persisted: the broker was started without a config"
+            " file; %s last until it stops",
+            ", ".join(sorted(updates)),
+        )
+        return None
+    try:
+        text = config_file.read_text(encoding="utf-8") if config_file.exists() else ""
+        atomic_write(config_file, rewrite_broker_conf(text, updates).encode("utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        _log.error("broker config update refused: cannot rewrite %s: %s", config_file, error)
+        return f"not applied: cannot write the broker config file {config_file}: {error}"
+    return None

@@ -15,8 +15,13 @@ instead of after the next sample. Pure bookkeeping with the time passed in: no I
 Window figures (``first`` = oldest sample kept, ``last`` = now)::
 
     sum   = last.value - first.value
-    tps   = sum * 1000 / (last.time_ms - first.time_ms)      (0 when no time passed)
+    tps   = sum * 1000 / span                                 (0 when no time passed)
+    span  = last.time_ms - first.time_ms, but while ``first`` is the cell's birth, at least
+            one full sample interval of the window (10 s, 10 min, 1 h)
     avgpt = sum / (last.times - first.times)                  (0 when nothing was added)
+
+The floor keeps a fresh key's rate honest: five sends in the first 25 ms of a topic read
+0.5 TPS over the first 10 s, not 200 TPS (Java shows nothing until its second sample).
 """
 
 from __future__ import annotations
@@ -69,9 +74,10 @@ class StatsCell:
     """The running figures of one (name, key): a value, how many additions made it, and
     the samples of each window."""
 
-    __slots__ = ("day", "hour", "minute", "times", "value")
+    __slots__ = ("born_ms", "day", "hour", "minute", "times", "value")
 
     def __init__(self, born_ms: int) -> None:
+        self.born_ms = born_ms
         self.value = 0
         self.times = 0
         # Every window starts with a zero sample at birth, so a new key's first burst has
@@ -92,9 +98,18 @@ class StatsCell:
         first_ms, first_value, first_times = window[0]
         total = self.value - first_value
         elapsed_ms = now_ms - first_ms
+        if first_ms == self.born_ms and elapsed_ms > 0:  # counted from a full sample on
+            elapsed_ms = max(elapsed_ms, self._interval_ms(window))
         tps = total * 1000 / elapsed_ms if elapsed_ms > 0 else 0.0
         times = self.times - first_times
         return WindowFigures(total, tps, total / times if times > 0 else 0.0)
+
+    def _interval_ms(self, window: collections.deque[_Sample]) -> int:
+        if window is self.minute:
+            return limits.STATS_MINUTE_SAMPLE_INTERVAL_MS
+        if window is self.hour:
+            return limits.STATS_HOUR_SAMPLE_INTERVAL_MS
+        return limits.STATS_DAY_SAMPLE_INTERVAL_MS
 
 
 class StatsTable:

@@ -91,9 +91,14 @@ def half_target(
     properties: dict[str, str], topic: str, queue_id: int, producer_group: str, sys_flag: int
 ) -> tuple[str, int, int]:
     """Re-target a half message (parseHalfMessageInner): records REAL_TOPIC / REAL_QID (and
-    PGROUP and TRAN_MSG when the client left them out) in ``properties``; returns the half
-    topic, its queue and the sysFlag with the transaction bits reset to NOT_TYPE."""
+    PGROUP and TRAN_MSG when the client left them out) in ``properties``, and, as RocketMQ 5's
+    broker, ``__transactionId__`` = the message's UNIQ_KEY (consumers of the committed message
+    see it); returns the half topic, its queue and the sysFlag with the transaction bits reset
+    to NOT_TYPE."""
     properties.pop(PREPARED_QUEUE_OFFSET, None)  # the broker's own: a transaction's identity
+    unique_key = properties.get(PropertyKey.UNIQ_KEY)
+    if unique_key:
+        properties[PropertyKey.TRANSACTION_ID] = unique_key
     properties[PropertyKey.REAL_TOPIC] = topic
     properties[PropertyKey.REAL_QID] = str(queue_id)
     properties.setdefault(PRODUCER_GROUP, producer_group)

@@ -21,6 +21,7 @@ and queue is in flight go out together as one batch request, each with its own r
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterable, Sequence
 
 from bolide.base import limits
@@ -82,6 +83,9 @@ class Producer(AsyncLifecycle):
     ``max_message_bytes`` (default 4 MiB) are refused. ``latency_avoidance`` (default on)
     steers sends away from slow or failing brokers. ``auto_batch`` (default on) sends what
     waits behind a request in flight as one batch request (see :mod:`.batching`).
+    ``rng`` picks the random queue the round robin starts at (as Java, so that short-lived
+    producers such as ``bolide message send`` do not all write to queue 0; default: a
+    ``random.Random()`` seeded by the system; pass a seeded one to repeat a run).
     ``access_key``/``secret_key`` sign every request for a broker with ACL on; ``tls``
     connects over TLS (see :mod:`bolide.client.security`); both apply to an instance the
     producer makes itself.
@@ -112,6 +116,7 @@ class Producer(AsyncLifecycle):
         compress_type: CompressionType | str = CompressionType.ZLIB,
         enable_trace: bool = False,
         trace_topic: str = DEFAULT_TRACE_TOPIC,
+        rng: random.Random | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a producer needs a group name")
@@ -136,7 +141,8 @@ class Producer(AsyncLifecycle):
             max_message_bytes=max_message_bytes,
             compress_type=_compression(compress_type),
         )
-        self.selector = QueueSelector(latency_avoidance=latency_avoidance)
+        start_index = (rng or random.Random()).randrange(limits.PRODUCER_QUEUE_START_INDEX_SPAN)
+        self.selector = QueueSelector(latency_avoidance=latency_avoidance, start_index=start_index)
         self._unique_keys = _unique_key_generator(instance)
         self.batcher = SendBatcher(self._send_prepared) if auto_batch else None
         """The natural batching of sends, None with ``auto_batch=False``."""
