@@ -19,7 +19,7 @@ FRESH_PRODUCERS = 16
 
 
 def _start_queue(seed: int) -> int:
-    return random.Random(seed).randrange(limits.PRODUCER_QUEUE_START_INDEX_SPAN) % QUEUES
+    return random.Random(seed).randrange(limits.PRODUCER_QUEUE_START_INDEX_SPAN_COUNT) % QUEUES
 
 
 async def test_a_seeded_producer_starts_where_its_rng_says(cluster: Cluster) -> None:

@@ -324,7 +324,7 @@ PRODUCER_SEND_RETRY_COUNT = 2
 """Extra attempts of a sync send on another broker (retryTimesWhenSendFailed)."""
 PRODUCER_DEFAULT_TOPIC_QUEUE_COUNT = 4
 """Queues of a topic auto-created through TBW102 (defaultTopicQueueNums)."""
-PRODUCER_QUEUE_START_INDEX_SPAN = 2**31
+PRODUCER_QUEUE_START_INDEX_SPAN_COUNT = 2**31
 """A producer's queue rotation starts at a random index below this (Java's ThreadLocalIndex
 starts at a random non-negative int), so short-lived producers spread over the queues."""
 SEND_LATENCY_LEVELS_MS = (50, 100, 550, 1_000, 2_000, 3_000, 15_000)

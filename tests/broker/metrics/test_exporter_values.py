@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from bolide.base import limits
 from bolide.base.clock import ManualClock
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
@@ -132,10 +133,12 @@ async def test_every_exporter_family_after_known_traffic(
     latency = _value(samples, "rocketmq_group_get_latency_by_storetime", **group)
     assert latency == now_ms - oldest_stored_ms
 
-    # rates: the minute window runs from the key's first add (no 10 s sample in between)
-    put_tps = PRODUCED * 1000 / (now_ms - first_send_ms)
+    # rates: the minute window runs from the key's first add (no 10 s sample in between),
+    # counted over at least one full sample interval while it starts at the key's birth
+    floor_ms = limits.STATS_MINUTE_SAMPLE_INTERVAL_MS
+    put_tps = PRODUCED * 1000 / max(now_ms - first_send_ms, floor_ms)
     assert _value(samples, "rocketmq_producer_tps", **topic) == pytest.approx(put_tps)
-    get_tps = PRODUCED * 1000 / (now_ms - pulled_at_ms)
+    get_tps = PRODUCED * 1000 / max(now_ms - pulled_at_ms, floor_ms)
     assert _value(samples, "rocketmq_consumer_tps", **group) == pytest.approx(get_tps)
     assert _value(samples, "rocketmq_send_back_nums", **group) == 0  # nothing sent back
     # declared by the exporter, never filled

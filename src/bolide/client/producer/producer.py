@@ -141,7 +141,9 @@ class Producer(AsyncLifecycle):
             max_message_bytes=max_message_bytes,
             compress_type=_compression(compress_type),
         )
-        start_index = (rng or random.Random()).randrange(limits.PRODUCER_QUEUE_START_INDEX_SPAN)
+        start_index = (rng or random.Random()).randrange(
+            limits.PRODUCER_QUEUE_START_INDEX_SPAN_COUNT
+        )
         self.selector = QueueSelector(latency_avoidance=latency_avoidance, start_index=start_index)
         self._unique_keys = _unique_key_generator(instance)
         self.batcher = SendBatcher(self._send_prepared) if auto_batch else None
