@@ -699,3 +699,8 @@ RECOVERY_QUEUE_RUN_MAX_ENTRIES = 1024
 """Consume-queue entries (20 bytes each) recovery collects for one queue before it writes
 them in one run: fewer calls a record, at most 20 KiB held a queue (and at most
 STORE_NAME_CACHE_MAX_ENTRIES queues collecting at once)."""
+REPLY_PUSH_TIMEOUT_MS = 3_000
+"""PUSH_REPLY_MESSAGE_TO_CLIENT waits this long for the requester's answer (Java's
+ReplyMessageProcessor invokes it synchronously with 3 s)."""
+REQUEST_REPLY_PENDING_MAX_COUNT = 100_000
+"""Requests one client may have waiting for their reply at once (each holds a future)."""

@@ -47,6 +47,7 @@ from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.recall import RecallHandlers
+from bolide.broker.handlers.reply import ReplyHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
@@ -346,8 +347,10 @@ class Broker:
             register_soon=self._register_soon,
             rng=self._random,
         )
+        send_handlers = SendHandlers(context)
         for handlers in (
-            SendHandlers(context),
+            send_handlers,
+            ReplyHandlers(context, send_handlers),
             PullHandlers(context, commit_log_max_offset=lambda: store.commit_log_max_offset),
             ReplicationHandlers(context),
             ConsumerManageHandlers(context),

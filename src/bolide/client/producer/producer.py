@@ -54,7 +54,7 @@ from bolide.client.route import DEFAULT_TOPIC, TopicRoute
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.compression import CompressionType
-from bolide.protocol.message import Message
+from bolide.protocol.message import Message, PropertyKey
 from bolide.protocol.msgid import UniqueKeyGenerator
 from bolide.remoting.tls import TlsClientSettings
 
@@ -203,7 +203,7 @@ class Producer(AsyncLifecycle):
                 raise ConfigError("send to a queue or by a sharding key, not both")
             return await self.send_orderly(message, sharding_key, timeout_ms=timeout_ms)
         prepared = self._prepare(message)
-        if self.batcher is not None:
+        if self.batcher is not None and message.properties.get(PropertyKey.MSG_TYPE) != "reply":
             return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
         if queue is not None:
             return await self._send_to_queue(prepared, queue, timeout_ms)
