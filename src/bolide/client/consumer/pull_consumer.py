@@ -27,7 +27,7 @@ import asyncio
 import collections
 import datetime
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -369,6 +369,20 @@ class PullConsumer(AsyncLifecycle):
             self._arrived.clear()
             await self._wait_arrival(remaining_ms)
         return []
+
+    async def __aiter__(self) -> AsyncIterator[MessageExt]:
+        """``async for message in consumer``: the messages of successive :meth:`poll` calls,
+        one at a time, until the consumer shuts down. Positions and (with ``auto_commit``)
+        commits move as with ``poll``: a batch counts as consumed once handed over, so
+        leaving the loop mid-batch skips the rest of that batch.
+
+        Raises:
+            ConfigError: not started.
+        """
+        self._require_running()
+        while self._running:
+            for message in await self.poll():
+                yield message
 
     async def _wait_arrival(self, timeout_ms: int) -> None:
         sleeper = asyncio.ensure_future(self.clock.sleep_ms(timeout_ms))
