@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from bolide.client.consumer.selector import MessageSelector
     from bolide.client.consumer.sync_consumers import PullConsumer, PushConsumer
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
+    from bolide.client.producer.sync_request import RequestProducer
     from bolide.client.producer.sync_transaction import TransactionProducer
     from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
+    from bolide.client.reply import ReplyTimeoutError, create_reply_message
     from bolide.client.sync import Producer
     from bolide.protocol.bodies import MessageModel, MessageQueue
     from bolide.protocol.compression import CompressionType
@@ -51,6 +53,9 @@ _EXPORTS = {
     "SendStatus": "bolide.client.message",
     "LocalTransactionState": "bolide.client.producer.transaction",
     "TransactionProducer": "bolide.client.producer.sync_transaction",
+    "RequestProducer": "bolide.client.producer.sync_request",
+    "create_reply_message": "bolide.client.reply",
+    "ReplyTimeoutError": "bolide.client.reply",
     "TransactionSendResult": "bolide.client.producer.transaction",
     "CompressionType": "bolide.protocol.compression",
     "MessageSelector": "bolide.client.consumer.selector",
@@ -73,11 +78,14 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "ReplyTimeoutError",
+    "RequestProducer",
     "SendResult",
     "SendStatus",
     "TransactionProducer",
     "TransactionSendResult",
     "__version__",
+    "create_reply_message",
 ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import bolide
 from bolide.base.errors import InvalidMessageError
 from bolide.client import rpc
 from bolide.client.message import Message
@@ -25,6 +26,14 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
 
+def request_blocking(namesrv: str) -> list[bytes]:
+    """Two requests through the blocking facade: ``request`` and ``request_async``."""
+    with bolide.RequestProducer("blocking-requesters", namesrv) as producer:
+        first = producer.request(Message("quotes", b"IBM"), 60_000)
+        second = producer.request_async(Message("quotes", b"SAP"), 60_000).result()
+    return [first.body, second.body]
+
+
 async def test_request_is_answered_by_a_replier_in_another_process(cluster: Cluster) -> None:
     requester = RequestProducer("requesters", cluster.namesrv_address)
     await requester.start()
@@ -40,12 +49,14 @@ async def test_request_is_answered_by_a_replier_in_another_process(cluster: Clus
         assert (await replier.stdout.readline()).strip() == b"ready"
         reply = await requester.request(Message("quotes", b"AAPL"), timeout_ms=60_000)
         second = await requester.request(Message("quotes", b"MSFT"), timeout_ms=60_000)
+        blocking = await asyncio.to_thread(request_blocking, cluster.namesrv_address)
     finally:
         if replier.stdin is not None:
             replier.stdin.close()
         await replier.wait()
         await requester.shutdown()
     assert reply.body == b"re:AAPL" and second.body == b"re:MSFT"
+    assert blocking == [b"re:IBM", b"re:SAP"]
     assert reply.topic == REPLY_TOPIC
     assert reply.properties[PropertyKey.MSG_TYPE] == "reply"
     assert reply.properties[PropertyKey.REPLY_TO_CLIENT] == requester.instance.client_id
