@@ -39,6 +39,7 @@ from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
+from bolide.broker.handlers.admin_producers import AdminProducerHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
 from bolide.broker.handlers.context import BrokerContext
@@ -358,6 +359,7 @@ class Broker:
             LockHandlers(context.locks),
             QueryHandlers(context),
             AdminHandlers(context),
+            AdminProducerHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
             PopHandlers(context, self._pop_service(context, send_back)),
