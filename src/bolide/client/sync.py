@@ -238,6 +238,7 @@ class Producer(ClientFacade[AsyncProducer]):
         tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
         compress_type: CompressionType | str = CompressionType.ZLIB,
+        namespace: str | None = None,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -255,6 +256,7 @@ class Producer(ClientFacade[AsyncProducer]):
             tls=tls,
             auto_batch=auto_batch,
             compress_type=compress_type,
+            namespace=namespace,
         )
         super().__init__(core, f"bolide-producer-{group}")
 
