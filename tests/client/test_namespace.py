@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bolide.base.errors import ConfigError
-from bolide.client.message import Message
+from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.pull_consumer import PullConsumer
+from bolide.client.message import Message, MessageExt
 from bolide.client.namespace import check_namespace, with_namespace, without_namespace
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
@@ -61,3 +63,38 @@ async def test_producer_sends_into_its_namespace(cluster: Cluster) -> None:
         assert [message.body for message in stored] == [b"one", b"two"]
     finally:
         await producer.shutdown()
+
+
+async def test_pull_consumer_reads_its_namespace(cluster: Cluster) -> None:
+    producer = Producer("billing", cluster.namesrv_address, namespace="ns")
+    await producer.start()
+    broker_address = cluster.broker("broker-a").config.broker_address
+    await create_topic(producer.instance, broker_address, "ns%orders", queue_count=1)
+    await create_topic(producer.instance, broker_address, "orders", queue_count=1)
+    try:
+        await producer.send(Message("orders", b"in-ns"))
+    finally:
+        await producer.shutdown()
+    plain = Producer("plain", cluster.namesrv_address)
+    async with plain:
+        await plain.send(Message("orders", b"outside"))
+    consumer = PullConsumer(
+        "readers", cluster.namesrv_address, namespace="ns", consume_from=ConsumeFrom.FIRST_OFFSET
+    )
+    assert consumer.group == "ns%readers"
+    consumer.subscribe("orders")
+    queue = MessageQueue("orders", "broker-a", 0)
+    async with consumer:
+        assert await consumer.fetch_message_queues("orders") == [queue]
+        messages: list[MessageExt] = []
+        for _ in range(100):  # each poll waits at most its timeout: bounded
+            messages += await consumer.poll(timeout_ms=5_000)
+            if messages:
+                break
+        assert [(m.topic, m.body) for m in messages] == [("orders", b"in-ns")]
+        assert consumer.assignment() == {queue}
+        assert consumer.position(queue) == 1
+        await consumer.commit()
+        assert await consumer.committed(queue) == 1
+    offsets = cluster.broker("broker-a").context.offsets
+    assert offsets.query_offset("ns%readers", "ns%orders", 0) == 1
