@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from bolide.client.blocking.admin import AdminClient
     from bolide.client.blocking.consumers import PullConsumer, PushConsumer
     from bolide.client.blocking.producer import Producer
+    from bolide.client.blocking.request import RequestProducer
     from bolide.client.blocking.transaction import TransactionProducer
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from bolide.client.consumer.selector import MessageSelector
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
     from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
+    from bolide.client.reply import ReplyTimeoutError, create_reply_message
     from bolide.protocol.bodies import MessageModel, MessageQueue
     from bolide.protocol.compression import CompressionType
 
@@ -51,6 +53,9 @@ _EXPORTS = {
     "SendStatus": "bolide.client.message",
     "LocalTransactionState": "bolide.client.producer.transaction",
     "TransactionProducer": "bolide.client.blocking.transaction",
+    "RequestProducer": "bolide.client.blocking.request",
+    "create_reply_message": "bolide.client.reply",
+    "ReplyTimeoutError": "bolide.client.reply",
     "TransactionSendResult": "bolide.client.producer.transaction",
     "CompressionType": "bolide.protocol.compression",
     "MessageSelector": "bolide.client.consumer.selector",
@@ -73,11 +78,14 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "ReplyTimeoutError",
+    "RequestProducer",
     "SendResult",
     "SendStatus",
     "TransactionProducer",
     "TransactionSendResult",
     "__version__",
+    "create_reply_message",
 ]
 
 

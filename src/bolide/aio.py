@@ -16,6 +16,7 @@ from bolide.client.consumer.selector import MessageSelector
 from bolide.client.instance import ClientInstance
 from bolide.client.message import Message, MessageExt, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
+from bolide.client.producer.request import RequestProducer
 from bolide.client.producer.transaction import (
     LocalTransactionState,
     TransactionProducer,
@@ -42,6 +43,7 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "RequestProducer",
     "SendResult",
     "SendStatus",
     "TransactionProducer",

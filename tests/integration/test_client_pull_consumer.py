@@ -135,3 +135,61 @@ async def test_blocking_pull_consumer(cluster: Cluster, producer: Producer) -> N
     keys = await asyncio.to_thread(read_blocking, cluster.namesrv_address, 3)
     assert keys == ["b0", "b1", "b2"]
     assert cluster.brokers[0].context.offsets.query_offset("lite-blocking", TOPIC, 0) == 3
+
+
+async def test_async_for_yields_messages_and_ends_at_shutdown(
+    cluster: Cluster, producer: Producer
+) -> None:
+    for index in range(5):
+        await producer.send(Message(TOPIC, b"i", keys=f"i{index}"), queue=Q0)
+    consumer = PullConsumer(
+        "lite-iter", namesrv=cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET
+    )
+    with pytest.raises(ConfigError):
+        async for _ in consumer:
+            pass
+    await consumer.assign([Q0])
+    await consumer.start()
+    keys: list[str] = []
+    got_all = asyncio.Event()
+
+    async def read() -> None:
+        async for message in consumer:  # ends once the consumer shuts down
+            keys.append(message.keys or "")
+            if len(keys) == 5:
+                got_all.set()
+
+    reader = asyncio.create_task(read())
+    await got_all.wait()
+    await consumer.shutdown()
+    await reader
+    assert keys == [f"i{index}" for index in range(5)]
+    assert cluster.brokers[0].context.offsets.query_offset("lite-iter", TOPIC, 0) == 5
+
+
+def iterate_blocking(namesrv: str, count: int) -> list[str]:
+    consumer = bolide.PullConsumer(
+        "lite-blocking-iter",
+        namesrv=namesrv,
+        consume_from=bolide.ConsumeFrom.FIRST_OFFSET,
+        auto_commit=False,
+    )
+    consumer.assign([Q0])
+    with pytest.raises(ConfigError):
+        next(iter(consumer))
+    keys: list[str] = []
+    with consumer:
+        for message in consumer:
+            keys.append(message.keys or "")
+            if len(keys) == count:
+                break
+        consumer.commit()
+    return keys
+
+
+async def test_for_on_the_blocking_pull_consumer(cluster: Cluster, producer: Producer) -> None:
+    for index in range(3):
+        await producer.send(Message(TOPIC, b"f", keys=f"f{index}"), queue=Q0)
+    keys = await asyncio.to_thread(iterate_blocking, cluster.namesrv_address, 3)
+    assert keys == ["f0", "f1", "f2"]
+    assert cluster.brokers[0].context.offsets.query_offset("lite-blocking-iter", TOPIC, 0) == 3

@@ -790,3 +790,8 @@ TRACE_CLIENT_BATCH_CONTEXTS = 20
 (the Java dispatcher's batchNum cap)."""
 TRACE_CLIENT_FLUSH_INTERVAL_MS = 5_000
 """... or after this long, whichever comes first (the Java dispatcher's 5 s)."""
+REPLY_PUSH_TIMEOUT_MS = 3_000
+"""PUSH_REPLY_MESSAGE_TO_CLIENT waits this long for the requester's answer (Java's
+ReplyMessageProcessor invokes it synchronously with 3 s)."""
+REQUEST_REPLY_PENDING_MAX_COUNT = 100_000
+"""Requests one client may have waiting for their reply at once (each holds a future)."""

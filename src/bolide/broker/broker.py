@@ -46,6 +46,7 @@ from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
 from bolide.broker.handlers.acl_admin import AclAdminHandlers
 from bolide.broker.handlers.admin import AdminHandlers
+from bolide.broker.handlers.admin_producers import AdminProducerHandlers
 from bolide.broker.handlers.auth_admin import AuthAdminHandlers
 from bolide.broker.handlers.client_manage import ClientManageHandlers
 from bolide.broker.handlers.consumer_manage import ConsumerManageHandlers
@@ -54,6 +55,7 @@ from bolide.broker.handlers.pop import PopHandlers
 from bolide.broker.handlers.pull import PullHandlers
 from bolide.broker.handlers.query import QueryHandlers
 from bolide.broker.handlers.recall import RecallHandlers
+from bolide.broker.handlers.reply import ReplyHandlers
 from bolide.broker.handlers.send import SendHandlers
 from bolide.broker.handlers.send_back import SendBackHandlers
 from bolide.broker.handlers.subscription_group import SubscriptionGroupHandlers
@@ -409,8 +411,10 @@ class Broker:
             register_soon=self._register_soon,
             rng=self._random,
         )
+        send_handlers = SendHandlers(context)
         for handlers in (
-            SendHandlers(context),
+            send_handlers,
+            ReplyHandlers(context, send_handlers),
             PullHandlers(context, commit_log_max_offset=lambda: store.commit_log_max_offset),
             ReplicationHandlers(context),
             ConsumerManageHandlers(context),
@@ -418,6 +422,7 @@ class Broker:
             LockHandlers(context.locks),
             QueryHandlers(context),
             AdminHandlers(context),
+            AdminProducerHandlers(context),
             SendBackHandlers(context, send_back),
             SubscriptionGroupHandlers(context, context.schedule),
             PopHandlers(context, self._pop_service(context, send_back)),

@@ -54,6 +54,7 @@ from bolide.base.errors import (
 from bolide.base.service import Service
 from bolide.client import rpc
 from bolide.client.config import ClientConfig
+from bolide.client.reply import ReplyWaiters, answer_pushed_reply
 from bolide.client.route import DEFAULT_TOPIC, RouteTable, TopicRoute, default_topic_route
 from bolide.protocol.bodies import (
     MASTER_BROKER_ID,
@@ -162,6 +163,8 @@ class ClientInstance:
         self.routes = RouteTable()
         self._connection_settings = connection_settings
         self._producers: set[str] = set()
+        self.replies = ReplyWaiters()
+        """Requests of this client's request producers waiting for their replies."""
         self._publish_topics: set[str] = set()
         self._consumers: dict[str, InstanceConsumer] = {}
         self._transaction_checkers: dict[str, TransactionCheckHandler] = {}
@@ -234,6 +237,11 @@ class ClientInstance:
         dispatcher.register(
             RequestCode.CONSUME_MESSAGE_DIRECTLY,
             self._on_consume_directly,
+            family=BROKER_REQUEST_FAMILY,
+        )
+        dispatcher.register(
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
+            lambda _connection, request: answer_pushed_reply(self.replies, request),
             family=BROKER_REQUEST_FAMILY,
         )
         credentials = self.config.credentials

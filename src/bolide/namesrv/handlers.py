@@ -21,6 +21,8 @@ code  request                            answer
 224   GET_TOPICS_BY_CLUSTER              SUCCESS + TopicList
 322   QUERY_DATA_VERSION                 SUCCESS + ``changed``, body the known DataVersion
 327   ADD_WRITE_PERM_OF_BROKER           SUCCESS + ``addTopicCount``
+318   UPDATE_NAMESRV_CONFIG              SUCCESS / NO_PERMISSION / SYSTEM_ERROR (config_handlers.py)
+319   GET_NAMESRV_CONFIG                 SUCCESS + ``key=value`` lines (config_handlers.py)
 ====  =================================  ==============================================
 
 A malformed header or body raises a ProtocolError, which the dispatcher answers with
@@ -88,6 +90,15 @@ class NameServerHandlers:
         self._routes = routes
         self._kv_config = kv_config
         self._order_message_enable = order_message_enable
+
+    @property
+    def order_message_enable(self) -> bool:
+        """Whether routes carry ``orderTopicConf`` (orderMessageEnable)."""
+        return self._order_message_enable
+
+    def set_order_message_enable(self, enabled: bool) -> None:
+        """Switch orderMessageEnable (UPDATE_NAMESRV_CONFIG, 318)."""
+        self._order_message_enable = enabled
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Register every name-server code on ``dispatcher``."""

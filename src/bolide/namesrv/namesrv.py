@@ -22,7 +22,8 @@ from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import ConfigError, ConnectionClosedError
 from bolide.base.service import Service
-from bolide.namesrv.handlers import NameServerHandlers
+from bolide.namesrv.config_handlers import NamesrvConfigHandlers
+from bolide.namesrv.handlers import HANDLER_FAMILY, NameServerHandlers
 from bolide.namesrv.housekeeping import BrokerHousekeeping
 from bolide.namesrv.kv_config import KvConfig
 from bolide.namesrv.routes import ConnectionKey, RouteTables
@@ -70,6 +71,10 @@ class NameServer:
         )
         dispatcher = Dispatcher()
         self._handlers.install(dispatcher)
+        self._scan_interval_ms = scan_interval_ms
+        NamesrvConfigHandlers(
+            self._config_settings, self._handlers.set_order_message_enable
+        ).install(dispatcher, HANDLER_FAMILY)
         self._dispatcher = dispatcher
         self._housekeeping = BrokerHousekeeping(
             self.routes,
@@ -87,6 +92,14 @@ class NameServer:
         )
         self.crash: BaseException | None = None
         """Set when the expiry scan died; the name server keeps answering without it."""
+
+    def _config_settings(self) -> dict[str, str]:
+        """The settings GET_NAMESRV_CONFIG (319) shows, broker.conf-style names."""
+        return {
+            "listenPort": str(self.port),  # requests come only once the server listens
+            "orderMessageEnable": str(self._handlers.order_message_enable).lower(),
+            "scanNotActiveBrokerInterval": str(self._scan_interval_ms),
+        }
 
     @property
     def address(self) -> str:

@@ -10,9 +10,10 @@ behaviour are those of :class:`~bolide.client.consumer.push_consumer.PushConsume
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from bolide.base.errors import ConfigError
 from bolide.client.blocking.loop import ClientFacade
 from bolide.client.consumer.pull_consumer import PullConsumer as AsyncPullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer as AsyncPushConsumer
@@ -75,6 +76,15 @@ class PullConsumer(ClientFacade[AsyncPullConsumer]):
 
     def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
         return self._run(self._core.poll(timeout_ms))
+
+    def __iter__(self) -> Iterator[MessageExt]:
+        """``for message in consumer``: successive :meth:`poll` batches one message at a time,
+        committing as ``poll`` does, until the consumer shuts down (ConfigError if not
+        started)."""
+        if not self._core.running:
+            raise ConfigError(f"pull consumer {self._core.group!r} is not started")
+        while self._core.running:
+            yield from self.poll()
 
     def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
         self._run(self._core.commit(offsets))

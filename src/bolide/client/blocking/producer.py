@@ -14,6 +14,7 @@ from bolide.client.route import DEFAULT_TOPIC
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.compression import CompressionType
 from bolide.protocol.message import Message
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.remoting.tls import TlsClientSettings
 
 __all__ = ["Producer"]
@@ -47,6 +48,9 @@ class Producer(ClientFacade[AsyncProducer]):
         tls: TlsClientSettings | bool | None = None,
         auto_batch: bool = True,
         compress_type: CompressionType | str = CompressionType.ZLIB,
+        enable_trace: bool = False,
+        trace_topic: str = DEFAULT_TRACE_TOPIC,
+        namespace: str | None = None,
     ) -> None:
         core = AsyncProducer(
             group,
@@ -64,6 +68,9 @@ class Producer(ClientFacade[AsyncProducer]):
             tls=tls,
             auto_batch=auto_batch,
             compress_type=compress_type,
+            enable_trace=enable_trace,
+            trace_topic=trace_topic,
+            namespace=namespace,
         )
         super().__init__(core, f"bolide-producer-{group}")
 

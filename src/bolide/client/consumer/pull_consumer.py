@@ -27,7 +27,7 @@ import asyncio
 import collections
 import datetime
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
+from bolide.client.namespace import check_namespace, with_namespace, without_namespace
 from bolide.protocol.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -131,9 +132,14 @@ class PullConsumer(AsyncLifecycle):
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
+        namespace: str | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
+        self.namespace = check_namespace(namespace)
+        """Java's withNamespace: the group and topics go out as ``<namespace>%<name>``;
+        messages, queues and assignments are shown without it."""
+        group = with_namespace(self.namespace, group)
         if not 1 <= pull_batch_size <= limits.CONSUME_BATCH_LIMIT_MESSAGES:
             raise ConfigError(f"pull_batch_size must be within 1..1024, not {pull_batch_size}")
         if min(poll_timeout_ms, auto_commit_interval_ms, cache_max_messages) <= 0:
@@ -194,6 +200,7 @@ class PullConsumer(AsyncLifecycle):
             raise ConfigError("subscribe() and assign() cannot be mixed")
         if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
+        topic = with_namespace(self.namespace, topic)
         subscription = subscription_of(topic, expression, self.clock.now_ms())
         self._assign_mode = False
         self._subscriptions[topic] = subscription
@@ -203,6 +210,7 @@ class PullConsumer(AsyncLifecycle):
 
     def unsubscribe(self, topic: str) -> None:
         """Stop reading ``topic`` (its queues go at the next rebalance)."""
+        topic = with_namespace(self.namespace, topic)
         self._subscriptions.pop(topic, None)
         if self._rebalancer is not None:
             self._rebalancer.subscriptions.pop(topic, None)
@@ -218,7 +226,7 @@ class PullConsumer(AsyncLifecycle):
         if self._assign_mode is False:
             raise ConfigError("subscribe() and assign() cannot be mixed")
         self._assign_mode = True
-        wanted = set(queues)
+        wanted = {self._queue_in(queue) for queue in queues}
         for queue in wanted:
             self._subscriptions.setdefault(
                 queue.topic, SubscriptionData.from_expression(queue.topic, "*", 0)
@@ -234,10 +242,11 @@ class PullConsumer(AsyncLifecycle):
             ConfigError: not started. NoRouteError: no route for ``topic``.
         """
         self._require_running()
-        queues = await InstanceRebalanceClient(self.instance).subscribe_queues(topic)
+        wire_topic = with_namespace(self.namespace, topic)
+        queues = await InstanceRebalanceClient(self.instance).subscribe_queues(wire_topic)
         if queues is None:
             raise NoRouteError(f"topic {topic!r} has no route")
-        return queues
+        return [self._queue_out(queue) for queue in queues]
 
     @property
     def running(self) -> bool:
@@ -245,7 +254,21 @@ class PullConsumer(AsyncLifecycle):
 
     def assignment(self) -> frozenset[MessageQueue]:
         """The queues this consumer reads now."""
-        return frozenset(self._assigned)
+        return frozenset(self._queue_out(queue) for queue in self._assigned)
+
+    def _queue_in(self, queue: MessageQueue) -> MessageQueue:
+        """A caller's queue with its topic in the namespace."""
+        if self.namespace is None:
+            return queue
+        topic = with_namespace(self.namespace, queue.topic)
+        return MessageQueue(topic, queue.broker_name, queue.queue_id)
+
+    def _queue_out(self, queue: MessageQueue) -> MessageQueue:
+        """A queue as the caller names it (without the namespace)."""
+        if self.namespace is None:
+            return queue
+        topic = without_namespace(self.namespace, queue.topic)
+        return MessageQueue(topic, queue.broker_name, queue.queue_id)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -370,6 +393,20 @@ class PullConsumer(AsyncLifecycle):
             await self._wait_arrival(remaining_ms)
         return []
 
+    async def __aiter__(self) -> AsyncIterator[MessageExt]:
+        """``async for message in consumer``: the messages of successive :meth:`poll` calls,
+        one at a time, until the consumer shuts down. Positions and (with ``auto_commit``)
+        commits move as with ``poll``: a batch counts as consumed once handed over, so
+        leaving the loop mid-batch skips the rest of that batch.
+
+        Raises:
+            ConfigError: not started.
+        """
+        self._require_running()
+        while self._running:
+            for message in await self.poll():
+                yield message
+
     async def _wait_arrival(self, timeout_ms: int) -> None:
         sleeper = asyncio.ensure_future(self.clock.sleep_ms(timeout_ms))
         waiter = asyncio.ensure_future(self._arrived.wait())
@@ -389,6 +426,9 @@ class PullConsumer(AsyncLifecycle):
             offset = batch.process_queue.remove_messages(batch.messages, self.clock.now_ms())
             if offset >= 0:
                 state.position = offset
+            if self.namespace is not None:
+                for message in batch.messages:
+                    message.topic = without_namespace(self.namespace, message.topic)
             return batch.messages
         return None
 
@@ -424,7 +464,8 @@ class PullConsumer(AsyncLifecycle):
         if offsets is None:
             self._commit_positions()
         else:
-            for queue, offset in offsets.items():
+            for given, offset in offsets.items():
+                queue = self._queue_in(given)
                 if queue in self._assigned:
                     store.update_offset(queue, offset, increase_only=False)
         await store.persist_all(list(self._assigned))
@@ -442,6 +483,7 @@ class PullConsumer(AsyncLifecycle):
             ConfigError: not started.
         """
         self._require_running()
+        queue = self._queue_in(queue)
         return await self._store().read_offset(queue, ReadOffsetType.READ_FROM_STORE)
 
     def position(self, queue: MessageQueue) -> int:
@@ -450,7 +492,7 @@ class PullConsumer(AsyncLifecycle):
         Raises:
             ConfigError: ``queue`` is not assigned.
         """
-        return self._state(queue).position
+        return self._state(self._queue_in(queue)).position
 
     async def seek(self, queue: MessageQueue, offset: int) -> None:
         """Read ``queue`` from ``offset`` on (within the queue's min..max offset); messages
@@ -460,6 +502,7 @@ class PullConsumer(AsyncLifecycle):
             ConfigError: not started, not assigned, or ``offset`` outside the queue.
         """
         self._require_running()
+        queue = self._queue_in(queue)
         state = self._state(queue)
         low, high = await self.instance.min_offset(queue), await self.instance.max_offset(queue)
         if not low <= offset <= high:
@@ -469,17 +512,19 @@ class PullConsumer(AsyncLifecycle):
     async def seek_to_begin(self, queue: MessageQueue) -> None:
         """Seek to the queue's min offset."""
         self._require_running()
+        queue = self._queue_in(queue)
         self._restart(queue, self._state(queue), await self.instance.min_offset(queue))
 
     async def seek_to_end(self, queue: MessageQueue) -> None:
         """Seek to the queue's max offset (only new messages)."""
         self._require_running()
+        queue = self._queue_in(queue)
         self._restart(queue, self._state(queue), await self.instance.max_offset(queue))
 
     def pause(self, queues: Iterable[MessageQueue]) -> None:
         """Stop pulling ``queues`` (assigned ones) at once, a parked long poll included;
         batches already pulled are still returned by poll()."""
-        for queue in queues:
+        for queue in map(self._queue_in, queues):
             state = self._assigned.get(queue)
             if state is not None and not state.paused:
                 state.paused = True
@@ -488,7 +533,7 @@ class PullConsumer(AsyncLifecycle):
 
     def resume(self, queues: Iterable[MessageQueue]) -> None:
         """Pull ``queues`` again, from where their pulls stopped."""
-        for queue in queues:
+        for queue in map(self._queue_in, queues):
             state = self._assigned.get(queue)
             if state is None or not state.paused:
                 continue

@@ -20,6 +20,7 @@ and queue is in flight go out together as one batch request, each with its own r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Iterable, Sequence
@@ -42,6 +43,7 @@ from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import SendResult
+from bolide.client.namespace import check_namespace, with_namespace, without_namespace
 from bolide.client.producer.batching import SendBatcher
 from bolide.client.producer.prepare import (
     PreparedSend,
@@ -56,7 +58,7 @@ from bolide.client.trace import TRACE_PRODUCER_GROUP_PREFIX, TraceDispatcher
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.codes import ResponseCode
 from bolide.protocol.compression import CompressionType
-from bolide.protocol.message import Message
+from bolide.protocol.message import Message, PropertyKey
 from bolide.protocol.msgid import UniqueKeyGenerator
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.protocol.trace import DEFAULT_REGION_ID
@@ -117,9 +119,13 @@ class Producer(AsyncLifecycle):
         enable_trace: bool = False,
         trace_topic: str = DEFAULT_TRACE_TOPIC,
         rng: random.Random | None = None,
+        namespace: str | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a producer needs a group name")
+        self.namespace = check_namespace(namespace)
+        """Java's withNamespace: topics and the group go out as ``<namespace>%<name>``."""
+        group = with_namespace(self.namespace, group)
         if send_timeout_ms <= 0 or retry_count < 0:
             raise ConfigError("send_timeout_ms must be positive and retry_count not negative")
         if instance is None:
@@ -247,11 +253,14 @@ class Producer(AsyncLifecycle):
                 raise ConfigError("send to a queue or by a sharding key, not both")
             return await self.send_orderly(message, sharding_key, timeout_ms=timeout_ms)
         prepared = self._prepare(message)
-        if self.batcher is not None:
-            return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
-        if queue is not None:
-            return await self._send_to_queue(prepared, queue, timeout_ms)
-        return await self._send_with_retries(prepared, timeout_ms)
+        queue = self._queue_in(queue)
+        if self.batcher is not None and message.properties.get(PropertyKey.MSG_TYPE) != "reply":
+            result = await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
+        elif queue is not None:
+            result = await self._send_to_queue(prepared, queue, timeout_ms)
+        else:
+            result = await self._send_with_retries(prepared, timeout_ms)
+        return self._result_out(result)
 
     async def _send_traced(
         self,
@@ -286,13 +295,18 @@ class Producer(AsyncLifecycle):
         Raises as :meth:`send` (InvalidMessageError also for batch rules: see prepare).
         """
         self._require_running()
+        for message in messages:
+            message.topic = with_namespace(self.namespace, message.topic)
+        queue = self._queue_in(queue)
         keys = [self._unique_keys.next_id() for _ in messages]
         prepared = prepare_batch(messages, keys, self.instance.clock.now_ms(), self.settings)
         if self.batcher is not None:  # in its lane, to keep the order; it goes alone
-            return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
-        if queue is not None:
-            return await self._send_to_queue(prepared, queue, timeout_ms)
-        return await self._send_with_retries(prepared, timeout_ms)
+            result = await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
+        elif queue is not None:
+            result = await self._send_to_queue(prepared, queue, timeout_ms)
+        else:
+            result = await self._send_with_retries(prepared, timeout_ms)
+        return self._result_out(result)
 
     async def send_orderly(
         self, message: Message, sharding_key: str, *, timeout_ms: int | None = None
@@ -310,8 +324,10 @@ class Producer(AsyncLifecycle):
         )
         queue = select_by_sharding_key(route.publish_queues, sharding_key)
         if self.batcher is not None:
-            return await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
-        return await self._send_to_queue(prepared, queue, timeout_ms)
+            result = await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
+        else:
+            result = await self._send_to_queue(prepared, queue, timeout_ms)
+        return self._result_out(result)
 
     async def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
         """Send without waiting for the broker (no result, no retry; it may be lost).
@@ -319,6 +335,7 @@ class Producer(AsyncLifecycle):
         Raises the checks' errors, NoRouteError, and transport errors while writing.
         """
         prepared = self._prepare(message)
+        queue = self._queue_in(queue)
         if queue is None:
             route = await self._route(prepared.topic)
             now_ms = self.instance.clock.monotonic_ms()
@@ -335,8 +352,27 @@ class Producer(AsyncLifecycle):
         if not self._running:
             invariant(False, f"producer {self.group!r} is not started; call start() first")
 
+    def _queue_in(self, queue: MessageQueue | None) -> MessageQueue | None:
+        """A caller's queue with its topic in the namespace."""
+        if queue is None or self.namespace is None:
+            return queue
+        topic = with_namespace(self.namespace, queue.topic)
+        return MessageQueue(topic, queue.broker_name, queue.queue_id)
+
+    def _result_out(self, result: SendResult) -> SendResult:
+        """``result`` with the queue's topic shown without the namespace."""
+        if self.namespace is None:
+            return result
+        queue = result.queue
+        topic = without_namespace(self.namespace, queue.topic)
+        return dataclasses.replace(
+            result, queue=MessageQueue(topic, queue.broker_name, queue.queue_id)
+        )
+
     def _prepare(self, message: Message) -> PreparedSend:
         self._require_running()
+        if self.namespace is not None:
+            message.topic = with_namespace(self.namespace, message.topic)
         now_ms = self.instance.clock.now_ms()
         unique_key = self._unique_keys.next_id(now_ms)
         prepared = prepare_plain(message, unique_key, now_ms, self.settings)

@@ -18,9 +18,14 @@ from bolide.protocol.headers import (
     SendMessageResponseHeader,
 )
 from bolide.protocol.headers.fields import frozen_constructor
+from bolide.protocol.message import PropertyKey
+from bolide.protocol.record import NAME_VALUE_SEPARATOR
 from bolide.remoting import ClientPool
 
 __all__ = ["SEND_ACCEPTED_CODES", "send_message", "send_message_back", "send_message_oneway"]
+
+_REPLY_TYPE_PAIR = f"{PropertyKey.MSG_TYPE}{NAME_VALUE_SEPARATOR}reply"
+"""MSG_TYPE=reply in a properties string: the message is a reply (bolide.client.reply)."""
 
 SEND_ACCEPTED_CODES = (
     ResponseCode.SUCCESS,
@@ -35,6 +40,8 @@ def _send_request(
     header: SendMessageRequestHeader, body: bytes, *, oneway: bool
 ) -> RemotingCommand:
     code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+    if not header.batch and _REPLY_TYPE_PAIR in (header.properties or ""):
+        code = RequestCode.SEND_REPLY_MESSAGE_V2  # a request-reply answer, as Java sends it
     return RemotingCommand.request(code, header.to_v2_ext_fields(), body, oneway=oneway)
 
 
