@@ -618,6 +618,10 @@ STATS_DAY_SAMPLE_INTERVAL_MS = 60 * 60_000
 """Day-window sampling interval (RocketMQ: every hour)."""
 STATS_DAY_SAMPLES_COUNT = 25
 """Day-window samples kept (25 x 1 h = one day)."""
+STATS_HISTORY_INTERVAL_MS = 60_000
+"""The broker's own stats history (issue 28's charts) takes one point a minute."""
+STATS_HISTORY_POINTS_COUNT = 60
+"""History points kept per broker: one hour of minutes (the dashboard's charts span)."""
 METRICS_REQUEST_HEAD_MAX_BYTES = 16 * KIB
 """A /metrics request line plus headers larger than this is refused (431): scrapers send
 a few hundred bytes."""

@@ -63,6 +63,7 @@ from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.metrics.exporter import BrokerMetrics
+from bolide.broker.metrics.history import take_history_sample
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
 from bolide.broker.pop.retry import PopRetry
 from bolide.broker.pop.service import PopService
@@ -185,6 +186,7 @@ class Broker:
         self._security = BrokerSecurity(config, self._clock, self._service_crashed)
         self._context: BrokerContext | None = None
         self._stats_sampler: Service | None = None
+        self._stats_history: Service | None = None
         self.metrics: BrokerMetrics | None = None
         """The Prometheus registry (after start); serving /metrics when metricsExporterType
         is PROM (see :attr:`metrics_address`)."""
@@ -533,6 +535,14 @@ class Broker:
             on_crash=self._service_crashed,
         )
         self._stats_sampler.start()
+        self._stats_history = Service(
+            "broker-stats-history",
+            _sample_history(context),
+            interval_ms=limits.STATS_HISTORY_INTERVAL_MS,
+            clock=self._clock,
+            on_crash=self._service_crashed,
+        )
+        self._stats_history.start()
         self._registration = NameServerRegistration(
             BrokerIdentity(
                 cluster_name=config.broker_cluster_name,
@@ -602,6 +612,9 @@ class Broker:
         sampler, self._stats_sampler = self._stats_sampler, None
         if sampler is not None:
             await sampler.stop(timeout_ms)
+        history, self._stats_history = self._stats_history, None
+        if history is not None:
+            await history.stop(timeout_ms)
         if self.metrics is not None:
             await self.metrics.stop()
         await self.server.stop(timeout_ms)
@@ -745,6 +758,13 @@ def _slave_diffs(
 def _sample(context: BrokerContext) -> Callable[[], Awaitable[None]]:
     async def step() -> None:
         context.stats.sample()
+
+    return step
+
+
+def _sample_history(context: BrokerContext) -> Callable[[], Awaitable[None]]:
+    async def step() -> None:
+        take_history_sample(context)
 
     return step
 

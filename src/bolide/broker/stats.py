@@ -23,6 +23,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.histogram import BucketCounts
 from bolide.broker.metrics.stats_items import StatsName, StatsTable, group_stats_key
+from bolide.broker.stats_history import StatsHistoryRing
 from bolide.protocol.command import BOLIDE_WIRE_VERSION
 
 __all__ = [
@@ -70,6 +71,8 @@ class BrokerStats:
         self.boot_timestamp_ms = clock.now_ms()
         self.table = StatsTable(self.boot_timestamp_ms)
         """Per topic / group / cluster cells (VIEW_BROKER_STATS_DATA, /metrics)."""
+        self.history = StatsHistoryRing(self.boot_timestamp_ms)
+        """Per minute for the last hour (GET_STATS_HISTORY, the dashboard's charts)."""
         self.put_latency_us = BucketCounts(PUT_LATENCY_BOUNDS_US)
         """Send requests from decoding to the answer, µs (SYNC_FLUSH waits included)."""
         self.message_size_bytes = BucketCounts(MESSAGE_SIZE_BOUNDS_BYTES)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -14,6 +15,7 @@ from starlette.routing import Route
 from bolide.base.errors import BolideError
 from bolide.client import rpc
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST
+from bolide.client.admin.views import GroupProgress
 from bolide.dashboard.app import Dashboard, form_text, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import (
@@ -26,6 +28,7 @@ from bolide.dashboard.data import (
     member_rows,
     parse_time_ms,
 )
+from bolide.dashboard.history_svg import history_chart_svg, merge_points
 from bolide.protocol.bodies import MessageQueue
 
 __all__ = ["group_routes"]
@@ -66,6 +69,7 @@ async def group_page(dashboard: Dashboard, request: Request, session: Session) -
     progress, members = await asyncio.gather(
         admin.group_progress(group), _members(dashboard, group)
     )
+    lag_chart, tps_chart, history_errors = await _history_charts(dashboard, group, progress)
     member_list = [] if isinstance(members, BolideError) else members
     topics = sorted({row.queue.topic for row in progress.queues})
     return dashboard.render(
@@ -80,6 +84,34 @@ async def group_page(dashboard: Dashboard, request: Request, session: Session) -
         blocked=[(m.client_id, q, ms) for m in member_list for q, ms in m.blocked_queues],
         topics=topics,
         member_error=str(members) if isinstance(members, BolideError) else None,
+        lag_chart=lag_chart,
+        tps_chart=tps_chart,
+        history_errors=history_errors,
+    )
+
+
+async def _history_charts(
+    dashboard: Dashboard, group: str, progress: GroupProgress
+) -> tuple[Markup, Markup, list[str]]:
+    """Lag and consume TPS over the last hour, from every master holding the group's
+    topics (GET_STATS_HISTORY), summed per minute; and the errors of brokers that failed."""
+    admin = dashboard.admin
+    info = await admin.cluster_info()
+    pairs = sorted({(row.queue.topic, row.queue.broker_name) for row in progress.queues})
+    calls = []
+    for topic, broker_name in pairs:
+        data = info.broker_addr_table.get(broker_name)
+        address = data.master_addr if data is not None else None
+        if address:
+            calls.append(admin.stats_history(address, topic, group=group))
+    charts = merge_points(await gather(calls))
+    lag = [(point.timestamp_ms, float(point.lag)) for point in charts.points]
+    tps = [(point.timestamp_ms, point.tps) for point in charts.points]
+    return (
+        # every text inside is escaped (history_chart_svg)
+        Markup(history_chart_svg("lag-history", "Lag, last hour", "msgs", lag)),
+        Markup(history_chart_svg("consume-tps-history", "Consume TPS, last hour", "msg/s", tps)),
+        charts.errors,
     )
 
 

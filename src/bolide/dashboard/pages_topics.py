@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -14,6 +15,7 @@ from bolide.client import admin_stats
 from bolide.dashboard.app import Dashboard, form_text, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError, gather, topic_kind
+from bolide.dashboard.history_svg import history_chart_svg, merge_points
 from bolide.protocol.message import Message
 
 __all__ = ["topic_routes"]
@@ -82,6 +84,15 @@ async def topic_page(dashboard: Dashboard, request: Request, session: Session) -
             if address
         ]
     )
+    history = merge_points(
+        await gather([admin.stats_history(a, topic) for a in masters.values() if a])
+    )
+    put_chart = history_chart_svg(
+        "put-tps-history",
+        "Put TPS, last hour",
+        "msg/s",
+        [(point.timestamp_ms, point.tps) for point in history.points],
+    )
     message_types = (
         sorted({config.message_type for config in configs.values()})
         if isinstance(configs, dict)
@@ -103,6 +114,8 @@ async def topic_page(dashboard: Dashboard, request: Request, session: Session) -
         perms=_PERMS,
         put_tps=put_tps,
         put_day=put_today,
+        put_chart=Markup(put_chart),  # every text inside is escaped (history_chart_svg)
+        history_errors=history.errors,
         errors=[str(e) for e in (status, groups, configs) if isinstance(e, BolideError)],
     )
 

@@ -174,6 +174,10 @@ class RequestCode(enum.IntEnum):
     """Bolide's own code (RocketMQ has no request listing pending transactions): the
     undecided half messages of a broker (:mod:`bolide.protocol.bodies.transaction`). Apache
     RocketMQ uses no code between 10 000 and its controller codes (200 001 and up)."""
+    BOLIDE_GET_STATS_HISTORY = 90_028
+    """Bolide's own code (issue 28): a broker's per-minute history of one topic's put rate or
+    one topic@group's lag and get rate over the last hour
+    (:mod:`bolide.protocol.bodies.stats_history`)."""
 
 
 class ResponseCode(enum.IntEnum):

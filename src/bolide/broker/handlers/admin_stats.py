@@ -20,6 +20,9 @@ rocketmq-exporter):
 * QUERY_CONSUME_QUEUE (321): ``count`` (at most :data:`QUERY_CONSUME_QUEUE_MAX_ENTRIES`)
   consume-queue entries from ``index``, the queue's min and max index, and the group's
   subscription of the topic when ``consumerGroup`` is given and online.
+* Bolide's GET_STATS_HISTORY (90028): a topic's put rate, or a topic@group's lag and get rate,
+  minute by minute over the last hour (:mod:`bolide.protocol.bodies.stats_history`). A topic
+  the broker does not have: TOPIC_NOT_EXIST.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import orjson
 
+from bolide.base import limits
 from bolide.base.errors import BolideError, ConfigError
 from bolide.base.fileio import atomic_write
 from bolide.broker.config import BrokerConfig, parse_broker_conf
@@ -45,6 +49,7 @@ from bolide.protocol.bodies.stats import (
     QueryConsumeTimeSpanBody,
     QueueTimeSpan,
 )
+from bolide.protocol.bodies.stats_history import GetStatsHistoryRequestHeader, StatsHistory
 from bolide.protocol.bodies.topic import DataVersion
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -83,13 +88,14 @@ class AdminStatsHandlers:
         self._config_version = DataVersion(context.clock.now_ms(), 0)
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 315, 26, 25, 303 and 321 in the ``admin`` family."""
+        """Register codes 315, 26, 25, 303, 321 and 90028 in the ``admin`` family."""
         for code, handler in (
             (RequestCode.VIEW_BROKER_STATS_DATA, self.view_stats),
             (RequestCode.GET_BROKER_CONFIG, self.get_config),
             (RequestCode.UPDATE_BROKER_CONFIG, self.update_config),
             (RequestCode.QUERY_CONSUME_TIME_SPAN, self.consume_time_span),
             (RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue),
+            (RequestCode.BOLIDE_GET_STATS_HISTORY, self.stats_history),
         ):
             dispatcher.register(code, handler, family="admin")
 
@@ -116,6 +122,32 @@ class AdminStatsHandlers:
         )
         body = BrokerStatsData(
             *(BrokerStatsItem(w.sum, w.tps, w.avgpt) for w in (minute, hour, day))
+        )
+        return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
+
+    async def stats_history(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del connection
+        header = GetStatsHistoryRequestHeader.from_ext_fields(request.ext_fields)
+        context = self._context
+        if header.topic not in context.topics.topic_config_table():
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic {header.topic} does not exist on {context.config.broker_name}",
+            )
+        history = context.stats.history
+        points = (
+            history.topic_points(header.topic)
+            if header.group is None
+            else history.group_points(header.topic, header.group)
+        )
+        body = StatsHistory(
+            context.config.broker_name,
+            header.topic,
+            header.group,
+            limits.STATS_HISTORY_INTERVAL_MS,
+            points,
         )
         return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
 

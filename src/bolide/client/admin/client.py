@@ -48,6 +48,7 @@ from bolide.client.admin.views import (
     ResetResult,
 )
 from bolide.client.rpc import admin as requests
+from bolide.client.rpc.stats_history import get_stats_history
 from bolide.protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
@@ -56,6 +57,7 @@ from bolide.protocol.bodies import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
+from bolide.protocol.bodies.stats_history import GetStatsHistoryRequestHeader, StatsHistory
 from bolide.protocol.bodies.transaction import HalfMessageList
 from bolide.protocol.headers import CloneGroupOffsetRequestHeader
 from bolide.protocol.message import MessageExt
@@ -341,6 +343,18 @@ class AdminClient(AdminSession):
         return await messages.resend_dead_letters(
             self, group, msg_ids, begin_ms, end_ms, max_count, on_progress
         )
+
+    # ---- stats history -----------------------------------------------------------------------
+
+    async def stats_history(
+        self, address: str, topic: str, *, group: str | None = None
+    ) -> StatsHistory:
+        """The broker at ``address``'s per-minute history over the last hour: ``topic``'s
+        put count and TPS, or with ``group`` that group's lag, get count and TPS on it.
+
+        Raises RemoteError TOPIC_NOT_EXIST when the broker lacks the topic."""
+        header = GetStatsHistoryRequestHeader(topic, group)
+        return await get_stats_history(self.pool, address, header, self.timeout_ms)
 
     # ---- transactions ------------------------------------------------------------------------
 
