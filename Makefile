@@ -12,6 +12,7 @@ PYX := $(shell find src/bolide -name "*.pyx")
 $(STAMP): pyproject.toml setup.py $(PYX)
 	command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+	command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

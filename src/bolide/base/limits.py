@@ -548,6 +548,40 @@ ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
 broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
 starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
 
+# --- controller mode (RocketMQ 5.x, round3-facts.md §1) ------------------------------------
+CONTROLLER_PORT = 9878
+"""The controller's default remoting port (RocketMQ's sample controller.conf)."""
+CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS = 10_000
+"""controllerHeartBeatTimeoutMills: a replica silent this long is inactive (Java's default)."""
+CONTROLLER_BROKER_HEARTBEAT_INTERVAL_MS = 1_000
+"""brokerHeartbeatInterval: a controller-mode broker's 904 period."""
+CONTROLLER_SCAN_INTERVAL_MS = 5_000
+"""scanNotActiveBrokerInterval: the heartbeat-expiry and inactive-master scan."""
+CONTROLLER_STARTUP_GRACE_MS = 10_000
+"""A controller that just started has an empty heartbeat table: it re-elects a master its scan
+finds dead only after one heartbeat timeout, never on missing data."""
+CONTROLLER_LEASE_TTL_S = 3
+"""TTL of a controller's etcd lease (leader key, membership): etcd's floor is 2 s; 3 s lets a
+standby take over a dead leader's role within ~3.5 s."""
+CONTROLLER_LEASE_REFRESH_MS = 1_000
+"""Keep-alive period of that lease: a third of the TTL, so two lost refreshes still hold it."""
+CONTROLLER_CAMPAIGN_INTERVAL_MS = 500
+"""How often a standby controller tries to take a free leader key."""
+CONTROLLER_ETCD_TIMEOUT_S = 2
+"""Per-request timeout towards etcd (a dead endpoint is left for the next one)."""
+CONTROLLER_WRITE_ATTEMPTS = 3
+"""Fenced writes retried after a lost compare with the leader key still ours."""
+CONTROLLER_NOTIFY_TIMEOUT_MS = 3_000
+"""NOTIFY_BROKER_ROLE_CHANGED (1008) oneway send timeout (Java's 3 s)."""
+CONTROLLER_REQUEST_TIMEOUT_MS = 3_000
+"""A controller-mode broker's requests to the controller."""
+CONTROLLER_SYNC_METADATA_PERIOD_MS = 5_000
+"""syncBrokerMetadataPeriod: a controller-mode broker's GET_REPLICA_INFO (1004) poll."""
+CONTROLLER_CHECK_SYNC_STATE_SET_PERIOD_MS = 5_000
+"""checkSyncStateSetPeriod: a controller-mode master's SyncStateSet shrink check."""
+HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS = 15_000
+"""haMaxTimeSlaveNotCatchup: a replica not caught up this long leaves the SyncStateSet."""
+
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
 """The stats cells are sampled this often (RocketMQ's minute window: every 10 s)."""

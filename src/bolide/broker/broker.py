@@ -32,8 +32,12 @@ from bolide.base import compiled, limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import BolideError, ConnectionClosedError, invariant
 from bolide.base.service import Service
-from bolide.broker.config import BrokerConfig, MetricsExporterType
+from bolide.broker.config import BrokerConfig, BrokerRole, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
+from bolide.broker.controller_mode.broker_roles import BrokerRoles
+from bolide.broker.controller_mode.metrics import ControllerModeCollector
+from bolide.broker.controller_mode.replicas_manager import ReplicasManager
+from bolide.broker.controller_mode.settings import ControllerModeSettings
 from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
 from bolide.broker.ha.replication import Replication
@@ -130,6 +134,9 @@ class Broker:
         clock: Clock | None = None,
         seed: int | None = None,
     ) -> None:
+        self.controller_mode = ControllerModeSettings.from_properties(config.extra_properties)
+        if self.controller_mode.enabled:  # no role until the controller gives one
+            config = config.replace(broker_role=BrokerRole.SLAVE, broker_id=-1)
         self.config = config
         self._clock = clock or SystemClock()
         self._random = random.Random(seed)
@@ -174,6 +181,9 @@ class Broker:
         self._store: FileMessageStore | None = None
         self._replication: Replication | None = None
         self._registration: NameServerRegistration | None = None
+        self.replicas_manager: ReplicasManager | None = None
+        self._master_services_started = False
+        """Controller mode's agent (enableControllerMode=true, after start)."""
         self._offset_flush: ConsumerOffsetFlushService | None = None
         self._client_scan: Service | None = None
         self._notifications: set[asyncio.Task[None]] = set()
@@ -231,7 +241,10 @@ class Broker:
                 await self._listen()
             await self._listen_vip()
             await self._start_metrics()
-            await self.registration.start()
+            if self.controller_mode.enabled:
+                self._start_controller_mode()
+            else:
+                await self.registration.start()
         except BaseException:
             await self.stop()
             raise
@@ -243,6 +256,41 @@ class Broker:
             self.config.store_path_root_dir,
         )
         _log.info("broker hot path: %s", compiled.describe())
+
+    def _store_or_fail(self) -> FileMessageStore:
+        invariant(self._store is not None, "store read before start()")
+        assert self._store is not None  # for mypy; the invariant says why
+        return self._store
+
+    def _start_controller_mode(self) -> None:
+        """Follow the controller (docs/replication.md): registration waits for a role."""
+        config, replication = self.config, self.replication
+        roles = BrokerRoles(
+            self.controller_mode,
+            replication=replication,
+            store=self._store_or_fail(),
+            registration=lambda: self.registration,
+            start_registration=lambda: self.registration.start(),
+            start_master_services=self._start_master_services,
+            broker_ip=config.broker_ip1,
+            ha_port=self._ha_port,
+            clock=self._clock,
+        )
+        self.replicas_manager = ReplicasManager(
+            self.controller_mode,
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            broker_address=config.broker_address,
+            store_root=config.store_path_root_dir,
+            roles=roles,
+            progress=roles,
+            clock=self._clock,
+            on_crash=self._service_crashed,
+        )
+        if self.metrics is not None:
+            labels = (config.broker_cluster_name, config.broker_name, config.broker_ip1)
+            self.metrics.add_collector(ControllerModeCollector(self.replicas_manager, labels))
+        self.replicas_manager.start()
 
     @property
     def metrics_address(self) -> str | None:
@@ -378,13 +426,21 @@ class Broker:
         context.replication = self._replication
         self._start_services(context)
         if config.broker_role.is_master:
-            # A slave delivers nothing itself: delayed messages arrive copied from the master.
-            for delivery in (context.schedule, context.timer):
-                if delivery is not None:
-                    await delivery.start()
-            # Nor does it decide transactions: half and op records arrive from the master.
-            if context.transactions is not None:
-                await context.transactions.start()
+            await self._start_master_services()
+
+    async def _start_master_services(self) -> None:
+        """Delayed delivery and transaction checks: a master's work (once)."""
+        context = self.context
+        if self._master_services_started:
+            return
+        self._master_services_started = True
+        # A slave delivers nothing itself: delayed messages arrive copied from the master.
+        for delivery in (context.schedule, context.timer):
+            if delivery is not None:
+                await delivery.start()
+        # Nor does it decide transactions: half and op records arrive from the master.
+        if context.transactions is not None:
+            await context.transactions.start()
 
     def _transaction_service(self, context: BrokerContext) -> TransactionService:
         config = self.config
@@ -492,6 +548,9 @@ class Broker:
 
         Idempotent; every step runs even when an earlier one failed (failures are logged).
         """
+        manager, self.replicas_manager = self.replicas_manager, None
+        if manager is not None:
+            await _logged("leaving controller mode", manager.stop())
         registration, self._registration = self._registration, None
         if registration is not None:
             await _logged("unregistering", registration.stop())

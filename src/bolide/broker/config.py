@@ -560,9 +560,11 @@ class BrokerConfig:
     """The known keys the file or the command line set (for :meth:`unhonoured_keys`)."""
 
     def __post_init__(self) -> None:
+        # controller mode assigns the id: RocketMQ's quick start writes brokerId=-1
+        controller_mode = self.extra_properties.get("enableControllerMode", "") == "true"
         for name, low, high in _RANGES:
             value = getattr(self, name)
-            if not low <= value <= high:
+            if not low <= value <= high and not (controller_mode and name == "broker_id"):
                 key = _JAVA_KEY_BY_FIELD[name]
                 raise _bad(key, _render_plain(value), f"a value between {low} and {high}")
         if self.consume_queue_file_bytes % limits.CONSUME_QUEUE_ENTRY_BYTES:
@@ -575,7 +577,7 @@ class BrokerConfig:
             raise _bad("messageDelayLevel", "", "at least one delay level")
         if not self.delete_when_hours:
             raise _bad("deleteWhen", "", "at least one hour of the day")
-        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0:
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0 and not controller_mode:
             raise _bad("brokerId", str(self.broker_id), "an id >= 1 on a SLAVE (0 is the master)")
 
     @property

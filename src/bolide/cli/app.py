@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bolide.cli import admin_app, bench, proxy, servers, transaction
+from bolide.cli import admin_app, bench, ha, proxy, servers, transaction
 from bolide.cli.security import hoist_security_options, security_options
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ proxy.register(app)  # the 5.x gRPC front end on its own
 admin_app.register(app, servers.broker)  # topic, group, offset, message, cluster, broker
 app.add_typer(bench.app, name="bench")
 transaction.register(app)
+ha.register(app)  # controller mode: leader, epochs, SyncStateSets
 
 
 @app.command()

@@ -45,6 +45,8 @@ from bolide.broker.security import (
     tls_client_settings,
     tls_server_settings,
 )
+from bolide.cli.controller import controller as controller_command
+from bolide.cli.controller import start_controller
 from bolide.cli.dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, validator_accounts
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
@@ -56,6 +58,7 @@ __all__ = [
     "advertised_address",
     "broker",
     "configure_console_logging",
+    "configure_file_logging",
     "namesrv",
     "print_ready",
     "register",
@@ -79,6 +82,7 @@ def register(app: typer.Typer) -> None:
     app.command("namesrv")(namesrv)
     app.command("broker")(broker)
     app.command("dashboard")(dashboard_command)
+    app.command("controller")(controller_command)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -212,18 +216,35 @@ def namesrv(
     tls_need_client_auth: Annotated[
         str, typer.Option("--tls-need-client-auth", help="none, optional or require.")
     ] = "none",
+    controller_etcd: Annotated[
+        str | None,
+        typer.Option(
+            "--controller-etcd",
+            help="Embed a controller (enableControllerInNamesrv) on etcd H:P[,H:P...].",
+        ),
+    ] = None,
+    controller_port: Annotated[
+        int, typer.Option("--controller-port", help="The embedded controller's port, 0: any.")
+    ] = limits.CONTROLLER_PORT,
 ) -> None:
-    """Run a name server."""
+    """Run a name server (with --controller-etcd, a controller beside it)."""
     _configure_logging(data_dir)
     tls = _tls_server(tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth)
 
     async def serve(stop: asyncio.Event) -> None:
         name_server = NameServer(host, port, tls=tls, acl_file=acl_file)
         await name_server.start()
+        embedded = None
         try:
-            _ready(json_output, namesrv=f"{_advertised(host)}:{name_server.port}")
+            listeners = {"namesrv": f"{_advertised(host)}:{name_server.port}"}
+            if controller_etcd is not None:
+                embedded = await start_controller(controller_etcd, host, controller_port)
+                listeners["controller"] = embedded.address
+            _ready(json_output, **listeners)
             await stop.wait()
         finally:
+            if embedded is not None:
+                await embedded.stop()
             await name_server.stop()
 
     _run(serve)
@@ -389,6 +410,11 @@ def configure_console_logging() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(_LOG_FORMAT))
     logger.addHandler(handler)
+
+
+def configure_file_logging(data_dir: Path) -> None:
+    """INFO and above of ``bolide.*`` to stderr and ``<data_dir>/logs/bolide.log``."""
+    _configure_logging(data_dir)
 
 
 def print_ready(json_output: bool, **addresses: str) -> None:

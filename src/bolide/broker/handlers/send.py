@@ -40,6 +40,7 @@ from typing import TypeVar
 from bolide.base import limits
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.broker.config import BrokerRole
+from bolide.broker.controller_mode.settings import IN_SYNC_REPLICAS_NOT_ENOUGH
 from bolide.broker.delivery import DELIVERED_FROM
 from bolide.broker.handlers.context import (
     BrokerContext,
@@ -701,6 +702,8 @@ class SendHandlers:
             code, default_remark = _STATUS_CODES[status]
         if code is not ResponseCode.SUCCESS and code not in _STORED_CODES:
             self._context.stats.record_put_failure()
+            if result.remark == IN_SYNC_REPLICAS_NOT_ENOUGH:  # controller mode: Java's code 1
+                code = ResponseCode.SYSTEM_ERROR
             return request.make_response(code, result.remark or default_remark, self._error_fields)
         self._count_stored(result, topic, started_ns)
         # The SendMessageResponseHeader fields, built directly: this runs for every send.

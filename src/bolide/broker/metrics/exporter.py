@@ -44,6 +44,11 @@ class BrokerMetrics:
         process, platform and GC collectors', built later on the rendering thread."""
         return _Joined([self.collector.freeze(), *self._extras])
 
+    def add_collector(self, collector: Collector) -> None:
+        """Export ``collector``'s families too (controller mode's)."""
+        self.registry.register(collector)
+        self._extras.append(collector)
+
     def set_commit_log_diff_source(self, source: CommitLogDiffSource | None) -> None:
         """Replication's hook: ``source()`` yields ``(slave address, bytes behind)``."""
         self.collector.commit_log_diff = source

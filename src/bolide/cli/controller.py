@@ -1,0 +1,68 @@
+"""``bolide controller``: run a 5.x controller (controller mode, docs/replication.md) whose
+state lives in etcd. Ready line ``bolide ready controller=H:P``; etcd unreachable at start →
+an error naming the endpoints and exit code 1."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bolide.base import limits
+from bolide.controller.controller import Controller
+from bolide.controller.settings import ControllerSettings
+
+__all__ = ["EtcdOption", "controller", "start_controller"]
+
+EtcdOption = Annotated[
+    str,
+    typer.Option("--etcd", help="etcd v3 client endpoints H:P[,H:P...] holding the state."),
+]
+
+
+def controller(
+    etcd: EtcdOption,
+    host: Annotated[str, typer.Option("--host", help="Address the listener binds.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", help="Controller port, 0: any.")] = (
+        limits.CONTROLLER_PORT
+    ),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where logs/ goes.")] = Path(
+        "./data"
+    ),
+    enable_elect_unclean_master: Annotated[
+        bool,
+        typer.Option(
+            "--enable-elect-unclean-master",
+            help="Elect any live replica when no in-sync one is alive (may lose messages).",
+        ),
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
+) -> None:
+    """Run a controller (RocketMQ 5.x controller mode) on etcd."""
+    from bolide.cli import servers
+
+    servers.configure_file_logging(data_dir)
+    settings = ControllerSettings(enable_elect_unclean_master=enable_elect_unclean_master)
+
+    async def serve(stop: asyncio.Event) -> None:
+        running = await start_controller(etcd, host, port, settings)
+        try:
+            servers.print_ready(json_output, controller=running.address)
+            await stop.wait()
+        finally:
+            await running.stop()
+
+    servers.run_until_signalled(serve)
+
+
+async def start_controller(
+    etcd: str, host: str, port: int, settings: ControllerSettings | None = None
+) -> Controller:
+    """A started controller; raises ConfigError (etcd unreachable, bad endpoints), OSError."""
+    running = Controller(etcd, host, port, settings=settings)
+    await running.start()
+    return running

@@ -1,0 +1,20 @@
+"""A real etcd per test (bolide.testing.etcd), started on loopback free ports in tmp_path."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bolide.testing.etcd import EtcdCluster, etcd_binary
+
+
+@pytest.fixture
+async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
+    if etcd_binary() is None:
+        pytest.skip("etcd is not installed: `make test` installs Debian's etcd-server")
+    cluster = EtcdCluster(tmp_path / "etcd")
+    (tmp_path / "etcd").mkdir()
+    async with cluster:
+        yield cluster
