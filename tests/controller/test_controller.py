@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from bolide.controller.controller import Controller
 from bolide.controller.settings import ControllerSettings
 from bolide.protocol.bodies.controller import BrokerReplicasInfo, ElectMasterResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -311,3 +312,14 @@ async def test_silent_master_is_replaced_after_its_heartbeat_timeout(etcd: EtcdC
         finally:
             await first.die()
             await second.die()
+
+
+async def test_wildcard_bind_advertises_the_given_host(etcd: EtcdCluster) -> None:
+    controller = Controller(etcd.endpoints, "0.0.0.0", 0, advertised_host="127.0.0.1")
+    await controller.start()
+    try:
+        await wait_leader(controller)
+        assert controller.address.startswith("127.0.0.1:")
+        assert await controller.store.leader_address() == controller.address
+    finally:
+        await controller.stop()

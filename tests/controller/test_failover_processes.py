@@ -1,8 +1,9 @@
 """Controller mode end to end, every part a real process: etcd, `bolide controller`,
 `bolide namesrv`, two `bolide broker -c broker.conf` in controller mode. A replica that lags
 leaves the SyncStateSet and rejoins it; a SIGKILLed master is replaced, the name server lists
-the new one as brokerId 0, and Bolide's producer sends again. The unavailability (kill → first
-acknowledged send) is printed, not asserted."""
+the new one as brokerId 0, and Bolide's producer sends again; the old master restarted
+follows the new one, catches up and rejoins the SyncStateSet. The unavailability (kill →
+first acknowledged send) is printed, not asserted."""
 
 from __future__ import annotations
 
@@ -192,6 +193,16 @@ async def test_lagging_replica_and_master_failover(etcd: EtcdCluster, tmp_path: 
                     assert [r["alive"] for r in broker_a["notInSyncReplicas"]] == [False]
                     print(f"\nunavailability kill -> first acked send: {unavailable_s:.2f} s")
                     print(f"kill -> name server lists the new master: {route_s[0]:.2f} s")
+                    # the deposed master comes back: it follows, catches up and rejoins
+                    async with running("broker", "-c", str(conf_a), "--data-dir",
+                                       str(tmp_path / "a"), cwd=tmp_path):  # fmt: skip
+
+                        async def old_master_follows() -> bool:
+                            return await masters() == {0: second_address, 1: first_address}
+
+                        await until_true(old_master_follows, "the old master listed as id 1")
+                        await send_until_acked(producer, "after-return")
+                        await until_true(both_in_sync, "the old master rejoined the set")
     await pool.close()
 
 

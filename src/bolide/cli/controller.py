@@ -41,6 +41,10 @@ def controller(
         ),
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
+    advertise_host: Annotated[
+        str | None,
+        typer.Option("--advertise-host", help="Host brokers reach this controller at."),
+    ] = None,
 ) -> None:
     """Run a controller (RocketMQ 5.x controller mode) on etcd."""
     from bolide.cli import servers
@@ -49,7 +53,7 @@ def controller(
     settings = ControllerSettings(enable_elect_unclean_master=enable_elect_unclean_master)
 
     async def serve(stop: asyncio.Event) -> None:
-        running = await start_controller(etcd, host, port, settings)
+        running = await start_controller(etcd, host, port, settings, advertise_host)
         try:
             servers.print_ready(json_output, controller=running.address)
             await stop.wait()
@@ -60,9 +64,16 @@ def controller(
 
 
 async def start_controller(
-    etcd: str, host: str, port: int, settings: ControllerSettings | None = None
+    etcd: str,
+    host: str,
+    port: int,
+    settings: ControllerSettings | None = None,
+    advertise_host: str | None = None,
 ) -> Controller:
-    """A started controller; raises ConfigError (etcd unreachable, bad endpoints), OSError."""
-    running = Controller(etcd, host, port, settings=settings)
+    """A started controller; raises ConfigError (etcd unreachable, bad endpoints), OSError.
+    A wildcard ``host`` without ``advertise_host`` advertises loopback."""
+    if advertise_host is None and host in ("", "0.0.0.0", "::"):
+        advertise_host = "127.0.0.1"
+    running = Controller(etcd, host, port, settings=settings, advertised_host=advertise_host)
     await running.start()
     return running

@@ -57,8 +57,10 @@ class Controller:
         *,
         clock: Clock | None = None,
         settings: ControllerSettings | None = None,
+        advertised_host: str | None = None,
     ) -> None:
         self._endpoints = parse_etcd_endpoints(etcd_endpoints)
+        self._advertised_host = advertised_host
         self._clock = clock or SystemClock()
         self.settings = settings or ControllerSettings()
         self.heartbeats = HeartbeatTable(self._clock)
@@ -75,7 +77,10 @@ class Controller:
 
     @property
     def address(self) -> str:
-        """``"host:port"``; valid after :meth:`start`."""
+        """``"host:port"`` brokers and other controllers reach it at (``advertised_host``
+        when given, for a wildcard bind); valid after :meth:`start`."""
+        if self._advertised_host:
+            return f"{self._advertised_host}:{self._server.port}"
         return self._server.address
 
     @property
@@ -97,7 +102,7 @@ class Controller:
     async def start(self) -> None:
         """Listen, reach etcd, then start the leadership and liveness loops."""
         await self._server.start()
-        store = ControllerStore(self._endpoints, self._server.address)
+        store = ControllerStore(self._endpoints, self.address)
         try:
             await store.connect()
         except BaseException:
