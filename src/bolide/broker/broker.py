@@ -426,7 +426,8 @@ class Broker:
             on_crash=self._service_crashed,
             epoch_file=(
                 open_epoch_file(
-                    epoch_file_path(config.extra_properties, config.store_path_root_dir), store
+                    epoch_file_path(config.extra_properties, config.store_path_root_dir),
+                    store.commit_log_max_offset,
                 )
                 if self.controller_mode.enabled
                 else None

@@ -39,14 +39,15 @@ def epoch_file_path(properties: Mapping[str, str], store_root: Path) -> Path:
     return Path(given).expanduser() if given else store_root / EPOCH_FILE_NAME
 
 
-def open_epoch_file(path: Path, store: FileMessageStore) -> EpochFile:
-    """Load the epoch list (empty when missing) and drop entries starting past the log's end.
+def open_epoch_file(path: Path, log_end_offset: int) -> EpochFile:
+    """Load the epoch list (empty when missing) and drop entries starting past
+    ``log_end_offset`` (the commit log's end after recovery, bytes).
 
     Raises CorruptDataError when the file and its backup are both damaged.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     epochs = EpochFile(path)
-    epochs.truncate_from(store.commit_log_max_offset + 1)
+    epochs.truncate_from(log_end_offset + 1)
     return epochs
 
 
