@@ -333,6 +333,15 @@ class ControllerRunner:
         return self.checker.verify(on_master), self.checker.verify(on_slave)
 
 
+def kill_summary(kill_to_ack_ms: list[float]) -> str:
+    """SIGKILL of the master to the first acknowledged send on the new one, p50/p99/max."""
+    figures = Report(unavailability_ms=kill_to_ack_ms)
+    return (
+        f"kill->ack n={len(kill_to_ack_ms)} p50={figures.percentile_ms(0.5):.0f} ms "
+        f"p99={figures.percentile_ms(0.99):.0f} ms max={max(kill_to_ack_ms, default=0):.0f} ms"
+    )
+
+
 async def run_controller_chaos(
     root: Path, faults: list[Fault], log: Callable[[str], None]
 ) -> tuple[Report, list[float]]:

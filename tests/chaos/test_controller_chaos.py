@@ -14,9 +14,9 @@ from bolide.testing.etcd import etcd_binary
 from tests.chaos.controller_run import (
     CONTROLLER_FAULT_KINDS,
     controller_schedules,
+    kill_summary,
     run_controller_chaos,
 )
-from tests.chaos.failover_checker import Report
 
 SEED = 25
 SCHEDULES = 50
@@ -28,15 +28,6 @@ def test_controller_schedules_are_seeded_and_use_every_kind() -> None:
         CONTROLLER_FAULT_KINDS
     )
     assert controller_schedules(SEED + 1, SCHEDULES) != controller_schedules(SEED, SCHEDULES)
-
-
-def kill_summary(kill_to_ack_ms: list[float]) -> str:
-    """SIGKILL of the master to the first acknowledged send on the new one, p50/p99/max."""
-    figures = Report(unavailability_ms=kill_to_ack_ms)
-    return (
-        f"kill->ack n={len(kill_to_ack_ms)} p50={figures.percentile_ms(0.5):.0f} ms "
-        f"p99={figures.percentile_ms(0.99):.0f} ms max={max(kill_to_ack_ms, default=0):.0f} ms"
-    )
 
 
 @pytest.mark.slow
