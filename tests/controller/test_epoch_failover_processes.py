@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import orjson
 import pytest
 
 from bolide.client.producer.producer import Producer
@@ -122,6 +123,13 @@ async def test_deposed_master_truncates_through_the_autoswitch_handshake(
                         assert len(entries) == 2 and entries[0] == "1-0"
                         new_epoch, new_start = (int(part) for part in entries[1].split("-"))
                         assert new_epoch > 1
+                        # its registrations carry the epoch: stateVersion of its data version
+                        topics = await pool.invoke(
+                            second_address,
+                            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG),
+                        )
+                        data_version = orjson.loads(topics.body)["dataVersion"]
+                        assert data_version["stateVersion"] == new_epoch
                         # the deposed master restarts on its data: it follows, cuts its tail
                         async with running("broker", "-c", str(conf_a), "--data-dir",
                                            str(tmp_path / "a"), cwd=tmp_path):  # fmt: skip
