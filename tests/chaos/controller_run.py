@@ -241,8 +241,8 @@ class ControllerRunner:
             if self._last_master:
                 self.checker.election()
             self._last_master = address
-            with contextlib.suppress(BolideError, OSError):
-                self._epochs[address] = int((await self.runtime(address))["haMasterEpoch"])
+        with contextlib.suppress(BolideError, OSError, KeyError):  # its epoch now (cached)
+            self._epochs[address] = int((await self.runtime(address))["haMasterEpoch"])
         if self._killed_at is not None:
             self.kill_to_ack_ms.append((acked_at - self._killed_at) * 1000)
             self._killed_at = None
@@ -355,6 +355,8 @@ async def run_controller_chaos(
         on_master, on_slave = await runner.verify()
     finally:
         await runner.stop()
+    if on_master.split_brain:
+        log(f"split brain: {on_master.split_brain}")
     log(f"master: {on_master.summary()}")
     log(f"slave:  {on_slave.summary()}")
     if on_slave.lost or on_slave.duplicated:
