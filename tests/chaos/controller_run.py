@@ -8,15 +8,18 @@ once the other broker leads, so it rejoins as a slave), SIGSTOP/SIGCONT, and a
 master-controller partition. After each fault the run waits until a send is acknowledged and
 both brokers are back in the SyncStateSet; at the end every queue is read back from the master
 and from the slave and judged by :class:`Checker`. Elections are counted from the master
-address changing; each acknowledgement carries the master's epoch (its runtime info), so
-the split-brain check is per epoch. The time from each SIGKILL to the first acknowledged send
-on the new master is kept apart (:attr:`ControllerRunner.kill_to_ack_ms`).
+storing broker changing; each acknowledgement names the broker that stored it (the offset
+message id's store host) and, at the end, the epoch whose stretch of the master's final epoch
+list holds its commit-log offset, so the split-brain check is per epoch. The time from each
+SIGKILL to the first acknowledged send on the new master is kept apart
+(:attr:`ControllerRunner.kill_to_ack_ms`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 import signal
 import time
@@ -33,6 +36,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.protocol.msgid import decode_offset_message_id
 from bolide.remoting import ClientPool
+from bolide.store.epoch_file import EpochEntry
 from bolide.testing.etcd import EtcdCluster, free_port
 from tests.chaos.failover_checker import Ack, Checker, Fault, Report, Stored, body_for
 from tests.chaos.failover_proxy import FaultProxy
@@ -76,7 +80,7 @@ class ControllerRunner:
         self._controller_proxies: dict[str, FaultProxy] = {}
         self._producers: dict[str, Producer] = {}
         self._sequences = dict.fromkeys(PRODUCERS, 0)
-        self._epochs: dict[str, int] = {}
+        self._commit_offsets: dict[tuple[str, int], int] = {}
         self._last_master = ""
         self._killed_at: float | None = None
 
@@ -235,20 +239,19 @@ class ControllerRunner:
         if result.status is not SendStatus.SEND_OK:
             return False
         acked_at = time.monotonic()
-        host, port = decode_offset_message_id(result.offset_msg_id)[0]
+        (host, port), commit_offset = decode_offset_message_id(result.offset_msg_id)
         address = f"{host}:{port}"  # the broker that stored it (its store host)
+        self._commit_offsets[(name, sequence)] = commit_offset
         if address != self._last_master:
             if self._last_master:
                 self.checker.election()
             self._last_master = address
-        with contextlib.suppress(BolideError, OSError, KeyError):  # its epoch now (cached)
-            self._epochs[address] = int((await self.runtime(address))["haMasterEpoch"])
         if self._killed_at is not None:
             self.kill_to_ack_ms.append((acked_at - self._killed_at) * 1000)
             self._killed_at = None
         self.checker.ack(
             Ack(name, sequence, result.queue.queue_id, result.queue_offset,
-                result.queue.broker_name, address, self._epochs.get(address, 0), acked_at)
+                result.queue.broker_name, address, 0, acked_at)
         )  # fmt: skip
         return True
 
@@ -329,8 +332,34 @@ class ControllerRunner:
             return False
 
         await self._wait(slave_caught_up, "the slave caught up")
+        await self._tag_epochs(self.address(master))
         on_slave = await self.read_back(self.address(slave))
         return self.checker.verify(on_master), self.checker.verify(on_slave)
+
+    async def _tag_epochs(self, master_address: str) -> None:
+        """Each ack's epoch: the entry of the master's final epoch list whose stretch holds
+        the commit-log offset it was stored at (every surviving write lies on that list)."""
+        text = (await self.runtime(master_address))["haEpochEntries"]
+        entries = [EpochEntry(*(int(part) for part in item.split("-"))) for item in text.split(",")]
+        epochs = EpochList(entries)
+        for key, ack in list(self.checker.acks.items()):
+            entry = epochs.entry_for(self._commit_offsets[key])
+            self.checker.acks[key] = dataclasses.replace(ack, epoch=entry.epoch if entry else 0)
+
+
+class EpochList:
+    """An epoch list read from runtime info (:meth:`entry_for` as the epoch file's)."""
+
+    def __init__(self, entries: list[EpochEntry]) -> None:
+        self._entries = entries
+
+    def entry_for(self, offset: int) -> EpochEntry | None:
+        found: EpochEntry | None = None
+        for entry in self._entries:
+            if entry.start_offset > offset:
+                break
+            found = entry
+        return found
 
 
 def kill_summary(kill_to_ack_ms: list[float]) -> str:
