@@ -7,6 +7,10 @@ unavailability of each failover (fault to the first acknowledged send after it) 
 Exits 1 when any acknowledged message was lost, doubled, misplaced or reordered.
 
     PYTHONPATH=src:. .venv/bin/python -m bench.failover_chaos [--schedules 500] [--seed 25]
+
+``--controller`` runs controller mode instead (tests/chaos/controller_run.py: etcd, controller,
+name server, two brokers; SIGKILL, SIGSTOP/SIGCONT, master-controller partition) and also
+prints the SIGKILL-to-first-acknowledged-send times on the new master.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.chaos.controller_run import controller_schedules, kill_summary, run_controller_chaos
 from tests.chaos.failover_checker import schedules
 from tests.chaos.failover_run import run_chaos
 
@@ -29,11 +34,19 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=MIN_SCHEDULES)
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: temp)")
+    parser.add_argument("--controller", action="store_true", help="controller mode")
     arguments = parser.parse_args()
-    faults = schedules(arguments.seed, arguments.schedules)
     with tempfile.TemporaryDirectory(prefix="bolide-failover-") as temporary:
         root = arguments.dir or Path(temporary)
-        report = asyncio.run(run_chaos(root / "chaos", faults, print))
+        if arguments.controller:
+            faults = controller_schedules(arguments.seed, arguments.schedules)
+            report, kill_to_ack_ms = asyncio.run(
+                run_controller_chaos(root / "chaos", faults, print)
+            )
+            print(kill_summary(kill_to_ack_ms))
+        else:
+            faults = schedules(arguments.seed, arguments.schedules)
+            report = asyncio.run(run_chaos(root / "chaos", faults, print))
     print(
         f"failover chaos (seed {arguments.seed}, {arguments.schedules} schedules): "
         f"{report.summary()}"

@@ -37,7 +37,8 @@ from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, BrokerRole, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.context import BrokerContext
-from bolide.broker.controller_mode.broker_roles import BrokerRoles
+from bolide.broker.controller_mode.epoch_roles import EpochBrokerRoles
+from bolide.broker.controller_mode.epochs import epoch_file_path, open_epoch_file
 from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
 from bolide.broker.controller_mode.settings import ControllerModeSettings
@@ -283,7 +284,7 @@ class Broker:
     def _start_controller_mode(self) -> None:
         """Follow the controller (docs/replication.md): registration waits for a role."""
         config, replication = self.config, self.replication
-        roles = BrokerRoles(
+        roles = EpochBrokerRoles(
             self.controller_mode,
             replication=replication,
             store=self._store_or_fail(),
@@ -293,6 +294,8 @@ class Broker:
             broker_ip=config.broker_ip1,
             ha_port=self._ha_port,
             clock=self._clock,
+            enter_epoch=self.context.topics.enter_epoch,
+            own_id=lambda: self.replicas_manager.broker_id if self.replicas_manager else None,
         )
         self.replicas_manager = ReplicasManager(
             self.controller_mode,
@@ -444,6 +447,14 @@ class Broker:
             clock=clock,
             ha_listen_port=self._ha_listen_port if self._ha_listen_port >= 0 else None,
             on_crash=self._service_crashed,
+            epoch_file=(
+                open_epoch_file(
+                    epoch_file_path(config.extra_properties, config.store_path_root_dir),
+                    store.commit_log_max_offset,
+                )
+                if self.controller_mode.enabled
+                else None
+            ),
         )
         await self._replication.start()
         context.replication = self._replication

@@ -19,6 +19,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError
 from bolide.base.service import CrashHandler
 from bolide.broker.config import NOT_HONOURED_KEYS, BrokerConfig
+from bolide.broker.controller_mode.epochs import EPOCH_FILE_KEYS
 from bolide.broker.controller_mode.settings import CONTROLLER_MODE_KEYS
 from bolide.protocol.acl_signature import sign_request
 from bolide.protocol.command import RemotingCommand
@@ -83,7 +84,7 @@ def tls_client_settings(config: BrokerConfig) -> TlsClientSettings | None:
 def unhonoured_keys(config: BrokerConfig) -> list[str]:
     """Keys set that Bolide does not act on: unknown ones, and known ones listed in
     :data:`~bolide.broker.config.NOT_HONOURED_KEYS` (sorted)."""
-    ignored = set(config.extra_properties) - CONTROLLER_MODE_KEYS
+    ignored = set(config.extra_properties) - CONTROLLER_MODE_KEYS - EPOCH_FILE_KEYS
     ignored.update(key for key in config.given_keys if key in NOT_HONOURED_KEYS)
     return sorted(ignored)
 

@@ -24,6 +24,7 @@ Without it (the default) the 4.x stream is unchanged.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from bolide.base.clock import Clock
 from bolide.base.service import CrashHandler
@@ -68,6 +69,8 @@ class Replication:
         self.role = config.broker_role
         self.epoch_file = epoch_file
         """Controller mode's epoch list (None: the 4.x HA stream)."""
+        self.confirm_offset: Callable[[], int] | None = None
+        """Controller mode: the frames' confirmOffset (None: the commit log's end)."""
         self._broker_id = config.broker_id
         self._ha_listen_port = (
             config.effective_ha_listen_port if ha_listen_port is None else ha_listen_port
@@ -122,6 +125,7 @@ class Replication:
             port=self._ha_listen_port,
             clock=self._clock,
             epochs=self.epoch_file,
+            confirm_offset=self.confirm_offset,
         )
         await self.master.start()
 
@@ -157,14 +161,21 @@ class Replication:
             await self._start_master()
         _log.warning("this broker is now the %s (epoch %s)", role.value, master_epoch)
 
-    async def become_slave(self, master_address: str, master_ha_address: str) -> None:
+    async def become_slave(
+        self, master_address: str, master_ha_address: str, *, broker_id: int | None = None
+    ) -> None:
         """Follow a new master (a controller's hook): stop serving slaves, refuse puts, copy
-        from ``master_ha_address`` (truncating first in controller mode)."""
+        from ``master_ha_address`` (truncating first in controller mode). ``broker_id`` is
+        the id the AutoSwitch handshake names (controller mode's id; default: brokerId)."""
+        if broker_id is not None:
+            self._broker_id = broker_id
         if self.master is not None:
             await self.master.stop()
             self.master = None
-        if self.slave is not None:
-            await self.slave.stop()
+        for part in (self.sync, self.slave):
+            if part is not None:
+                await part.stop()
+        self.sync = self.slave = None
         self.role = BrokerRole.SLAVE
         self.master_address = master_address
         self.master_ha_address = master_ha_address

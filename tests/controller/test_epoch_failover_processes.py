@@ -1,0 +1,148 @@
+"""Controller mode joined to the epochs, every part a real process (etcd, `bolide controller`,
+`bolide namesrv`, two brokers): the elected master writes ``<epoch, offset>`` to its epoch
+file and speaks the AutoSwitch stream; a master SIGKILLed with bytes its replica never got
+comes back as a slave of the new master, whose handshake cuts those bytes and whose epoch list
+it then follows."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bolide.client.producer.producer import Producer
+from bolide.protocol.bodies import KVTable
+from bolide.protocol.bodies.controller import BrokerReplicasInfo, broker_names_to_json
+from bolide.protocol.bodies.route import ClusterInfo
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import ClientPool
+from bolide.store.epoch_file import EpochEntry, EpochFile
+from bolide.testing.etcd import EtcdCluster
+from tests.controller.test_failover_processes import (
+    broker_conf,
+    running,
+    send_until_acked,
+    until_true,
+)
+
+pytestmark = pytest.mark.timeout(240)
+
+
+async def test_deposed_master_truncates_through_the_autoswitch_handshake(
+    etcd: EtcdCluster, tmp_path: Path
+) -> None:
+    pool = ClientPool()
+
+    async def runtime(address: str) -> dict[str, str]:
+        answer = await pool.invoke(
+            address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        return dict(KVTable.from_json(answer.body).table)
+
+    async with (
+        running("controller", "--etcd", etcd.endpoints, "--port", "0",
+                "--data-dir", str(tmp_path / "ctl"), "--enable-elect-unclean-master",
+                cwd=tmp_path) as controller,
+        running("namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns"),
+                cwd=tmp_path) as namesrv,
+    ):  # fmt: skip
+        ctl, ns = controller.address("controller"), namesrv.address("namesrv")
+
+        async def masters() -> dict[int, str]:
+            answer = await pool.invoke(
+                ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+            )
+            info = ClusterInfo.from_json(answer.body) if answer.body else ClusterInfo()
+            data = info.broker_addr_table.get("broker-a")
+            return {} if data is None else dict(data.broker_addrs)
+
+        async def in_sync() -> list[int]:
+            answer = await pool.invoke(
+                ctl,
+                RemotingCommand.request(
+                    RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+                    body=broker_names_to_json(["broker-a"]),
+                ),
+            )
+            if answer.code != ResponseCode.SUCCESS:
+                return []
+            info = BrokerReplicasInfo.from_json(answer.body).replicas_info_table.get("broker-a")
+            return [] if info is None else [r.broker_id for r in info.in_sync_replicas]
+
+        conf_a = broker_conf(tmp_path / "a", ns, ctl)
+        conf_b = broker_conf(tmp_path / "b", ns, ctl)
+        async with running("broker", "-c", str(conf_a), "--data-dir", str(tmp_path / "a"),
+                           cwd=tmp_path) as first:  # fmt: skip
+            first_address = first.address("broker")
+
+            async def first_is_master() -> bool:
+                return (await masters()).get(0) == first_address
+
+            await until_true(first_is_master, "the first broker registered as brokerId 0")
+            assert (await runtime(first_address))["haEpochEntries"] == "1-0"
+            async with running("broker", "-c", str(conf_b), "--data-dir", str(tmp_path / "b"),
+                               cwd=tmp_path) as second:  # fmt: skip
+                second_address = second.address("broker")
+                async with Producer("epoch-producers", namesrv=ns) as producer:
+                    await send_until_acked(producer, "before")
+
+                    async def both_in_sync() -> bool:
+                        return await in_sync() == [1, 2]
+
+                    await until_true(both_in_sync, "the replica joined the SyncStateSet")
+                    await send_until_acked(producer, "acked-by-both")
+                    replica = await runtime(second_address)
+                    assert replica["haEpochEntries"] == "1-0"
+                    # the replica dies; the master, alone in the SyncStateSet, takes sends
+                    second.process.send_signal(signal.SIGKILL)
+                    await second.process.wait()
+
+                    async def master_alone() -> bool:
+                        return await in_sync() == [1]
+
+                    await until_true(master_alone, "the dead replica left the SyncStateSet")
+                    await send_until_acked(producer, "acked-by-the-master-alone")
+                    first.process.send_signal(signal.SIGKILL)
+                    await first.process.wait()
+                    # the replica returns and is elected uncleanly: its epoch lacks those bytes
+                    b_again = ("broker", "-c", str(conf_b), "--data-dir", str(tmp_path / "b"))
+                    async with running(*b_again, cwd=tmp_path) as second_again:
+                        second_address = second_again.address("broker")
+
+                        async def second_is_master() -> bool:
+                            return (await masters()).get(0) == second_address
+
+                        await until_true(second_is_master, "the replica elected and listed")
+                        await send_until_acked(producer, "after-failover")
+                        new_master = await runtime(second_address)
+                        entries = new_master["haEpochEntries"].split(",")
+                        assert len(entries) == 2 and entries[0] == "1-0"
+                        new_epoch, new_start = (int(part) for part in entries[1].split("-"))
+                        assert new_epoch > 1
+                        # its registrations carry the epoch: stateVersion of its data version
+                        topics = await pool.invoke(
+                            second_address,
+                            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG),
+                        )
+                        data_version = orjson.loads(topics.body)["dataVersion"]
+                        assert data_version["stateVersion"] == new_epoch
+                        # the deposed master restarts on its data: it follows, cuts its tail
+                        async with running("broker", "-c", str(conf_a), "--data-dir",
+                                           str(tmp_path / "a"), cwd=tmp_path):  # fmt: skip
+
+                            async def old_master_follows() -> bool:
+                                return await masters() == {0: second_address, 1: first_address}
+
+                            await until_true(old_master_follows, "the old master listed as id 1")
+                            await until_true(both_in_sync, "the old master rejoined the set")
+                            deposed = await runtime(first_address)
+                            assert deposed["brokerRole"] == "SLAVE"
+                            assert int(deposed["haTruncatedBytes"]) > 0
+                            assert deposed["haEpochEntries"] == new_master["haEpochEntries"]
+                    epochs = EpochFile(next((tmp_path / "a").rglob("epochFileCheckpoint")))
+                    assert epochs.entries == [EpochEntry(1, 0), EpochEntry(new_epoch, new_start)]
+    await pool.close()
