@@ -62,6 +62,11 @@ def test_a_query_and_an_sdk_consumer_share_a_group(spark: SparkSession, tmp_path
             .queryName("pop_sdk5")
             .start()
         )
+        # The SDK consumer joins once the query took its first batch: started together, the
+        # SDK's receive may take all 120 before Spark plans its first micro-batch.
+        deadline = time.monotonic() + WAIT_S
+        while not spark.table("pop_sdk5").count() and time.monotonic() < deadline:
+            query.awaitTermination(0.5)  # waits on the query, wakes early if it stopped
         consumer = _consumer(server.proxy)
         by_sdk: list[str] = []
         try:
