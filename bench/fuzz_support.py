@@ -168,6 +168,8 @@ class ServerUnderTest:
             "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "0",
             "--metrics-port", "0", "--dashboard-port", "0", "--data-dir", str(self.root / "data"),
         ]  # fmt: skip
+        if os.environ.get("BOLIDE_SOAK_TRACEMALLOC"):  # debug: bench/soak_trace.py
+            command[0:1] = [sys.executable, str(Path(__file__).with_name("soak_trace.py"))]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,

@@ -33,9 +33,23 @@ def _ledger(lost: int = 0) -> Ledger:
     return ledger
 
 
-def test_the_slope_is_least_squares_per_minute() -> None:
+def test_the_slope_is_the_median_of_pairwise_slopes_per_minute() -> None:
     assert slope_per_minute([(0, 1), (1, 3), (2, 5)]) == pytest.approx(2.0)
+    assert slope_per_minute([(0, 1), (1, 2), (2, 9)]) == pytest.approx(4.0)  # 1, 4, 7
     assert slope_per_minute([(0, 7)]) == 0.0
+
+
+def test_one_transient_last_sample_does_not_decide_but_steady_growth_does() -> None:
+    """The 10-minute run: descriptors 106-110 all along, 133 in the last sample only."""
+    spiked = _samples(0.0)
+    spiked[-1].open_fds = 133.0
+    growing = _samples(0.0)
+    for sample in growing:
+        sample.open_fds = 100.0 + 2 * TOLERANCES["open_fds"] * sample.minute
+
+    assert judge(spiked, _ledger())[0]
+    ok, line = judge(growing, _ledger())
+    assert not ok and "open_fds grows" in line
 
 
 def test_a_flat_run_passes_and_says_so_with_its_figures() -> None:

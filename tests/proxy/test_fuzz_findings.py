@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
+
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
+from bolide.proxy.server import ProxyConfig, ProxyServer
 from bolide.testing.waiting import until
 from tests.proxy.test_service import METADATA, SERVICE, Proxy, _message, proxy
 
@@ -51,3 +54,38 @@ async def test_a_cancelled_telemetry_call_leaves_no_pending_outbox_get(proxy: Pr
 
     await until(lambda: not session.telemetry_open)  # the handler's finally ran
     assert _pending_outbox_gets() == []
+
+
+async def test_a_connection_remembers_a_bounded_number_of_closed_streams(proxy: Proxy) -> None:
+    """h2 remembered 65,536 closed streams per connection (~8 MiB): the soak's 5.x client
+    grew the broker's heap by ~200 KiB/min over a whole run (issue 30)."""
+    server = ProxyServer(
+        [proxy.cluster.namesrv_address], port=0, config=ProxyConfig(closed_streams_max_count=8)
+    )
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            call = channel.unary_unary(
+                SERVICE + "QueryRoute",
+                request_serializer=_serialize,
+                response_deserializer=spb.QueryRouteResponse.FromString,
+            )
+            request = spb.QueryRouteRequest()
+            request.topic.name = "Plain"
+            for _ in range(40):
+                answer = await call(request, metadata=METADATA, timeout=10)
+                assert answer.status.code == pb.OK
+            assert server._server is not None
+            sizes = [
+                len(protocol.connection._connection._closed_streams)
+                for protocol in server._server.protocols
+                if getattr(protocol, "connection", None) is not None
+            ]
+    finally:
+        await server.stop()
+
+    assert sizes == [8]  # one connection, its 40 finished calls remembered up to the bound
+
+
+def _serialize(message: spb.QueryRouteRequest) -> bytes:
+    return message.SerializeToString()

@@ -66,7 +66,7 @@ def test_a_query_and_an_sdk_consumer_share_a_group(spark: SparkSession, tmp_path
         # SDK's receive may take all 120 before Spark plans its first micro-batch.
         deadline = time.monotonic() + WAIT_S
         while not spark.table("pop_sdk5").count() and time.monotonic() < deadline:
-            query.awaitTermination(0.5)  # waits on the query, wakes early if it stopped
+            query.awaitTermination(1)  # waits on the query (s), wakes early if it stopped
         consumer = _consumer(server.proxy)
         by_sdk: list[str] = []
         try:

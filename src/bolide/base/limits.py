@@ -746,6 +746,11 @@ consumers give up after 10 s), then answers with the defaults."""
 PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
 """Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
 most 32 messages each)."""
+PROXY_HTTP2_CLOSED_STREAMS_MAX_COUNT = 1_024
+"""Closed streams each gRPC connection remembers (to tell a late frame on a reset stream from
+one on a finished stream). h2 keeps 65,536 by default, about 8 MiB per connection at ~130 B
+each, which a busy 5.x client fills in half an hour (the soak's heap growth, issue 30); a
+peer's late frames come within a round trip, not a thousand calls later."""
 PROXY_TRANSACTION_CHECK_QUEUE_MAX_ENTRIES = 1_000
 """Transaction checks waiting to be pushed over a Telemetry stream, per client."""
 PRODUCER_AUTO_BATCH_MAX_MESSAGES = 256

@@ -14,14 +14,16 @@ import os
 import socket
 import ssl
 import weakref
+from asyncio import BaseTransport
 from dataclasses import dataclass
 
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
+from h2.utilities import SizeLimitDict
 
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
-from bolide.base.errors import BolideError
+from bolide.base.errors import BolideError, invariant
 from bolide.base.service import CrashHandler, Service
 from bolide.client.rpc.client import heartbeat
 from bolide.protocol.bodies import HeartbeatData, ProducerData
@@ -51,6 +53,9 @@ class ProxyConfig:
     auto_renew_invisible_time_ms: int = limits.PROXY_DEFAULT_INVISIBLE_TIME_MS
     """Invisible time of an ``auto_renew`` receive, renewed until the message is acked."""
     renew_ahead_ms: int = limits.PROXY_AUTO_RENEW_AHEAD_MS
+    closed_streams_max_count: int = limits.PROXY_HTTP2_CLOSED_STREAMS_MAX_COUNT
+    """Closed HTTP/2 streams each connection remembers (default 1,024; h2's own 65,536
+    grows a long-lived client's connection by ~8 MiB)."""
     authenticator: Authenticator | None = None
     """Checks each call's ``authorization`` header (the ACL's verify_grpc_authorization);
     None: no authentication (ACL off)."""
@@ -68,16 +73,36 @@ class ProxyConfig:
     or disabled / None (plain only). The 5.x SDKs turn TLS on by default."""
 
 
+class _BoundedH2Protocol(H2Protocol):
+    """grpclib's connection with h2's record of closed streams bounded to
+    ``closed_streams_max_count`` entries (h2 keeps 2**16 per connection: ~8 MiB, filled by
+    one busy 5.x client in half an hour)."""
+
+    def __init__(self, base: H2Protocol, closed_streams_max_count: int) -> None:
+        super().__init__(base.handler, base.config, base.h2_config)
+        self._closed_streams_max_count = closed_streams_max_count
+
+    def connection_made(self, transport: BaseTransport) -> None:
+        super().connection_made(transport)
+        # grpclib's Connection wraps the h2 state machine as ``_connection``; no stream
+        # exists yet, so the empty record is replaced by a smaller one of the same kind.
+        h2_connection = self.connection._connection
+        h2_connection._closed_streams = SizeLimitDict(size_limit=self._closed_streams_max_count)
+
+
 class _Server(Server):
     """grpclib's server, remembering its connections so that stop can close them (grpclib
-    cancels their calls but leaves the sockets open)."""
+    cancels their calls but leaves the sockets open), each with a bounded record of closed
+    streams (:class:`_BoundedH2Protocol`)."""
 
-    def __init__(self, handlers: list[MessagingService]) -> None:
+    def __init__(self, handlers: list[MessagingService], closed_streams_max_count: int) -> None:
+        invariant(closed_streams_max_count > 0, "closed streams remembered is positive")
         super().__init__(handlers)
         self.protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+        self._closed_streams_max_count = closed_streams_max_count
 
     def _protocol_factory(self) -> H2Protocol:
-        protocol = super()._protocol_factory()
+        protocol = _BoundedH2Protocol(super()._protocol_factory(), self._closed_streams_max_count)
         self.protocols.add(protocol)
         return protocol
 
@@ -174,7 +199,7 @@ class ProxyServer:
         server_tls = self.config.server_tls
         mode = TlsMode.DISABLED if server_tls is None else server_tls.mode
         context = None if server_tls is None or not server_tls.enabled else _h2_context(server_tls)
-        self._server = _Server([self.service])
+        self._server = _Server([self.service], self.config.closed_streams_max_count)
         if context is not None and mode is TlsMode.PERMISSIVE:
             self._socket = await self._server.start_permissive(
                 self.host, self._requested_port, context
