@@ -184,6 +184,30 @@ def _entries(
     ]
 
 
+def _write_policy(
+    write: Callable[..., Awaitable[list[str]]],
+    verb: str,
+    username: str,
+    entries: list[dict[str, Any]],
+    policy_type: str,
+    cluster: str | None,
+    broker: list[str] | None,
+    namesrv: str,
+    timeout_ms: int,
+    json_output: bool,
+) -> None:
+    """Create or update (``write``) a user's ACL entries on the brokers and report where."""
+
+    async def action(admin: AdminClient) -> list[str]:
+        return await write(
+            admin, username, entries, policy_type=policy_type, cluster=cluster,
+            brokers=broker or (),
+        )  # fmt: skip
+
+    output, brokers = _run(json_output, namesrv, timeout_ms, action)
+    report_brokers(output, "acl", f"User:{username}", brokers, verb)
+
+
 @policy_app.command("create")
 def create_policy(
     username: UserArgument,
@@ -200,15 +224,10 @@ def create_policy(
 ) -> None:
     """Create a user's ACL with one entry per --resource."""
     entries = _entries(resource, actions, source_ip, decision)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_auth.create_acl(
-            admin, username, entries, policy_type=policy_type, cluster=cluster,
-            brokers=broker or (),
-        )  # fmt: skip
-
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "acl", f"User:{username}", brokers, "created on")
+    _write_policy(
+        admin_auth.create_acl, "created on", username, entries, policy_type, cluster, broker,
+        namesrv, timeout_ms, json_output,
+    )  # fmt: skip
 
 
 @policy_app.command("update")
@@ -227,15 +246,10 @@ def update_policy(
 ) -> None:
     """Add or replace entries of a user's ACL (by resource)."""
     entries = _entries(resource, actions, source_ip, decision)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_auth.update_acl(
-            admin, username, entries, policy_type=policy_type, cluster=cluster,
-            brokers=broker or (),
-        )  # fmt: skip
-
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "acl", f"User:{username}", brokers, "updated on")
+    _write_policy(
+        admin_auth.update_acl, "updated on", username, entries, policy_type, cluster, broker,
+        namesrv, timeout_ms, json_output,
+    )  # fmt: skip
 
 
 @policy_app.command("delete")
