@@ -14,8 +14,6 @@ import pytest
 
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import KVTable
-from bolide.protocol.bodies.controller import BrokerReplicasInfo, broker_names_to_json
-from bolide.protocol.bodies.route import ClusterInfo
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import ClientPool
@@ -23,6 +21,8 @@ from bolide.store.epoch_file import EpochEntry, EpochFile
 from bolide.testing.etcd import EtcdCluster
 from tests.controller.test_failover_processes import (
     broker_conf,
+    cluster_masters,
+    in_sync_ids,
     running,
     send_until_acked,
     until_true,
@@ -53,25 +53,10 @@ async def test_deposed_master_truncates_through_the_autoswitch_handshake(
         ctl, ns = controller.address("controller"), namesrv.address("namesrv")
 
         async def masters() -> dict[int, str]:
-            answer = await pool.invoke(
-                ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
-            )
-            info = ClusterInfo.from_json(answer.body) if answer.body else ClusterInfo()
-            data = info.broker_addr_table.get("broker-a")
-            return {} if data is None else dict(data.broker_addrs)
+            return await cluster_masters(pool, ns)
 
         async def in_sync() -> list[int]:
-            answer = await pool.invoke(
-                ctl,
-                RemotingCommand.request(
-                    RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-                    body=broker_names_to_json(["broker-a"]),
-                ),
-            )
-            if answer.code != ResponseCode.SUCCESS:
-                return []
-            info = BrokerReplicasInfo.from_json(answer.body).replicas_info_table.get("broker-a")
-            return [] if info is None else [r.broker_id for r in info.in_sync_replicas]
+            return await in_sync_ids(pool, ctl)
 
         conf_a = broker_conf(tmp_path / "a", ns, ctl)
         conf_b = broker_conf(tmp_path / "b", ns, ctl)

@@ -97,6 +97,30 @@ def broker_conf(directory: Path, namesrv: str, controller: str) -> Path:
     return conf
 
 
+async def cluster_masters(pool: ClientPool, namesrv: str) -> dict[int, str]:
+    """broker-a's addresses by broker id, as the name server lists them."""
+    answer = await pool.invoke(
+        namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+    )
+    info = ClusterInfo.from_json(answer.body) if answer.body else ClusterInfo()
+    data = info.broker_addr_table.get("broker-a")
+    return {} if data is None else dict(data.broker_addrs)
+
+
+async def in_sync_ids(pool: ClientPool, controller: str) -> list[int]:
+    """broker-a's SyncStateSet ids, as the controller answers 1006 ([] when it cannot)."""
+    answer = await pool.invoke(
+        controller,
+        RemotingCommand.request(
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=broker_names_to_json(["broker-a"])
+        ),
+    )
+    if answer.code != ResponseCode.SUCCESS:
+        return []
+    info = BrokerReplicasInfo.from_json(answer.body).replicas_info_table.get("broker-a")
+    return [] if info is None else [r.broker_id for r in info.in_sync_replicas]
+
+
 async def until_true(check: object, what: str) -> None:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -117,26 +141,10 @@ async def test_lagging_replica_and_master_failover(etcd: EtcdCluster, tmp_path: 
         ctl, ns = controller.address("controller"), namesrv.address("namesrv")
 
         async def masters() -> dict[int, str]:
-            answer = await pool.invoke(
-                ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
-            )
-            info = ClusterInfo.from_json(answer.body) if answer.body else ClusterInfo()
-            data = info.broker_addr_table.get("broker-a")
-            return {} if data is None else dict(data.broker_addrs)
+            return await cluster_masters(pool, ns)
 
         async def in_sync() -> list[int]:
-            answer = await pool.invoke(
-                ctl,
-                RemotingCommand.request(
-                    RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-                    body=broker_names_to_json(["broker-a"]),
-                ),
-            )
-            if answer.code != ResponseCode.SUCCESS:
-                return []
-            table = BrokerReplicasInfo.from_json(answer.body).replicas_info_table
-            info = table.get("broker-a")
-            return [] if info is None else [r.broker_id for r in info.in_sync_replicas]
+            return await in_sync_ids(pool, ctl)
 
         conf_a = broker_conf(tmp_path / "a", ns, ctl)
         conf_b = broker_conf(tmp_path / "b", ns, ctl)
