@@ -76,6 +76,7 @@ EXPECTED: dict[int, tuple[str | None, bool]] = {
     R.GET_EARLIEST_MSG_STORETIME: ("ANY", False),
     R.GET_TOPIC_STATS_INFO: ("ANY", False),
     R.QUERY_TOPIC_CONSUME_BY_WHO: ("ANY", False),
+    R.BOLIDE_GET_STATS_HISTORY: ("ANY", True),  # the sample names a group too
     R.HEART_BEAT: ("SUB", True),
     R.UNREGISTER_CLIENT: (None, True),
     R.GET_CONSUMER_LIST_BY_GROUP: (None, True),

@@ -253,6 +253,7 @@ RESOURCE_TABLE: Mapping[int, tuple[Need, ...]] = MappingProxyType(
         R.ACK_MESSAGE: _POP_FAMILY,
         R.CHANGE_MESSAGE_INVISIBLETIME: _POP_FAMILY,
         R.GET_TOPIC_STATS_INFO: (_TOPIC_ANY,),
+        R.BOLIDE_GET_STATS_HISTORY: (_TOPIC_ANY, Need(("group",), Kind.GROUP, optional=True)),
         R.QUERY_TOPIC_CONSUME_BY_WHO: (_TOPIC_ANY,),
         R.GET_CONSUMER_CONNECTION_LIST: (_CONSUMER_GROUP,),
         R.GET_CONSUME_STATS: (_CONSUMER_GROUP, Need(("topic",), Kind.TOPIC, optional=True)),
@@ -286,6 +287,7 @@ SIGNATURE_ONLY_CODES: Mapping[int, str] = MappingProxyType(
         R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: "group settings (a slave copying them)",
         R.CHECK_CLIENT_CONFIG: "validates an expression; reads no data",
         R.GET_PRODUCER_CONNECTION_LIST: "a producer group is no ACL 1.0 resource",
+        R.GET_ALL_PRODUCER_INFO: "producer groups and their connections (no ACL 1.0 resource)",
         R.VIEW_BROKER_STATS_DATA: "one statistics window",
         R.GET_BROKER_CONSUME_STATS: "every group's progress, as the dashboard's overview",
     }
