@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bolide.controller.controller import Controller
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
+
+if TYPE_CHECKING:
+    from bolide.controller.controller import Controller
 
 __all__ = ["EtcdOption", "controller", "start_controller"]
 
@@ -73,6 +75,9 @@ async def start_controller(
     A wildcard ``host`` without ``advertise_host`` advertises loopback."""
     if advertise_host is None and host in ("", "0.0.0.0", "::"):
         advertise_host = "127.0.0.1"
+    # Imported here: the controller pulls in the etcd client and grpc, which no other command needs.
+    from bolide.controller.controller import Controller
+
     running = Controller(etcd, host, port, settings=settings, advertised_host=advertise_host)
     await running.start()
     return running
