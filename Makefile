@@ -8,8 +8,9 @@ STAMP := $(VENV)/.bolide-installed
 
 PYX := $(shell find src/bolide -name "*.pyx" -o -name "*.pxi")
 
-# The editable install also compiles the hot path (setup.py): a changed .pyx re-runs it.
-$(STAMP): pyproject.toml setup.py $(PYX)
+# The editable install also compiles the hot path and generates the 5.x protocol modules
+# (setup.py): a changed .pyx or generator re-runs it.
+$(STAMP): pyproject.toml setup.py tools/generate_proto.py $(PYX)
 	command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
 	command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server; }

@@ -6,15 +6,23 @@ compiler; nothing prebuilt is fetched. When Cython is missing or the compiler fa
 ``CC=false pip install .``), the install goes on without the extensions and prints one
 warning: every compiled module has a pure-Python twin that is used instead (see
 src/bolide/base/compiled.py), so Bolide runs either way.
+
+The 5.x gRPC proxy's protobuf modules are generated here too, from the descriptors the
+official 5.x SDK ships (tools/generate_proto.py; the SDK and grpcio-tools are build
+requirements). Unlike the hot path this step has no fallback: without it the proxy cannot
+start, so a failure stops the install with its reason.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 UMBRELLA_NAME = "_compiled.pyx"
@@ -65,6 +73,27 @@ class OptionalBuildExt(build_ext):
             self._failures.append(f"{ext.name}: {type(error).__name__}: {str(error)[:200]}")
 
 
+class GenerateProtocolBuildPy(build_py):
+    """build_py that first writes the 5.x protocol modules into the source tree (as the editable
+    install needs them there), so that the ordinary copy then ships them in a wheel."""
+
+    def run(self) -> None:
+        generator = _load_module(PROJECT_ROOT / "tools" / "generate_proto.py")
+        for path in generator.write():
+            print(f"generated {path.relative_to(PROJECT_ROOT)}")
+        super().run()
+
+
+def _load_module(path: Path) -> Any:
+    """The Python file at ``path`` as a module (tools/ is no package of the install)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _extensions() -> list[Extension]:
     try:
         from Cython.Build import cythonize
@@ -92,4 +121,7 @@ def _extensions() -> list[Extension]:
 # Guarded so that tests/base/test_twin_rule.py can read extension_sources(); pip's build backend
 # and ``python setup.py`` both run this file as __main__.
 if __name__ == "__main__":
-    setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+    setup(
+        ext_modules=_extensions(),
+        cmdclass={"build_ext": OptionalBuildExt, "build_py": GenerateProtocolBuildPy},
+    )

@@ -1,5 +1,6 @@
-"""The proxy's protobuf modules are what protoc generates from the .proto files, and carry
-exactly the descriptors of the official SDK (every message, field number and type)."""
+"""The proxy's protobuf modules, generated during the install from the official SDK's
+descriptors (tools/generate_proto.py), are current and carry exactly the SDK's descriptors
+(every message, field number and type)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from bolide.proxy.proto import admin_pb2, definition_pb2, service_pb2
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_generated_modules_match_the_proto_files() -> None:
+def test_installed_modules_are_what_protoc_generates_from_the_sdk() -> None:
     pytest.importorskip("grpc_tools")
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "generate_proto.py"), "--check"],
