@@ -38,6 +38,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import shutil
 import statistics
@@ -418,6 +420,14 @@ def plot(samples: list[Sample], directory: Path) -> str:
     return "plots: " + ", ".join(written)
 
 
+def record_sample(taken: Sample, path: str) -> None:
+    """Append one sample as a JSON line to ``path`` (nothing when empty), flushed at once so a
+    run cut short still leaves every sample taken (bench/soak_plot.py reads the file)."""
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(dataclasses.asdict(taken)) + "\n")
+
+
 # --- the run ------------------------------------------------------------------------------------
 
 
@@ -448,9 +458,11 @@ async def soak_run(server: ServerUnderTest, options: argparse.Namespace) -> tupl
     started = time.monotonic()
     interval_s = options.sample_seconds or min(60.0, options.minutes * 60 / 12)
     samples = [await sample(soak, started)]
+    record_sample(samples[-1], options.samples)
     while time.monotonic() - started < options.minutes * 60:
         await asyncio.sleep(interval_s)
         samples.append(await sample(soak, started))
+        record_sample(samples[-1], options.samples)
         print(f"  {samples[-1]}", flush=True)
     soak.stop.set()
     thread_stop.set()
@@ -478,6 +490,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=50, help="4.x plain sends per second")
     parser.add_argument("--sample-seconds", type=float, default=0.0)
     parser.add_argument("--plots", default="", help="directory for PNG plots (e.g. docs/images)")
+    parser.add_argument("--samples", default="", help="append each sample to this JSON-lines file")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bolide-soak-"))
     server = ServerUnderTest(root)
