@@ -15,6 +15,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import TopicRequestHeader
 from bolide.remoting import ClientPool
+from bolide.store.file_store import FileMessageStore
 from tests.broker.admin_support import admin_cluster, fill
 from tests.integration.wire import BrokerWire
 
@@ -33,7 +34,9 @@ async def test_delete_topic_refuses_a_name_that_is_no_topic_name(
         try:
             wire = BrokerWire(pool, broker.address)
             await fill(wire, TOPIC, {0: 2})
-            store_config = broker.context.store.config
+            store = broker.context.store
+            assert isinstance(store, FileMessageStore)
+            store_config = store.config
             queue_dir = store_config.consume_queue_dir
             assert (queue_dir / TOPIC).is_dir()
 
@@ -47,6 +50,6 @@ async def test_delete_topic_refuses_a_name_that_is_no_topic_name(
             # Nothing of the store was touched: its directories and the topic's queue remain.
             assert queue_dir.is_dir() and (queue_dir / TOPIC).is_dir()
             assert store_config.commit_log_dir.is_dir()
-            assert broker.context.store.max_offset(TOPIC, 0) == 2
+            assert store.max_offset(TOPIC, 0) == 2
         finally:
             await pool.close()
