@@ -170,6 +170,15 @@ class ServerUnderTest:
         ]  # fmt: skip
         if os.environ.get("BOLIDE_SOAK_TRACEMALLOC"):  # debug: bench/soak_trace.py
             command[0:1] = [sys.executable, str(Path(__file__).with_name("soak_trace.py"))]
+        self.launch(command)
+
+    def launch(self, command: list[str]) -> None:
+        """Run ``command`` (a ``bolide`` server printing a JSON ready line) as the child,
+        its stderr to :attr:`log_path`, and read its listeners from the ready line.
+
+        Raises:
+            RuntimeError: it exited or printed no ready line in time (its log tail quoted).
+        """
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
@@ -180,7 +189,16 @@ class ServerUnderTest:
             self.listeners = {key: str(value) for key, value in orjson.loads(line).items()}
         except orjson.JSONDecodeError:
             self.stop()
-            raise RuntimeError(f"bolide standalone did not start: {self.log_tail()}") from None
+            raise RuntimeError(f"bolide {command[1]} did not start: {self.log_tail()}") from None
+
+    async def start_async(self) -> None:
+        """What the fuzz run calls: :meth:`start` here; a server that needs more (an etcd
+        for the controller) overrides it."""
+        self.start()
+
+    async def stop_async(self) -> None:
+        """What the fuzz run calls when done: :meth:`stop` here (see :meth:`start_async`)."""
+        self.stop()
 
     def address(self, listener: str) -> tuple[str, int]:
         host, port = self.listeners[listener].rsplit(":", 1)
@@ -329,6 +347,8 @@ Attack = Callable[[ServerUnderTest, random.Random, int], Awaitable[int]]
 Liveness = Callable[[ServerUnderTest], Awaitable[bool]]
 """True when the listener answers a valid request correctly."""
 Prepare = Callable[[ServerUnderTest], Awaitable[None]]
+ServerFactory = Callable[[Path], ServerUnderTest]
+"""Makes the server under test in a run's directory (default: :class:`ServerUnderTest`)."""
 
 
 @dataclass
@@ -378,11 +398,11 @@ async def _settle(server: ServerUnderTest, baseline_connections: int) -> int:
 
 async def _run(
     listener: str, attack: Attack, liveness: Liveness, seed: int, seconds: float,
-    max_requests: int, prepare: Prepare | None, root: Path,
+    max_requests: int, prepare: Prepare | None, root: Path, server_factory: ServerFactory,
 ) -> FuzzReport:  # fmt: skip
     report = FuzzReport(listener, seed)
-    server = ServerUnderTest(root)
-    server.start()
+    server = server_factory(root)
+    await server.start_async()
     try:
         if prepare is not None:
             await prepare(server)
@@ -419,27 +439,32 @@ async def _run(
         if report.connections_left_open:
             report.failures.append(f"{report.connections_left_open} connections left open")
     finally:
-        server.stop()
+        await server.stop_async()
     return report
 
 
 def run_fuzzer(
     listener: str, attack: Attack, liveness: Liveness, *, seed: int, seconds: float,
     max_requests: int, prepare: Prepare | None = None,
+    server_factory: ServerFactory = ServerUnderTest,
 ) -> FuzzReport:  # fmt: skip
     """One fuzz run against a fresh server in a temporary directory (removed after)."""
     root = Path(tempfile.mkdtemp(prefix=f"bolide-fuzz-{listener}-"))
     try:
         return remoting_loop.run(
-            _run(listener, attack, liveness, seed, seconds, max_requests, prepare, root)
-        )
+            _run(listener, attack, liveness, seed, seconds, max_requests, prepare, root,
+                 server_factory)
+        )  # fmt: skip
     finally:
         if os.environ.get("BOLIDE_FUZZ_KEEP_LOG"):
             shutil.copy(root / "stderr.log", os.environ["BOLIDE_FUZZ_KEEP_LOG"])
         shutil.rmtree(root, ignore_errors=True)
 
 
-def main(listener: str, attack: Attack, liveness: Liveness, prepare: Prepare | None = None) -> int:
+def main(
+    listener: str, attack: Attack, liveness: Liveness, prepare: Prepare | None = None,
+    server_factory: ServerFactory = ServerUnderTest,
+) -> int:  # fmt: skip
     """The command line of every fuzzer: ``--seed``, ``--seconds``, ``--requests``."""
     parser = argparse.ArgumentParser(description=f"Fuzz Bolide's {listener} listener.")
     parser.add_argument("--seed", type=int, default=1)
@@ -448,7 +473,7 @@ def main(listener: str, attack: Attack, liveness: Liveness, prepare: Prepare | N
     options = parser.parse_args()
     report = run_fuzzer(
         listener, attack, liveness, seed=options.seed, seconds=options.seconds,
-        max_requests=options.requests, prepare=prepare,
+        max_requests=options.requests, prepare=prepare, server_factory=server_factory,
     )  # fmt: skip
     for line in report.lines():
         print(line, flush=True)

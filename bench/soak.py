@@ -28,9 +28,11 @@ the 4.x send latency percentiles. When the traffic stops it drains (at most
   third plus 20 ms (``P99_DRIFT_FACTOR``, ``P99_DRIFT_SLACK_MS``).
 
 The last line is the verdict with its figures; the exit status is 0 only when it passes.
-``--plots DIR`` writes RSS, descriptors and p99 over time as PNG (matplotlib, when installed).
+``--plots DIR`` writes RSS, descriptors and p99 over time as PNG (bench/soak_plot.py, headless
+Chromium); ``--samples FILE`` appends each sample to FILE as a JSON line, which
+``bench/soak_plot.py FILE`` plots afterwards.
 
-    .venv/bin/python bench/soak.py --minutes 60 [--rate 50] [--plots docs/images]
+    .venv/bin/python bench/soak.py --minutes 60 [--rate 50] [--plots docs/images] [--samples F]
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import shutil
 import statistics
@@ -52,6 +56,7 @@ from typing import Any
 
 from bench.fuzz_http import http_get, status_of
 from bench.fuzz_support import ServerUnderTest
+from bench.soak_plot import write_plots
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
@@ -395,27 +400,22 @@ def judge(samples: list[Sample], ledger: Ledger) -> tuple[bool, str]:
 
 
 def plot(samples: list[Sample], directory: Path) -> str:
+    """RSS, descriptors and p99 over time as PNG under ``directory`` (bench/soak_plot.py)."""
+    if len(samples) < 2:
+        return "plots: fewer than 2 samples, none written"
     try:
-        import matplotlib  # type: ignore[import-not-found]
+        written = write_plots([dataclasses.asdict(s) for s in samples], directory)
+    except Exception as error:  # Chromium missing or failing: the soak's verdict still stands
+        return f"plots: none written ({error!r})"
+    return "plots: " + ", ".join(str(path) for path in written)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found]
-    except ImportError:
-        return "plots: matplotlib is not installed, none written"
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, label in (("rss_kib", "RSS (KiB)"), ("open_fds", "open fds"), ("p99_ms", "p99 ms")):
-        figure, axes = plt.subplots(figsize=(6, 3))
-        axes.plot([s.minute for s in samples], [getattr(s, name) for s in samples], marker=".")
-        axes.set_xlabel("minute")
-        axes.set_ylabel(label)
-        axes.set_title(f"soak: broker {label}")
-        path = directory / f"soak-{name}.png"
-        figure.tight_layout()
-        figure.savefig(path)
-        plt.close(figure)
-        written.append(str(path))
-    return "plots: " + ", ".join(written)
+
+def record_sample(taken: Sample, path: str) -> None:
+    """Append one sample as a JSON line to ``path`` (nothing when empty), flushed at once so a
+    run cut short still leaves every sample taken (bench/soak_plot.py reads the file)."""
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(dataclasses.asdict(taken)) + "\n")
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -448,9 +448,11 @@ async def soak_run(server: ServerUnderTest, options: argparse.Namespace) -> tupl
     started = time.monotonic()
     interval_s = options.sample_seconds or min(60.0, options.minutes * 60 / 12)
     samples = [await sample(soak, started)]
+    record_sample(samples[-1], options.samples)
     while time.monotonic() - started < options.minutes * 60:
         await asyncio.sleep(interval_s)
         samples.append(await sample(soak, started))
+        record_sample(samples[-1], options.samples)
         print(f"  {samples[-1]}", flush=True)
     soak.stop.set()
     thread_stop.set()
@@ -478,6 +480,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=50, help="4.x plain sends per second")
     parser.add_argument("--sample-seconds", type=float, default=0.0)
     parser.add_argument("--plots", default="", help="directory for PNG plots (e.g. docs/images)")
+    parser.add_argument("--samples", default="", help="append each sample to this JSON-lines file")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bolide-soak-"))
     server = ServerUnderTest(root)

@@ -4,8 +4,10 @@
   every group's offsets on the topic are removed (a topic created again under the same name
   starts at offset 0, so old offsets would skip its first messages); the broker re-registers
   with the name servers before answering, so the route no longer lists it. A system topic is
-  SYSTEM_ERROR; an unknown one is SUCCESS (deleting twice is harmless, as in Java). The
-  commit log keeps the records until retention removes them.
+  SYSTEM_ERROR; an unknown one is SUCCESS (deleting twice is harmless, as in Java). A name
+  that is not a valid topic name (``..``, a NUL, a ``/``) is SYSTEM_ERROR before anything is
+  touched: the name is a directory of the store. The commit log keeps the records until
+  retention removes them.
 * GET_TOPIC_STATS_INFO (202): header ``topic``; per queue the min and max offset and the store
   time (ms) of the last message (0 when empty). Unknown topic: TOPIC_NOT_EXIST.
 * QUERY_TOPIC_CONSUME_BY_WHO (300): header ``topic``; the groups subscribing it now (by
@@ -18,6 +20,7 @@ import logging
 
 from bolide.base.errors import ConfigError
 from bolide.broker.context import BrokerContext
+from bolide.broker.topics import validate_topic
 from bolide.protocol.bodies import GroupList, MessageQueue, TopicOffset, TopicStatsTable
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -48,6 +51,11 @@ class AdminTopicHandlers:
     ) -> RemotingCommand:
         """Forget the topic's configuration, consume queues and offsets; re-register."""
         topic = TopicRequestHeader.from_ext_fields(request.ext_fields).topic
+        validation = validate_topic(topic)
+        if not validation.ok:  # the name becomes a store path: never rmtree "..", "a\0b"
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"cannot delete topic: {validation.reason}"
+            )
         context = self._context
         try:
             existed = await context.topics.delete_topic(topic)
