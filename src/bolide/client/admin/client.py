@@ -34,7 +34,7 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, GroupNotFoundError
-from bolide.client.admin import messages, operations, progress, transactions
+from bolide.client.admin import maintenance, messages, operations, progress, transactions
 from bolide.client.admin.session import AdminSession
 from bolide.client.admin.views import (
     DEFAULT_QUEUE_COUNT,
@@ -57,8 +57,10 @@ from bolide.protocol.bodies import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
+from bolide.protocol.bodies.queue import MessageQueue
 from bolide.protocol.bodies.stats_history import GetStatsHistoryRequestHeader, StatsHistory
 from bolide.protocol.bodies.transaction import HalfMessageList
+from bolide.protocol.codes import RequestCode
 from bolide.protocol.headers import CloneGroupOffsetRequestHeader
 from bolide.protocol.message import MessageExt
 
@@ -367,6 +369,50 @@ class AdminClient(AdminSession):
         return await messages.resend_dead_letters(
             self, self.ns(group), msg_ids, begin_ms, end_ms, max_count, on_progress
         )
+
+    async def consumer_status(
+        self, group: str, topic: str, *, client_id: str | None = None
+    ) -> dict[str, dict[MessageQueue, int]]:
+        """Client id -> the committed offsets of ``topic`` each online client of ``group``
+        (or only ``client_id``) reports itself (INVOKE_BROKER_TO_GET_CONSUMER_STATUS, 223).
+        Raises RemoteError SYSTEM_ERROR when no client of the group is online."""
+        return await maintenance.consumer_status(self, self.ns(group), self.ns(topic), client_id)
+
+    async def correction_offsets(
+        self, topic: str, compare_group: str, *, filter_groups: Iterable[str] = ()
+    ) -> dict[str, dict[int, int]]:
+        """Broker name -> queue id -> the lowest committed offset of ``topic``'s groups but
+        ``filter_groups``, or Java's Long.MAX_VALUE where ``compare_group`` is behind it
+        (QUERY_CORRECTION_OFFSET, 308). Raises TopicNotFoundError."""
+        return await maintenance.correction_offsets(
+            self, self.ns(topic), self.ns(compare_group), [self.ns(g) for g in filter_groups]
+        )
+
+    async def clean_expired_consume_queues(
+        self, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (306) on the given brokers, else every master of
+        ``cluster``, else every master: destroy consume queues whose messages all expired.
+        Broker name -> what it did."""
+        code = RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE
+        return await maintenance.run_maintenance(self, code, cluster, brokers)
+
+    async def clean_unused_topics(
+        self, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """CLEAN_UNUSED_TOPIC (316): destroy the consume queues of topics a broker no longer
+        has a configuration for. Targets and answer as :meth:`clean_expired_consume_queues`."""
+        code = RequestCode.CLEAN_UNUSED_TOPIC
+        return await maintenance.run_maintenance(self, code, cluster, brokers)
+
+    async def delete_expired_commit_log(
+        self, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """DELETE_EXPIRED_COMMITLOG (329): delete commit-log segments older than
+        fileReservedTime now, whatever the hour. Targets and answer as
+        :meth:`clean_expired_consume_queues`."""
+        code = RequestCode.DELETE_EXPIRED_COMMITLOG
+        return await maintenance.run_maintenance(self, code, cluster, brokers)
 
     # ---- stats history -----------------------------------------------------------------------
 
