@@ -729,6 +729,10 @@ PROXY_RPC_TIMEOUT_MS = 5_000
 """The proxy's remoting requests to brokers time out after this (plus any long poll)."""
 PROXY_CLIENT_EXPIRY_MS = 120_000
 """A 5.x client silent this long (no heartbeat, no telemetry) is forgotten."""
+PROXY_CONSUMER_CONNECTIONS_MAX_COUNT = 4_096
+"""5.x consumers the proxy registers with the brokers over a connection of their own (so
+each is a member of its group there); beyond it a consumer shares the proxy's connection
+(warned), since each one costs a socket per broker."""
 PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS = 10_000
 """How often the proxy heartbeats brokers for the transactional producer groups it serves."""
 PROXY_AUTO_RENEW_AHEAD_MS = 10_000

@@ -155,6 +155,9 @@ class ProxyServer:
             min_invisible_time_ms=self.config.min_invisible_time_ms,
             auto_renew_invisible_time_ms=self.config.auto_renew_invisible_time_ms,
             renew_ahead_ms=self.config.renew_ahead_ms,
+            pool_factory=lambda: ClientPool(
+                Dispatcher(), request_hook=self.config.sign, tls=self.config.tls
+            ),
         )
         self.service = MessagingService(
             self.directory,
@@ -220,6 +223,7 @@ class ProxyServer:
             server.close()
             await server.wait_closed()
             server.close_connections()
+        await self.consuming.registration.close()
         await self.pool.close(timeout_ms)
         self._socket = None
 
@@ -229,6 +233,7 @@ class ProxyServer:
     async def _housekeep(self) -> None:
         for client_id in self.clients.expire():
             self.consuming.renewal.forget_client(client_id)
+            await self.consuming.registration.forget(client_id)
         await self._register_producers()
 
     async def renew_step(self) -> None:
