@@ -81,6 +81,9 @@ slaveReadEnable                 slave_read_enable                      false
 accessMessageInMemoryMaxRatio   access_message_in_memory_max_ratio_... 40 (percent of RAM)
 vipChannelEnabled (4)           vip_channel_enabled                    true
 newGroupStartRule (5)           new_group_start                        MEMORY
+enableRetryTopicV2              enable_retry_topic_v2                  false (11)
+retrieveMessageFromPop-         retrieve_message_from_pop_retry_       true (11)
+RetryTopicV1                    topic_v1
 metricsExporterType             metrics_exporter_type                  DISABLE (6)
 metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
 metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
@@ -133,6 +136,10 @@ InMemory pair (listed in :data:`NOT_HONOURED_KEYS`).
 start; exclusive with ``aclEnable``. ``migrateAuthFromV1Enabled``: at start the accounts of
 ``aclFile`` become users and policies (:mod:`bolide.acl.migration`); the whitelists are
 request codes that skip authentication / authorization.
+
+(11) POP retry topics (RocketMQ 5): expired POP messages come back through
+``%RETRY%<group>_<topic>``, or ``%RETRY%<group>+<topic>`` with ``enableRetryTopicV2``; with it on,
+``retrieveMessageFromPopRetryTopicV1`` keeps reading what the V1 topic still holds.
 
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
 names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
@@ -578,6 +585,12 @@ class BrokerConfig:
     new_group_start: NewGroupStart = field(
         default=NewGroupStart.MEMORY,
         metadata=_key("newGroupStartRule", _enum_parser(NewGroupStart)),
+    )
+    enable_retry_topic_v2: bool = field(
+        default=False, metadata=_key("enableRetryTopicV2", _parse_bool)
+    )
+    retrieve_message_from_pop_retry_topic_v1: bool = field(
+        default=True, metadata=_key("retrieveMessageFromPopRetryTopicV1", _parse_bool)
     )
     max_transfer_count_on_message_in_memory: int = field(
         default=limits.PULL_BATCH_MAX_MESSAGES,
