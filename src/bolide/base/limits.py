@@ -750,6 +750,10 @@ consumers give up after 10 s), then answers with the defaults."""
 PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
 """Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
 most 32 messages each)."""
+PROXY_GOAWAY_DRAIN_MAX_MS = 30_000
+"""After a client's HTTP/2 GOAWAY the proxy finishes the calls already open on the
+connection (as the reference gRPC server does) for this long at most, then closes it: a
+stream the client never ends cannot hold the socket forever."""
 PROXY_HTTP2_CLOSED_STREAMS_MAX_COUNT = 1_024
 """Closed streams each gRPC connection remembers (to tell a late frame on a reset stream from
 one on a finished stream). h2 keeps 65,536 by default, about 8 MiB per connection at ~130 B
