@@ -217,3 +217,47 @@ async def test_an_ack_naming_the_retry_topic_reaches_it(tmp_path: Path) -> None:
         assert cluster.brokers[0].context.offsets.query_offset("G", RETRY, 0) == 1
         await _expire(cluster, clock, 10_000)
         assert await _pop(wire) == []  # acked: it does not come back
+
+
+async def test_retry_topic_v2_names_and_still_reads_v1(tmp_path: Path) -> None:
+    """enableRetryTopicV2: copies go to ``%RETRY%G+Orders`` (handle topic type 2, acks reach
+    it); what the V1 topic held before the switch is still delivered."""
+    clock = ManualClock()
+    settings = {"enableRetryTopicV2": "true"}
+    async with connected(tmp_path, clock=clock, settings=settings) as (cluster, wire):
+        context = cluster.brokers[0].context
+        await wire.send("Orders", b"old", queue_id=0)
+        # a copy left in the V1 topic before the switch (stored as the V1 service did)
+        await context.topics.create_topic_in_send_back(RETRY, 1, 6)
+        await wire.send(RETRY, b"from-v1", queue_id=0)
+        await wire.send("Orders", b"m0", queue_id=0)
+        first = await _pop(wire)
+        bodies = sorted(m.body for m in first)
+        assert bodies == [b"from-v1", b"m0", b"old"]
+        await _expire(cluster, clock, 5_000)
+        v2 = "%RETRY%G+Orders"
+        config = context.topics.find(v2)
+        assert config is not None and (config.read_queue_count, config.perm) == (1, 6)
+        # the three expired: the two from Orders are copied to V2, the V1 copy stays in V1
+        assert context.store.max_offset(v2, 0) == 2
+        assert context.store.max_offset(RETRY, 0) == 2
+        again = await _pop(wire)
+        assert sorted(m.body for m in again) == [b"from-v1", b"m0", b"old"]
+        by_body = {m.body: m for m in again}
+        assert by_body[b"m0"].topic == v2
+        assert _handle(by_body[b"m0"]).topic_type == PopTopicType.RETRY_V2
+        assert _handle(by_body[b"from-v1"]).topic_type == PopTopicType.RETRY
+        for message in again:
+            await _ack(wire, message)
+        assert context.offsets.query_offset("G", v2, 0) == 2
+        assert context.offsets.query_offset("G", RETRY, 0) == 2
+
+
+async def test_retry_topic_v2_can_leave_v1_unread(tmp_path: Path) -> None:
+    clock = ManualClock()
+    settings = {"enableRetryTopicV2": "true", "retrieveMessageFromPopRetryTopicV1": "false"}
+    async with connected(tmp_path, clock=clock, settings=settings) as (cluster, wire):
+        await cluster.brokers[0].context.topics.create_topic_in_send_back(RETRY, 1, 6)
+        await wire.send(RETRY, b"from-v1", queue_id=0)
+        await wire.send("Orders", b"m0", queue_id=0)
+        assert [m.body for m in await _pop(wire)] == [b"m0"]

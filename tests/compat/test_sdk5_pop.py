@@ -291,3 +291,32 @@ def _members(admin: Any, group: str) -> list[str]:
     if connections is None:
         return []
     return [member.client_id for member in connections.connection_set]
+
+
+def test_two_consumers_of_one_group_through_one_proxy_are_two_members(
+    server: Standalone,
+) -> None:
+    """Each 5.x consumer registers over a connection of its own: the broker lists both clients
+    of the group (connections, online count, progress), and one that shuts down leaves the
+    other listed."""
+    create_topic(server.namesrv, "Pair5", queues=2)
+    create_group(server.namesrv, "pair5")
+    first = _consumer(server, "pair5", "Pair5", _tags("*"))
+    second = _consumer(server, "pair5", "Pair5", _tags("*"))
+    both = sorted([first.client_id, second.client_id])
+    running = [first, second]
+    try:
+        assert first.client_id != second.client_id
+        with bolide.AdminClient(server.namesrv) as admin:
+            wait_until(lambda: sorted(_members(admin, "pair5")) == both)
+            (summary,) = [g for g in admin.list_groups() if g.group == "pair5"]
+            assert summary.online_clients == 2
+            progress = admin.group_progress("pair5", topic="Pair5")
+            assert sorted(client.client_id for client in progress.clients) == both
+        running.remove(first)
+        first.shutdown()
+        with bolide.AdminClient(server.namesrv) as admin:
+            wait_until(lambda: _members(admin, "pair5") == [second.client_id])
+    finally:
+        for consumer in running:
+            consumer.shutdown()

@@ -88,6 +88,8 @@ EXPECTED: dict[int, tuple[str | None, bool]] = {
     R.QUERY_CONSUME_QUEUE: ("SUB", True),
     R.LOCK_BATCH_MQ: (None, True),
     R.UNLOCK_BATCH_MQ: (None, True),
+    R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: ("SUB", True),
+    R.QUERY_CORRECTION_OFFSET: ("SUB", True),
 }
 
 SAMPLE_FIELDS = {
@@ -98,6 +100,7 @@ SAMPLE_FIELDS = {
     "producerGroup": "tableProducers",
     "consumerGroup": GROUP,
     "group": GROUP,
+    "compareGroup": GROUP,
     "clientId": "127.0.0.1@table",
     "queueId": "0",
     "queueOffset": "0",

@@ -37,6 +37,9 @@ body; docs/security.md has the same table)::
     CONSUME_MESSAGE_DIRECTLY 309 (Bolide)
     QUERY_CONSUME_TIME_SPAN 303 (Bolide)     topic SUB + %RETRY%group SUB
     QUERY_CONSUME_QUEUE 321 (Bolide)         topic SUB (+ %RETRY%consumerGroup SUB if named)
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS     topic SUB + %RETRY%group SUB
+      223 (Bolide)
+    QUERY_CORRECTION_OFFSET 308 (Bolide)     topic SUB + %RETRY%compareGroup SUB
     LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42     %RETRY%consumerGroup SUB (Bolide)
     admin codes (ADMIN_REQUEST_CODES)        an account with ``admin: true``
     SIGNATURE_ONLY_CODES                     a valid signature only (each with its reason)
@@ -267,6 +270,8 @@ RESOURCE_TABLE: Mapping[int, tuple[Need, ...]] = MappingProxyType(
             _TOPIC_SUB,
             Need(("consumerGroup",), Kind.GROUP, optional=True),
         ),
+        R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: (_TOPIC_SUB, Need(("group",), Kind.GROUP)),
+        R.QUERY_CORRECTION_OFFSET: (_TOPIC_SUB, Need(("compareGroup",), Kind.GROUP)),
     }
 )
 """Request code -> the resources its ext fields name (see the module docstring). HEART_BEAT

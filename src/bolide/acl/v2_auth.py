@@ -17,6 +17,11 @@ policy's. No match: denied ("no matched policies"). Among matches the most speci
 typed resource over ``*``, LITERAL over PREFIXED over ANY, the longer prefix first), and on a
 tie Deny wins over Allow (RocketMQ's intent; its comparator is inconsistent there).
 
+**Whitelists** (``authenticationWhitelist`` / ``authorizationWhitelist``, RocketMQ 5.3's
+keys): request codes that skip that step on the remoting path. A code skipping
+authentication is still authorized as the user its ``AccessKey`` names (none: refused
+unless authorization skips it too).
+
 What a remoting request needs comes from ACL 1.0's table (:mod:`bolide.acl.permissions`):
 topic PUB -> ``Topic:t`` Pub, SUB -> Sub, ANY -> Pub or Sub; a consumer group (or its
 ``%RETRY%`` topic) -> ``Group:g`` Sub; an admin code -> ``Cluster`` Update; the 2.0 admin codes
@@ -130,10 +135,16 @@ class AuthV2:
         authentication: bool = True,
         authorization: bool = True,
         init_user: tuple[str, str] | None = None,
+        authentication_whitelist: Iterable[int] = (),
+        authorization_whitelist: Iterable[int] = (),
     ) -> None:
         self.path = path
         self.authentication = authentication
         self.authorization = authorization
+        self.authentication_whitelist = frozenset(authentication_whitelist)
+        """Request codes that skip authentication (authenticationWhitelist)."""
+        self.authorization_whitelist = frozenset(authorization_whitelist)
+        """Request codes that skip authorization (authorizationWhitelist)."""
         self._lock = threading.Lock()
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
@@ -269,9 +280,15 @@ class AuthV2:
     def check(self, request: RemotingCommand, remote_address: str) -> None:
         """Authenticate then authorize a remoting request; raises :class:`AclDeniedError`."""
         ip = host_of(remote_address)
+        authorize = self.authorization and request.code not in self.authorization_whitelist
         try:
-            username = self.authenticate_request(request, ip)
-            if username is None or not self.authorization:
+            if self.authentication and request.code in self.authentication_whitelist:
+                username = request.ext_fields.get(ACCESS_KEY_FIELD)
+                if not username and authorize:
+                    raise AclDeniedError("No accessKey is configured")
+            else:
+                username = self.authenticate_request(request, ip)
+            if username is None or not authorize:
                 return
             try:
                 needs = request_needs(request)

@@ -729,6 +729,10 @@ PROXY_RPC_TIMEOUT_MS = 5_000
 """The proxy's remoting requests to brokers time out after this (plus any long poll)."""
 PROXY_CLIENT_EXPIRY_MS = 120_000
 """A 5.x client silent this long (no heartbeat, no telemetry) is forgotten."""
+PROXY_CONSUMER_CONNECTIONS_MAX_COUNT = 4_096
+"""5.x consumers the proxy registers with the brokers over a connection of their own (so
+each is a member of its group there); beyond it a consumer shares the proxy's connection
+(warned), since each one costs a socket per broker."""
 PROXY_PRODUCER_HEARTBEAT_INTERVAL_MS = 10_000
 """How often the proxy heartbeats brokers for the transactional producer groups it serves."""
 PROXY_AUTO_RENEW_AHEAD_MS = 10_000
@@ -746,6 +750,10 @@ consumers give up after 10 s), then answers with the defaults."""
 PROXY_RECEIVE_ATTEMPT_CACHE_MAX_ENTRIES = 1_000
 """Orderly receives whose batch the proxy keeps for a retry with the same attempt id (at
 most 32 messages each)."""
+PROXY_GOAWAY_DRAIN_MAX_MS = 30_000
+"""After a client's HTTP/2 GOAWAY the proxy finishes the calls already open on the
+connection (as the reference gRPC server does) for this long at most, then closes it: a
+stream the client never ends cannot hold the socket forever."""
 PROXY_HTTP2_CLOSED_STREAMS_MAX_COUNT = 1_024
 """Closed streams each gRPC connection remembers (to tell a late frame on a reset stream from
 one on a finished stream). h2 keeps 65,536 by default, about 8 MiB per connection at ~130 B

@@ -507,7 +507,14 @@ class Broker:
             dead_letter=functools.partial(_dead_letter, send_back),
             max_attempts=functools.partial(_max_attempts, context),
             starts_at_zero=functools.partial(_starts_at_zero, context),
-            retry=PopRetry(context.store, context.topics, context.groups, self._register_soon),
+            retry=PopRetry(
+                context.store,
+                context.topics,
+                context.groups,
+                self._register_soon,
+                v2=self.config.enable_retry_topic_v2,
+                read_v1=self.config.retrieve_message_from_pop_retry_topic_v1,
+            ),
             rng=self._random,
             on_crash=self._service_crashed,
         )

@@ -59,6 +59,9 @@ authenticationEnabled (10)      authentication_enabled                 false
 authorizationEnabled (10)       authorization_enabled                  false
 initAuthenticationUser (10)     init_authentication_user               none
 authStoreFile (10)              auth_store_file                        <data-dir>/conf/auth.json
+migrateAuthFromV1Enabled (10)   migrate_auth_from_v1_enabled           false
+authenticationWhitelist (10)    authentication_whitelist               none (request codes)
+authorizationWhitelist (10)     authorization_whitelist                none (request codes)
 tls.server.mode                 tls_server_mode                        disabled
 tls.server.certPath             tls_server_cert_path                   none
 tls.server.keyPath              tls_server_key_path                    none
@@ -78,6 +81,9 @@ slaveReadEnable                 slave_read_enable                      false
 accessMessageInMemoryMaxRatio   access_message_in_memory_max_ratio_... 40 (percent of RAM)
 vipChannelEnabled (4)           vip_channel_enabled                    true
 newGroupStartRule (5)           new_group_start                        MEMORY
+enableRetryTopicV2              enable_retry_topic_v2                  false (11)
+retrieveMessageFromPop-         retrieve_message_from_pop_retry_       true (11)
+RetryTopicV1                    topic_v1
 metricsExporterType             metrics_exporter_type                  DISABLE (6)
 metricsPromExporterHost         metrics_prom_exporter_host             "" (the bind host)
 metricsPromExporterPort         metrics_prom_exporter_port             5557 (0: any)
@@ -127,7 +133,13 @@ InMemory pair (listed in :data:`NOT_HONOURED_KEYS`).
 
 (10) ACL 2.0 (RocketMQ 5.3, docs/security.md): users and policies in ``authStoreFile``
 (Bolide's key; JSON), a Super user ``{"username": ..., "password": ...}`` created on first
-start; exclusive with ``aclEnable``.
+start; exclusive with ``aclEnable``. ``migrateAuthFromV1Enabled``: at start the accounts of
+``aclFile`` become users and policies (:mod:`bolide.acl.migration`); the whitelists are
+request codes that skip authentication / authorization.
+
+(11) POP retry topics (RocketMQ 5): expired POP messages come back through
+``%RETRY%<group>_<topic>``, or ``%RETRY%<group>+<topic>`` with ``enableRetryTopicV2``; with it on,
+``retrieveMessageFromPopRetryTopicV1`` keeps reading what the V1 topic still holds.
 
 Keys Bolide does not know are kept in :attr:`BrokerConfig.extra_properties`; the broker
 names them, with the known keys in :data:`NOT_HONOURED_KEYS`, in one warning when it starts
@@ -158,11 +170,13 @@ from bolide.broker.config_choices import (
 from bolide.broker.config_values import (
     lower_enum_parser,
     parse_broker_conf,
+    parse_code_list,
     parse_optional_credentials,
     parse_optional_path,
     parse_optional_secret,
     parse_optional_user,
     read_broker_conf,
+    render_code_list,
     render_credentials,
     render_optional,
     render_secret,
@@ -497,6 +511,17 @@ class BrokerConfig:
     auth_store_file: Path | None = field(
         default=None, metadata=_key("authStoreFile", parse_optional_path, render_optional)
     )
+    migrate_auth_from_v1_enabled: bool = field(
+        default=False, metadata=_key("migrateAuthFromV1Enabled", _parse_bool)
+    )
+    authentication_whitelist: frozenset[int] = field(
+        default=frozenset(),
+        metadata=_key("authenticationWhitelist", parse_code_list, render_code_list),
+    )
+    authorization_whitelist: frozenset[int] = field(
+        default=frozenset(),
+        metadata=_key("authorizationWhitelist", parse_code_list, render_code_list),
+    )
     tls_server_mode: TlsMode = field(
         default=TlsMode.DISABLED, metadata=_key("tls.server.mode", lower_enum_parser(TlsMode))
     )
@@ -560,6 +585,12 @@ class BrokerConfig:
     new_group_start: NewGroupStart = field(
         default=NewGroupStart.MEMORY,
         metadata=_key("newGroupStartRule", _enum_parser(NewGroupStart)),
+    )
+    enable_retry_topic_v2: bool = field(
+        default=False, metadata=_key("enableRetryTopicV2", _parse_bool)
+    )
+    retrieve_message_from_pop_retry_topic_v1: bool = field(
+        default=True, metadata=_key("retrieveMessageFromPopRetryTopicV1", _parse_bool)
     )
     max_transfer_count_on_message_in_memory: int = field(
         default=limits.PULL_BATCH_MAX_MESSAGES,

@@ -133,6 +133,23 @@ def render_optional(value: object) -> str:
     return "" if value is None else render_plain(value)
 
 
+def parse_code_list(key: str, text: str) -> frozenset[int]:
+    """Comma-separated request codes (``"10,11"``; empty: none)."""
+    codes: set[int] = set()
+    for part in text.split(","):
+        item = part.strip()
+        if not item:
+            continue
+        if not item.isdigit():
+            raise bad(key, text, "request codes separated by ','")
+        codes.add(int(item))
+    return frozenset(codes)
+
+
+def render_code_list(value: object) -> str:
+    return ",".join(str(code) for code in sorted(value)) if isinstance(value, frozenset) else ""
+
+
 def parse_broker_conf(text: str) -> dict[str, str]:
     """Parse broker.conf (Java properties) text into ``{key: value}``, both trimmed.
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bolide.acl import AclConfigError, AclFile, AclFileWatcher, acl_request_check, open_acl
 from bolide.acl.guard import auth_v2_request_check
+from bolide.acl.migration import migrate
 from bolide.acl.v2_auth import AuthV2
 from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError
@@ -176,7 +177,11 @@ class BrokerSecurity:
                 authentication=config.authentication_enabled,
                 authorization=config.authorization_enabled,
                 init_user=config.init_authentication_user,
+                authentication_whitelist=config.authentication_whitelist,
+                authorization_whitelist=config.authorization_whitelist,
             )
+            if config.migrate_auth_from_v1_enabled:
+                self._migrate_from_v1(self.auth)
         except (AclConfigError, OSError) as error:
             raise ConfigError(
                 f"ACL 2.0 is on but its store cannot be used, not starting: {error}"
@@ -190,6 +195,22 @@ class BrokerSecurity:
             path,
             summary["users"],
             summary["acls"],
+        )
+
+    def _migrate_from_v1(self, auth: AuthV2) -> None:
+        """migrateAuthFromV1Enabled: the accounts of aclFile become users and policies (those
+        not there yet). Raises AclConfigError, OSError (the file unreadable)."""
+        path = acl_file_path(self._config)
+        rules, _, _ = AclFile(path, None, self._clock).read()
+        report = migrate(rules, auth)
+        for warning in report.warnings:
+            _log.warning("ACL 1.0 to 2.0 migration from %s: %s", path, warning)
+        _log.info(
+            "ACL 1.0 to 2.0 migration from %s: %d users created (%s), %d already there",
+            path,
+            len(report.created),
+            ", ".join(report.created) or "none",
+            len(report.skipped),
         )
 
     def start(self) -> None:

@@ -45,6 +45,7 @@ from bolide.protocol.system_topics import (
     DEFAULT_TRACE_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
     OFFSET_MOVED_EVENT,
+    POP_RETRY_SEPARATOR_V2,
     REPLY_TOPIC_SUFFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -56,6 +57,7 @@ from bolide.protocol.system_topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     dlq_topic,
+    is_pop_retry_topic_v2,
     is_retry_topic,
     is_send_forbidden_topic,
     retry_topic,
@@ -420,7 +422,11 @@ class TopicConfigManager(ConfigTable[TopicConfig]):
         existing = self._table.get(topic)
         if existing is not None:
             return TopicCreation(existing)
-        validation = validate_topic(topic)
+        # A POP retry topic's V2 name holds '+' (Java creates it without the name check).
+        checked = (
+            topic.replace(POP_RETRY_SEPARATOR_V2, "_", 1) if is_pop_retry_topic_v2(topic) else topic
+        )
+        validation = validate_topic(checked)
         if not validation.ok:
             return TopicCreation(None, reason=validation.reason)
         if queue_nums < 1:

@@ -2,28 +2,39 @@
 ``aclEnable=true`` (RocketMQ's ACL 1.0; mqadmin's updateAclConfig, deleteAclConfig,
 clusterAclConfigVersion, updateGlobalWhiteAddr, getAclConfig). Every one needs an admin
 account: ``--access-key/--secret-key`` or $BOLIDE_ACCESS_KEY/$BOLIDE_SECRET_KEY.
-Changes go to every master (of ``--cluster``) or to the ``--broker``s named."""
+Changes go to every master (of ``--cluster``) or to the ``--broker``s named.
+
+``bolide acl migrate PLAIN_ACL_YML``: the accounts of an ACL 1.0 file as ACL 2.0 users and
+policies on brokers running ACL 2.0 (:mod:`bolide.acl.migration`; signed by a Super user),
+users that exist already left alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from bolide.acl import AclConfigError, AclFile
+from bolide.acl.migration import acl_of_account, user_of_account
+from bolide.base.clock import SystemClock
 from bolide.cli.common import (
     DEFAULT_NAMESRV,
     DEFAULT_TIMEOUT_MS,
     BrokerOption,
     ClusterOption,
+    ExitCode,
     JsonOption,
     NamesrvOption,
     Output,
     TimeoutOption,
     admin_session,
+    fail,
     report_brokers,
 )
 from bolide.client.admin import AdminClient
 from bolide.client.admin import acl as admin_acl
+from bolide.client.admin import auth as admin_auth
 from bolide.protocol.headers.acl import AclInfoResponseHeader
 
 __all__ = ["register"]
@@ -208,3 +219,58 @@ def white_list(
 
     brokers = admin_session(output, namesrv, timeout_ms, action)
     report_brokers(output, "globalWhiteAddrs", ",".join(chosen), brokers, "set on")
+
+
+@app.command("migrate")
+def migrate_file(
+    acl_file: Annotated[Path, typer.Argument(help="The ACL 1.0 file (plain_acl.yml).")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be created; change nothing.")
+    ] = False,
+    cluster: ClusterOption = None,
+    broker: BrokerOption = None,
+    namesrv: NamesrvOption = DEFAULT_NAMESRV,
+    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
+    json_output: JsonOption = False,
+) -> None:
+    """ACL 1.0 accounts -> ACL 2.0 users and policies (as migrateAuthFromV1Enabled); the
+    file's ``acl/`` directory is read too, as the broker reads it."""
+    output = Output(json_output)
+    try:
+        rules, _, _ = AclFile(acl_file, None, SystemClock()).read()
+    except (AclConfigError, OSError) as error:
+        fail(output, f"cannot read {acl_file}: {error}", ExitCode.USAGE)
+    ignored = [key for key, account in sorted(rules.accounts.items())
+               if account.white_remote_address.text]  # fmt: skip
+    for key in ignored:
+        output.note(f"whiteRemoteAddress of {key} is not migrated (no ACL 2.0 equivalent)")
+    if rules.global_white_addresses:
+        output.note("globalWhiteRemoteAddresses are not migrated (no ACL 2.0 equivalent)")
+
+    async def action(admin: AdminClient) -> dict[str, list[str]]:
+        brokers = broker or ()
+        users = await admin_auth.list_users(admin, cluster=cluster, brokers=brokers)
+        existing = {user["username"] for user in users}
+        done: dict[str, list[str]] = {"created": [], "skipped": []}
+        for key, account in sorted(rules.accounts.items()):
+            if key in existing:
+                done["skipped"].append(key)
+                continue
+            done["created"].append(key)
+            if dry_run:
+                continue
+            user = user_of_account(account)
+            await admin_auth.create_user(admin, user.username, user.password,
+                                         user_type=user.user_type.value, cluster=cluster,
+                                         brokers=brokers)  # fmt: skip
+            acl_info = acl_of_account(account).to_object()
+            await admin_auth.put_acl_info(admin, acl_info, cluster=cluster, brokers=brokers)
+        return done
+
+    done = admin_session(output, namesrv, timeout_ms, action)
+    if output.json_output:
+        output.json({**done, "dryRun": dry_run})
+        return
+    verb = "would create" if dry_run else "created"
+    output.line(f"{verb} {len(done['created'])} user(s): {', '.join(done['created']) or '-'}")
+    output.line(f"left {len(done['skipped'])} existing: {', '.join(done['skipped']) or '-'}")

@@ -66,6 +66,7 @@ from bolide.protocol.bodies import (
     ResetOffsetBody,
     TopicRouteData,
 )
+from bolide.protocol.bodies.consumer_status import GetConsumerStatusBody
 from bolide.protocol.bodies.stats import ConsumeMessageDirectlyResult
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import BOLIDE_WIRE_VERSION, RemotingCommand
@@ -74,6 +75,7 @@ from bolide.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     ResetOffsetRequestHeader,
 )
 from bolide.protocol.message import MessageExt, PropertyKey
@@ -227,6 +229,11 @@ class ClientInstance:
         dispatcher.register(
             RequestCode.GET_CONSUMER_RUNNING_INFO,
             self._on_running_info,
+            family=BROKER_REQUEST_FAMILY,
+        )
+        dispatcher.register(
+            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+            self._on_consumer_status,
             family=BROKER_REQUEST_FAMILY,
         )
         dispatcher.register(
@@ -710,6 +717,26 @@ class ClientInstance:
         }
         info = dataclasses.replace(info, properties=properties)
         return request.make_response(ResponseCode.SUCCESS, body=info.to_json())
+
+    async def _on_consumer_status(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_CONSUMER_STATUS_FROM_CLIENT (221): the group's committed offsets of the topic
+        on the queues it holds (Java answers its offset store's table of the topic)."""
+        header = GetConsumerStatusRequestHeader.from_ext_fields(request.ext_fields)
+        consumer = self._consumers.get(header.group)
+        if consumer is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer group {header.group} does not run in {self.client_id}",
+            )
+        table = {
+            queue: int(info.get("commitOffset", -1))
+            for queue, info in consumer.running_info().mq_table.items()
+            if queue.topic == header.topic
+        }
+        body = GetConsumerStatusBody(message_queue_table=table)
+        return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
 
     async def _on_consume_directly(
         self, connection: Connection, request: RemotingCommand

@@ -35,6 +35,7 @@ __all__ = [
     "DLQ_GROUP_TOPIC_PREFIX",
     "FILTERSRV_CONSUMER_GROUP",
     "OFFSET_MOVED_EVENT",
+    "POP_RETRY_SEPARATOR_V2",
     "REPLY_TOPIC_SUFFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "REVIVE_LOG_TOPIC_PREFIX",
@@ -56,6 +57,7 @@ __all__ = [
     "group_of_dlq_topic",
     "group_of_retry_topic",
     "is_dlq_topic",
+    "is_pop_retry_topic_v2",
     "is_retry_topic",
     "is_send_forbidden_topic",
     "is_system_consumer_group",
@@ -150,12 +152,23 @@ def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
 
 
-def pop_retry_topic(group: str, topic: str) -> str:
+POP_RETRY_SEPARATOR_V2 = "+"
+"""Between group and topic in a POP retry topic's V2 name (Java's KeyBuilder)."""
+
+
+def pop_retry_topic(group: str, topic: str, *, v2: bool = False) -> str:
     """``%RETRY%<group>_<topic>``: where a POP group's expired messages of ``topic`` come back
-    (Java's V1 name, the default; a retry topic's own messages stay in it)."""
+    (Java's V1 name, the default), or ``%RETRY%<group>+<topic>`` with ``v2`` (the broker's
+    enableRetryTopicV2); a retry topic's own messages stay in it."""
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return topic
-    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+    separator = POP_RETRY_SEPARATOR_V2 if v2 else "_"
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}{separator}{topic}"
+
+
+def is_pop_retry_topic_v2(topic: str) -> bool:
+    """Whether ``topic`` is a POP retry topic's V2 name (Java's isPopRetryTopicV2)."""
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and POP_RETRY_SEPARATOR_V2 in topic
 
 
 def dlq_topic(group: str) -> str:

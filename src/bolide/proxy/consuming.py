@@ -36,7 +36,7 @@ from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.messages import to_proto_message
 from bolide.proxy.proto import definition_pb2 as pb
 from bolide.proxy.proto import service_pb2 as spb
-from bolide.proxy.registration import ConsumerRegistration
+from bolide.proxy.registration import ConsumerRegistration, PoolFactory
 from bolide.proxy.renewal import AutoRenewal
 from bolide.proxy.status import ProxyError, code_of_error, code_of_response, status
 
@@ -70,6 +70,7 @@ class Consuming:
         min_invisible_time_ms: int,
         auto_renew_invisible_time_ms: int = limits.PROXY_DEFAULT_INVISIBLE_TIME_MS,
         renew_ahead_ms: int = limits.PROXY_AUTO_RENEW_AHEAD_MS,
+        pool_factory: PoolFactory | None = None,
     ) -> None:
         self._directory = directory
         self._min_invisible_time_ms = min_invisible_time_ms
@@ -77,7 +78,7 @@ class Consuming:
         """An orderly receive's attempt id -> (until when, what it got): a retried receive
         (same id, after a lost answer) gets the same batch, as Apache's attemptId (an orderly
         queue stays blocked by a batch nobody holds otherwise)."""
-        self.registration = ConsumerRegistration(directory)
+        self.registration = ConsumerRegistration(directory, pool_factory)
         """Push and simple consumers registered with the brokers of their topics."""
         self.renewal = AutoRenewal(
             self.change_handle,

@@ -9,14 +9,21 @@ miss it.
   CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (simple), CLUSTERING, CONSUME_FROM_LAST_OFFSET
   and the subscriptions of its Settings. The broker drops it 120 s after the last one.
 * NotifyClientTermination becomes UNREGISTER_CLIENT (35) of that group on the same brokers.
-* The brokers see the proxy's connection as the channel: 5.x clients of one group through one
-  proxy share it, so the brokers list the latest of them (one member per proxy and group).
+* Each 5.x consumer heartbeats the brokers over a connection of its own (a pool the proxy
+  opens for it, signed and encrypted as the proxy's own): a broker knows a group's members by
+  their connection, so two SimpleConsumers of one group through one proxy are two members with
+  their own client ids, in group connections, online counts and rebalance views, as two 4.x
+  consumers are. The pool closes when the consumer terminates or is forgotten (silent for
+  PROXY_CLIENT_EXPIRY_MS): the brokers drop the member at once. Past
+  PROXY_CONSUMER_CONNECTIONS_MAX_COUNT consumers a new one shares the proxy's connection
+  (warned), where the brokers list only the latest client of each group.
 * A broker that cannot be reached is logged and skipped: the heartbeat itself still succeeds.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
@@ -32,8 +39,12 @@ from bolide.protocol.bodies import (
 )
 from bolide.proxy.brokers import BrokerDirectory
 from bolide.proxy.proto import definition_pb2 as pb
+from bolide.remoting import ClientPool
 
-__all__ = ["ConsumerRegistration", "consumer_data"]
+__all__ = ["ConsumerRegistration", "PoolFactory", "consumer_data"]
+
+PoolFactory = Callable[[], ClientPool]
+"""Opens a connection pool to the brokers, set up as the proxy's own (signing, TLS)."""
 
 _log = logging.getLogger("bolide.proxy.registration")
 
@@ -68,10 +79,46 @@ def consumer_data(settings: pb.Settings) -> ConsumerData | None:
 
 
 class ConsumerRegistration:
-    """Registers 5.x consumers with the brokers of their topics (see the module docstring)."""
+    """Registers 5.x consumers with the brokers of their topics (see the module docstring).
+    Without ``pool_factory`` every consumer shares the directory's pool."""
 
-    def __init__(self, directory: BrokerDirectory) -> None:
+    def __init__(self, directory: BrokerDirectory, pool_factory: PoolFactory | None = None) -> None:
         self._directory = directory
+        self._pool_factory = pool_factory
+        self._pools: dict[str, ClientPool] = {}
+        """Client id -> the pool its registrations go over."""
+
+    @property
+    def own_connections(self) -> int:
+        """Consumers registered over a connection of their own."""
+        return len(self._pools)
+
+    def _pool_of(self, client_id: str) -> ClientPool:
+        if self._pool_factory is None:
+            return self._directory.pool
+        pool = self._pools.get(client_id)
+        if pool is None:
+            if len(self._pools) >= limits.PROXY_CONSUMER_CONNECTIONS_MAX_COUNT:
+                _log.warning(
+                    "%d 5.x consumers have their own broker connections: %s shares the "
+                    "proxy's, the brokers list one member of its group for this proxy",
+                    len(self._pools),
+                    client_id,
+                )
+                return self._directory.pool
+            pool = self._pools[client_id] = self._pool_factory()
+        return pool
+
+    async def forget(self, client_id: str) -> None:
+        """Close the consumer's own connections (the brokers drop it from its group)."""
+        pool = self._pools.pop(client_id, None)
+        if pool is not None:
+            await pool.close()
+
+    async def close(self) -> None:
+        """Close every consumer's own connections (the proxy stops)."""
+        for client_id in list(self._pools):
+            await self.forget(client_id)
 
     async def heartbeat(self, client_id: str, settings: pb.Settings) -> int:
         """Register the consumer of ``settings`` with its brokers; returns how many took it."""
@@ -80,9 +127,10 @@ class ConsumerRegistration:
             return 0
         body = HeartbeatData(client_id, (), (data,))
         registered = 0
+        pool = self._pool_of(client_id)
         for address in await self._addresses(data):
             try:
-                await heartbeat(self._directory.pool, address, body, limits.PROXY_RPC_TIMEOUT_MS)
+                await heartbeat(pool, address, body, limits.PROXY_RPC_TIMEOUT_MS)
                 registered += 1
             except (BolideError, OSError) as error:
                 _log.warning("consumer %s of %s not registered with %s: %s",
@@ -90,14 +138,17 @@ class ConsumerRegistration:
         return registered
 
     async def unregister(self, client_id: str, settings: pb.Settings) -> None:
-        """The consumer left: UNREGISTER_CLIENT of its group on its brokers."""
+        """The consumer left: UNREGISTER_CLIENT of its group on its brokers, then its own
+        connections close."""
         data = consumer_data(settings)
         if data is None or not data.group_name:
+            await self.forget(client_id)
             return
+        pool = self._pools.get(client_id, self._directory.pool)
         for address in await self._addresses(data):
             try:
                 await unregister_client(
-                    self._directory.pool,
+                    pool,
                     address,
                     client_id,
                     limits.PROXY_RPC_TIMEOUT_MS,
@@ -106,6 +157,7 @@ class ConsumerRegistration:
             except (BolideError, OSError) as error:
                 _log.warning("consumer %s of %s not unregistered from %s: %s",
                              client_id, data.group_name, address, error)  # fmt: skip
+        await self.forget(client_id)
 
     async def _addresses(self, data: ConsumerData) -> list[str]:
         addresses: set[str] = set()

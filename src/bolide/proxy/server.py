@@ -16,10 +16,14 @@ import ssl
 import weakref
 from asyncio import BaseTransport
 from dataclasses import dataclass
+from typing import Any
 
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
+from h2.errors import ErrorCodes
+from h2.events import ConnectionTerminated
 from h2.utilities import SizeLimitDict
+from hyperframe.frame import GoAwayFrame
 
 from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
@@ -73,14 +77,33 @@ class ProxyConfig:
     or disabled / None (plain only). The 5.x SDKs turn TLS on by default."""
 
 
+def _goaway_event(frame: GoAwayFrame) -> tuple[list[Any], list[Any]]:
+    """h2's handling of a received GOAWAY without its state change: h2 closes the connection
+    state at once (no more frames may be sent, the open streams' answers included); the
+    reference gRPC server finishes the open streams first."""
+    event = ConnectionTerminated()
+    try:
+        event.error_code = ErrorCodes(frame.error_code)
+    except ValueError:
+        event.error_code = frame.error_code
+    event.last_stream_id = frame.last_stream_id
+    event.additional_data = frame.additional_data or None
+    return [], [event]
+
+
 class _BoundedH2Protocol(H2Protocol):
     """grpclib's connection with h2's record of closed streams bounded to
     ``closed_streams_max_count`` entries (h2 keeps 2**16 per connection: ~8 MiB, filled by
-    one busy 5.x client in half an hour)."""
+    one busy 5.x client in half an hour), and a client's GOAWAY handled as the reference gRPC
+    server does: the calls already open finish (their answers and statuses reach the client),
+    then the connection closes (PROXY_GOAWAY_DRAIN_MAX_MS at most). grpclib dropped the
+    connection at once, so a 5.x client shutting down got "14 UNAVAILABLE: Connection dropped"
+    instead of its half-closed Telemetry stream's status."""
 
     def __init__(self, base: H2Protocol, closed_streams_max_count: int) -> None:
         super().__init__(base.handler, base.config, base.h2_config)
         self._closed_streams_max_count = closed_streams_max_count
+        self._draining: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: BaseTransport) -> None:
         super().connection_made(transport)
@@ -88,6 +111,33 @@ class _BoundedH2Protocol(H2Protocol):
         # exists yet, so the empty record is replaced by a smaller one of the same kind.
         h2_connection = self.connection._connection
         h2_connection._closed_streams = SizeLimitDict(size_limit=self._closed_streams_max_count)
+        h2_connection._frame_dispatch_table[GoAwayFrame] = _goaway_event
+        self.processor.processors[ConnectionTerminated] = self._goaway_received
+
+    def _goaway_received(self, event: ConnectionTerminated) -> None:
+        reason = f"Received GOAWAY frame, closing connection; error_code: {event.error_code}"
+        if not self.processor.streams:
+            self.processor.close(reason)
+        elif self._draining is None:
+            self._draining = asyncio.get_running_loop().create_task(
+                self._close_when_drained(reason), name="proxy-goaway-drain"
+            )
+
+    async def _close_when_drained(self, reason: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.PROXY_GOAWAY_DRAIN_MAX_MS / 1000
+        waiter = self.connection.stream_close_waiter
+        while self.processor.streams and not self.connection.is_closing():
+            waiter.clear()
+            try:
+                await asyncio.wait_for(waiter.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                open_calls = len(self.processor.streams)
+                _log.info("%d call(s) open %d ms after GOAWAY: closing", open_calls,
+                          limits.PROXY_GOAWAY_DRAIN_MAX_MS)  # fmt: skip
+                break
+        if hasattr(self.processor, "processors"):  # grpclib deletes it once closed
+            self.processor.close(reason)
 
 
 class _Server(Server):
@@ -155,6 +205,9 @@ class ProxyServer:
             min_invisible_time_ms=self.config.min_invisible_time_ms,
             auto_renew_invisible_time_ms=self.config.auto_renew_invisible_time_ms,
             renew_ahead_ms=self.config.renew_ahead_ms,
+            pool_factory=lambda: ClientPool(
+                Dispatcher(), request_hook=self.config.sign, tls=self.config.tls
+            ),
         )
         self.service = MessagingService(
             self.directory,
@@ -220,6 +273,7 @@ class ProxyServer:
             server.close()
             await server.wait_closed()
             server.close_connections()
+        await self.consuming.registration.close()
         await self.pool.close(timeout_ms)
         self._socket = None
 
@@ -229,6 +283,7 @@ class ProxyServer:
     async def _housekeep(self) -> None:
         for client_id in self.clients.expire():
             self.consuming.renewal.forget_client(client_id)
+            await self.consuming.registration.forget(client_id)
         await self._register_producers()
 
     async def renew_step(self) -> None:

@@ -359,7 +359,8 @@ class MessageStore(Protocol):
 
     def stats(self) -> StoreStats: ...
 
-    async def run_retention_once(self) -> int:
-        """Apply retention now (age at deleteWhen, disk pressure at once); returns the number
-        of commit-log segments deleted."""
+    async def run_retention_once(self, *, manual: bool = False) -> int:
+        """Apply retention now (age at deleteWhen, disk pressure at once; ``manual``: age
+        whatever the hour, an admin's DELETE_EXPIRED_COMMITLOG); returns the number of
+        commit-log segments deleted."""
         ...

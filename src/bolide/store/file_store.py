@@ -737,7 +737,7 @@ class FileMessageStore(ReplicationAccess):
 
     # --- retention and stats --------------------------------------------------------------------
 
-    async def run_retention_once(self) -> int:
+    async def run_retention_once(self, *, manual: bool = False) -> int:
         """See MessageStore.run_retention_once."""
         if not self._running:
             return 0
@@ -748,6 +748,7 @@ class FileMessageStore(ReplicationAccess):
             commit_log.store_timestamp,
             self._clock.now_ms(),
             self._disk_usage(),
+            manual=manual,
         )
         if decision.delete_count == 0:
             return 0

@@ -451,7 +451,7 @@ class MemoryMessageStore:
 
     # --- retention and stats --------------------------------------------------------------------
 
-    async def run_retention_once(self) -> int:
+    async def run_retention_once(self, *, manual: bool = False) -> int:
         if not self._running or len(self._segment_starts) < 2:
             return 0
         starts = self._segment_starts
@@ -461,6 +461,7 @@ class MemoryMessageStore:
             self._store_time,
             self._clock.now_ms(),
             self._disk_usage() if self._disk_usage is not None else None,
+            manual=manual,
         )
         if decision.delete_count == 0:
             return 0

@@ -57,10 +57,12 @@ def plan_retention(
     hour_of_day: int,
     disk: DiskUsage | None,
     policy: RetentionPolicy,
+    manual: bool = False,
 ) -> RetentionDecision:
     """Decide how many of the oldest ``segments`` (oldest first) to delete now.
 
-    ``disk`` None means disk use is unknown (no pressure assumed). At most
+    ``disk`` None means disk use is unknown (no pressure assumed). ``manual`` (an admin's
+    DELETE_EXPIRED_COMMITLOG) checks ages now whatever the hour. At most
     ``policy.max_segments_per_run`` segments and never the last one.
     """
     candidates = segments[: max(0, len(segments) - 1)][: policy.max_segments_per_run]
@@ -68,7 +70,7 @@ def plan_retention(
         return RetentionDecision(0, "")
     pressure = disk is not None and disk.used_percent > policy.disk_max_used_space_ratio_percent
     expired = 0
-    if pressure or hour_of_day in policy.delete_when_hours:
+    if manual or pressure or hour_of_day in policy.delete_when_hours:
         for segment in candidates:
             newest = segment.newest_store_timestamp_ms
             if newest < 0 or now_ms - newest <= policy.file_reserved_time_ms:
@@ -128,6 +130,7 @@ def decide(
     first_store_timestamp: Callable[[int], int],
     now_ms: int,
     disk: DiskUsage | None,
+    manual: bool = False,
 ) -> RetentionDecision:
     """:func:`plan_retention` for a store's settings, at local hour of ``now_ms``."""
     return plan_retention(
@@ -136,4 +139,5 @@ def decide(
         hour_of_day=local_hour_of_day(now_ms),
         disk=disk,
         policy=policy_of(config),
+        manual=manual,
     )

@@ -1,9 +1,11 @@
 """The broker's admin requests (docs/protocol.md §2.11). This module serves the three below and
 installs the rest, which live beside it: :mod:`.admin_topics` (215 delete topic, 202 topic
 stats, 300 who consumes a topic), :mod:`.admin_groups` (203/204 connection lists, 207 delete
-group, 208 consume stats, 314 clone offsets) and :mod:`.admin_consumers` (222 reset offset,
-307 running info and 309 consume directly, forwarded to the client) and :mod:`.admin_stats`
-(315 stats windows, 25/26 broker config, 303 consume time span, 321 consume queue).
+group, 208 consume stats, 314 clone offsets), :mod:`.admin_consumers` (222 reset offset,
+223 consumer status, 307 running info and 309 consume directly, forwarded to the client),
+:mod:`.admin_stats` (315 stats windows, 25/26 broker config, 303 consume time span, 321
+consume queue) and :mod:`.admin_maintenance` (306, 316, 329 store maintenance, 308
+correction offsets).
 Subscription groups (200, 201) are :mod:`.subscription_group`'s.
 
 * UPDATE_AND_CREATE_TOPIC (17): create or update a topic, then register with the name servers
@@ -20,6 +22,7 @@ from bolide.base.errors import ConfigError
 from bolide.broker.context import BrokerContext
 from bolide.broker.handlers.admin_consumers import AdminConsumerHandlers
 from bolide.broker.handlers.admin_groups import AdminGroupHandlers
+from bolide.broker.handlers.admin_maintenance import AdminMaintenanceHandlers
 from bolide.broker.handlers.admin_stats import AdminStatsHandlers
 from bolide.broker.handlers.admin_topics import AdminTopicHandlers
 from bolide.broker.metrics.runtime import runtime_table
@@ -54,6 +57,7 @@ class AdminHandlers:
             AdminGroupHandlers(self._context),
             AdminConsumerHandlers(self._context),
             AdminStatsHandlers(self._context),
+            AdminMaintenanceHandlers(self._context),
         ):
             handlers.install(dispatcher)
 

@@ -33,6 +33,14 @@ RocketMQ's consumption progress):
   to that client, whose listener consumes it; its ConsumeMessageDirectlyResult is returned as
   is. Unknown or unreadable id: SYSTEM_ERROR; client offline: SYSTEM_ERROR; no verdict within
   CONSUME_DIRECTLY_TIMEOUT_MS: CONSUME_MSG_TIMEOUT.
+* INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): header ``topic``, ``group``, ``clientAddr``
+  (a client id; empty: every client). Each online client of the group (or the named one) is
+  asked with GET_CONSUMER_STATUS_FROM_CLIENT (221) for its committed offsets of the topic,
+  within BROKER_CALL_CONSUMER_TIMEOUT_MS; the answer is a GetConsumerStatusBody whose
+  ``consumerTable`` maps each client that answered to its offsets (one that fails or does
+  not answer is logged and left out, as in Java). No client online: SYSTEM_ERROR "No Any
+  Consumer online in the consumer group: [G]"; a client older than V3_0_7_SNAPSHOT:
+  SYSTEM_ERROR, as Java.
 * GET_CONSUMER_RUNNING_INFO (307): header ``consumerGroup``, ``clientId``, ``jstackEnable``;
   forwarded to that client over its own connection and its answer returned as is. Client
   not online: SYSTEM_ERROR; no answer within BROKER_CALL_CONSUMER_TIMEOUT_MS:
@@ -55,11 +63,13 @@ from bolide.broker.channels import ClientChannelInfo
 from bolide.broker.context import BrokerContext
 from bolide.broker.handlers.admin_groups import flush_offsets, is_group_known
 from bolide.protocol.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
+from bolide.protocol.bodies.consumer_status import GetConsumerStatusBody
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     ResetOffsetRequestHeader,
 )
 from bolide.protocol.msgid import decode_offset_message_id
@@ -107,9 +117,12 @@ class AdminConsumerHandlers:
         self._sends: set[asyncio.Task[None]] = set()
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 222, 307 and 309 in the ``admin`` family."""
+        """Register codes 222, 223, 307 and 309 in the ``admin`` family."""
         dispatcher.register(
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset, family="admin"
+        )
+        dispatcher.register(
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, self.consumer_status, family="admin"
         )
         dispatcher.register(
             RequestCode.GET_CONSUMER_RUNNING_INFO, self.consumer_running_info, family="admin"
@@ -217,6 +230,54 @@ class AdminConsumerHandlers:
         # The notice is written first, then the consumer's parked pulls of the topic end, so
         # it drops them and pulls from the new offsets at once instead of after its hold.
         self._context.long_polling.release(channel_info.channel, topic)
+
+    async def consumer_status(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Ask the group's clients for their offsets of the topic (module docstring)."""
+        del connection
+        header = GetConsumerStatusRequestHeader.from_ext_fields(request.ext_fields)
+        info = self._context.consumers.get_consumer_group_info(header.group)
+        channels = [] if info is None else list(info.channels.values())
+        if not channels:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"No Any Consumer online in the consumer group: [{header.group}]",
+            )
+        wanted = header.client_addr or None
+        asked = [c for c in channels if wanted is None or c.client_id == wanted]
+        too_old = next((c for c in asked if c.version < RESET_MIN_CLIENT_VERSION), None)
+        if too_old is not None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the client does not support this feature. version={too_old.version}",
+            )
+        ask = GetConsumerStatusRequestHeader(header.topic, header.group)
+        answers = await asyncio.gather(*(self._client_status(c, ask) for c in asked))
+        table = {
+            channel_info.client_id: answer
+            for channel_info, answer in zip(asked, answers, strict=True)
+            if answer is not None
+        }
+        body = GetConsumerStatusBody(consumer_table=table)
+        return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
+
+    async def _client_status(
+        self, channel_info: ClientChannelInfo[Connection], header: GetConsumerStatusRequestHeader
+    ) -> dict[MessageQueue, int] | None:
+        ask = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, header.to_ext_fields()
+        )
+        try:
+            answer = await channel_info.channel.invoke(ask, limits.BROKER_CALL_CONSUMER_TIMEOUT_MS)
+            if answer.code != ResponseCode.SUCCESS:
+                raise ProtocolError(f"answered {answer.code}: {answer.remark}")
+            return GetConsumerStatusBody.from_json(bytes(answer.body)).message_queue_table
+        except BolideError as error:
+            _log.warning(
+                "consumer status of %s (group %s): %s", channel_info.client_id, header.group, error
+            )
+            return None
 
     async def consumer_running_info(
         self, connection: Connection, request: RemotingCommand

@@ -1,5 +1,8 @@
 """Where a POP message comes back when its invisible time runs out: a copy in the group's POP
-retry topic ``%RETRY%<group>_<topic>`` (Java's PopReviveService, V1 naming, its default).
+retry topic ``%RETRY%<group>_<topic>`` (Java's PopReviveService, V1 naming, its default), or
+``%RETRY%<group>+<topic>`` when the broker's ``enableRetryTopicV2`` is on. With V2 on, pops
+read the V2 topic and, while ``retrieveMessageFromPopRetryTopicV1`` is on (the default), the V1
+topic too, so what was retried before the switch is still delivered.
 
 * The copy keeps body, flag, sysFlag, born time and host and every property of the message
   (so its message id; one sent without UNIQ_KEY keeps its offset id as UNIQ_KEY), with
@@ -48,11 +51,30 @@ class PopRetry:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         register_soon: Callable[[], None],
+        *,
+        v2: bool = False,
+        read_v1: bool = True,
     ) -> None:
         self._store = store
         self._topics = topics
         self._groups = groups
         self._register_soon = register_soon
+        self.v2 = v2
+        """enableRetryTopicV2: new retry copies go to ``%RETRY%<group>+<topic>``."""
+        self.read_v1 = read_v1
+        """retrieveMessageFromPopRetryTopicV1: with V2 on, the V1 topic is read too."""
+
+    def topic(self, group: str, topic: str) -> str:
+        """Where ``group``'s expired messages of ``topic`` are copied to."""
+        return pop_retry_topic(group, topic, v2=self.v2)
+
+    def read_topics(self, group: str, topic: str) -> list[str]:
+        """The retry topics a pop of ``topic`` by ``group`` reads (V2 first)."""
+        if not self.v2:
+            return [pop_retry_topic(group, topic)]
+        if not self.read_v1:
+            return [pop_retry_topic(group, topic, v2=True)]
+        return [pop_retry_topic(group, topic, v2=True), pop_retry_topic(group, topic)]
 
     def applies_to(self, group: str) -> bool:
         """Orderly groups get expired messages back in place (a copy elsewhere would break
@@ -69,7 +91,7 @@ class PopRetry:
         Raises:
             OSError: topics.json could not be written.
         """
-        retry_topic = pop_retry_topic(group, topic)
+        retry_topic = self.topic(group, topic)
         creation = await self._topics.create_topic_in_send_back(
             retry_topic, _RETRY_TOPIC_QUEUE_COUNT, PERM_READ | PERM_WRITE
         )

@@ -48,7 +48,11 @@ from bolide.protocol.headers.pop import (
 )
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.record import decode_record, decode_records, encode_properties, encode_record
-from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
+from bolide.protocol.system_topics import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    is_pop_retry_topic_v2,
+    pop_retry_topic,
+)
 from bolide.store.api import GetStatus, MessageStore
 
 __all__ = ["PopBatch", "PopRequest", "PopService"]
@@ -196,7 +200,7 @@ class PopService:
         for topic, queue_id in self._sources(request):
             room = request.max_messages - len(records)
             key = (topic, request.group, queue_id)
-            kind = PopTopicType.NORMAL if topic == request.topic else PopTopicType.RETRY
+            kind = _topic_type(topic, request.topic)
             queue = self._queue(key, request.init_mode)
             max_offset = self._store.max_offset(topic, queue_id)
             if queue.pop_offset > max_offset:
@@ -230,13 +234,16 @@ class PopService:
         sources = [(request.topic, queue_id) for queue_id in request.queue_ids]
         if self._retry is None or request.order:
             return sources
-        retry_topic = pop_retry_topic(request.group, request.topic)
-        if retry_topic == request.topic or self._store.max_offset(retry_topic, 0) <= 0:
+        retries = [
+            (retry_topic, POP_RETRY_QUEUE_ID)
+            for retry_topic in self._retry.read_topics(request.group, request.topic)
+            if retry_topic != request.topic and self._store.max_offset(retry_topic, 0) > 0
+        ]
+        if not retries:
             return sources  # nothing was ever retried
-        retry = (retry_topic, POP_RETRY_QUEUE_ID)
         if self._random.randrange(100) < limits.POP_FROM_RETRY_PROBABILITY_PERCENT:
-            return [retry, *sources]
-        return [*sources, retry]
+            return [*retries, *sources]
+        return [*sources, *retries]
 
     def _queue(self, key: PopKey, init_mode: int) -> QueueState:
         queue = self.state.queues.get(key)
@@ -288,7 +295,7 @@ class PopService:
         if not picked and next_offset == queue.pop_offset:
             return [], next_offset, []
         revive_queue_id = ORDER_REVIVE_QUEUE_ID if request.order else 0
-        kind = PopTopicType.NORMAL if topic == request.topic else PopTopicType.RETRY
+        kind = _topic_type(topic, request.topic)
         entries = [(m.queue_offset, a, m.commit_log_offset) for m, a in picked]
         record = self.state.popped(key, entries, next_offset, now_ms, request.invisible_time_ms)
         self.log.append(record)
@@ -565,8 +572,18 @@ def _decoded(buffers: list[memoryview], topic: str, queue_id: int) -> list[Messa
 
 
 def _handle_topic(group: str, topic: str, handle: ReceiptHandle) -> str:
-    """The topic a handle's message was popped from: the group's retry topic for a retry
-    handle (the request names the normal topic, as Java's proxy does)."""
+    """The topic a handle's message was popped from: the group's retry topic (V1 or V2 name)
+    for a retry handle (the request names the normal topic, as Java's proxy does)."""
     if handle.topic_type == PopTopicType.RETRY:
         return pop_retry_topic(group, topic)
+    if handle.topic_type == PopTopicType.RETRY_V2:
+        return pop_retry_topic(group, topic, v2=True)
     return topic
+
+
+def _topic_type(topic: str, request_topic: str) -> int:
+    """A handle's topic type for a message popped from ``topic`` by a pop of
+    ``request_topic``."""
+    if topic == request_topic:
+        return PopTopicType.NORMAL
+    return PopTopicType.RETRY_V2 if is_pop_retry_topic_v2(topic) else PopTopicType.RETRY

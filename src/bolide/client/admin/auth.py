@@ -29,6 +29,7 @@ __all__ = [
     "get_user",
     "list_acls",
     "list_users",
+    "put_acl_info",
     "update_acl",
     "update_user",
 ]
@@ -175,6 +176,19 @@ async def create_acl(
     body = {"subject": subject, "policies": [{"policyType": policy_type, "entries": entries}]}
     code = R.AUTH_UPDATE_ACL if update else R.AUTH_CREATE_ACL
     return await _write(admin, code, {"subject": subject}, body, cluster, brokers)
+
+
+async def put_acl_info(
+    admin: AdminSession,
+    acl_info: dict[str, Any],
+    *,
+    cluster: str | None = None,
+    brokers: Iterable[str] = (),
+) -> list[str]:
+    """AUTH_CREATE_ACL of a whole ``AclInfo`` object (``{"subject": "User:x", "policies":
+    [...]}``, every policy type at once) on each target broker; the broker names."""
+    subject = str(acl_info.get("subject", ""))
+    return await _write(admin, R.AUTH_CREATE_ACL, {"subject": subject}, acl_info, cluster, brokers)
 
 
 async def update_acl(

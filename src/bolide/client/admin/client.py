@@ -34,7 +34,7 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, GroupNotFoundError
-from bolide.client.admin import messages, operations, progress, transactions
+from bolide.client.admin import maintenance, messages, operations, progress, transactions
 from bolide.client.admin.session import AdminSession
 from bolide.client.admin.views import (
     DEFAULT_QUEUE_COUNT,
@@ -57,8 +57,10 @@ from bolide.protocol.bodies import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
+from bolide.protocol.bodies.queue import MessageQueue
 from bolide.protocol.bodies.stats_history import GetStatsHistoryRequestHeader, StatsHistory
 from bolide.protocol.bodies.transaction import HalfMessageList
+from bolide.protocol.codes import RequestCode
 from bolide.protocol.headers import CloneGroupOffsetRequestHeader
 from bolide.protocol.message import MessageExt
 
@@ -67,9 +69,11 @@ __all__ = ["AdminClient"]
 
 class AdminClient(AdminSession):
     """Administration of a Bolide (or RocketMQ 4.x) cluster reached through ``namesrv``
-    (``"host:port;host:port"``). See the module docstring.
+    (``"host:port;host:port"``). See the module docstring. With ``namespace`` (Java's
+    withNamespace, as the producer's and consumers') every topic and group an operation is
+    given is taken in that namespace; listings of the whole cluster keep the stored names.
 
-    Raises ConfigError for a malformed name-server list.
+    Raises ConfigError for a malformed name-server list or namespace.
     """
 
     async def list_brokers(self) -> list[BrokerSummary]:
@@ -97,6 +101,7 @@ class AdminClient(AdminSession):
         Raises RemoteError (an invalid or system topic), NotFoundError (unknown broker or
         cluster), transport errors.
         """
+        topic = self.ns(topic)
         targets = await self._targets(cluster, brokers)
         config = TopicConfig(
             topic,
@@ -119,11 +124,13 @@ class AdminClient(AdminSession):
         """Delete ``topic`` from the brokers holding it (of ``cluster`` when given) and from
         every name server; returns the broker names. Raises TopicNotFoundError when no broker
         holds it, RemoteError (a system topic)."""
+        topic = self.ns(topic)
         return await operations.delete_topic(self, topic, cluster)
 
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Every queue of ``topic``: min/max offset and last store time. Raises
         TopicNotFoundError."""
+        topic = self.ns(topic)
         masters = await self.topic_masters(topic)
         tables = await self._on_each(
             masters,
@@ -140,7 +147,9 @@ class AdminClient(AdminSession):
         return sorted(rows, key=lambda row: row.queue)
 
     async def topic_consumer_groups(self, topic: str) -> list[str]:
-        """The groups consuming ``topic`` (subscribed now or holding offsets), sorted."""
+        """The groups consuming ``topic`` (subscribed now or holding offsets), sorted; a
+        group in the client's namespace is named without it."""
+        topic = self.ns(topic)
         masters = await self.topic_masters(topic)
         lists = await self._on_each(
             masters,
@@ -149,7 +158,7 @@ class AdminClient(AdminSession):
             ),
             f"finding the consumers of {topic!r}",
         )
-        return sorted({group for groups in lists.values() for group in groups})
+        return sorted({self.bare(group) for groups in lists.values() for group in groups})
 
     async def list_groups(self, *, include_system: bool = False) -> list[GroupSummary]:
         """Every subscription group with the brokers holding it and its online clients;
@@ -165,6 +174,7 @@ class AdminClient(AdminSession):
     ) -> list[str]:
         """Create (or replace) a subscription group on the given brokers, else those of
         ``cluster``, else every master; returns the broker names."""
+        config = dataclasses.replace(config, group_name=self.ns(config.group_name))
         targets = await self._targets(cluster, brokers)
         await self._on_each(
             targets,
@@ -179,6 +189,7 @@ class AdminClient(AdminSession):
         """Change settings (SubscriptionGroupConfig field names, e.g. ``retry_max_times=3``)
         of an existing group on every broker holding it; returns the broker names. Raises
         GroupNotFoundError, RemoteError; TypeError for an unknown field name (a bug)."""
+        group = self.ns(group)
         configs = (await self.group_configs()).get(group)
         if not configs:
             raise GroupNotFoundError(f"no broker has the subscription group {group!r}")
@@ -202,6 +213,7 @@ class AdminClient(AdminSession):
         """Delete the subscription group (and, by default, its offsets) from every master of
         ``cluster`` or of every cluster; returns the brokers that had it. Raises
         GroupNotFoundError when none had it."""
+        group = self.ns(group)
         await self.ensure_group(group)
         configs = (await self.group_configs()).get(group, {})
         masters = await self.master_addresses(cluster=cluster)
@@ -217,6 +229,7 @@ class AdminClient(AdminSession):
 
     async def producer_connections(self, group: str) -> list[Connection]:
         """The producer group's online clients over every master (empty when none)."""
+        group = self.ns(group)
         masters = await self.master_addresses()
         results = await self.fan_out(
             [
@@ -236,11 +249,13 @@ class AdminClient(AdminSession):
         """Per queue broker offset, consumer offset, lag and the owning client, over every
         broker; for a broadcasting group the offsets each client reports. Raises
         GroupNotFoundError when no broker knows the group."""
-        return await progress.group_progress(self, group, topic)
+        topic = None if topic is None else self.ns(topic)
+        return await progress.group_progress(self, self.ns(group), topic)
 
     async def ensure_group(self, group: str) -> None:
         """Return when some broker has ``group`` (settings, an online client or committed
         offsets); raise GroupNotFoundError otherwise."""
+        group = self.ns(group)
         if group in await self.group_configs():
             return
         if await self.consumer_connections(group) is not None:
@@ -270,7 +285,9 @@ class AdminClient(AdminSession):
 
         Raises TopicNotFoundError, GroupNotFoundError (no broker knows the group).
         """
-        return await operations.reset_offset(self, group, topic, timestamp_ms, force)
+        return await operations.reset_offset(
+            self, self.ns(group), self.ns(topic), timestamp_ms, force
+        )
 
     async def clone_offsets(
         self, source_group: str, destination_group: str, *, topic: str | None = None
@@ -278,7 +295,12 @@ class AdminClient(AdminSession):
         """Copy ``source_group``'s offsets (of ``topic``, or all) to ``destination_group`` on
         every master; returns the broker names."""
         masters = await self.master_addresses()
-        header = CloneGroupOffsetRequestHeader(source_group, destination_group, topic, True)
+        header = CloneGroupOffsetRequestHeader(
+            self.ns(source_group),
+            self.ns(destination_group),
+            None if topic is None else self.ns(topic),
+            True,
+        )
         await self._on_each(
             masters,
             lambda _name, address: requests.clone_group_offset(
@@ -291,7 +313,7 @@ class AdminClient(AdminSession):
     async def get_message(self, msg_id: str, *, topic: str | None = None) -> list[MessageExt]:
         """The message(s) with ``msg_id``: an offset message id, or with ``topic`` a message
         id (UNIQ_KEY). Raises MessageNotFoundError."""
-        return await messages.get_message(self, msg_id, topic)
+        return await messages.get_message(self, msg_id, None if topic is None else self.ns(topic))
 
     async def query_by_key(
         self,
@@ -305,7 +327,9 @@ class AdminClient(AdminSession):
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS hold ``key`` (``unique``: whose UNIQ_KEY is
         ``key``) stored in [begin_ms, end_ms], newest first, at most ``max_count``."""
-        return await messages.query_by_key(self, topic, key, begin_ms, end_ms, max_count, unique)
+        return await messages.query_by_key(
+            self, self.ns(topic), key, begin_ms, end_ms, max_count, unique
+        )
 
     async def query_by_time(
         self,
@@ -318,14 +342,16 @@ class AdminClient(AdminSession):
     ) -> list[MessageExt]:
         """Messages of ``topic`` stored in [begin_ms, end_ms), oldest first per queue, at most
         ``max_count``; ``on_progress(queues done, queues)`` follows the reading."""
-        return await messages.query_by_time(self, topic, begin_ms, end_ms, max_count, on_progress)
+        return await messages.query_by_time(
+            self, self.ns(topic), begin_ms, end_ms, max_count, on_progress
+        )
 
     def tail(
         self, topic: str, *, start_ms: int = RESET_TO_LATEST, expression: str = "*"
     ) -> AsyncGenerator[MessageExt, None]:
         """Messages of ``topic`` as they arrive, from ``start_ms`` (RESET_TO_LATEST: only new
         ones; RESET_TO_EARLIEST: everything stored), matching the tag ``expression``."""
-        return messages.tail(self, topic, start_ms, expression)
+        return messages.tail(self, self.ns(topic), start_ms, expression)
 
     async def resend_dead_letters(
         self,
@@ -341,8 +367,52 @@ class AdminClient(AdminSession):
         [begin_ms, end_ms]) back to the group through its retry topic: only that group
         consumes them again, with their original topic and a fresh retry count."""
         return await messages.resend_dead_letters(
-            self, group, msg_ids, begin_ms, end_ms, max_count, on_progress
+            self, self.ns(group), msg_ids, begin_ms, end_ms, max_count, on_progress
         )
+
+    async def consumer_status(
+        self, group: str, topic: str, *, client_id: str | None = None
+    ) -> dict[str, dict[MessageQueue, int]]:
+        """Client id -> the committed offsets of ``topic`` each online client of ``group``
+        (or only ``client_id``) reports itself (INVOKE_BROKER_TO_GET_CONSUMER_STATUS, 223).
+        Raises RemoteError SYSTEM_ERROR when no client of the group is online."""
+        return await maintenance.consumer_status(self, self.ns(group), self.ns(topic), client_id)
+
+    async def correction_offsets(
+        self, topic: str, compare_group: str, *, filter_groups: Iterable[str] = ()
+    ) -> dict[str, dict[int, int]]:
+        """Broker name -> queue id -> the lowest committed offset of ``topic``'s groups but
+        ``filter_groups``, or Java's Long.MAX_VALUE where ``compare_group`` is behind it
+        (QUERY_CORRECTION_OFFSET, 308). Raises TopicNotFoundError."""
+        return await maintenance.correction_offsets(
+            self, self.ns(topic), self.ns(compare_group), [self.ns(g) for g in filter_groups]
+        )
+
+    async def clean_expired_consume_queues(
+        self, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (306) on the given brokers, else every master of
+        ``cluster``, else every master: destroy consume queues whose messages all expired.
+        Broker name -> what it did."""
+        code = RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE
+        return await maintenance.run_maintenance(self, code, cluster, brokers)
+
+    async def clean_unused_topics(
+        self, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """CLEAN_UNUSED_TOPIC (316): destroy the consume queues of topics a broker no longer
+        has a configuration for. Targets and answer as :meth:`clean_expired_consume_queues`."""
+        code = RequestCode.CLEAN_UNUSED_TOPIC
+        return await maintenance.run_maintenance(self, code, cluster, brokers)
+
+    async def delete_expired_commit_log(
+        self, *, cluster: str | None = None, brokers: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """DELETE_EXPIRED_COMMITLOG (329): delete commit-log segments older than
+        fileReservedTime now, whatever the hour. Targets and answer as
+        :meth:`clean_expired_consume_queues`."""
+        code = RequestCode.DELETE_EXPIRED_COMMITLOG
+        return await maintenance.run_maintenance(self, code, cluster, brokers)
 
     # ---- stats history -----------------------------------------------------------------------
 
@@ -353,7 +423,9 @@ class AdminClient(AdminSession):
         put count and TPS, or with ``group`` that group's lag, get count and TPS on it.
 
         Raises RemoteError TOPIC_NOT_EXIST when the broker lacks the topic."""
-        header = GetStatsHistoryRequestHeader(topic, group)
+        header = GetStatsHistoryRequestHeader(
+            self.ns(topic), None if group is None else self.ns(group)
+        )
         return await get_stats_history(self.pool, address, header, self.timeout_ms)
 
     # ---- transactions ------------------------------------------------------------------------
@@ -372,9 +444,14 @@ class AdminClient(AdminSession):
         only ``group``'s / ``topic``'s when given) and transaction counters. With
         ``given_up``, the newest messages given up to TRANS_CHECK_MAX_TIME_TOPIC instead."""
         return await transactions.pending_transactions(
-            self, group=group, topic=topic, max_count=max_count, given_up=given_up,
-            cluster=cluster, brokers=brokers,
-        )  # fmt: skip
+            self,
+            group=None if group is None else self.ns(group),
+            topic=None if topic is None else self.ns(topic),
+            max_count=max_count,
+            given_up=given_up,
+            cluster=cluster,
+            brokers=brokers,
+        )
 
     async def resume_transaction(self, offset_msg_id: str) -> str:
         """Have the broker check a given-up transaction again (RESUME_CHECK_HALF_MESSAGE);

@@ -30,6 +30,7 @@ from bolide.base.errors import (
 from bolide.client.config import parse_namesrv_addresses
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import SendResult
+from bolide.client.namespace import check_namespace, with_namespace, without_namespace
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import admin as requests
 from bolide.client.rpc import get_route
@@ -83,7 +84,7 @@ class AdminSession(AsyncLifecycle):
     """Connections and single-request queries of an admin client reached through ``namesrv``
     (``"host:port;host:port"``); see the module docstring.
 
-    Raises ConfigError for a malformed name-server list.
+    Raises ConfigError for a malformed name-server list or namespace.
     """
 
     def __init__(
@@ -95,8 +96,12 @@ class AdminSession(AsyncLifecycle):
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.namesrv_addresses = parse_namesrv_addresses(namesrv)
+        self.namespace = check_namespace(namespace)
+        """As the producer's (Java's withNamespace): the topics and groups the operations are
+        given go out as ``<namespace>%<name>`` (retry / DLQ prefixes kept in front)."""
         self.credentials = credentials_of(access_key, secret_key)
         """Signs every request (ACL; admin requests need an admin account)."""
         self.tls = client_tls(tls)
@@ -105,6 +110,15 @@ class AdminSession(AsyncLifecycle):
         self._pool: ClientPool | None = None
         self._producer: Producer | None = None
         self._namesrv_index = 0
+
+    def ns(self, name: str) -> str:
+        """``name`` (a topic or group) in the client's namespace; unchanged without one, for
+        system names, and for names already in it."""
+        return with_namespace(self.namespace, name)
+
+    def bare(self, name: str) -> str:
+        """``name`` without the client's namespace (unchanged when outside it)."""
+        return without_namespace(self.namespace, name)
 
     @property
     def pool(self) -> ClientPool:
@@ -231,6 +245,7 @@ class AdminSession(AsyncLifecycle):
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         """The topic's route. Raises TopicNotFoundError when no broker holds it."""
+        topic = self.ns(topic)
 
         async def action(address: str) -> TopicRouteData:
             try:
@@ -244,6 +259,7 @@ class AdminSession(AsyncLifecycle):
 
     async def topic_masters(self, topic: str) -> dict[str, str]:
         """Broker name -> master address of the brokers holding ``topic``."""
+        topic = self.ns(topic)
         route = await self.topic_route(topic)
         masters = {
             data.broker_name: address
@@ -265,6 +281,7 @@ class AdminSession(AsyncLifecycle):
     ) -> list[str]:
         """Change settings of an existing topic on every broker holding it (the others keep
         their value); returns the broker names. Raises TopicNotFoundError, RemoteError."""
+        topic = self.ns(topic)
         configs = await self.topic_configs(topic)
         changes = {
             key: value
@@ -292,6 +309,7 @@ class AdminSession(AsyncLifecycle):
 
     async def topic_configs(self, topic: str) -> dict[str, TopicConfig]:
         """Broker name -> the topic's configuration there. Raises TopicNotFoundError."""
+        topic = self.ns(topic)
         masters = await self.topic_masters(topic)
         tables = await self._on_each(
             masters,
@@ -322,6 +340,7 @@ class AdminSession(AsyncLifecycle):
     async def consumer_connections(self, group: str) -> ConsumerConnection | None:
         """The group's online clients, merged over every master (each client appears once);
         None when no broker has a client of the group."""
+        group = self.ns(group)
         masters = await self.master_addresses()
         results = await self.fan_out(
             [
@@ -357,6 +376,7 @@ class AdminSession(AsyncLifecycle):
         Raises NotFoundError when no broker has the client online, RemoteError
         CONSUME_MSG_TIMEOUT when it does not answer.
         """
+        group = self.ns(group)
         masters = await self.master_addresses()
         last: BolideError | None = None
         for address in masters.values():
@@ -388,6 +408,7 @@ class AdminSession(AsyncLifecycle):
                 access_key=None if credentials is None else credentials.access_key,
                 secret_key=None if credentials is None else credentials.secret_key,
                 tls=self.tls,
+                namespace=self.namespace,
             )
             await producer.start()
             self._producer = producer

@@ -51,9 +51,15 @@ class AdminClient(BlockingFacade[AsyncAdminClient]):
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
+        namespace: str | None = None,
     ) -> None:
         core = AsyncAdminClient(
-            namesrv, timeout_ms=timeout_ms, access_key=access_key, secret_key=secret_key, tls=tls
+            namesrv,
+            timeout_ms=timeout_ms,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+            namespace=namespace,
         )
         super().__init__(core, "bolide-admin")
 

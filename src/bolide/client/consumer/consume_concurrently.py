@@ -45,6 +45,7 @@ from bolide.client.consumer.consume_rates import ConsumeRates
 from bolide.client.consumer.listener import AdaptedListener, ConsumeContext, ConsumeResult
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.process_queue import ProcessQueue
+from bolide.client.namespace import without_namespace
 from bolide.client.trace import TraceDispatcher
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.bodies.stats import CMResult, ConsumeMessageDirectlyResult
@@ -151,10 +152,14 @@ class ConcurrentConsumeService:
         max_reconsume_times: int = limits.RECONSUME_DEFAULT_MAX_TIMES,
         consume_timeout_ms: int = limits.CONSUME_TIMEOUT_MS,
         retry_later_delay_ms: int = limits.CONSUME_RETRY_LATER_DELAY_MS,
+        namespace: str | None = None,
     ) -> None:
         invariant(batch_max_size > 0 and thread_max > 0, "positive batch size and workers")
         invariant(consume_timeout_ms > 0 and retry_later_delay_ms >= 0, "valid delays")
         self.group = group
+        self.namespace = namespace
+        """The consumer's namespace: the listener sees topics without it (Java's
+        resetRetryAndNamespace); the send-back client wraps them again."""
         self.stats = ConsumeStats()
         self._listener = listener
         self._message_model = message_model
@@ -272,10 +277,14 @@ class ConcurrentConsumeService:
             original_topic = properties.get(PropertyKey.RETRY_TOPIC)
             if original_topic and message.topic == group_retry_topic:
                 message.topic = original_topic
+            message.topic = without_namespace(self.namespace, message.topic)
             properties[PropertyKey.CONSUME_START_TIME] = started_text
         queue = request.queue
         context = ConsumeContext(
-            queue.topic, queue.broker_name, queue.queue_id, len(request.messages) - 1
+            without_namespace(self.namespace, queue.topic),
+            queue.broker_name,
+            queue.queue_id,
+            len(request.messages) - 1,
         )
         if otel.active():
             with otel.consume_spans(self.group, request.messages) as spans:
@@ -306,6 +315,7 @@ class ConcurrentConsumeService:
     ) -> ConsumeMessageDirectlyResult:
         """CONSUME_MESSAGE_DIRECTLY: run the listener on ``message`` alone; offsets, retries
         and the process queues are untouched (the message is consumed outside the flow)."""
+        message.topic = without_namespace(self.namespace, message.topic)
         context = ConsumeContext(message.topic, broker_name, message.queue_id, 0)
         started_ms = self._clock.now_ms()
         try:

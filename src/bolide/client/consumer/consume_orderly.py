@@ -61,6 +61,7 @@ from bolide.client.consumer.listener import AdaptedListener, ConsumeResult, Orde
 from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.orderly_locks import QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
+from bolide.client.namespace import without_namespace
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.system_topics import retry_topic
@@ -230,12 +231,15 @@ class OrderlyConsumeService:
         lock_renew_interval_ms: int = limits.CLIENT_LOCK_RENEW_INTERVAL_MS,
         consume_continuously_max_ms: int = limits.ORDERLY_CONSUME_CONTINUOUSLY_MAX_MS,
         drop_wait_ms: int = limits.ORDERLY_DROP_WAIT_MS,
+        namespace: str | None = None,
     ) -> None:
         invariant(batch_max_size > 0 and thread_max > 0, "positive batch size and workers")
         invariant(lock_renew_interval_ms < client_lock_max_live_ms, "renew before expiry")
         clustering = message_model is MessageModel.CLUSTERING
         invariant(not clustering or locker is not None, "clustering needs a queue locker")
         self.group = group
+        self.namespace = namespace
+        """The consumer's namespace: the listener sees topics without it."""
         self.stats = OrderlyStats()
         self.rates = ConsumeRates()
         """Per topic consume TPS (ok / suspended) and mean listener ms, like the concurrent
@@ -529,7 +533,9 @@ class OrderlyConsumeService:
             self._active.discard(process_queue)
             return _Outcome.DONE
         self._restore_retry_topics(messages)
-        context = OrderlyContext(queue.topic, queue.broker_name, queue.queue_id)
+        context = OrderlyContext(
+            without_namespace(self.namespace, queue.topic), queue.broker_name, queue.queue_id
+        )
         state = self._state(process_queue)
         async with state.consume_lock:
             if process_queue.dropped:
@@ -559,6 +565,7 @@ class OrderlyConsumeService:
             original_topic = message.properties.get(PropertyKey.RETRY_TOPIC)
             if original_topic and message.topic == group_retry_topic:
                 message.topic = original_topic
+            message.topic = without_namespace(self.namespace, message.topic)
 
     async def _call_listener(
         self, messages: list[MessageExt], context: OrderlyContext

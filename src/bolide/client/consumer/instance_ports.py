@@ -14,6 +14,7 @@ from bolide.base import limits
 from bolide.base.errors import BolideError, ConfigError, ConnectionClosedError, NoRouteError
 from bolide.client import rpc
 from bolide.client.instance import ClientInstance
+from bolide.client.namespace import with_namespace
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc import PullResult
 from bolide.protocol.address import format_socket_address
@@ -23,7 +24,7 @@ from bolide.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
 )
-from bolide.protocol.message import Message, MessageExt
+from bolide.protocol.message import Message, MessageExt, PropertyKey
 from bolide.protocol.system_topics import CLIENT_INNER_PRODUCER_GROUP
 
 __all__ = [
@@ -185,9 +186,12 @@ class InstanceSendBack:
     of the instance already registered that name. :meth:`close` shuts it down.
     """
 
-    def __init__(self, instance: ClientInstance, group: str) -> None:
+    def __init__(self, instance: ClientInstance, group: str, namespace: str | None = None) -> None:
         self._instance = instance
         self._group = group
+        self._namespace = namespace
+        """The consumer's namespace: the listener saw topics without it, the broker wants
+        them with it (Java's sendMessageBack wraps the topic again)."""
         self._producer: Producer | None = None
 
     async def send_back(
@@ -201,12 +205,17 @@ class InstanceSendBack:
             group=self._group,
             delay_level=delay_level,
             origin_msg_id=message.msg_id,
-            origin_topic=message.topic,
+            origin_topic=with_namespace(self._namespace, message.topic),
             max_reconsume_times=max_reconsume_times,
         )
         await rpc.send_message_back(instance.pool, address, header, limits.SEND_BACK_TIMEOUT_MS)
 
     async def send_to_retry_topic(self, message: Message) -> None:
+        original_topic = message.properties.get(PropertyKey.RETRY_TOPIC)
+        if original_topic:
+            message.properties[PropertyKey.RETRY_TOPIC] = with_namespace(
+                self._namespace, original_topic
+            )
         producer = await self._inner_producer()
         await producer.send(message)
 

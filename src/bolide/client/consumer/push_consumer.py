@@ -76,6 +76,7 @@ from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
+from bolide.client.namespace import check_namespace, with_namespace, without_namespace
 from bolide.client.producer.producer import client_trace
 from bolide.protocol.bodies import (
     EXPRESSION_TYPE_TAG,
@@ -177,10 +178,13 @@ class PushConsumer(AsyncLifecycle):
     ``max_span_offsets`` (2000); ``offset_base_directory`` for broadcasting progress (default
     ``~/.bolide``). Orderly mode: ``orderly`` (False), ``suspend_time_ms`` (1 s before a
     suspended queue is consumed again), ``lock_renew_interval_ms`` (20 s) and
-    ``client_lock_max_live_ms`` (30 s; keep it under the broker's 60 s).
+    ``client_lock_max_live_ms`` (30 s; keep it under the broker's 60 s). ``namespace`` (none;
+    as Java's withNamespace: group and topics go out as ``<namespace>%<name>``, the listener
+    sees topics without it).
 
     Raises:
-        ConfigError: no group, neither ``namesrv`` nor ``instance``, or an option out of range.
+        ConfigError: no group, neither ``namesrv`` nor ``instance``, an option out of range,
+            or a namespace with characters other than letters, digits, '-' and '_'.
     """
 
     def __init__(
@@ -213,9 +217,15 @@ class PushConsumer(AsyncLifecycle):
         tls: TlsClientSettings | bool | None = None,
         enable_trace: bool = False,
         trace_topic: str = DEFAULT_TRACE_TOPIC,
+        namespace: str | None = None,
     ) -> None:
         if not group:
             raise ConfigError("a consumer needs a group name")
+        self.namespace = check_namespace(namespace)
+        """Java's withNamespace: the group and topics go out as ``<namespace>%<name>`` (the
+        retry and dead-letter topics ``%RETRY%<namespace>%<group>``); the listener sees
+        topics without it."""
+        group = with_namespace(self.namespace, group)
         _check_range("consume_thread_max", consume_thread_max, 1, limits.CONSUME_THREAD_LIMIT_COUNT)
         batch_limit = limits.CONSUME_BATCH_LIMIT_MESSAGES
         _check_range("consume_batch_max_size", consume_batch_max_size, 1, batch_limit)
@@ -300,6 +310,7 @@ class PushConsumer(AsyncLifecycle):
         """
         if not topic or is_retry_topic(topic):
             raise ConfigError(f"cannot subscribe to topic {topic!r}")
+        topic = with_namespace(self.namespace, topic)
         subscription = subscription_of(topic, expression, self.clock.now_ms())
         self._subscriptions[topic] = subscription
         if self._rebalancer is not None:
@@ -308,6 +319,7 @@ class PushConsumer(AsyncLifecycle):
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (its queues are dropped at the next rebalance)."""
+        topic = with_namespace(self.namespace, topic)
         self._subscriptions.pop(topic, None)
         if self._rebalancer is not None:
             self._rebalancer.subscriptions.pop(topic, None)
@@ -335,8 +347,12 @@ class PushConsumer(AsyncLifecycle):
 
     @property
     def subscriptions(self) -> Mapping[str, SubscriptionData]:
-        """The user's subscriptions (the retry topic not included)."""
-        return dict(self._subscriptions)
+        """The user's subscriptions (the retry topic not included), by topic as the user
+        named it (without the namespace)."""
+        return {
+            without_namespace(self.namespace, topic): subscription
+            for topic, subscription in self._subscriptions.items()
+        }
 
     @property
     def process_queues(self) -> Mapping[MessageQueue, ProcessQueue]:
@@ -459,7 +475,7 @@ class PushConsumer(AsyncLifecycle):
             path = local_offsets_path(self.offset_base_directory, instance.client_id, self.group)
             self._offset_store = LocalFileOffsetStore(path)
             subscriptions = dict(self._subscriptions)
-        self._send_back = InstanceSendBack(instance, self.group)
+        self._send_back = InstanceSendBack(instance, self.group, self.namespace)
         if self.orderly:
             self._orderly = self._build_orderly(listener, self._offset_store, self._send_back)
         self._rebalancer = Rebalancer(
@@ -493,6 +509,7 @@ class PushConsumer(AsyncLifecycle):
             thread_max=self.consume_thread_max,
             max_reconsume_times=self.max_reconsume_times,
             consume_timeout_ms=self.consume_timeout_ms,
+            namespace=self.namespace,
         )
         self._pull_loop = self._build_pull_loop(self._consume.submit)
 
@@ -534,6 +551,7 @@ class PushConsumer(AsyncLifecycle):
             batch_max_size=self.consume_batch_max_size,
             thread_max=self.consume_thread_max,
             max_reconsume_times=self.orderly_max_reconsume_times,
+            namespace=self.namespace,
             suspend_time_ms=self.suspend_time_ms,
             client_lock_max_live_ms=self.client_lock_max_live_ms,
             lock_renew_interval_ms=self.lock_renew_interval_ms,

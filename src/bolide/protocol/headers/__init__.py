@@ -16,6 +16,7 @@ from bolide.protocol.headers.admin import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryCorrectionOffsetHeader,
     QueryTopicConsumeByWhoRequestHeader,
     TopicRequestHeader,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "PullSysFlag",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
+    "QueryCorrectionOffsetHeader",
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
     "QueryTopicConsumeByWhoRequestHeader",

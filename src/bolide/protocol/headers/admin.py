@@ -1,8 +1,8 @@
 """Admin headers on the broker (docs/protocol.md §2.11): create / delete topic (17, 215), topic
 stats
 (202), consume stats (208), producer connections (204), delete subscription group (207), who
-consumes a topic (300), clone group offset (314). The consumer connection list (203) header is
-:class:`~bolide.protocol.headers.client.ConsumerGroupRequestHeader`.
+consumes a topic (300), clone group offset (314), correction offsets (308). The consumer
+connection list (203) header is :class:`~bolide.protocol.headers.client.ConsumerGroupRequestHeader`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "GetConsumeStatsRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "GetTopicStatsInfoRequestHeader",
+    "QueryCorrectionOffsetHeader",
     "QueryTopicConsumeByWhoRequestHeader",
     "TopicRequestHeader",
 ]
@@ -178,4 +179,28 @@ class CloneGroupOffsetRequestHeader:
             "offline": format_bool(self.offline),
         }
         put_optional(fields, "topic", self.topic)
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class QueryCorrectionOffsetHeader:
+    """QUERY_CORRECTION_OFFSET (308): the lowest committed offset per queue of ``topic`` over
+    its groups but ``filter_groups`` (comma-separated), compared with ``compare_group``'s."""
+
+    topic: str
+    compare_group: str
+    filter_groups: str | None = None
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
+        """Decode; raises :class:`HeaderError`."""
+        return cls(
+            required_str(fields, "topic"),
+            required_str(fields, "compareGroup"),
+            optional_str(fields, "filterGroups"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        fields = {"topic": self.topic, "compareGroup": self.compare_group}
+        put_optional(fields, "filterGroups", self.filter_groups)
         return fields

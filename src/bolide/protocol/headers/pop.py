@@ -58,7 +58,7 @@ class PopTopicType:
     RETRY: Final = 1
     """``%RETRY%<group>_<topic>`` (Java's V1 naming, its default)."""
     RETRY_V2: Final = 2
-    """``%RETRY%<group>+<topic>`` (Java with enableRetryTopicV2; Bolide does not use it)."""
+    """``%RETRY%<group>+<topic>`` (the broker's enableRetryTopicV2)."""
 
 
 class ConsumeInitMode:
