@@ -16,10 +16,14 @@ from bolide.broker.config import BrokerConfig
 from bolide.broker.controller_mode.identity import IdentityFiles, PendingIdentity
 from bolide.broker.controller_mode.settings import ControllerModeSettings
 from bolide.broker.security import unhonoured_keys
+from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.pull_consumer import PullConsumer
+from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
+from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.controller.controller import Controller
 from bolide.protocol.codes import ResponseCode
-from bolide.protocol.message import Message
+from bolide.protocol.message import Message, MessageExt
 from bolide.testing.cluster import Cluster
 from bolide.testing.etcd import EtcdCluster
 from bolide.testing.waiting import until
@@ -151,3 +155,57 @@ def test_settings_and_identity_files(tmp_path: Path) -> None:
     assert files.applied() == 3 and files.pending() is None
     with pytest.raises(ConfigError, match="belongs to c/b"):
         IdentityFiles(tmp_path, "c", "other").applied()
+
+
+async def test_elected_master_commits_transactions_checks_back_and_serves_pulls(
+    etcd: EtcdCluster, tmp_path: Path
+) -> None:
+    """A controller-mode broker is configured as a SLAVE until elected: once a master, it must
+    take END_TRANSACTION, run the transaction checker and serve pulls itself (each of them
+    once asked the configured role and treated the elected master as a slave)."""
+    controller = Controller(etcd.endpoints, "127.0.0.1", 0)
+    await controller.start()
+    try:
+        async with Cluster(tmp_path / "c", broker_names=()) as cluster:
+            broker = await cluster.add_broker(
+                "broker-t",
+                **controller_mode(
+                    controller, transactionCheckInterval="200", transactionTimeOut="0"
+                ),
+            )
+            await wait_master(broker)
+            asked: list[bytes] = []
+
+            def decide(
+                message: ClientMessage, state: LocalTransactionState
+            ) -> LocalTransactionState:
+                return state
+
+            async def check_back(message: MessageExt) -> LocalTransactionState:
+                asked.append(message.body)
+                return LocalTransactionState.COMMIT_MESSAGE
+
+            async with TransactionProducer(
+                "cm-tx-producers", namesrv=cluster.namesrv_address, checker=check_back
+            ) as producer:
+                for body, state in (
+                    (b"committed", LocalTransactionState.COMMIT_MESSAGE),
+                    (b"checked", LocalTransactionState.UNKNOW),
+                ):
+                    await producer.send_in_transaction(ClientMessage(TOPIC, body), decide, state)
+                consumer = PullConsumer(
+                    "cm-readers",
+                    namesrv=cluster.namesrv_address,
+                    consume_from=ConsumeFrom.FIRST_OFFSET,
+                )
+                consumer.subscribe(TOPIC)
+                received: list[bytes] = []
+                async with consumer:
+                    for _ in range(120):  # the check-back commits the second within a few
+                        received.extend(m.body for m in await consumer.poll(timeout_ms=500))
+                        if len(received) >= 2:
+                            break
+            assert sorted(received) == [b"checked", b"committed"]
+            assert asked == [b"checked"]
+    finally:
+        await controller.stop()

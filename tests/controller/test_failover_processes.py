@@ -130,10 +130,6 @@ async def until_true(check: object, what: str) -> None:
     raise AssertionError(f"not reached in {WAIT_S} s: {what}")
 
 
-@pytest.mark.skip(
-    reason="known bug, docs/replication.md 'Not yet': one fresh-clone run in two, the new "
-    "master's route had no writable queue for 90 s after the SIGKILL (passes alone 9 of 9)"
-)
 async def test_lagging_replica_and_master_failover(etcd: EtcdCluster, tmp_path: Path) -> None:
     pool = ClientPool()
     async with (

@@ -489,7 +489,8 @@ class Broker:
                 timeout_ms=config.transaction_timeout_ms,
                 check_max=config.transaction_check_max_count,
                 file_reserved_ms=config.file_reserved_time_ms,
-                checker_enabled=config.broker_role.is_master,
+                # In controller mode the role comes later: start() runs once it is a master.
+                checker_enabled=config.broker_role.is_master or self.controller_mode.enabled,
             ),
             store_host=(config.broker_ip1, config.listen_port),
             max_message_bytes=config.max_message_size_bytes,

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from bolide.base.clock import Clock
 from bolide.base.errors import ProtocolError
-from bolide.broker.config import BrokerConfig
+from bolide.broker.config import BrokerConfig, BrokerRole
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
@@ -61,6 +61,9 @@ class RefusedError(Exception):
 
 class ReplicationPort(Protocol):
     """What handlers ask of the broker's replication (broker/ha/replication.py)."""
+
+    role: BrokerRole
+    """The role now (in controller mode the controller changes it at run time)."""
 
     async def wait_replicated(self, result: PutResult) -> None:
         """Under SYNC_MASTER, hold a stored put until a slave has it (may change its status)."""
@@ -108,6 +111,15 @@ class BrokerContext:
     """Half messages, END_TRANSACTION and the transaction checker."""
     trace: BrokerTrace | None = None
     """Broker-side message trace (traceOnBrokerEnable): takes notes of deliveries."""
+
+    @property
+    def role(self) -> BrokerRole:
+        """The broker's role now. In controller mode the configured ``brokerRole`` stays SLAVE
+        while the controller makes the broker a master (and back), so whoever asks "am I a
+        master?" asks here: the replication's role once it started, the configured one before."""
+        replication = self.replication
+        return self.config.broker_role if replication is None else replication.role
+
     config_file: Path | None = None
     """The broker.conf the broker was started with: UPDATE_BROKER_CONFIG writes its changes
     back to it (None: changes last until the broker stops)."""

@@ -122,7 +122,7 @@ class PullHandlers:
         except RefusedError as refused:
             return self._refusal(request, header, refused)
         context = self._context
-        slave = context.config.broker_role is BrokerRole.SLAVE
+        slave = context.role is BrokerRole.SLAVE
         if slave and not context.config.slave_read_enable:
             # Java: a slave that may not serve reads sends the consumer back to the master.
             result = self._read(header, tag_codes, sql)

@@ -67,7 +67,7 @@ class TransactionHandlers:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand | None:
         """Commit or roll back a half message; see the module docstring."""
-        if not self._context.config.broker_role.is_master:
+        if not self._context.role.is_master:
             _log.warning("END_TRANSACTION refused: this broker is a slave")
             return request.make_response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
         try:
