@@ -56,6 +56,8 @@ BATCH = 32
 STORE_HOST = ("127.0.0.1", 10911)
 BORN_HOST = ("127.0.0.1", 50123)
 MIB = 1024 * 1024
+SYNC_SHARE_GOAL = 0.5
+"""Issue 27: SYNC puts with N writers reach at least this share of ASYNC with the same N."""
 
 
 def _properties(number: int) -> str:
@@ -438,12 +440,27 @@ def report(figures: dict[str, float], arguments: argparse.Namespace) -> str:
                 f"{figures['warm_slowest_put_us']:,.0f} us",
             )
         )
+    if "sync_put_msgs_s" in figures:
+        rows.append(("goal", goal_line(figures, arguments.writers), "", ""))
     widths = [max(len(row[column]) for row in rows) + 2 for column in range(3)]
     lines = [
         "".join(f"{cell:<{width}}" for cell, width in zip(row[:3], widths, strict=True)) + row[3]
         for row in rows
     ]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def goal_line(figures: dict[str, float], writers: int) -> str:
+    """Issue 27's store goal: SYNC with ``writers`` writers over ASYNC with as many."""
+    synchronous = figures["sync_put_msgs_s"]
+    share = synchronous / figures["async_concurrent_put_msgs_s"]
+    verdict = "met" if share >= SYNC_SHARE_GOAL else "NOT met"
+    return (
+        f"store {writers} SYNC writers = {share:.0%} of {writers} ASYNC writers"
+        f" ({synchronous:,.0f} vs {figures['async_concurrent_put_msgs_s']:,.0f} msgs/s,"
+        f" {figures['sync_put_fdatasyncs_per_msg']:.4f} fdatasync/msg);"
+        f" goal >= {SYNC_SHARE_GOAL:.0%}: {verdict}"
+    )
 
 
 def main() -> None:
@@ -455,6 +472,9 @@ def main() -> None:
     parser.add_argument("--fsyncs", type=int, default=2_000, help="raw fdatasync samples")
     parser.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--goal", action="store_true", help="print only the SYNC/ASYNC goal line (compare.sh)"
+    )
     parser.add_argument(
         "--workloads",
         default="async,batch,read,recovery,sync,warm",
@@ -468,6 +488,9 @@ def main() -> None:
     except ImportError:
         pass
     figures = run(arguments)
+    if arguments.goal and "sync_put_msgs_s" in figures:
+        print(f"goal {goal_line(figures, arguments.writers)}")
+        return
     if arguments.json:
         print(json.dumps(figures, indent=2))
         return
