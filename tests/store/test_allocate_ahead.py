@@ -12,7 +12,7 @@ from bolide.base import limits
 from bolide.base.errors import DiskFullError
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import segment_file_name
-from bolide.store.segment import TEMPORARY_SUFFIX
+from bolide.store.segment import SPARE_SUFFIX, TEMPORARY_SUFFIX
 
 from .conftest import ControlledFileOps
 
@@ -55,7 +55,7 @@ def test_a_roll_takes_the_spare_made_and_faulted_in_ahead(tmp_path: Path) -> Non
     try:
         spare = log.wait_spare()
         assert spare is not None  # made ahead for offset 0, under its temporary name
-        assert spare.path.name == segment_file_name(0) + TEMPORARY_SUFFIX
+        assert spare.path.name == segment_file_name(0) + SPARE_SUFFIX
         assert _resident_kib(spare.path) >= segment_bytes // 1024  # faulted in before use
         assert _append(log, 1000) == 0
         assert log.spares_adopted == 1
@@ -63,7 +63,7 @@ def test_a_roll_takes_the_spare_made_and_faulted_in_ahead(tmp_path: Path) -> Non
         assert first is spare and first.path.name == segment_file_name(0)
         assert first.needs_directory_sync  # the rename reaches the disk with the next flush
         assert log.wait_spare() is not None
-        assert _spares(log.directory) == [segment_file_name(segment_bytes) + TEMPORARY_SUFFIX]
+        assert _spares(log.directory) == [segment_file_name(segment_bytes) + SPARE_SUFFIX]
         while len(log.segments) < 3:
             _append(log, 1000)
         assert log.spares_adopted == 3
@@ -80,10 +80,10 @@ def test_a_spare_for_another_offset_is_dropped_not_used(tmp_path: Path) -> None:
         while len(log.segments) < 3:
             _append(log, 1000)
         log.wait_spare()
-        assert _spares(log.directory) == [segment_file_name(3 * segment_bytes) + TEMPORARY_SUFFIX]
+        assert _spares(log.directory) == [segment_file_name(3 * segment_bytes) + SPARE_SUFFIX]
         log.cut(segment_bytes + 500)  # a replica's truncation: the tail is segment 1 now
         log.wait_spare()
-        assert _spares(log.directory) == [segment_file_name(2 * segment_bytes) + TEMPORARY_SUFFIX]
+        assert _spares(log.directory) == [segment_file_name(2 * segment_bytes) + SPARE_SUFFIX]
     finally:
         log.close()
 

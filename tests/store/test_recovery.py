@@ -339,7 +339,7 @@ async def test_files_half_created_by_a_crash_are_cleaned_up(tmp_path: Path) -> N
         assert report.segments_removed == (following.name,)
         assert report.cut_reason == "empty segment files after the end of the data"
         # only the spare segment the running store makes ahead for its next roll
-        spare = config.commit_log_dir / (segment_file_name(last_start + segment) + ".tmp")
+        spare = config.commit_log_dir / (segment_file_name(last_start + segment) + ".spare.tmp")
         assert set(config.store_path_root_dir.rglob("*.tmp")) <= {spare}
         assert not unwritten_index.exists()
     finally:

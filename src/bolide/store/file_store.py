@@ -733,6 +733,15 @@ class FileMessageStore(ReplicationAccess):
             self._appender.dirty_queues.discard(queue)
         self._builder.forget_topic(topic)
 
+    def prepare_queues(self, topic: str, queue_count: int) -> None:
+        """See MessageStore.prepare_queues: the first consume-queue files, made ahead."""
+        if self._running:
+            self._queues.prepare_topic(topic, queue_count)
+
+    def queue_files_in_the_making(self) -> int:
+        """Queue files :meth:`prepare_queues` started and not yet put in place (benches)."""
+        return self._queues.preparing_count
+
     def topics_and_queues(self) -> dict[str, list[int]]:
         return {topic: sorted(by_id) for topic, by_id in self._queues.queues.items() if by_id}
 

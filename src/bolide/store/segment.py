@@ -40,6 +40,9 @@ from bolide.store.file_ops import FileOps, translate_os_error
 
 TEMPORARY_SUFFIX = ".tmp"
 """A file being created; a leftover one (crash during creation) is deleted at load."""
+SPARE_SUFFIX = ".spare" + TEMPORARY_SUFFIX
+"""A segment made ahead of need (:meth:`MappedSegment.create_spare`): apart from the name an
+inline create uses for the same file, and a leftover like any other temporary file."""
 
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 """Linux 5.14+: pre-fault a range writable. Older kernels answer EINVAL, which is ignored."""
@@ -201,15 +204,16 @@ class MappedSegment:
     ) -> MappedSegment:
         """A segment made ahead of need (allocate-ahead thread): the file sized, mapped, its
         first chunk of blocks reserved and faulted in on the calling thread, all under
-        ``path`` + ``.tmp`` (a crash leaves only a leftover that load deletes). The owner
+        ``path`` + ``.spare.tmp`` (a crash leaves only a leftover that load deletes). The owner
         puts it in place with :meth:`adopt` or drops it with :meth:`delete_quietly`.
 
         Raises:
             DiskFullError: no space for the file or its first chunk of blocks.
             StoreIOError: any other failure; the half-made file is removed.
         """
+        path.parent.mkdir(parents=True, exist_ok=True)
         segment = cls._create_mapped(
-            path.with_name(path.name + TEMPORARY_SUFFIX),
+            path.with_name(path.name + SPARE_SUFFIX),
             start_offset,
             size_bytes,
             allocation_chunk_bytes=allocation_chunk_bytes,
