@@ -456,13 +456,13 @@ def report(figures: dict[str, float], arguments: argparse.Namespace) -> str:
                 f"{figures[f'{name}_slowest_put_us']:,.0f} us",
             )
         )
-    if "sync_put_msgs_s" in figures:
-        rows.append(("goal", goal_line(figures, arguments.writers), "", ""))
     widths = [max(len(row[column]) for row in rows) + 2 for column in range(3)]
     lines = [
         "".join(f"{cell:<{width}}" for cell, width in zip(row[:3], widths, strict=True)) + row[3]
         for row in rows
     ]
+    if "sync_put_msgs_s" in figures:
+        lines.append(f"goal {goal_line(figures, arguments.writers)}")
     return "\n".join(line.rstrip() for line in lines)
 
 
