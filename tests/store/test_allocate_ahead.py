@@ -12,6 +12,7 @@ from bolide.base import limits
 from bolide.base.errors import DiskFullError
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import segment_file_name
+from bolide.store.index_file import KeyIndex, index_key_hash
 from bolide.store.segment import SPARE_SUFFIX, TEMPORARY_SUFFIX
 
 from .conftest import ControlledFileOps
@@ -137,3 +138,53 @@ def test_no_space_for_the_chunk_ahead_fails_only_the_put_that_needs_it(tmp_path:
         assert segment.allocated_position >= segment.write_position + AHEAD
     finally:
         log.close()
+
+
+def test_the_index_file_comes_made_and_faulted_in_ahead(tmp_path: Path) -> None:
+    slots = 64 * 1024  # 256 KiB of slots
+    index = KeyIndex(tmp_path / "index", slots, 4, ControlledFileOps())
+    index.load()
+    index.prepare_spare()
+    try:
+        spare = index.wait_spare()
+        assert spare is not None and spare.path.name == "next" + SPARE_SUFFIX
+        assert _resident_kib(spare.path) >= 4 * slots // 1024  # the slots, faulted in
+        index.prepare_one(5000, 1)  # the first keyed put: the spare becomes its file
+        assert index.files[0].segment is spare
+        assert spare.path.name == segment_file_name(5000)
+        index.add_record(5000, 1_000, [index_key_hash("T", "k")])
+        index.drain()
+        assert index.wait_spare() is not None  # the next one is in the making already
+        for offset in range(5001, 5005):  # fills the first file (4 entries), opens the second
+            index.prepare_one(offset, 1)
+            index.add_record(offset, 1_000, [index_key_hash("T", f"k{offset}")])
+        index.drain()
+        assert [f.segment.path.name for f in index.files] == [
+            segment_file_name(5000),
+            segment_file_name(5004),
+        ]
+        assert sorted(p.name for p in index.directory.iterdir()) == [
+            segment_file_name(5000),
+            segment_file_name(5004),
+            "next" + SPARE_SUFFIX,
+        ]
+    finally:
+        index.close()
+    assert "next" + SPARE_SUFFIX not in [p.name for p in index.directory.iterdir()]
+
+
+def test_a_failed_index_spare_leaves_the_put_to_make_its_file(tmp_path: Path) -> None:
+    file_ops = ControlledFileOps()
+    file_ops.disk_full = True
+    index = KeyIndex(tmp_path / "index", 1024, 4, file_ops)
+    index.load()
+    index.prepare_spare()
+    try:
+        assert index.wait_spare() is None
+        with pytest.raises(DiskFullError):
+            index.prepare_one(0, 1)
+        file_ops.disk_full = False
+        index.prepare_one(0, 1)
+        assert [f.segment.path.name for f in index.files] == [segment_file_name(0)]
+    finally:
+        index.close()

@@ -338,9 +338,10 @@ async def test_files_half_created_by_a_crash_are_cleaned_up(tmp_path: Path) -> N
     try:
         assert report.segments_removed == (following.name,)
         assert report.cut_reason == "empty segment files after the end of the data"
-        # only the spare segment the running store makes ahead for its next roll
+        # only the spare files the running store makes ahead (commit log, index)
         spare = config.commit_log_dir / (segment_file_name(last_start + segment) + ".spare.tmp")
-        assert set(config.store_path_root_dir.rglob("*.tmp")) <= {spare}
+        index_spare = config.index_dir / "next.spare.tmp"
+        assert set(config.store_path_root_dir.rglob("*.tmp")) <= {spare, index_spare}
         assert not unwritten_index.exists()
     finally:
         await store.shutdown()

@@ -197,7 +197,8 @@ class FileMessageStore(ReplicationAccess):
                 index=self._index,
                 delay_levels_ms=config.message_delay_levels_ms,
             ).run(checkpoint=checkpoint, abort_present=abort_present)
-            self._commit_log.prepare_next_spare()  # warm start: the next segment, made ahead
+            self._commit_log.prepare_next_spare()  # warm start: the next files, made ahead
+            self._index.prepare_spare()
             self._sync_everything_blocking()
             self._seal_complete_segments()
             self._write_checkpoint_blocking(self._commit_log.max_offset)
