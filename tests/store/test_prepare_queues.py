@@ -4,11 +4,13 @@ thread and put in place on the loop, so the first put of each queue finds its fi
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 from bolide.base.clock import ManualClock
 from bolide.store.config import segment_file_name
 from bolide.store.file_store import FileMessageStore
+from bolide.store.segment import allocate_pool
 from bolide.testing.waiting import until
 
 from .conftest import STORE_HOST, ControlledFileOps, request, tiny_config
@@ -84,3 +86,21 @@ async def test_shutdown_drops_the_files_still_in_the_making(tmp_path: Path) -> N
     store.prepare_queues("orders", 8)
     await store.shutdown()
     assert not list(store.config.consume_queue_dir.rglob("*.tmp"))
+
+
+async def test_deleting_a_topic_cancels_the_files_not_yet_started(tmp_path: Path) -> None:
+    gate = threading.Event()
+    held = allocate_pool().submit(gate.wait, 30)  # holds the allocate-ahead thread
+    store = await _open(tmp_path)
+    try:
+        store.prepare_queues("many", 64)
+        store.delete_topic("many")  # nothing started: all cancelled, no wait for the thread
+        assert not held.done()
+        assert not store.queue_files_in_the_making()
+        gate.set()
+        store.prepare_queues("orders", 1)
+        await _settled(store)
+        assert not (store.config.consume_queue_dir / "many").exists()
+    finally:
+        gate.set()
+        await store.shutdown()

@@ -498,9 +498,13 @@ class ConsumeQueueTable:
         queue.segments.append(segment)
 
     def _drop_prepared(self, topic: str | None) -> None:
-        """Forget (and delete) the first files in the making of ``topic``, or of all."""
+        """Forget the first files in the making of ``topic``, or of all: the ones not started
+        are cancelled, the one being made (at most one: one allocate-ahead thread) is waited
+        for and deleted, so nothing is made in a directory about to be removed."""
         for key in [k for k in self._preparing if topic is None or k[0] == topic]:
-            _delete_spare(self._preparing.pop(key))
+            future = self._preparing.pop(key)
+            if not future.cancel():
+                _delete_spare(future)
 
     def delete_topic(self, topic: str) -> list[ConsumeQueue]:
         """Close and delete every queue of ``topic``; returns them.
@@ -534,8 +538,9 @@ def _has_started(queue: ConsumeQueue) -> bool:
 
 
 def _delete_spare(future: concurrent.futures.Future[MappedSegment]) -> None:
-    """Wait for a spare in the making (a few ms) and delete it; a failed one left nothing."""
-    with contextlib.suppress(Exception):
+    """Wait for a spare in the making (a few ms) and delete it; a failed or cancelled one
+    left nothing."""
+    with contextlib.suppress(Exception, concurrent.futures.CancelledError):
         future.result().delete_quietly()
 
 
