@@ -17,8 +17,8 @@ read hands out the exact bytes that go onto the wire.
 
 Warm start: the commit log keeps one *spare* segment in the making on the allocate-ahead
 thread, for the offset the next roll will need (segment.py); a roll onto it is one rename, not a
-file made, reserved and faulted in on the event loop. The spare lives under a ``.tmp`` name, so
-recovery never sees it (a crash leaves a leftover that load deletes).
+file made, reserved and faulted in on the event loop. The spare lives under a ``.spare.tmp``
+name, so recovery never sees it (a crash leaves a leftover that load deletes).
 """
 
 from __future__ import annotations
