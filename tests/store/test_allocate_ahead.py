@@ -4,6 +4,7 @@ stored or when a put fails."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from bolide.base.errors import DiskFullError
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import segment_file_name
 from bolide.store.index_file import KeyIndex, index_key_hash
-from bolide.store.segment import SPARE_SUFFIX, TEMPORARY_SUFFIX
+from bolide.store.segment import SPARE_SUFFIX, TEMPORARY_SUFFIX, allocate_pool
 
 from .conftest import ControlledFileOps
 
@@ -66,6 +67,7 @@ def test_a_roll_takes_the_spare_made_and_faulted_in_ahead(tmp_path: Path) -> Non
         assert log.wait_spare() is not None
         assert _spares(log.directory) == [segment_file_name(segment_bytes) + SPARE_SUFFIX]
         while len(log.segments) < 3:
+            log.wait_spare()  # a spare still in the making is not waited for by a roll
             _append(log, 1000)
         assert log.spares_adopted == 3
         assert [s.start_offset for s in log.segments] == [0, segment_bytes, 2 * segment_bytes]
@@ -79,6 +81,7 @@ def test_a_spare_for_another_offset_is_dropped_not_used(tmp_path: Path) -> None:
     log = _log(tmp_path / "log", segment_bytes, ControlledFileOps())
     try:
         while len(log.segments) < 3:
+            log.wait_spare()
             _append(log, 1000)
         log.wait_spare()
         assert _spares(log.directory) == [segment_file_name(3 * segment_bytes) + SPARE_SUFFIX]
@@ -156,6 +159,7 @@ def test_the_index_file_comes_made_and_faulted_in_ahead(tmp_path: Path) -> None:
         index.drain()
         assert index.wait_spare() is not None  # the next one is in the making already
         for offset in range(5001, 5005):  # fills the first file (4 entries), opens the second
+            index.wait_spare()  # a spare still in the making is not waited for by a put
             index.prepare_one(offset, 1)
             index.add_record(offset, 1_000, [index_key_hash("T", f"k{offset}")])
         index.drain()
@@ -163,6 +167,7 @@ def test_the_index_file_comes_made_and_faulted_in_ahead(tmp_path: Path) -> None:
             segment_file_name(5000),
             segment_file_name(5004),
         ]
+        index.wait_spare()
         assert sorted(p.name for p in index.directory.iterdir()) == [
             segment_file_name(5000),
             segment_file_name(5004),
@@ -188,3 +193,26 @@ def test_a_failed_index_spare_leaves_the_put_to_make_its_file(tmp_path: Path) ->
         assert [f.segment.path.name for f in index.files] == [segment_file_name(0)]
     finally:
         index.close()
+
+
+def test_a_roll_never_waits_for_a_spare_still_in_the_making(tmp_path: Path) -> None:
+    gate = threading.Event()
+    held = allocate_pool().submit(gate.wait, 30)  # the allocate-ahead thread is busy
+    log = _log(tmp_path / "log", 64 * 1024, ControlledFileOps())
+    try:
+        assert _append(log, 1000) == 0  # made here, at once: the spare has not started
+        assert not held.done()
+        assert log.spares_adopted == 0
+        index = KeyIndex(tmp_path / "index", 1024, 4, ControlledFileOps())
+        index.load()
+        index.prepare_spare()
+        index.prepare_one(0, 1)  # the same for the index's first file
+        assert not held.done()
+        assert [f.segment.path.name for f in index.files] == [segment_file_name(0)]
+        gate.set()
+        assert index.wait_spare() is not None  # kept: it becomes the next file
+        index.close()
+    finally:
+        gate.set()
+        log.close()
+    assert _spares(log.directory) == []  # the stale spare was deleted once made

@@ -52,7 +52,12 @@ from bolide.protocol.record import (
 )
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment, allocate_pool, remove_leftovers
+from bolide.store.segment import (
+    MappedSegment,
+    allocate_pool,
+    discard_when_made,
+    remove_leftovers,
+)
 
 _log = logging.getLogger("bolide.store.commit_log")
 
@@ -260,7 +265,8 @@ class CommitLog:
         if self._spare is not None:
             if self._spare_start == start_offset:
                 return
-            self._drop_spare()
+            spare, self._spare = self._spare, None
+            discard_when_made(spare)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._spare_start = start_offset
         self._spare = allocate_pool().submit(
@@ -284,15 +290,14 @@ class CommitLog:
             return None
 
     def _take_spare(self, start_offset: int) -> MappedSegment | None:
-        """The spare for ``start_offset`` (waiting for it if still in the making: the same
-        work would otherwise be done here), or None: none, another offset, or it failed
-        (then the caller makes the file itself and meets the failure first hand)."""
+        """The spare for ``start_offset`` when it is made, or None: none, another offset,
+        still in the making (never waited for on the loop: it is deleted once made), or it
+        failed (then the caller makes the file itself and meets the failure first hand)."""
         spare, self._spare = self._spare, None
         if spare is None:
             return None
-        if self._spare_start != start_offset:
-            self._spare = spare
-            self._drop_spare()
+        if self._spare_start != start_offset or not spare.done():
+            discard_when_made(spare)
             return None
         try:
             return spare.result()
@@ -301,7 +306,7 @@ class CommitLog:
             return None
 
     def _drop_spare(self) -> None:
-        """Delete the spare (waiting for it if it is still in the making)."""
+        """Delete the spare, waiting for it if it is still in the making (closing)."""
         spare, self._spare = self._spare, None
         if spare is None:
             return

@@ -402,10 +402,14 @@ class KeyIndex:
         self.prepare_spare()
 
     def _take_spare(self, path: Path) -> IndexFile | None:
-        """The spare as the file at ``path`` (waiting for it if still in the making), or None
-        (then the caller makes the file itself and meets any failure first hand)."""
+        """The spare as the file at ``path`` when it is made, or None: none, still in the
+        making (never waited for on the loop: it stays the spare of the next file), or it
+        failed (then the caller makes the file itself and meets any failure first hand)."""
         spare, self._spare = self._spare, None
         if spare is None:
+            return None
+        if not spare.done():
+            self._spare = spare
             return None
         try:
             segment = spare.result()

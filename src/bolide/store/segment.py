@@ -493,6 +493,18 @@ class MappedSegment:
             raise StoreIOError(f"delete {self.path}: {error}") from error
 
 
+def discard_when_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
+    """Drop a spare without waiting: cancelled if not started, else deleted once made (on
+    the thread that made it)."""
+    if not spare.cancel():
+        spare.add_done_callback(_delete_made)
+
+
+def _delete_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
+    with contextlib.suppress(Exception, concurrent.futures.CancelledError):
+        spare.result().delete_quietly()
+
+
 def remove_leftovers(directory: Path) -> None:
     """Delete files a crash left half-created in ``directory`` (``*.tmp``)."""
     for path in directory.glob(f"*{TEMPORARY_SUFFIX}"):
