@@ -148,5 +148,14 @@ echo "Bolide vs peers on $(nproc) CPUs, $(uname -r), loopback only; load average
     "$load_at_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "spec: ${options:-?}"
 "$python" -m bench.peers.table "$results" $markdown
+# Issue 27's store goal (no peer: SYNC against Bolide's own ASYNC ceiling, same run)
+goal_prefix=""
+if [ -n "$markdown" ]; then goal_prefix="* "; fi
+if store_goal=$(timeout --signal=TERM --kill-after=30 120 "$python" bench/store.py \
+        --workloads sync --volume-mib 16 --fsyncs 200 --goal 2>/dev/null | grep '^goal'); then
+    echo "$goal_prefix$store_goal (bench/store.py --workloads sync)"
+else
+    echo "${goal_prefix}goal store: bench/store.py --workloads sync failed"
+fi
 echo
 echo "whole run: $((SECONDS - started_s)) s"

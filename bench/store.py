@@ -9,11 +9,15 @@ Figures (1 KiB records, i.e. a 1 KiB stored record with typical producer propert
 * recovery of the whole log with no usable checkpoint (the worst case: every record is
   checked and re-dispatched), seconds;
 * SYNC_FLUSH append with N concurrent writers (group commit) beside ASYNC_FLUSH with the same
-  writers.
+  writers, with the commit-log fdatasyncs per message (load-independent: how many puts one
+  fsync covers);
+* warm start: the page faults the event-loop thread takes during the first
+  ``--warm-messages`` puts of a fresh store (ASYNC), and the slowest of those puts.
 
     .venv/bin/python bench/store.py [--volume-mib 1024] [--concurrent-messages 50000]
                                     [--writers 16] [--dir DIR] [--json]
-                                    [--workloads async,batch,read,recovery,sync]
+                                    [--workloads async,batch,read,recovery,sync,warm]
+                                    [--warm-messages 20000]
 
 Each store figure also gives the process CPU time per message (all threads): on a shared
 machine wall-clock rates move with the load, CPU per message much less. To see where the time
@@ -33,6 +37,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +48,7 @@ from bolide.protocol.record import BatchEntry, record_size
 from bolide.store.api import BatchPutRequest, PutRequest
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.file_store import FileMessageStore
+from bolide.testing.waiting import until
 
 RECORD_BYTES = 1024
 TOPIC = "BenchTopic"
@@ -51,6 +57,8 @@ BATCH = 32
 STORE_HOST = ("127.0.0.1", 10911)
 BORN_HOST = ("127.0.0.1", 50123)
 MIB = 1024 * 1024
+SYNC_SHARE_GOAL = 0.5
+"""Issue 27: SYNC puts with N writers reach at least this share of ASYNC with the same N."""
 
 
 def _properties(number: int) -> str:
@@ -70,6 +78,13 @@ def _request(number: int, body: bytes) -> PutRequest:
     return PutRequest(
         TOPIC, number % QUEUES, body, properties=_properties(number), born_host=BORN_HOST
     )
+
+
+def thread_faults() -> tuple[int, int]:
+    """(minor, major) page faults of the calling thread so far (/proc/self/task/<tid>/stat)."""
+    text = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[7]), int(fields[9])
 
 
 def _timed(run: Callable[[], Any]) -> float:
@@ -237,8 +252,46 @@ async def recover_without_checkpoint(root: Path) -> tuple[float, int, float]:
     return seconds, report.records_scanned, cpu_s
 
 
-async def append_concurrent(root: Path, flush: FlushDiskType, count: int, writers: int) -> _Clocks:
+async def warm_start(root: Path, count: int, *, created_ahead: bool) -> dict[str, float]:
+    """The first ``count`` puts of a fresh store, one at a time: the loop thread's page
+    faults (minor, major) over them, the faults per 1,000 puts, and the slowest put (µs).
+    ``created_ahead``: the topic's queue files are made first (what the broker does when an
+    admin creates the topic, FileMessageStore.prepare_queues), else the first puts make them."""
+    store = await _open(root, FlushDiskType.ASYNC_FLUSH)
+    if created_ahead and hasattr(store, "prepare_queues"):  # older stores: no such step
+        store.prepare_queues(TOPIC, QUEUES)
+        await until(lambda: not store.queue_files_in_the_making())
+        await asyncio.sleep(0)  # the files are put in place by callbacks on the loop
+    body = _body()
+    requests = [_request(number, body) for number in range(count)]
+    slowest_ns = 0
+    minor_before, major_before = thread_faults()
+    for put in requests:
+        started_ns = time.perf_counter_ns()
+        result = await store.put_message(put)
+        slowest_ns = max(slowest_ns, time.perf_counter_ns() - started_ns)
+        if not result.ok:
+            raise RuntimeError(result.remark)
+    minor_after, major_after = thread_faults()
+    await store.shutdown()
+    minor = minor_after - minor_before
+    name = "warm_ahead" if created_ahead else "warm"
+    return {
+        f"{name}_loop_minor_faults": minor,
+        f"{name}_loop_major_faults": major_after - major_before,
+        f"{name}_loop_minor_faults_per_1000": minor / count * 1000,
+        f"{name}_slowest_put_us": slowest_ns / 1000,
+        "warm_messages": count,
+    }
+
+
+async def append_concurrent(
+    root: Path, flush: FlushDiskType, count: int, writers: int
+) -> tuple[_Clocks, int]:
+    """``writers`` tasks each awaiting its own put; returns the clocks and the commit-log
+    SYNC fdatasyncs (flush rounds) the run took (0 under ASYNC)."""
     store = await _open(root, flush)
+    rounds_before = store.flush_latency_us.count
     body = _body()
 
     async def writer(first: int) -> None:
@@ -251,8 +304,9 @@ async def append_concurrent(root: Path, flush: FlushDiskType, count: int, writer
     clocks.start()
     await asyncio.gather(*(writer(first) for first in range(writers)))
     clocks.stop()
+    rounds = store.flush_latency_us.count - rounds_before
     await store.shutdown()
-    return clocks
+    return clocks, rounds
 
 
 # --- driver -------------------------------------------------------------------------------------
@@ -308,10 +362,19 @@ def run(arguments: argparse.Namespace) -> dict[str, float]:
                 ("sync_put", FlushDiskType.SYNC_FLUSH),
                 ("async_concurrent_put", FlushDiskType.ASYNC_FLUSH),
             ):
-                clocks = asyncio.run(
+                clocks, rounds = asyncio.run(
                     append_concurrent(base / name, flush, concurrent, arguments.writers)
                 )
                 _add_put_figures(figures, name, concurrent, concurrent / 1024, clocks)
+                figures[f"{name}_fdatasyncs_per_msg"] = rounds / concurrent
+        if "warm" in workloads:
+            for created_ahead in (False, True):
+                directory = base / f"warm-{created_ahead}"
+                figures.update(
+                    asyncio.run(
+                        warm_start(directory, arguments.warm_messages, created_ahead=created_ahead)
+                    )
+                )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     figures["load_average_end"] = os.getloadavg()[0]
@@ -372,13 +435,48 @@ def report(figures: dict[str, float], arguments: argparse.Namespace) -> str:
                 f"{figures['sync_put_msgs_s'] / asynchronous:.0%} of ASYNC with {writers} writers",
             )
         )
+        rows.append(
+            (
+                f"SYNC put, {writers} writers, fsyncs",
+                f"{figures['sync_put_fdatasyncs_per_msg']:.4f} fdatasync/msg",
+                f"{1 / max(figures['sync_put_fdatasyncs_per_msg'], 1e-9):.1f} msgs/fsync",
+                "",
+            )
+        )
         rows.append(_put_row(figures, f"ASYNC put, {writers} writers", "async_concurrent_put", ""))
+    for name, how in (("warm", "new topic"), ("warm_ahead", "topic created ahead")):
+        if f"{name}_loop_minor_faults" not in figures:
+            continue
+        rows.append(
+            (
+                f"warm start, first {figures['warm_messages']:,.0f} puts, {how}",
+                f"{figures[f'{name}_loop_minor_faults']:,.0f} minor faults on the loop thread",
+                f"{figures[f'{name}_loop_minor_faults_per_1000']:.1f} /1000 puts",
+                f"{figures[f'{name}_loop_major_faults']:,.0f} major; slowest put "
+                f"{figures[f'{name}_slowest_put_us']:,.0f} us",
+            )
+        )
     widths = [max(len(row[column]) for row in rows) + 2 for column in range(3)]
     lines = [
         "".join(f"{cell:<{width}}" for cell, width in zip(row[:3], widths, strict=True)) + row[3]
         for row in rows
     ]
+    if "sync_put_msgs_s" in figures:
+        lines.append(f"goal {goal_line(figures, arguments.writers)}")
     return "\n".join(line.rstrip() for line in lines)
+
+
+def goal_line(figures: dict[str, float], writers: int) -> str:
+    """Issue 27's store goal: SYNC with ``writers`` writers over ASYNC with as many."""
+    synchronous = figures["sync_put_msgs_s"]
+    share = synchronous / figures["async_concurrent_put_msgs_s"]
+    verdict = "met" if share >= SYNC_SHARE_GOAL else "NOT met"
+    return (
+        f"store {writers} SYNC writers = {share:.0%} of {writers} ASYNC writers"
+        f" ({synchronous:,.0f} vs {figures['async_concurrent_put_msgs_s']:,.0f} msgs/s,"
+        f" {figures['sync_put_fdatasyncs_per_msg']:.4f} fdatasync/msg);"
+        f" goal >= {SYNC_SHARE_GOAL:.0%}: {verdict}"
+    )
 
 
 def main() -> None:
@@ -386,13 +484,17 @@ def main() -> None:
     parser.add_argument("--volume-mib", type=int, default=1024, help="log size for the runs")
     parser.add_argument("--concurrent-messages", type=int, default=50_000)
     parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--warm-messages", type=int, default=20_000, help="warm-start puts")
     parser.add_argument("--fsyncs", type=int, default=2_000, help="raw fdatasync samples")
     parser.add_argument("--dir", default=None, help="where to write (default: temp dir)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--goal", action="store_true", help="print only the SYNC/ASYNC goal line (compare.sh)"
+    )
+    parser.add_argument(
         "--workloads",
-        default="async,batch,read,recovery,sync",
-        help="comma-separated subset of async,batch,read,recovery,sync",
+        default="async,batch,read,recovery,sync,warm",
+        help="comma-separated subset of async,batch,read,recovery,sync,warm",
     )
     arguments = parser.parse_args()
     try:
@@ -402,6 +504,9 @@ def main() -> None:
     except ImportError:
         pass
     figures = run(arguments)
+    if arguments.goal and "sync_put_msgs_s" in figures:
+        print(f"goal {goal_line(figures, arguments.writers)}")
+        return
     if arguments.json:
         print(json.dumps(figures, indent=2))
         return

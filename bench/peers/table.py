@@ -8,8 +8,10 @@ unreadable.
 
 Ratios: ``B/peer rate`` is Bolide's msgs/s over the peer's (above 1: Bolide moves more);
 ``B/peer p99`` is Bolide's p99 latency over the peer's (below 1: Bolide is faster). The goal
-lines check the targets: Bolide at least 2x the best peer's msgs/s on produce and consume
-(issue 10), and p99 at most 1.5 ms in e2e (issue 14).
+lines check issue 27's targets, each a ratio to the best peer measured in the same run: produce
+msgs/s at least 2x (ASYNC) / 1.5x (SYNC) the best peer's, consume at least 2.5x, produce and
+e2e p99 at most 1x the best (lowest) peer p99, and the broker's CPU per message on ASYNC
+produce at most 0.5x Redis's server CPU per message.
 """
 
 from __future__ import annotations
@@ -26,10 +28,18 @@ BOLIDE = "bolide"
 SYSTEM_ORDER = (BOLIDE, "redis", "nats", "rabbitmq")
 WORKLOAD_ORDER = ("produce", "consume", "e2e")
 FLUSH_ORDER = ("async", "sync")
-THROUGHPUT_GOAL_RATIO = 2.0
-"""Issue 10: Bolide >= 2x the best peer on produce and consume throughput."""
-E2E_P99_GOAL_MS = 1.5
-"""Issue 14: p99 <= 1.5 ms at 2,000 msg/s in both flush modes (issue 10 asked <= 2 ms)."""
+THROUGHPUT_GOAL_RATIOS = {
+    ("produce", "async"): 2.0,
+    ("produce", "sync"): 1.5,
+    ("consume", "async"): 2.5,
+    ("consume", "sync"): 2.5,
+}
+"""Issue 27: Bolide's msgs/s over the best peer's, at least this much."""
+P99_GOAL_RATIO = 1.0
+"""Issue 27: Bolide's p99 over the best (lowest) peer p99, produce and e2e, at most this."""
+SERVER_CPU_GOAL_RATIO = 0.5
+"""Issue 27: Bolide's broker CPU per message on ASYNC produce over Redis's, at most this."""
+SERVER_CPU_PEER = "redis"
 COLUMNS = (
     "workload",
     "flush",
@@ -136,8 +146,59 @@ def build_rows(results: list[Result]) -> list[list[str]]:
     ]
 
 
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def _server_us_per_message(result: Result) -> float | None:
+    cpu_s, messages = result.get("server_cpu_s"), int(result.get("messages") or 0)
+    return None if cpu_s is None or not messages else float(cpu_s) / messages * 1e6
+
+
+def _rate_line(workload: str, flush: str, ours: Result, peers: list[Result]) -> str:
+    goal = THROUGHPUT_GOAL_RATIOS.get((workload, flush))
+    best = max(peers, key=lambda r: float(r["msgs_per_s"]))
+    ratio = float(ours["msgs_per_s"]) / max(float(best["msgs_per_s"]), 1e-9)
+    verdict = "no goal" if goal is None else f"goal >= {goal:g}x: {_verdict(ratio >= goal)}"
+    return (
+        f"{workload} {flush}: Bolide {ours['msgs_per_s']:,.0f} msgs/s = {ratio:.2f}x the best"
+        f" peer ({best['system']} {best['msgs_per_s']:,.0f}); {verdict}"
+    )
+
+
+def _p99_line(workload: str, flush: str, ours: Result, peers: list[Result]) -> str | None:
+    p99 = _p99_ms(ours)
+    timed = [(peer, peer_p99) for peer in peers if (peer_p99 := _p99_ms(peer))]
+    if p99 is None or not timed:
+        return None
+    best, best_p99 = min(timed, key=lambda pair: pair[1])
+    ratio = p99 / best_p99
+    at = f" at {ours.get('rate_per_s')} msg/s" if workload == "e2e" else ""
+    return (
+        f"{workload} {flush} p99: Bolide {p99:.2f} ms{at} = {ratio:.2f}x the best peer's"
+        f" ({best['system']} {best_p99:.2f} ms); goal <= {P99_GOAL_RATIO:g}x:"
+        f" {_verdict(ratio <= P99_GOAL_RATIO)}"
+    )
+
+
+def _server_cpu_line(ours: Result, peers: list[Result]) -> str | None:
+    peer = next((r for r in peers if r["system"] == SERVER_CPU_PEER), None)
+    ours_us = _server_us_per_message(ours)
+    peer_us = None if peer is None else _server_us_per_message(peer)
+    if ours_us is None or not peer_us:
+        return None
+    ratio = ours_us / peer_us
+    return (
+        f"produce async server CPU: Bolide {ours_us:.1f} us/msg = {ratio:.2f}x"
+        f" {SERVER_CPU_PEER}'s ({peer_us:.1f} us/msg); goal <= {SERVER_CPU_GOAL_RATIO:g}x:"
+        f" {_verdict(ratio <= SERVER_CPU_GOAL_RATIO)}"
+    )
+
+
 def goal_lines(results: list[Result]) -> list[str]:
-    """One line per (workload, flush) with Bolide's result against issue 10's goal."""
+    """Bolide against issue 27's goals, per (workload, flush): the rate ratio (produce,
+    consume), the p99 ratio (produce, e2e) and the broker CPU ratio (ASYNC produce), each to
+    the best peer of the same run."""
     lines: list[str] = []
     groups = sorted(
         {(r["workload"], r["flush"]) for r in results},
@@ -150,25 +211,17 @@ def goal_lines(results: list[Result]) -> list[str]:
         if ours is None:
             lines.append(f"{workload} {flush}: no Bolide result")
             continue
-        if workload == "e2e":
-            p99 = _p99_ms(ours)
-            verdict = "met" if p99 is not None and p99 <= E2E_P99_GOAL_MS else "NOT met"
-            lines.append(
-                f"{workload} {flush}: Bolide p99 {p99 if p99 is not None else float('nan'):.2f} ms"
-                f" at {ours.get('rate_per_s')} msg/s; goal <= {E2E_P99_GOAL_MS:g} ms: {verdict}"
-            )
-            continue
         if not peers:
             lines.append(f"{workload} {flush}: no peer result")
             continue
-        best = max(peers, key=lambda r: float(r["msgs_per_s"]))
-        ratio = float(ours["msgs_per_s"]) / max(float(best["msgs_per_s"]), 1e-9)
-        verdict = "met" if ratio >= THROUGHPUT_GOAL_RATIO else "NOT met"
-        lines.append(
-            f"{workload} {flush}: Bolide {ours['msgs_per_s']:,.0f} msgs/s = {ratio:.2f}x the best"
-            f" peer ({best['system']} {best['msgs_per_s']:,.0f}); goal"
-            f" >= {THROUGHPUT_GOAL_RATIO:g}x: {verdict}"
-        )
+        if workload != "e2e":
+            lines.append(_rate_line(workload, flush, ours, peers))
+        if workload in ("produce", "e2e"):
+            line = _p99_line(workload, flush, ours, peers)
+            lines.append(line or f"{workload} {flush} p99: no latency to compare")
+        if (workload, flush) == ("produce", "async"):
+            line = _server_cpu_line(ours, peers)
+            lines.append(line or f"produce async server CPU: no {SERVER_CPU_PEER} CPU figure")
     return lines
 
 

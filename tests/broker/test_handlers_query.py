@@ -22,6 +22,7 @@ from bolide.protocol.headers import (
 )
 from bolide.protocol.msgid import decode_offset_message_id
 from bolide.testing.cluster import Cluster
+from bolide.testing.waiting import until
 from tests.integration.wire import BrokerWire, connected, pull_request, records
 
 Connected = tuple[Cluster, BrokerWire]
@@ -156,3 +157,21 @@ async def test_unknown_codes_are_not_supported(connection: Connected) -> None:
     response = await wire.invoke(RemotingCommand.request(9_999))  # no request has this code
     assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
     assert response.remark == " request type 9999 not supported"
+
+
+async def test_create_topic_makes_its_queue_files_ahead(connection: Connected) -> None:
+    cluster, wire = connection
+    header = CreateTopicRequestHeader("Warm", "TBW102", 3, 3, 6)
+    request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
+    assert (await wire.invoke(request)).code == ResponseCode.SUCCESS
+    store = cluster.brokers[0].context.store
+    queue_root = cluster.brokers[0].config.store_path_root_dir / "consumequeue" / "Warm"
+
+    def made() -> bool:
+        names = [sorted(p.name for p in queue_root.glob(f"{q}/*")) for q in range(3)]
+        return names == [["00000000000000000000"]] * 3
+
+    await until(made)  # before any send: the first sends find their files
+    assert (await wire.send("Warm", b"first")).code == ResponseCode.SUCCESS
+    assert sum(store.max_offset("Warm", queue_id) for queue_id in range(3)) == 1
+    assert not list(queue_root.rglob("*.tmp"))

@@ -104,6 +104,10 @@ COMMIT_LOG_ALLOCATION_CHUNK_BYTES = 4 * MIB
 """Disk blocks reserved (fallocate) and pages pre-faulted (madvise) ahead of the commit-log
 write position at once: mapped writes never fault on a hole (SIGBUS on a full disk), a full
 disk shows up before a put writes, and the pre-fault (a few ms) is paid once per chunk."""
+COMMIT_LOG_ALLOCATE_AHEAD_BYTES = 4 * MIB
+"""The next commit-log chunk is reserved and pre-faulted once the writes come this close to the
+end of the reserved blocks, so the prefault thread finishes it before the first write lands on
+it (a write racing its own chunk's pre-fault takes the page faults itself)."""
 CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES = 64 * KIB
 """Disk blocks reserved ahead in a consume-queue or index file: thousands of queues must not
 each pin a whole 5.7 MiB file on disk."""

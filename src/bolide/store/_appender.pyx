@@ -137,16 +137,17 @@ def append_single(appender, topic, queue_id, record, int32_t sys_flag, born_time
 
 
 cdef object _reserved(commit_log, int64_t size):
-    """The tail segment when it has room for ``size`` bytes and the blank marker (blocks
-    reserved ahead, not poisoned), else None: CommitLog.reserve decides the rest."""
+    """The tail segment when it has room for ``size`` bytes and the blank marker before its
+    refill position (blocks reserved ahead, not poisoned), else None: CommitLog.reserve
+    decides the rest (including reserving the next chunk ahead)."""
     segments = commit_log.segments
     if not segments:
         return None
     segment = segments[len(segments) - 1]
     if segment.poison is not None:
         return None
-    if segment.write_position + size + _BLANK_MIN > segment.allocated_position:
-        return None
+    if segment.write_position + size + _BLANK_MIN > segment.refill_position:
+        return None  # no room, or time to reserve the next chunk ahead: CommitLog.reserve
     return segment
 
 

@@ -340,6 +340,12 @@ class MessageStore(Protocol):
         """Forget every consume queue of ``topic`` (the commit log keeps its records)."""
         ...
 
+    def prepare_queues(self, topic: str, queue_count: int) -> None:
+        """Warm start for a topic just created: make the files of its queues ``0 ..
+        queue_count - 1`` that have none yet in the background, so their first puts do not
+        (a store without files: nothing to do). Returns at once; never fails a later put."""
+        ...
+
     def topics_and_queues(self) -> dict[str, list[int]]:
         """Every topic with a consume queue, with its sorted queue ids."""
         ...

@@ -14,18 +14,31 @@ segment 0 (start 0)                               segment 1 (start = segment siz
 
 Records are in RocketMQ's layout (docs/protocol.md §3.1, drawn in protocol/record/layout.py), so a
 read hands out the exact bytes that go onto the wire.
+
+Warm start: the commit log keeps one *spare* segment in the making on the allocate-ahead
+thread, for the offset the next roll will need (segment.py); a roll onto it is one rename, not a
+file made, reserved and faulted in on the event loop. The spare lives under a ``.spare.tmp``
+name, so recovery never sees it (a crash leaves a leftover that load deletes).
 """
 
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
+import contextlib
 import logging
 import struct
 from pathlib import Path
 from typing import Final
 
 from bolide.base import limits
-from bolide.base.errors import CorruptDataError, ReplicaOffsetError, StoreIOError, invariant
+from bolide.base.errors import (
+    CorruptDataError,
+    DiskFullError,
+    ReplicaOffsetError,
+    StoreIOError,
+    invariant,
+)
 from bolide.protocol.record import (
     IPV6_HOST_EXTRA_BYTES,
     MESSAGE_MAGIC_CODE,
@@ -39,7 +52,12 @@ from bolide.protocol.record import (
 )
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment, remove_leftovers
+from bolide.store.segment import (
+    MappedSegment,
+    allocate_pool,
+    discard_when_made,
+    remove_leftovers,
+)
 
 _log = logging.getLogger("bolide.store.commit_log")
 
@@ -47,6 +65,7 @@ _PREFIX: Final = RECORD_PREFIX
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _BLANK_MIN_BYTES: Final = limits.COMMIT_LOG_BLANK_MIN_BYTES
+_AHEAD_BYTES: Final = limits.COMMIT_LOG_ALLOCATE_AHEAD_BYTES
 
 
 class CommitLog:
@@ -63,6 +82,10 @@ class CommitLog:
         self.segments: list[MappedSegment] = []
         self._starts: list[int] = []
         self.flushed_offset = 0
+        self._spare: concurrent.futures.Future[MappedSegment] | None = None
+        self._spare_start = -1
+        self.spares_adopted = 0
+        """Rolls that found their segment made ahead (warm start), for tests and benches."""
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -96,6 +119,7 @@ class CommitLog:
                     self.segment_bytes,
                     allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
                     file_ops=self._file_ops,
+                    ahead_bytes=_AHEAD_BYTES,
                 )
                 self._add_segment(segment)
         except BaseException:
@@ -114,7 +138,7 @@ class CommitLog:
                 position = 0
             segment.write_position = position
             segment.flushed_position = position
-            segment.allocated_position = max(segment.allocated_position, position)
+            segment.set_allocated_position(max(segment.allocated_position, position))
         self.flushed_offset = offset
 
     def _add_segment(self, segment: MappedSegment) -> None:
@@ -161,10 +185,12 @@ class CommitLog:
         if self.segments:
             segment = self.segments[-1]
             position = segment.write_position
-            if segment.poison is None and position + size + _BLANK_MIN_BYTES <= (
-                segment.allocated_position
-            ):
+            end = position + size + _BLANK_MIN_BYTES
+            if segment.poison is None and end <= segment.refill_position:
                 return segment, position  # the usual case: blocks reserved ahead in chunks
+            if segment.poison is None and end <= segment.allocated_position:
+                self._reserve_ahead(segment, end)
+                return segment, position
         else:
             segment = self._new_segment(0)
         invariant(
@@ -178,7 +204,16 @@ class CommitLog:
             segment = self._roll(segment)
             position = 0
         segment.ensure_allocated(position + size)
+        self._reserve_ahead(segment, position + size)
         return segment, position
+
+    @staticmethod
+    def _reserve_ahead(segment: MappedSegment, end: int) -> None:
+        """Reserve (and start faulting in) the next chunk while ``end`` still fits the
+        reserved blocks. No space yet is not this put's failure: the put that needs the
+        blocks gets DiskFullError."""
+        with contextlib.suppress(DiskFullError):
+            segment.ensure_allocated(min(segment.size_bytes, end + _AHEAD_BYTES))
 
     def _roll(self, full: MappedSegment) -> MappedSegment:
         position = full.write_position
@@ -194,15 +229,89 @@ class CommitLog:
 
     def _new_segment(self, start_offset: int) -> MappedSegment:
         self.directory.mkdir(parents=True, exist_ok=True)
-        segment = MappedSegment.create(
+        path = self.directory / segment_file_name(start_offset)
+        segment = self._take_spare(start_offset)
+        if segment is not None:
+            try:
+                segment.adopt(path)
+            except StoreIOError:
+                segment.delete_quietly()
+                segment = None
+            else:
+                self.spares_adopted += 1
+        if segment is None:
+            segment = MappedSegment.create(
+                path,
+                start_offset,
+                self.segment_bytes,
+                allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
+                file_ops=self._file_ops,
+                ahead_bytes=_AHEAD_BYTES,
+            )
+        self._add_segment(segment)
+        self.prepare_spare(segment.end_offset)
+        return segment
+
+    # --- the spare segment (warm start) -----------------------------------------------------
+
+    def prepare_next_spare(self) -> None:
+        """:meth:`prepare_spare` for the segment the next roll makes (after recovery)."""
+        self.prepare_spare(self.segments[-1].end_offset if self.segments else 0)
+
+    def prepare_spare(self, start_offset: int) -> None:
+        """Start making the segment that starts at ``start_offset`` on the allocate-ahead
+        thread (no-op when that one is already in the making); a spare for another offset
+        is dropped."""
+        if self._spare is not None:
+            if self._spare_start == start_offset:
+                return
+            spare, self._spare = self._spare, None
+            discard_when_made(spare)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._spare_start = start_offset
+        self._spare = allocate_pool().submit(
+            MappedSegment.create_spare,
             self.directory / segment_file_name(start_offset),
             start_offset,
             self.segment_bytes,
             allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
             file_ops=self._file_ops,
+            ahead_bytes=_AHEAD_BYTES,
         )
-        self._add_segment(segment)
-        return segment
+
+    def wait_spare(self) -> MappedSegment | None:
+        """The spare once made (tests and benches); None when there is none or it failed."""
+        spare = self._spare
+        if spare is None:
+            return None
+        try:
+            return spare.result()
+        except Exception:
+            return None
+
+    def _take_spare(self, start_offset: int) -> MappedSegment | None:
+        """The spare for ``start_offset`` when it is made, or None: none, another offset,
+        still in the making (never waited for on the loop: it is deleted once made), or it
+        failed (then the caller makes the file itself and meets the failure first hand)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if self._spare_start != start_offset or not spare.done():
+            discard_when_made(spare)
+            return None
+        try:
+            return spare.result()
+        except Exception as error:  # the inline create that follows reports it
+            _log.debug("spare segment for %d was not made: %s", start_offset, error)
+            return None
+
+    def _drop_spare(self) -> None:
+        """Delete the spare, waiting for it if it is still in the making (closing)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        with contextlib.suppress(Exception):
+            spare.result().delete_quietly()
 
     def append_copied(self, offset: int, record: memoryview, *, blank: bool) -> None:
         """Copy one whole record (or a segment's blank marker) that a master stored at
@@ -327,6 +436,7 @@ class CommitLog:
         holder = self.segment_for(offset)
         if holder is not None:
             holder.cut(offset - holder.start_offset)
+        self.prepare_next_spare()
         return removed
 
     def dirty_segments(self) -> list[MappedSegment]:
@@ -341,6 +451,7 @@ class CommitLog:
         return dirty
 
     def close(self) -> None:
+        self._drop_spare()
         for segment in self.segments:
             segment.close()
         self.segments.clear()

@@ -21,6 +21,11 @@ commit log (recovery.py, steps 3 and 4).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import logging
 import shutil
 import struct
 from collections.abc import Callable
@@ -32,7 +37,9 @@ from bolide.base import limits
 from bolide.base.errors import CorruptDataError, StoreIOError, invariant
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment, remove_leftovers
+from bolide.store.segment import MappedSegment, allocate_pool, remove_leftovers
+
+_log = logging.getLogger("bolide.store.consume_queue")
 
 ENTRY: Final = struct.Struct(">qiq")
 ENTRY_BYTES: Final = limits.CONSUME_QUEUE_ENTRY_BYTES
@@ -382,6 +389,8 @@ class ConsumeQueueTable:
         self.entries_per_file = entries_per_file
         self._file_ops = file_ops
         self.queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._preparing: dict[tuple[str, int], concurrent.futures.Future[MappedSegment]] = {}
+        """First files in the making on the allocate-ahead thread (:meth:`prepare_topic`)."""
 
     def load(self) -> None:
         """Open every queue found on disk.
@@ -426,12 +435,84 @@ class ConsumeQueueTable:
     def all_queues(self) -> list[ConsumeQueue]:
         return [queue for by_id in self.queues.values() for queue in by_id.values()]
 
+    # --- warm start: a new topic's first files, made ahead ---------------------------------
+
+    def prepare_topic(self, topic: str, queue_count: int) -> int:
+        """Make the first file of each queue ``0 .. queue_count - 1`` of ``topic`` that has
+        none yet, on the allocate-ahead thread, and put it in place on the running loop once
+        made — unless a put made the queue's file first (the spare is then deleted). The
+        first put of each queue then finds its file created, reserved and faulted in.
+        Returns how many files were started.
+        """
+        if not topic_is_storable(topic):
+            return 0
+        loop = asyncio.get_running_loop()
+        started = 0
+        for queue_id in range(min(queue_count, limits.TOPIC_QUEUE_NUMS_MAX_COUNT)):
+            queue = self.get(topic, queue_id)
+            key = (topic, queue_id)
+            if key in self._preparing or (queue is not None and _has_started(queue)):
+                continue
+            future = allocate_pool().submit(
+                MappedSegment.create_spare,
+                self.directory / topic / str(queue_id) / segment_file_name(0),
+                0,
+                self.entries_per_file * ENTRY_BYTES,
+                allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
+                file_ops=self._file_ops,
+            )
+            self._preparing[key] = future
+            future.add_done_callback(
+                functools.partial(_call_soon_quietly, loop, self._prepared, key)
+            )
+            started += 1
+        return started
+
+    @property
+    def preparing_count(self) -> int:
+        """First files still in the making (or made, not yet put in place)."""
+        return len(self._preparing)
+
+    def _prepared(
+        self, key: tuple[str, int], future: concurrent.futures.Future[MappedSegment]
+    ) -> None:
+        """On the loop: adopt the first file made ahead, or drop it."""
+        if self._preparing.get(key) is not future:
+            _delete_spare(future)  # the topic was deleted or the table closed meanwhile
+            return
+        del self._preparing[key]
+        try:
+            segment = future.result()
+        except Exception as error:  # the first put makes the file and meets the failure
+            _log.debug("first file of %s/%d not made ahead: %s", *key, error)
+            return
+        queue = self.get_or_create(*key)
+        if _has_started(queue):
+            segment.delete_quietly()
+            return
+        try:
+            segment.adopt(queue.directory / segment_file_name(0))
+        except StoreIOError:
+            segment.delete_quietly()
+            return
+        queue.segments.append(segment)
+
+    def _drop_prepared(self, topic: str | None) -> None:
+        """Forget the first files in the making of ``topic``, or of all: the ones not started
+        are cancelled, the one being made (at most one: one allocate-ahead thread) is waited
+        for and deleted, so nothing is made in a directory about to be removed."""
+        for key in [k for k in self._preparing if topic is None or k[0] == topic]:
+            future = self._preparing.pop(key)
+            if not future.cancel():
+                _delete_spare(future)
+
     def delete_topic(self, topic: str) -> list[ConsumeQueue]:
         """Close and delete every queue of ``topic``; returns them.
 
         Raises:
             StoreIOError: files could not be removed.
         """
+        self._drop_prepared(topic)
         by_id = self.queues.pop(topic, {})
         for queue in by_id.values():
             queue.destroy()
@@ -445,9 +526,35 @@ class ConsumeQueueTable:
         return list(by_id.values())
 
     def close(self) -> None:
+        self._drop_prepared(None)
         for queue in self.all_queues():
             queue.close()
         self.queues.clear()
+
+
+def _has_started(queue: ConsumeQueue) -> bool:
+    """Whether ``queue`` has a file or entries (its first file is no longer to be made)."""
+    return bool(queue.segments) or queue.max_offset > 0 or queue.min_offset > 0
+
+
+def _delete_spare(future: concurrent.futures.Future[MappedSegment]) -> None:
+    """Wait for a spare in the making (a few ms) and delete it; a failed or cancelled one
+    left nothing."""
+    with contextlib.suppress(Exception, concurrent.futures.CancelledError):
+        future.result().delete_quietly()
+
+
+def _call_soon_quietly(
+    loop: asyncio.AbstractEventLoop,
+    callback: Callable[[tuple[str, int], concurrent.futures.Future[MappedSegment]], None],
+    key: tuple[str, int],
+    future: concurrent.futures.Future[MappedSegment],
+) -> None:
+    """``callback(key, future)`` on ``loop``; with the loop closed, the spare is deleted."""
+    try:
+        loop.call_soon_threadsafe(functools.partial(callback, key, future))
+    except RuntimeError:
+        _delete_spare(future)
 
 
 def topic_is_storable(topic: str) -> bool:

@@ -197,6 +197,8 @@ class FileMessageStore(ReplicationAccess):
                 index=self._index,
                 delay_levels_ms=config.message_delay_levels_ms,
             ).run(checkpoint=checkpoint, abort_present=abort_present)
+            self._commit_log.prepare_next_spare()  # warm start: the next files, made ahead
+            self._index.prepare_spare()
             self._sync_everything_blocking()
             self._seal_complete_segments()
             self._write_checkpoint_blocking(self._commit_log.max_offset)
@@ -731,6 +733,15 @@ class FileMessageStore(ReplicationAccess):
         for queue in self._queues.delete_topic(topic):
             self._appender.dirty_queues.discard(queue)
         self._builder.forget_topic(topic)
+
+    def prepare_queues(self, topic: str, queue_count: int) -> None:
+        """See MessageStore.prepare_queues: the first consume-queue files, made ahead."""
+        if self._running:
+            self._queues.prepare_topic(topic, queue_count)
+
+    def queue_files_in_the_making(self) -> int:
+        """Queue files :meth:`prepare_queues` started and not yet put in place (benches)."""
+        return self._queues.preparing_count
 
     def topics_and_queues(self) -> dict[str, list[int]]:
         return {topic: sorted(by_id) for topic, by_id in self._queues.queues.items() if by_id}

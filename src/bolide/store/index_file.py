@@ -29,10 +29,18 @@ chains of its keys lose their older entries, as with one add per put). Chains on
 backwards (previous < current); a reader stops at anything else, so damage can lose results
 but never loop. Every hit is checked against the record itself before it is returned, so hash
 collisions and stale entries never leak out.
+
+Warm start: the next file is made ahead on the allocate-ahead thread (a spare, as the commit
+log's: store/segment.py), its 20 MB of slots reserved and faulted in there, and renamed to its
+final name when a put first needs it; without it, puts that come at once write their random
+slots while the prefault thread is still faulting the table in, and take the faults
+themselves.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import struct
 import zlib
@@ -41,10 +49,10 @@ from pathlib import Path
 from typing import Final
 
 from bolide.base import compiled, limits
-from bolide.base.errors import CorruptDataError, invariant
+from bolide.base.errors import CorruptDataError, StoreIOError, invariant
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment, remove_leftovers
+from bolide.store.segment import MappedSegment, allocate_pool, remove_leftovers
 
 _log = logging.getLogger("bolide.store.index")
 
@@ -59,6 +67,9 @@ INDEX_MAGIC: Final = 0x424F4C49  # "BOLI"
 INDEX_VERSION: Final = 1
 HEADER_BYTES: Final = _HEADER.size
 ENTRY_BYTES: Final = _ENTRY.size
+SPARE_NAME: Final = "next"
+"""The name an index file made ahead is made under (plus ``.spare.tmp``): its final name,
+the commit-log offset of its first record, is known only when a put needs it."""
 
 PendingRecord = tuple[int, int, list[int]]
 """(commit-log offset, store time ms, key hashes) of a record to index."""
@@ -93,6 +104,50 @@ class IndexFile:
     def file_bytes(slot_count: int, max_entries: int) -> int:
         return HEADER_BYTES + 4 * slot_count + ENTRY_BYTES * max_entries
 
+    @staticmethod
+    def make_spare(
+        directory: Path, slot_count: int, max_entries: int, file_ops: FileOps
+    ) -> MappedSegment:
+        """The segment of a file made ahead (allocate-ahead thread): sized, header and slots
+        reserved and faulted in on the calling thread, under a temporary name; the owner
+        gives it its name and header with :meth:`adopt_spare`.
+
+        Raises:
+            DiskFullError: no space. StoreIOError: other failures (nothing left behind).
+        """
+        segment = MappedSegment.create_spare(
+            directory / SPARE_NAME,
+            0,
+            IndexFile.file_bytes(slot_count, max_entries),
+            allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
+            file_ops=file_ops,
+        )
+        try:
+            segment.ensure_allocated(HEADER_BYTES + 4 * slot_count, populate_here=True)
+        except BaseException:
+            segment.delete_quietly()
+            raise
+        return segment
+
+    @classmethod
+    def adopt_spare(
+        cls, segment: MappedSegment, path: Path, slot_count: int, max_entries: int
+    ) -> IndexFile:
+        """A new, empty file at ``path`` from a spare :meth:`make_spare` made.
+
+        Raises:
+            StoreIOError: ``path`` exists or the rename failed (the spare is left as it was).
+        """
+        segment.adopt(path)
+        return cls._started(segment, slot_count, max_entries)
+
+    @classmethod
+    def _started(cls, segment: MappedSegment, slot_count: int, max_entries: int) -> IndexFile:
+        index_file = cls(segment, slot_count, max_entries)
+        segment.write(0, _HEADER.pack(INDEX_MAGIC, INDEX_VERSION, 0, 0, 0, -1, slot_count, 0))
+        segment.write_position = HEADER_BYTES
+        return index_file
+
     @classmethod
     def create(cls, path: Path, slot_count: int, max_entries: int, file_ops: FileOps) -> IndexFile:
         """A new, empty file.
@@ -114,10 +169,7 @@ class IndexFile:
         except BaseException:
             segment.delete()
             raise
-        index_file = cls(segment, slot_count, max_entries)
-        segment.write(0, _HEADER.pack(INDEX_MAGIC, INDEX_VERSION, 0, 0, 0, -1, slot_count, 0))
-        segment.write_position = HEADER_BYTES
-        return index_file
+        return cls._started(segment, slot_count, max_entries)
 
     @classmethod
     def open_existing(
@@ -228,6 +280,30 @@ class KeyIndex:
         self._room = 0
         """Entries that can still be queued for the active file without :meth:`prepare`
         doing any work: its reserved room less the pending entries (0 or below: unknown)."""
+        self._spare: concurrent.futures.Future[MappedSegment] | None = None
+        """The next file in the making (warm start), or None."""
+
+    def prepare_spare(self) -> None:
+        """Start making the next file on the allocate-ahead thread (no-op if one is)."""
+        if self._spare is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._spare = allocate_pool().submit(
+                IndexFile.make_spare,
+                self.directory,
+                self.slot_count,
+                self.max_entries,
+                self._file_ops,
+            )
+
+    def wait_spare(self) -> MappedSegment | None:
+        """The spare once made (tests and benches); None when none or it failed."""
+        spare = self._spare
+        if spare is None:
+            return None
+        try:
+            return spare.result()
+        except Exception:
+            return None
 
     def load(self) -> None:
         """Map every index file.
@@ -319,7 +395,32 @@ class KeyIndex:
     def _new_file(self, commit_log_offset: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / segment_file_name(commit_log_offset)
-        self.files.append(IndexFile.create(path, self.slot_count, self.max_entries, self._file_ops))
+        made = self._take_spare(path)
+        if made is None:
+            made = IndexFile.create(path, self.slot_count, self.max_entries, self._file_ops)
+        self.files.append(made)
+        self.prepare_spare()
+
+    def _take_spare(self, path: Path) -> IndexFile | None:
+        """The spare as the file at ``path`` when it is made, or None: none, still in the
+        making (never waited for on the loop: it stays the spare of the next file), or it
+        failed (then the caller makes the file itself and meets any failure first hand)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if not spare.done():
+            self._spare = spare
+            return None
+        try:
+            segment = spare.result()
+        except Exception as error:
+            _log.debug("index file not made ahead: %s", error)
+            return None
+        try:
+            return IndexFile.adopt_spare(segment, path, self.slot_count, self.max_entries)
+        except StoreIOError:
+            segment.delete_quietly()
+            return None
 
     def add_record(
         self, commit_log_offset: int, store_timestamp_ms: int, key_hashes: list[int]
@@ -429,6 +530,10 @@ class KeyIndex:
             index_file.segment.close()
         self.files.clear()
         self._active = -1
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            with contextlib.suppress(Exception):
+                spare.result().delete_quietly()
 
 
 def write_index_entries(

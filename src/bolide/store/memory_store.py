@@ -442,6 +442,10 @@ class MemoryMessageStore:
         start = max(from_offset, queue.min_offset) - queue.base_offset
         return queue.entries[start : start + count] if start >= 0 else []
 
+    def prepare_queues(self, topic: str, queue_count: int) -> None:
+        """Nothing to make ahead: the queues live in memory."""
+        del topic, queue_count
+
     def delete_topic(self, topic: str) -> None:
         self._queues.pop(topic, None)
         self._builder.forget_topic(topic)

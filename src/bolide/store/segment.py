@@ -14,6 +14,13 @@ the event loop never waits for it; a write that gets ahead of it faults its page
 is merely slower. The madvise goes through libc with the GIL released (``mmap.madvise`` keeps
 the GIL for the whole call, which would stall the loop thread all the same), and a segment
 closing waits for its pre-fault in flight so the range is never unmapped under it.
+
+Warm start (RocketMQ's allocate-ahead service and warmMapedFileEnable): a segment made with
+``ahead_bytes`` asks for its next chunk once the writes come within ``ahead_bytes`` of the end
+of the reserved blocks (``refill_position``), so that chunk is faulted in before it is written;
+and a *spare* segment (:meth:`MappedSegment.create_spare`) is made, reserved and faulted in
+whole on the allocate-ahead thread (:func:`allocate_pool`) under its temporary name, then put
+in place by :meth:`MappedSegment.adopt` (one rename) when the log rolls onto it.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ from bolide.store.file_ops import FileOps, translate_os_error
 
 TEMPORARY_SUFFIX = ".tmp"
 """A file being created; a leftover one (crash during creation) is deleted at load."""
+SPARE_SUFFIX = ".spare" + TEMPORARY_SUFFIX
+"""A segment made ahead of need (:meth:`MappedSegment.create_spare`): apart from the name an
+inline create uses for the same file, and a leftover like any other temporary file."""
 
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 """Linux 5.14+: pre-fault a range writable. Older kernels answer EINVAL, which is ignored."""
@@ -52,6 +62,7 @@ def _libc_madvise() -> Callable[[int, int, int], int] | None:
 
 _MADVISE = _libc_madvise()
 _prefault_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_allocate_pool: concurrent.futures.ThreadPoolExecutor | None = None
 _prefault_pool_lock = threading.Lock()
 
 
@@ -66,17 +77,34 @@ def prefault_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _prefault_pool
 
 
+def allocate_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's one allocate-ahead thread, which makes spare segments (made on first
+    use). Apart from the prefault thread, so a spare being made never delays a chunk's
+    pre-fault; each commit log keeps at most one spare in the making."""
+    global _allocate_pool  # one lazily made pool for the process
+    with _prefault_pool_lock:
+        if _allocate_pool is None:
+            _allocate_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="bolide-allocate-ahead"
+            )
+        return _allocate_pool
+
+
 class MappedSegment:
     """One mapped file of ``size_bytes`` whose byte 0 is at ``start_offset`` of its log.
 
     Positions passed to methods are relative to the file. ``write_position`` is where the
-    owner appends next; ``flushed_position`` how far an fsync is known to cover. A segment
+    owner appends next; ``flushed_position`` how far an fsync is known to cover;
+    ``refill_position`` how far writes may go before the owner asks for more blocks (the end of
+    the reserved blocks, less ``ahead_bytes`` while the file is not reserved whole; kept by
+    :meth:`ensure_allocated` and :meth:`set_allocated_position`). A segment
     becomes *poisoned* (``poison`` holds the reason) when an operation on it failed in a way
     that leaves its state on disk unknown; its owner then refuses appends until a restart
     runs recovery.
     """
 
     __slots__ = (
+        "_ahead_bytes",
         "_allocation_chunk_bytes",
         "_closed",
         "_fd",
@@ -89,6 +117,7 @@ class MappedSegment:
         "needs_directory_sync",
         "path",
         "poison",
+        "refill_position",
         "size_bytes",
         "start_offset",
         "view",
@@ -104,6 +133,7 @@ class MappedSegment:
         *,
         allocation_chunk_bytes: int,
         file_ops: FileOps,
+        ahead_bytes: int = 0,
     ) -> None:
         self.path = path
         self.start_offset = start_offset
@@ -111,6 +141,7 @@ class MappedSegment:
         self._fd: int | None = fd
         self._file_ops = file_ops
         self._allocation_chunk_bytes = allocation_chunk_bytes
+        self._ahead_bytes = ahead_bytes
         self._mapping = mmap.mmap(fd, size_bytes)
         self._prefault_lock = threading.Lock()
         self._prefaults: concurrent.futures.Future[None] | None = None
@@ -118,6 +149,7 @@ class MappedSegment:
         self.write_position = 0
         self.flushed_position = 0
         self.allocated_position = 0
+        self.refill_position = 0
         self.needs_directory_sync = False
         self.poison: str | None = None
         self._closed = False
@@ -131,6 +163,7 @@ class MappedSegment:
         *,
         allocation_chunk_bytes: int,
         file_ops: FileOps,
+        ahead_bytes: int = 0,
     ) -> MappedSegment:
         """Create the file (which must not exist) at full size and map it.
 
@@ -142,37 +175,112 @@ class MappedSegment:
             raise StoreIOError(f"create {path}: the file exists already")
         # Sized under a temporary name, then renamed: a crash never leaves a file of the
         # final name with the wrong size (recovery would refuse the directory).
-        temporary = path.with_name(path.name + TEMPORARY_SUFFIX)
+        segment = cls._create_mapped(
+            path.with_name(path.name + TEMPORARY_SUFFIX),
+            start_offset,
+            size_bytes,
+            allocation_chunk_bytes=allocation_chunk_bytes,
+            file_ops=file_ops,
+            ahead_bytes=ahead_bytes,
+        )
+        try:
+            segment.adopt(path)
+            segment.ensure_allocated(min(size_bytes, allocation_chunk_bytes))
+        except BaseException:
+            segment.delete_quietly()
+            raise
+        return segment
+
+    @classmethod
+    def create_spare(
+        cls,
+        path: Path,
+        start_offset: int,
+        size_bytes: int,
+        *,
+        allocation_chunk_bytes: int,
+        file_ops: FileOps,
+        ahead_bytes: int = 0,
+    ) -> MappedSegment:
+        """A segment made ahead of need (allocate-ahead thread): the file sized, mapped, its
+        first chunk of blocks reserved and faulted in on the calling thread, all under
+        ``path`` + ``.spare.tmp`` (a crash leaves only a leftover that load deletes). The owner
+        puts it in place with :meth:`adopt` or drops it with :meth:`delete_quietly`.
+
+        Raises:
+            DiskFullError: no space for the file or its first chunk of blocks.
+            StoreIOError: any other failure; the half-made file is removed.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        segment = cls._create_mapped(
+            path.with_name(path.name + SPARE_SUFFIX),
+            start_offset,
+            size_bytes,
+            allocation_chunk_bytes=allocation_chunk_bytes,
+            file_ops=file_ops,
+            ahead_bytes=ahead_bytes,
+        )
+        try:
+            segment.ensure_allocated(min(size_bytes, allocation_chunk_bytes), populate_here=True)
+        except BaseException:
+            segment.delete_quietly()
+            raise
+        return segment
+
+    @classmethod
+    def _create_mapped(
+        cls,
+        temporary: Path,
+        start_offset: int,
+        size_bytes: int,
+        *,
+        allocation_chunk_bytes: int,
+        file_ops: FileOps,
+        ahead_bytes: int,
+    ) -> MappedSegment:
+        """The file made at ``temporary``, sized (sparse) and mapped; nothing reserved yet."""
         try:
             fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as error:
             raise translate_os_error(error, f"create {temporary}") from error
         try:
             os.ftruncate(fd, size_bytes)
-            temporary.rename(path)
-            segment = cls(
-                path,
+            return cls(
+                temporary,
                 start_offset,
                 size_bytes,
                 fd,
                 allocation_chunk_bytes=allocation_chunk_bytes,
                 file_ops=file_ops,
+                ahead_bytes=ahead_bytes,
             )
         except OSError as error:
             os.close(fd)
-            for leftover in (temporary, path):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
-            raise translate_os_error(error, f"create {path}") from error
-        segment.needs_directory_sync = True
-        try:
-            segment.ensure_allocated(min(size_bytes, allocation_chunk_bytes))
-        except BaseException:
-            segment.close()
             with contextlib.suppress(OSError):
-                path.unlink()
-            raise
-        return segment
+                temporary.unlink()
+            raise translate_os_error(error, f"create {temporary}") from error
+
+    def adopt(self, path: Path) -> None:
+        """Rename the file to its final ``path`` (which must not exist); the directory then
+        needs an fsync before anything in the file counts as durable.
+
+        Raises:
+            StoreIOError: ``path`` exists or the rename failed (the file keeps its name).
+        """
+        if path.exists():
+            raise StoreIOError(f"create {path}: the file exists already")
+        try:
+            self.path.rename(path)
+        except OSError as error:
+            raise translate_os_error(error, f"rename {self.path} to {path}") from error
+        self.path = path
+        self.needs_directory_sync = True
+
+    def delete_quietly(self) -> None:
+        """Close and remove the file, ignoring failures (a half-made or unused spare)."""
+        self.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
 
     @classmethod
     def open_existing(
@@ -183,6 +291,7 @@ class MappedSegment:
         *,
         allocation_chunk_bytes: int,
         file_ops: FileOps,
+        ahead_bytes: int = 0,
     ) -> MappedSegment:
         """Map an existing file, which must be exactly ``size_bytes`` long.
 
@@ -209,6 +318,7 @@ class MappedSegment:
                 fd,
                 allocation_chunk_bytes=allocation_chunk_bytes,
                 file_ops=file_ops,
+                ahead_bytes=ahead_bytes,
             )
         except OSError as error:
             os.close(fd)
@@ -230,9 +340,10 @@ class MappedSegment:
     def closed(self) -> bool:
         return self._closed
 
-    def ensure_allocated(self, end_position: int) -> None:
+    def ensure_allocated(self, end_position: int, *, populate_here: bool = False) -> None:
         """Make sure disk blocks back ``[0, end_position)``, reserving up to the next chunk
-        boundary, and fault the reserved pages in ahead of the writes.
+        boundary, and fault the reserved pages in ahead of the writes (on the calling thread
+        when ``populate_here``, else as :meth:`_populate` decides).
 
         Raises:
             DiskFullError: no space (nothing is written; the segment stays usable).
@@ -251,8 +362,20 @@ class MappedSegment:
             if isinstance(translated, StoreIOError):
                 self.poison = str(translated)
             raise translated from error
-        self.allocated_position = target
-        self._populate(start, target)
+        self.set_allocated_position(target)
+        if populate_here and _MADVISE is not None:
+            aligned = start - start % mmap.PAGESIZE
+            self._populate_on_thread(aligned, target - aligned)
+        else:
+            self._populate(start, target)
+
+    def set_allocated_position(self, position: int) -> None:
+        """Record that blocks back ``[0, position)`` and move ``refill_position`` with it."""
+        self.allocated_position = position
+        if position >= self.size_bytes or not self._ahead_bytes:
+            self.refill_position = position
+        else:
+            self.refill_position = max(0, position - self._ahead_bytes)
 
     def _populate(self, start: int, end: int) -> None:
         """Fault pages in with one madvise instead of one page fault per 4 KiB written: a
@@ -339,7 +462,7 @@ class MappedSegment:
             raise StoreIOError(f"cut {self.path} at {position}: {error}") from error
         self.write_position = min(self.write_position, position)
         self.flushed_position = min(self.flushed_position, position)
-        self.allocated_position = min(self.allocated_position, position)
+        self.set_allocated_position(min(self.allocated_position, position))
 
     def close(self) -> None:
         """Unmap and close. Views handed out earlier keep the mapping alive until they go."""
@@ -368,6 +491,18 @@ class MappedSegment:
             self.path.unlink(missing_ok=True)
         except OSError as error:
             raise StoreIOError(f"delete {self.path}: {error}") from error
+
+
+def discard_when_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
+    """Drop a spare without waiting: cancelled if not started, else deleted once made (on
+    the thread that made it)."""
+    if not spare.cancel():
+        spare.add_done_callback(_delete_made)
+
+
+def _delete_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
+    with contextlib.suppress(Exception, concurrent.futures.CancelledError):
+        spare.result().delete_quietly()
 
 
 def remove_leftovers(directory: Path) -> None:

@@ -93,6 +93,8 @@ class AdminHandlers:
             await self._context.topics.update_topic_config(config)
         except ConfigError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
+        # warm start: the queues' first files are made while the clients learn the route
+        self._context.store.prepare_queues(config.topic_name, config.write_queue_count)
         await self._context.register_now()
         return request.make_response(ResponseCode.SUCCESS)
 
