@@ -72,6 +72,7 @@ cdef class SegmentScanner:
     cdef set _sound_topics
     cdef dict _runs
     cdef object _index_max_entries
+    cdef int64_t _indexed_end
 
     def __init__(self, queues, index, tuple delay_levels_ms):
         self.records = 0
@@ -86,9 +87,11 @@ cdef class SegmentScanner:
         self._sound_topics = set()
         self._runs = {}
         self._index_max_entries = index.max_entries
+        self._indexed_end = -1
 
     def scan(self, view, Py_ssize_t size, Py_ssize_t position, int64_t offset):
         """See the pure twin."""
+        self._indexed_end = self._index.end_commit_log_offset
         try:
             return self._scan(view, size, position, offset)
         finally:
@@ -198,7 +201,7 @@ cdef class SegmentScanner:
             hashes = [_scan_crc32((<str>unique).encode("utf-8", "surrogatepass"), key_seed)]
         else:
             hashes = index_hashes(key_seed, keys, unique, self._index_max_entries)
-        if hashes:
+        if hashes and offset > self._indexed_end:
             index.prepare_one(offset, len(hashes))
             index.add_record(offset, store_timestamp_ms, hashes)
             self.index_entries += len(hashes)

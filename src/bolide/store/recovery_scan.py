@@ -75,6 +75,9 @@ class SegmentScanner:
         self._key_seeds: dict[str, int] = {}
         self._sound_topics: set[str] = set()
         self._runs: dict[tuple[str, int], _QueueRun] = {}
+        self._indexed_end = -1
+        """Offset of the last record the index held when this segment's scan began: records
+        up to it were indexed before the crash and are not indexed twice."""
 
     def scan(
         self, view: memoryview, size: int, position: int, offset: int
@@ -87,6 +90,7 @@ class SegmentScanner:
         Raises:
             StoreError: a consume-queue or index file cannot be grown.
         """
+        self._indexed_end = self._index.end_commit_log_offset
         try:
             return self._scan(view, size, position, offset)
         finally:
@@ -148,7 +152,7 @@ class SegmentScanner:
             if key_seed is None:
                 key_seed = self._key_seed(topic)
             hashes = index_hashes(key_seed, keys, unique_key, index_max_entries)
-            if hashes:
+            if hashes and offset > self._indexed_end:
                 index.prepare_one(offset, len(hashes))
                 index.add_record(offset, store_timestamp_ms, hashes)
                 self.index_entries += len(hashes)
