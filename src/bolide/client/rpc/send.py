@@ -22,7 +22,13 @@ from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import NAME_VALUE_SEPARATOR
 from bolide.remoting import ClientPool
 
-__all__ = ["SEND_ACCEPTED_CODES", "send_message", "send_message_back", "send_message_oneway"]
+__all__ = [
+    "SEND_ACCEPTED_CODES",
+    "send_message",
+    "send_message_back",
+    "send_message_oneway",
+    "send_prepared_v2",
+]
 
 _REPLY_TYPE_PAIR = f"{PropertyKey.MSG_TYPE}{NAME_VALUE_SEPARATOR}reply"
 """MSG_TYPE=reply in a properties string: the message is a reply (bolide.client.reply)."""
@@ -97,6 +103,25 @@ async def send_message_oneway(
     Raises ConnectionClosedError / RequestTimeoutError when it cannot even be written.
     """
     await call_oneway(pool, address, _send_request(header, body, oneway=True), timeout_ms)
+
+
+async def send_prepared_v2(
+    pool: ClientPool,
+    address: str,
+    fields: dict[str, str],
+    body: bytes,
+    timeout_ms: int,
+    *,
+    batch: bool,
+) -> None:
+    """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE when ``batch``) from v2 header fields the caller
+    keeps ready and changes per send (the raw bench: no header object per message).
+
+    Raises RemoteError for any code but SUCCESS (a stored but unflushed or unreplicated send
+    counts as a failure there), transport errors.
+    """
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    await call(pool, address, RemotingCommand.request(code, fields, body), timeout_ms)
 
 
 async def send_message_back(
