@@ -22,6 +22,8 @@ import time
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, ProtocolError, TransportError
+from bolide.client.rpc.send import SEND_ACCEPTED_CODES
+from bolide.client.rpc.transactions import end_transaction
 from bolide.protocol.bodies import PERM_WRITE
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -39,6 +41,7 @@ from bolide.protocol.headers.recall import (
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import decode_record, encode_properties
+from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.messages import consistent_hash, properties_of, to_proto_message
@@ -136,7 +139,7 @@ class Producing:
         header = SendMessageRequestHeader(
             producer_group=topic,
             topic=topic,
-            default_topic="TBW102",
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             default_topic_queue_count=4,
             queue_id=queue_id,
             sys_flag=sys_flag,
@@ -156,12 +159,7 @@ class Producing:
             raise
         if answer.code == ResponseCode.SERVICE_NOT_AVAILABLE:
             self._directory.route_failed(topic)  # a slave now, or shutting down
-        if answer.code not in (
-            ResponseCode.SUCCESS,
-            ResponseCode.FLUSH_DISK_TIMEOUT,
-            ResponseCode.FLUSH_SLAVE_TIMEOUT,
-            ResponseCode.SLAVE_NOT_AVAILABLE,
-        ):
+        if answer.code not in SEND_ACCEPTED_CODES:
             if answer.code == ResponseCode.TOPIC_NOT_EXIST:
                 self._directory.forget(topic)
             code = code_of_response(answer.code)
@@ -244,13 +242,7 @@ class Producing:
             from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK,
             transaction_id=broker_transaction_id,
         )
-        await self._directory.pool.invoke_oneway(
-            address,
-            RemotingCommand.request(
-                RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True
-            ),
-            limits.PROXY_RPC_TIMEOUT_MS,
-        )
+        await end_transaction(self._directory.pool, address, header, limits.PROXY_RPC_TIMEOUT_MS)
         return spb.EndTransactionResponse(status=status(pb.OK))
 
     # --- checks from brokers ------------------------------------------------------------------
