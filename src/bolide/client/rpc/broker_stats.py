@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 
 from bolide.base.errors import BolideError, NotFoundError, RemoteError
-from bolide.client.rpc.call import call
+from bolide.client.rpc.call import call_code
 from bolide.protocol.bodies.stats import (
     LIST_FORM_FIELD,
     BrokerStatsData,
@@ -22,7 +22,6 @@ from bolide.protocol.bodies.stats import (
     QueryConsumeTimeSpanBody,
 )
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import ConsumeMessageDirectlyResultRequestHeader
 from bolide.protocol.headers.stats import (
     QueryConsumeQueueRequestHeader,
@@ -43,15 +42,7 @@ __all__ = [
 ]
 
 
-async def _invoke(
-    pool: ClientPool,
-    address: str,
-    code: RequestCode,
-    timeout_ms: int,
-    fields: dict[str, str] | None = None,
-    body: bytes = b"",
-) -> RemotingCommand:
-    return await call(pool, address, RemotingCommand.request(code, fields, body), timeout_ms)
+_invoke = call_code
 
 
 async def view_broker_stats_data(
