@@ -40,6 +40,12 @@ RENAMED_MODULES = (
     ("bolide.dashboard.app import _post_allowed", "bolide.dashboard.rendering import post_allowed"),
     ("bolide.dashboard.app import Dashboard,", "bolide.dashboard.rendering import Dashboard,"),
     ("bolide.dashboard.app import Dashboard", "bolide.dashboard.rendering import Dashboard"),
+    ("servers.configure_file_logging", "runtime.configure_file_logging"),
+    ("servers.configure_console_logging", "runtime.configure_console_logging"),
+    ("servers.print_ready", "runtime.print_ready"),
+    ("servers.run_until_signalled", "runtime.run_until_signalled"),
+    ("servers.advertised_address", "runtime.advertised_address"),
+    ("from bolide.cli import servers", "from bolide.cli import runtime"),
 )
 IMPORT = re.compile(
     rf"^(?P<indent>[ \t]*)from (?P<module>{OLD_RECORD_MODULES}|bolide\.protocol\.message) "
