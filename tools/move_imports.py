@@ -45,7 +45,7 @@ RENAMED_MODULES = (
     ("servers.print_ready", "runtime.print_ready"),
     ("servers.run_until_signalled", "runtime.run_until_signalled"),
     ("servers.advertised_address", "runtime.advertised_address"),
-    ("from bolide.cli import servers", "from bolide.cli import runtime"),
+    ("from bolide.cli import servers", "from bolide.cli import runtime, servers"),
 )
 IMPORT = re.compile(
     rf"^(?P<indent>[ \t]*)from (?P<module>{OLD_RECORD_MODULES}|bolide\.protocol\.message) "
