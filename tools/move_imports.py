@@ -4,7 +4,8 @@ For code written against the old names (another branch's new files): every
 ``from bolide.protocol.{wire,wire_rows,message_codec,record_decoding} import ...`` becomes
 ``from bolide.protocol.record import ...``; the names ``bolide.protocol.message`` used to
 re-export from the record (the properties string, the magic codes) move to the record's door
-too; the renamed modules (broker context, blocking facades) get their new paths. Prints each
+too; the renamed modules (broker context, blocking facades, the dashboard's page machinery now in
+``dashboard/rendering.py``) get their new paths. Prints each
 file it changed and every imported name the new home does not have (removed: the test-only
 ``encode_record_into`` and ``patch_*``).
 """
@@ -36,6 +37,15 @@ RENAMED_MODULES = (
     ("bolide.client.producer.sync_transaction", "bolide.client.blocking.transaction"),
     ("bolide.client.sync import Producer", "bolide.client.blocking.producer import Producer"),
     ("bolide.client.sync", "bolide.client.blocking.loop"),
+    ("bolide.dashboard.app import _post_allowed", "bolide.dashboard.rendering import post_allowed"),
+    ("bolide.dashboard.app import Dashboard,", "bolide.dashboard.rendering import Dashboard,"),
+    ("bolide.dashboard.app import Dashboard", "bolide.dashboard.rendering import Dashboard"),
+    ("servers.configure_file_logging", "runtime.configure_file_logging"),
+    ("servers.configure_console_logging", "runtime.configure_console_logging"),
+    ("servers.print_ready", "runtime.print_ready"),
+    ("servers.run_until_signalled", "runtime.run_until_signalled"),
+    ("servers.advertised_address", "runtime.advertised_address"),
+    ("from bolide.cli import servers", "from bolide.cli import runtime, servers"),
 )
 IMPORT = re.compile(
     rf"^(?P<indent>[ \t]*)from (?P<module>{OLD_RECORD_MODULES}|bolide\.protocol\.message) "

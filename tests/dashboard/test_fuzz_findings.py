@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.types import Message
 
-from bolide.dashboard.app import _post_allowed
 from bolide.dashboard.auth import Session
+from bolide.dashboard.rendering import post_allowed
 
 
 async def test_a_form_whose_client_left_is_refused_not_an_asgi_exception() -> None:
@@ -23,4 +23,4 @@ async def test_a_form_whose_client_left_is_refused_not_an_asgi_exception() -> No
 
     session = Session(token="t", csrf="c", expires_s=0.0)
 
-    assert await _post_allowed(Request(scope, receive), session) is False
+    assert await post_allowed(Request(scope, receive), session) is False

@@ -183,6 +183,7 @@ from bolide.broker.config_values import (
     render_user,
 )
 from bolide.broker.config_writer import ConfigFileWriter, VersionedDocument
+from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.remoting.tls import ClientAuth, TlsMode
 from bolide.store import config_files
 from bolide.store.config import FlushDiskType, StoreConfig
@@ -404,7 +405,7 @@ class BrokerConfig:
     broker_topic_enable: bool = field(default=True, metadata=_key("brokerTopicEnable", _parse_bool))
     trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable", _parse_bool))
     msg_trace_topic_name: str = field(
-        default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName", _parse_str)
+        default=DEFAULT_TRACE_TOPIC, metadata=_key("msgTraceTopicName", _parse_str)
     )
     trace_on_broker_enable: bool = field(
         default=False, metadata=_key("traceOnBrokerEnable", _parse_bool)

@@ -18,6 +18,7 @@ import typer
 from bolide.acl import AclConfigError, AclFile
 from bolide.acl.migration import acl_of_account, user_of_account
 from bolide.base.clock import SystemClock
+from bolide.cli import users
 from bolide.cli.common import (
     DEFAULT_NAMESRV,
     DEFAULT_TIMEOUT_MS,
@@ -45,8 +46,6 @@ app = typer.Typer(help="ACL accounts and white lists of brokers (admin only).",
 
 def register(root: typer.Typer) -> None:
     """Add the ``acl`` group (with ACL 2.0's ``acl policy``) and ``user`` to ``root``."""
-    from bolide.cli import users
-
     app.add_typer(users.policy_app, name="policy")
     root.add_typer(app, name="acl")
     users.register(root)

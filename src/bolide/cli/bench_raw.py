@@ -29,8 +29,8 @@ from bolide.base.errors import BolideError
 from bolide.cli.bench_runtime import BenchSettings
 from bolide.cli.bench_workloads import PRODUCER_GROUP, BodiesCallback, Receiver, Sender
 from bolide.client import rpc
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
+from bolide.client.rpc.pull import PullStatus, pull_raw
+from bolide.client.rpc.send import send_prepared_v2
 from bolide.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
@@ -52,12 +52,6 @@ _log = logging.getLogger("bolide.cli.bench")
 
 QueueTarget = tuple[str, int]
 """(broker address, queue id): one queue of the run's topic."""
-_PULL_ACCEPTED = (
-    ResponseCode.SUCCESS,
-    ResponseCode.PULL_NOT_FOUND,
-    ResponseCode.PULL_RETRY_IMMEDIATELY,
-    ResponseCode.PULL_OFFSET_MOVED,
-)
 _PULL_ERROR_PAUSE_S = 0.1
 """After a failed pull, the pause before the next (a broker restarting, a busy broker)."""
 _PULL_TIMEOUT_MS = limits.BENCH_RAW_PULL_SUSPEND_MS + limits.REQUEST_TIMEOUT_DEFAULT_MS
@@ -99,13 +93,13 @@ class _RawSender:
         fields["g"] = str(time.time_ns() // 1_000_000)
         if len(bodies) == 1:
             fields["i"] = self._properties()
-            code, body = RequestCode.SEND_MESSAGE_V2, bodies[0]
+            body = bodies[0]
         else:
             entries = [BatchEntry(0, b, self._properties()) for b in bodies]
             fields["i"], fields["m"] = self._batch_properties, "true"
-            code, body = RequestCode.SEND_BATCH_MESSAGE, encode_batch_body(entries)
-        request = RemotingCommand.request(code, fields, body)
-        await rpc.call(self._pool, address, request, limits.PRODUCER_SEND_TIMEOUT_MS)
+            body = encode_batch_body(entries)
+        timeout_ms = limits.PRODUCER_SEND_TIMEOUT_MS
+        await send_prepared_v2(self._pool, address, fields, body, timeout_ms, batch=len(bodies) > 1)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -141,32 +135,30 @@ class _RawReceiver:
     def owned_queue_count(self) -> int:
         return len(self._tasks)
 
-    def _request(self, queue_id: int, offset: int) -> RemotingCommand:
+    def _header(self, queue_id: int, offset: int) -> PullMessageRequestHeader:
         flags = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
         if offset > 0:
             flags |= PullSysFlag.COMMIT_OFFSET
-        header = PullMessageRequestHeader(
+        return PullMessageRequestHeader(
             self._group, self._topic, queue_id, offset, self._pull_batch, int(flags),
             offset, limits.BENCH_RAW_PULL_SUSPEND_MS, 0, "*",
         )  # fmt: skip
-        return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
 
     async def _pull_loop(self, target: QueueTarget) -> None:
         address, queue_id = target
         while True:
             offset = self._offsets[target]
             try:
-                response = await rpc.call(
-                    self._pool, address, self._request(queue_id, offset), _PULL_TIMEOUT_MS,
-                    accept=_PULL_ACCEPTED,
-                )  # fmt: skip
+                pulled = await pull_raw(
+                    self._pool, address, self._header(queue_id, offset), _PULL_TIMEOUT_MS
+                )
             except BolideError as error:
                 _log.warning("pull of %s queue %d failed: %s", address, queue_id, error)
                 await asyncio.sleep(_PULL_ERROR_PAUSE_S)
                 continue
-            if response.code == ResponseCode.SUCCESS and response.body:
-                self._on_bodies(_bodies(response.body), time.monotonic_ns())
-            self._offsets[target] = int(response.ext_fields["nextBeginOffset"])
+            if pulled.status is PullStatus.FOUND and pulled.body:
+                self._on_bodies(_bodies(pulled.body), time.monotonic_ns())
+            self._offsets[target] = pulled.next_begin_offset
 
     async def commit(self) -> None:
         for (address, queue_id), offset in self._offsets.items():

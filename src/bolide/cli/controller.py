@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bolide.cli.runtime import configure_file_logging, print_ready, run_until_signalled
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
 
 if TYPE_CHECKING:
@@ -48,20 +49,18 @@ def controller(
     ] = None,
 ) -> None:
     """Run a controller (RocketMQ 5.x controller mode) on etcd."""
-    from bolide.cli import servers
-
-    servers.configure_file_logging(data_dir)
+    configure_file_logging(data_dir)
     settings = ControllerSettings(enable_elect_unclean_master=enable_elect_unclean_master)
 
     async def serve(stop: asyncio.Event) -> None:
         running = await start_controller(etcd, host, port, settings, advertise_host)
         try:
-            servers.print_ready(json_output, controller=running.address)
+            print_ready(json_output, controller=running.address)
             await stop.wait()
         finally:
             await running.stop()
 
-    servers.run_until_signalled(serve)
+    run_until_signalled(serve)
 
 
 async def start_controller(

@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bolide.acl.v2_model import UserType
+from bolide.cli.runtime import (
+    advertised_address,
+    configure_console_logging,
+    print_ready,
+    run_until_signalled,
+)
 
 if TYPE_CHECKING:
     from bolide.acl import AclValidator
@@ -121,19 +127,16 @@ def dashboard(
     json_output: Annotated[bool, typer.Option("--json", help="Ready line as JSON.")] = False,
 ) -> None:
     """Run the web dashboard over the given name servers."""
-    from bolide.cli import servers  # servers imports this module: import at call time
-
-    servers.configure_console_logging()
+    configure_console_logging()
 
     async def serve(stop: asyncio.Event) -> None:
         server = await start_dashboard(namesrv, host, port, acl_file=acl_file)
         if server is None:
             raise typer.Exit(code=2)
         try:
-            print_ready = servers.print_ready
-            print_ready(json_output, dashboard=servers.advertised_address(host, server.port))
+            print_ready(json_output, dashboard=advertised_address(host, server.port))
             await stop.wait()
         finally:
             await server.stop()
 
-    servers.run_until_signalled(serve)
+    run_until_signalled(serve)

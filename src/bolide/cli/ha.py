@@ -9,12 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
+from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.cli.common import JsonOption, Output, exit_code_of, fail
-from bolide.protocol.bodies.controller import BrokerReplicasInfo
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.controller import GetMetadataInfoResponseHeader
+from bolide.client.rpc.controller import get_controller_metadata, get_sync_state_data
 from bolide.remoting import ClientPool
 from bolide.remoting.loop import run
 
@@ -71,18 +69,11 @@ def ha_status(controller: ControllerOption, json_output: JsonOption = False) -> 
 async def _fetch(controller: str) -> dict[str, Any]:
     pool = ClientPool()
     try:
-        meta = await pool.invoke(
-            controller, RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO)
-        )
-        header = GetMetadataInfoResponseHeader.from_ext_fields(meta.ext_fields)
+        timeout_ms = limits.REQUEST_TIMEOUT_DEFAULT_MS
+        header = await get_controller_metadata(pool, controller, timeout_ms)
         leader = header.controller_leader_address
-        data = await pool.invoke(
-            leader or controller,
-            RemotingCommand.request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA),
-        )
-        if data.code != ResponseCode.SUCCESS:
-            raise BolideError(f"GET_SYNC_STATE_DATA answered {data.code}: {data.remark}")
-        table = BrokerReplicasInfo.from_json(data.body).replicas_info_table
+        replicas = await get_sync_state_data(pool, leader or controller, timeout_ms)
+        table = replicas.replicas_info_table
         return {
             "leader": leader,
             "peers": header.peers,

@@ -18,6 +18,13 @@ from bolide.acl import AclConfigError, AclFileWatcher, open_acl
 from bolide.base import limits
 from bolide.base.clock import SystemClock
 from bolide.base.errors import ConfigError
+from bolide.cli.runtime import (
+    DEFAULT_DATA_DIR,
+    configure_file_logging,
+    print_ready,
+    run_until_signalled,
+    tls_server_from_flags,
+)
 from bolide.cli.security import client_options
 from bolide.client.security import credentials_of
 from bolide.proxy.authorization import Authorizer
@@ -119,12 +126,10 @@ def proxy(
     ] = "none",
 ) -> None:
     """Run the 5.x gRPC proxy in front of the name servers' brokers."""
-    # Imported here: the server helpers live beside the other server commands.
-    from bolide.cli.servers import DEFAULT_DATA_DIR, _configure_logging, _ready, _run, _tls_server
-
-    server_tls = _tls_server(tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth)
-
-    _configure_logging(data_dir if data_dir is not None else DEFAULT_DATA_DIR)
+    server_tls = tls_server_from_flags(
+        tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth
+    )
+    configure_file_logging(data_dir if data_dir is not None else DEFAULT_DATA_DIR)
     addresses = [part.strip() for part in namesrv_addresses.split(";") if part.strip()]
 
     options = client_options()
@@ -157,7 +162,7 @@ def proxy(
                 server_tls=server_tls if server_tls.enabled else None,
             )
             try:
-                _ready(json_output, proxy=server.address)
+                print_ready(json_output, proxy=server.address)
                 await stop.wait()
             finally:
                 await server.stop()
@@ -165,4 +170,4 @@ def proxy(
             if watcher is not None:
                 await watcher.stop()
 
-    _run(serve)
+    run_until_signalled(serve)

@@ -21,23 +21,16 @@ index, ``config/*.json``) and ``logs/``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import logging.handlers
-import os
 import secrets
-import signal
-import sys
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
-from bolide.base.gc_pause import freeze_startup_objects
 from bolide.broker.broker import Broker
 from bolide.broker.config import DEFAULT_METRICS_PORT, BrokerConfig, read_broker_conf
 from bolide.broker.security import (
@@ -56,31 +49,26 @@ from bolide.cli.dashboard import (
 )
 from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
+from bolide.cli.runtime import (
+    DEFAULT_DATA_DIR,
+    advertised_address,
+    advertised_host,
+    configure_file_logging,
+    print_ready,
+    run_until_signalled,
+    tls_server_from_flags,
+)
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT
 from bolide.namesrv.namesrv import NameServer
-from bolide.remoting.loop import run
-from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
+from bolide.remoting.tls import TlsMode
 
-__all__ = [
-    "advertised_address",
-    "broker",
-    "configure_console_logging",
-    "configure_file_logging",
-    "namesrv",
-    "print_ready",
-    "register",
-    "run_until_signalled",
-    "standalone",
-]
+__all__ = ["broker", "namesrv", "register", "standalone"]
 
 _log = logging.getLogger("bolide.cli")
 
-DEFAULT_DATA_DIR = Path("./data")
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
 DEFAULT_NAMESRV_ADDRESS = "127.0.0.1:9876"
-_WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
-_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def register(app: typer.Typer) -> None:
@@ -151,14 +139,14 @@ def standalone(
     if not no_metrics:
         flags.update(_metrics_flags(host, metrics_port))
     broker_config, directory = _broker_config(config, data_dir, host, broker_port, flush, flags)
-    _configure_logging(directory)
+    configure_file_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
         name_server, inner_config, inner = _standalone_name_server(
             broker_config, host, namesrv_port
         )
         await name_server.start()
-        namesrv_address = f"{_advertised(host)}:{name_server.port}"
+        namesrv_address = f"{advertised_host(host)}:{name_server.port}"
         server = Broker(
             inner_config.replace(namesrv_addresses=(namesrv_address,)),
             host=host,
@@ -177,7 +165,7 @@ def standalone(
                         proxy_min_invisible_ms,
                         **_proxy_security(server, inner_config, inner),
                     )
-                    listeners["proxy"] = f"{_advertised(host)}:{proxy.port}"
+                    listeners["proxy"] = f"{advertised_host(host)}:{proxy.port}"
                 listeners.update(_metrics_listener(server))
                 if not no_dashboard:
                     web = await start_dashboard(
@@ -189,7 +177,7 @@ def standalone(
                     )
                 if web is not None:
                     listeners["dashboard"] = advertised_address(host, web.port)
-                _ready(json_output, **listeners)
+                print_ready(json_output, **listeners)
                 await stop.wait()
             finally:
                 if web is not None:
@@ -200,7 +188,7 @@ def standalone(
         finally:
             await name_server.stop()
 
-    _run(serve)
+    run_until_signalled(serve)
 
 
 def namesrv(
@@ -239,26 +227,26 @@ def namesrv(
     ] = DEFAULT_CONTROLLER_PORT,
 ) -> None:
     """Run a name server (with --controller-etcd, a controller beside it)."""
-    _configure_logging(data_dir)
-    tls = _tls_server(tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth)
+    configure_file_logging(data_dir)
+    tls = tls_server_from_flags(tls_mode, tls_cert, tls_key, tls_trust_cert, tls_need_client_auth)
 
     async def serve(stop: asyncio.Event) -> None:
         name_server = NameServer(host, port, tls=tls, acl_file=acl_file)
         await name_server.start()
         embedded = None
         try:
-            listeners = {"namesrv": f"{_advertised(host)}:{name_server.port}"}
+            listeners = {"namesrv": f"{advertised_host(host)}:{name_server.port}"}
             if controller_etcd is not None:
                 embedded = await start_controller(controller_etcd, host, controller_port)
                 listeners["controller"] = embedded.address
-            _ready(json_output, **listeners)
+            print_ready(json_output, **listeners)
             await stop.wait()
         finally:
             if embedded is not None:
                 await embedded.stop()
             await name_server.stop()
 
-    _run(serve)
+    run_until_signalled(serve)
 
 
 def broker(
@@ -294,38 +282,21 @@ def broker(
     broker_config, directory = _broker_config(config, data_dir, host, port, flush, flags)
     if not broker_config.namesrv_addresses:
         broker_config = broker_config.replace(namesrv_addresses=(DEFAULT_NAMESRV_ADDRESS,))
-    _configure_logging(directory)
+    configure_file_logging(directory)
 
     async def serve(stop: asyncio.Event) -> None:
         server = Broker(broker_config, host=host, config_file=config)
         await server.start()
         try:
-            _ready(json_output, broker=server.address, **_metrics_listener(server))
+            print_ready(json_output, broker=server.address, **_metrics_listener(server))
             await stop.wait()
         finally:
             await server.stop()
 
-    _run(serve)
+    run_until_signalled(serve)
 
 
 # --- configuration ----------------------------------------------------------------------------
-
-
-def _tls_server(
-    mode: str, cert: Path | None, key: Path | None, trust: Path | None, client_auth: str
-) -> TlsServerSettings:
-    """The name server's TLS flags, as broker.conf's tls.server.* keys would give them."""
-    try:
-        return TlsServerSettings(
-            mode=TlsMode(mode.lower()),
-            cert_path=cert,
-            key_path=key,
-            trust_cert_path=trust,
-            client_auth=ClientAuth(client_auth.lower()),
-        )
-    except ValueError as error:
-        typer.echo(f"bolide: {error}", err=True)
-        raise typer.Exit(code=2) from error
 
 
 def _standalone_name_server(
@@ -420,7 +391,7 @@ def _broker_config(
         elif "listenPort" not in values:
             overrides["listenPort"] = str(DEFAULT_BROKER_PORT)
         if "brokerIP1" not in values:
-            overrides["brokerIP1"] = _advertised(host)
+            overrides["brokerIP1"] = advertised_host(host)
         if flush is not None:
             overrides["flushDiskType"] = _flush_disk_type(flush)
         overrides.update(flags)
@@ -428,35 +399,6 @@ def _broker_config(
     except BolideError as error:
         typer.echo(f"bolide: {error}", err=True)
         raise typer.Exit(code=2) from error
-
-
-def advertised_address(host: str, port: int) -> str:
-    """``host:port`` as others reach a listener bound to ``host``."""
-    return f"{_advertised(host)}:{port}"
-
-
-def configure_console_logging() -> None:
-    """INFO and above of ``bolide.*`` to stderr (commands without a data directory)."""
-    logger = logging.getLogger("bolide")
-    logger.setLevel(logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
-    logger.addHandler(handler)
-
-
-def configure_file_logging(data_dir: Path) -> None:
-    """INFO and above of ``bolide.*`` to stderr and ``<data_dir>/logs/bolide.log``."""
-    _configure_logging(data_dir)
-
-
-def print_ready(json_output: bool, **addresses: str) -> None:
-    """The ready line (see the module docstring)."""
-    _ready(json_output, **addresses)
-
-
-def run_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``serve`` until SIGINT/SIGTERM (see :func:`_run`)."""
-    _run(serve)
 
 
 def _metrics_flags(host: str, port: int) -> dict[str, str]:
@@ -474,7 +416,7 @@ def _metrics_listener(server: Broker) -> dict[str, str]:
     if address is None:
         return {}
     host, port = address.rsplit(":", 1)
-    return {"metrics": f"{_advertised(host)}:{port}"}
+    return {"metrics": f"{advertised_host(host)}:{port}"}
 
 
 def _flush_disk_type(text: str) -> str:
@@ -482,101 +424,3 @@ def _flush_disk_type(text: str) -> str:
     if lowered not in ("async", "sync"):
         raise typer.BadParameter(f"--flush must be async or sync, not {text!r}")
     return "SYNC_FLUSH" if lowered == "sync" else "ASYNC_FLUSH"
-
-
-def _advertised(host: str) -> str:
-    """The address to tell others for a listener bound to ``host`` (loopback for a wildcard)."""
-    return "127.0.0.1" if host in _WILDCARD_HOSTS else host
-
-
-# --- running ----------------------------------------------------------------------------------
-
-
-def _configure_logging(data_dir: Path) -> None:
-    """INFO and above of ``bolide.*`` to stderr and to ``<data_dir>/logs/bolide.log``."""
-    logger = logging.getLogger("bolide")
-    logger.setLevel(logging.INFO)
-    formatter = logging.Formatter(_LOG_FORMAT)
-    to_stderr = logging.StreamHandler(sys.stderr)
-    to_stderr.setFormatter(formatter)
-    logger.addHandler(to_stderr)
-    log_dir = data_dir / "logs"
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        to_file = logging.handlers.RotatingFileHandler(
-            log_dir / "bolide.log",
-            maxBytes=limits.SERVER_LOG_FILE_MAX_BYTES,
-            backupCount=limits.SERVER_LOG_FILE_BACKUP_COUNT,
-            encoding="utf-8",
-        )
-    except OSError as error:
-        _log.warning("logging to stderr only: cannot open %s: %s", log_dir, error)
-        return
-    to_file.setFormatter(formatter)
-    logger.addHandler(to_file)
-
-
-def _ready(json_output: bool, **addresses: str) -> None:
-    """Print the one ready line on stdout, flushed at once (scripts and tests wait for it).
-    The startup is over: its objects leave the collector's scans (base/gc_pause.py)."""
-    frozen_count = freeze_startup_objects()
-    if json_output:
-        line = orjson.dumps(addresses).decode()
-    else:
-        line = "bolide ready " + " ".join(f"{key}={value}" for key, value in addresses.items())
-    print(line, flush=True)
-    _log.info("%d start-up objects exempt from full GC passes", frozen_count)
-
-
-def _run(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``serve`` on a fresh (uv)loop until SIGINT/SIGTERM sets its stop event.
-
-    Exits with code 1 when the servers cannot start (port in use, damaged store...).
-    """
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        with _signals_set(stop):
-            await serve(stop)
-
-    try:
-        run(main())
-    except (BolideError, OSError) as error:
-        _log.error("bolide stopped: %s", error)
-        typer.echo(f"bolide: {error}", err=True)
-        raise typer.Exit(code=1) from error
-    _log.info("bolide stopped cleanly")
-
-
-@contextlib.contextmanager
-def _signals_set(stop: asyncio.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set ``stop``; the orderly stop then has ``SERVER_SIGNAL_STOP_TIMEOUT_MS``,
-    after which the process exits with code 1 (logged) instead of lingering."""
-    loop = asyncio.get_running_loop()
-    handled = (signal.SIGINT, signal.SIGTERM)
-    deadline: list[asyncio.TimerHandle] = []
-
-    def overran() -> None:
-        _log.error(
-            "stop took over %d ms: exiting without finishing it",
-            limits.SERVER_SIGNAL_STOP_TIMEOUT_MS,
-        )
-        logging.shutdown()
-        os._exit(1)
-
-    def on_signal(number: Any) -> None:
-        _log.info("received %s: stopping", signal.Signals(number).name)
-        stop.set()
-        if not deadline:
-            bound_s = limits.SERVER_SIGNAL_STOP_TIMEOUT_MS / 1000
-            deadline.append(loop.call_later(bound_s, overran))
-
-    for number in handled:
-        loop.add_signal_handler(number, on_signal, number)
-    try:
-        yield
-    finally:
-        for number in handled:
-            loop.remove_signal_handler(number)
-        for handle in deadline:
-            handle.cancel()

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from bolide.base.errors import ConfigError
 from bolide.protocol.system_topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
     RETRY_GROUP_TOPIC_PREFIX,
+    SELF_TEST_TOPIC,
     is_send_forbidden_topic,
 )
 
@@ -19,7 +22,9 @@ __all__ = ["NAMESPACE_SEPARATOR", "check_namespace", "with_namespace", "without_
 NAMESPACE_SEPARATOR = "%"
 """Between the namespace and the name."""
 
-_SYSTEM_NAMES = frozenset({"TBW102", "DefaultCluster", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
+_SYSTEM_NAMES = frozenset(
+    {AUTO_CREATE_TOPIC_KEY_TOPIC, "DefaultCluster", SELF_TEST_TOPIC, OFFSET_MOVED_EVENT}
+)
 """Names Java never wraps besides the send-forbidden system topics and ``rmq_sys_`` ones."""
 
 

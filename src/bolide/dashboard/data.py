@@ -22,7 +22,12 @@ from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
 from bolide.client.admin.operations import is_system_group
 from bolide.protocol.bodies import ConsumerRunningInfo, MessageQueue
 from bolide.protocol.message import MessageExt
-from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
+from bolide.protocol.system_topics import (
+    SCHEDULE_TOPIC,
+    is_dlq_topic,
+    is_retry_topic,
+    is_system_topic,
+)
 
 __all__ = [
     "BrokerRow",
@@ -313,7 +318,7 @@ async def delay_backlog(admin: AdminClient) -> list[DelayLevel]:
     1) and the store time of the newest; the stored count minus what was delivered is the
     broker's ``bolide_delay_backlog_messages`` metric."""
     try:
-        rows = await admin.topic_status("SCHEDULE_TOPIC_XXXX")
+        rows = await admin.topic_status(SCHEDULE_TOPIC)
     except BolideError:
         return []  # no delayed message was ever sent
     masters = await admin.master_addresses()

@@ -16,7 +16,6 @@ from bolide.base.errors import BolideError
 from bolide.client import rpc
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST
 from bolide.client.admin.views import GroupProgress
-from bolide.dashboard.app import Dashboard, form_text, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import (
     MemberRow,
@@ -29,6 +28,7 @@ from bolide.dashboard.data import (
     parse_time_ms,
 )
 from bolide.dashboard.history_svg import history_chart_svg, merge_points
+from bolide.dashboard.rendering import Dashboard, form_text, page
 from bolide.protocol.bodies import MessageQueue
 
 __all__ = ["group_routes"]

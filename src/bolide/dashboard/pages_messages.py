@@ -13,9 +13,9 @@ from bolide.base import limits
 from bolide.base.errors import BolideError, MessageNotFoundError, ProtocolError
 from bolide.client import admin_stats, rpc
 from bolide.client.admin import AdminClient
-from bolide.dashboard.app import Dashboard, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError, gather, message_view, parse_time_ms
+from bolide.dashboard.rendering import Dashboard, page
 from bolide.protocol.bodies import PERM_READ
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt

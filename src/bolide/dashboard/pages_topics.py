@@ -12,10 +12,10 @@ from starlette.routing import Route
 
 from bolide.base.errors import BolideError
 from bolide.client import admin_stats
-from bolide.dashboard.app import Dashboard, form_text, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError, gather, topic_kind
 from bolide.dashboard.history_svg import history_chart_svg, merge_points
+from bolide.dashboard.rendering import Dashboard, form_text, page
 from bolide.protocol.message import Message
 
 __all__ = ["topic_routes"]

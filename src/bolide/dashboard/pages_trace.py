@@ -10,9 +10,9 @@ from starlette.routing import Route
 
 from bolide.base.errors import TopicNotFoundError
 from bolide.client.admin.trace import format_duration_ms, message_trace
-from bolide.dashboard.app import Dashboard, page
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError
+from bolide.dashboard.rendering import Dashboard, page
 from bolide.dashboard.trace_svg import trace_svg
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 

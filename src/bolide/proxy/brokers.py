@@ -1,7 +1,8 @@
-"""What the proxy knows of the cluster, and the remoting requests it makes to brokers.
+"""What the proxy knows of the cluster, and the pool its requests to brokers travel on.
 
 The proxy reaches name servers and brokers only through remoting requests, like any client,
-so it can run apart from them (``bolide proxy``) or inside ``bolide standalone``:
+so it can run apart from them (``bolide proxy``) or inside ``bolide standalone``. Every one
+of them is built in :mod:`bolide.client.rpc` (an import contract keeps it so):
 
 * routes: GET_ROUTEINFO_BY_TOPIC (105) from the name servers;
 * topic settings (queue counts, the ``message.type`` attribute): GET_ALL_TOPIC_CONFIG (21);
@@ -24,11 +25,9 @@ from typing import TypeVar
 from bolide.base import limits
 from bolide.base.errors import BolideError, NoRouteError, RemoteError, TopicNotFoundError
 from bolide.client.rpc import admin as admin_requests
-from bolide.client.rpc.call import call
 from bolide.client.rpc.namesrv import get_route
 from bolide.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicRouteData
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
+from bolide.protocol.codes import ResponseCode
 from bolide.remoting import ClientPool
 
 __all__ = ["BrokerDirectory", "BrokerQueues"]
@@ -165,22 +164,6 @@ class BrokerDirectory:
 
     async def _fetch_groups(self, address: str) -> dict[str, SubscriptionGroupConfig]:
         return await admin_requests.get_all_groups(self.pool, address, limits.PROXY_RPC_TIMEOUT_MS)
-
-    async def invoke(
-        self,
-        address: str,
-        code: RequestCode,
-        fields: dict[str, str],
-        body: bytes = b"",
-        *,
-        timeout_ms: int = limits.PROXY_RPC_TIMEOUT_MS,
-        accept: tuple[int, ...] | None = None,
-    ) -> RemotingCommand:
-        """One request; the response whatever its code when ``accept`` is None."""
-        request = RemotingCommand.request(code, fields, body)
-        if accept is None:
-            return await self.pool.invoke(address, request, timeout_ms)
-        return await call(self.pool, address, request, timeout_ms, accept=accept)
 
 
 def _fresh(stamp: float) -> bool:

@@ -13,19 +13,21 @@ the brokers' POP codes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, ProtocolError
-from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.base.errors import BolideError, ProtocolError, RemoteError
+from bolide.client.rpc.pop import ack_message, change_invisible_time, pop_message_raw
+from bolide.client.rpc.send import send_message_back
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader, HeaderError
 from bolide.protocol.headers.pop import (
     POP_CK_PROPERTY,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
-    ChangeInvisibleTimeResponseHeader,
     ConsumeInitMode,
     PopMessageRequestHeader,
     ReceiptHandle,
@@ -121,20 +123,16 @@ class Consuming:
             if repeated is not None and repeated[0] > time.time() * 1000:
                 return ReceiveOutcome(status(pb.OK), repeated[1])  # a retried receive
         header = _pop_header(request, queue_id, invisible_ms, poll_ms, fifo)
-        response = await self._directory.invoke(
-            broker.address,
-            RequestCode.POP_MESSAGE,
-            header.to_ext_fields(),
-            timeout_ms=poll_ms + limits.PROXY_RPC_TIMEOUT_MS,
-        )
-        if response.code == ResponseCode.PULL_NOT_FOUND:
-            return ReceiveOutcome(status(pb.MESSAGE_NOT_FOUND, "no new message"), [])
-        if response.code != ResponseCode.SUCCESS:
-            return ReceiveOutcome(
-                status(code_of_response(response.code), response.remark or "pop failed"), []
-            )
         try:
-            records = decode_pulled_records(response.body)
+            timeout_ms = poll_ms + limits.PROXY_RPC_TIMEOUT_MS
+            body = await pop_message_raw(self._directory.pool, broker.address, header, timeout_ms)
+        except RemoteError as refused:
+            answer = status(code_of_response(refused.code), refused.remark or "pop failed")
+            return ReceiveOutcome(answer, [])
+        if body is None:
+            return ReceiveOutcome(status(pb.MESSAGE_NOT_FOUND, "no new message"), [])
+        try:
+            records = decode_pulled_records(body)
         except ProtocolError as error:
             raise ProxyError(
                 pb.MESSAGE_CORRUPTED, f"broker answered bad records: {error}"
@@ -218,12 +216,12 @@ class Consuming:
             header = AckMessageRequestHeader(
                 group, topic, handle.queue_id, current, handle.queue_offset
             )
-            answer = await self._directory.invoke(
-                address, RequestCode.ACK_MESSAGE, header.to_ext_fields()
-            )
-            result.status.CopyFrom(status(code_of_response(answer.code), answer.remark or "OK"))
-            if answer.code == ResponseCode.SUCCESS:
-                self.renewal.forget(entry.receipt_handle)
+            await ack_message(self._directory.pool, address, header, limits.PROXY_RPC_TIMEOUT_MS)
+            result.status.CopyFrom(status(pb.OK))
+            self.renewal.forget(entry.receipt_handle)
+        except RemoteError as refused:
+            answer = status(code_of_response(refused.code), refused.remark or "OK")
+            result.status.CopyFrom(answer)
         except (ProxyError, BolideError, OSError) as error:
             result.status.CopyFrom(status(code_of_error(error), str(error)))
         return result
@@ -252,14 +250,15 @@ class Consuming:
         header = ChangeInvisibleTimeRequestHeader(
             group, topic, handle.queue_id, handle.encode(), handle.queue_offset, invisible_ms
         )
-        answer = await self._directory.invoke(
-            address, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields()
-        )
-        if answer.code == ResponseCode.NO_MESSAGE:
-            return None
-        if answer.code != ResponseCode.SUCCESS:
-            raise ProxyError(code_of_response(answer.code), answer.remark or "change failed")
-        fields = ChangeInvisibleTimeResponseHeader.from_ext_fields(answer.ext_fields)
+        try:
+            fields = await change_invisible_time(
+                self._directory.pool, address, header, limits.PROXY_RPC_TIMEOUT_MS
+            )
+        except RemoteError as refused:
+            if refused.code == ResponseCode.NO_MESSAGE:
+                return None
+            code = code_of_response(refused.code)
+            raise ProxyError(code, refused.remark or "change failed") from refused
         return ReceiptHandle(
             handle.start_offset,
             fields.pop_time_ms,
@@ -303,15 +302,19 @@ class Consuming:
             origin_topic=topic,
             max_reconsume_times=0,
         )
-        answer = await self._directory.invoke(
-            address, RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext_fields()
-        )
-        if answer.code != ResponseCode.SUCCESS:
-            raise ProxyError(code_of_response(answer.code), answer.remark or "send back failed")
+        pool, timeout_ms = self._directory.pool, limits.PROXY_RPC_TIMEOUT_MS
+        try:
+            await send_message_back(pool, address, back, timeout_ms)
+        except RemoteError as refused:
+            code = code_of_response(refused.code)
+            raise ProxyError(code, refused.remark or "send back failed") from refused
         ack = AckMessageRequestHeader(
             group, topic, handle.queue_id, encoded_handle, handle.queue_offset
         )
-        await self._directory.invoke(address, RequestCode.ACK_MESSAGE, ack.to_ext_fields())
+        with contextlib.suppress(
+            RemoteError
+        ):  # as before: the copy is in the DLQ, a refused ack is not an error
+            await ack_message(pool, address, ack, timeout_ms)
 
 
 def _pop_header(

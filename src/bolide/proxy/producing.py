@@ -21,24 +21,25 @@ import logging
 import time
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, ProtocolError, TransportError
+from bolide.base.errors import BolideError, ProtocolError, RemoteError, TransportError
+from bolide.client.rpc.send import recall_message, send_message_answer
+from bolide.client.rpc.transactions import end_transaction
 from bolide.protocol.bodies import PERM_WRITE
-from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HeaderError,
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
 )
 from bolide.protocol.headers.recall import (
     RecallHandle,
     RecallMessageRequestHeader,
-    RecallMessageResponseHeader,
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import decode_record, encode_properties
+from bolide.protocol.system_topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from bolide.proxy.brokers import BrokerDirectory, BrokerQueues
 from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.messages import consistent_hash, properties_of, to_proto_message
@@ -136,7 +137,7 @@ class Producing:
         header = SendMessageRequestHeader(
             producer_group=topic,
             topic=topic,
-            default_topic="TBW102",
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             default_topic_queue_count=4,
             queue_id=queue_id,
             sys_flag=sys_flag,
@@ -145,34 +146,20 @@ class Producing:
             properties=encode_properties(properties),
         )
         try:
-            answer = await self._directory.invoke(
+            answer_code, fields = await send_message_answer(
+                self._directory.pool,
                 broker.address,
-                RequestCode.SEND_MESSAGE_V2,
-                header.to_v2_ext_fields(),
+                header,
                 message.body,
+                limits.PROXY_RPC_TIMEOUT_MS,
             )
         except TransportError:
             self._directory.route_failed(topic)  # a dead master: the next send finds the new
             raise
-        if answer.code == ResponseCode.SERVICE_NOT_AVAILABLE:
-            self._directory.route_failed(topic)  # a slave now, or shutting down
-        if answer.code not in (
-            ResponseCode.SUCCESS,
-            ResponseCode.FLUSH_DISK_TIMEOUT,
-            ResponseCode.FLUSH_SLAVE_TIMEOUT,
-            ResponseCode.SLAVE_NOT_AVAILABLE,
-        ):
-            if answer.code == ResponseCode.TOPIC_NOT_EXIST:
-                self._directory.forget(topic)
-            code = code_of_response(answer.code)
-            if answer.code == ResponseCode.MESSAGE_ILLEGAL and system.HasField(
-                "delivery_timestamp"
-            ):
-                code = pb.ILLEGAL_DELIVERY_TIME  # the broker refused the timer
-            raise ProxyError(code, answer.remark or "send failed")
-        fields = SendMessageResponseHeader.from_ext_fields(answer.ext_fields)
+        except RemoteError as refused:
+            raise self._refused_send(topic, system, refused) from refused
         entry = spb.SendResultEntry(
-            status=status(code_of_response(answer.code)),
+            status=status(code_of_response(answer_code)),
             message_id=system.message_id,
             offset=fields.queue_offset,
         )
@@ -194,6 +181,18 @@ class Producing:
             )
         return entry
 
+    def _refused_send(
+        self, topic: str, system: pb.SystemProperties, refused: RemoteError
+    ) -> ProxyError:
+        if refused.code == ResponseCode.SERVICE_NOT_AVAILABLE:
+            self._directory.route_failed(topic)  # a slave now, or shutting down
+        if refused.code == ResponseCode.TOPIC_NOT_EXIST:
+            self._directory.forget(topic)
+        code = code_of_response(refused.code)
+        if refused.code == ResponseCode.MESSAGE_ILLEGAL and system.HasField("delivery_timestamp"):
+            code = pb.ILLEGAL_DELIVERY_TIME  # the broker refused the timer
+        return ProxyError(code, refused.remark or "send failed")
+
     def _select(
         self, brokers: list[BrokerQueues], system: pb.SystemProperties
     ) -> tuple[BrokerQueues, int]:
@@ -213,15 +212,15 @@ class Producing:
             raise ProxyError(pb.BAD_REQUEST, f"recall handle is invalid: {error}") from error
         address = await self._directory.broker_address(topic, handle.broker_name)
         header = RecallMessageRequestHeader(topic, request.recall_handle)
-        answer = await self._directory.invoke(
-            address, RequestCode.RECALL_MESSAGE, header.to_ext_fields()
-        )
-        if answer.code != ResponseCode.SUCCESS:
-            code = pb.BAD_REQUEST if answer.code == ResponseCode.MESSAGE_ILLEGAL else None
-            raise ProxyError(
-                code or code_of_response(answer.code), answer.remark or "recall failed"
+        try:
+            fields = await recall_message(
+                self._directory.pool, address, header, limits.PROXY_RPC_TIMEOUT_MS
             )
-        fields = RecallMessageResponseHeader.from_ext_fields(answer.ext_fields)
+        except RemoteError as refused:
+            code = pb.BAD_REQUEST if refused.code == ResponseCode.MESSAGE_ILLEGAL else None
+            raise ProxyError(
+                code or code_of_response(refused.code), refused.remark or "recall failed"
+            ) from refused
         return spb.RecallMessageResponse(status=status(pb.OK), message_id=fields.msg_id)
 
     async def end_transaction(
@@ -244,13 +243,7 @@ class Producing:
             from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK,
             transaction_id=broker_transaction_id,
         )
-        await self._directory.pool.invoke_oneway(
-            address,
-            RemotingCommand.request(
-                RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True
-            ),
-            limits.PROXY_RPC_TIMEOUT_MS,
-        )
+        await end_transaction(self._directory.pool, address, header, limits.PROXY_RPC_TIMEOUT_MS)
         return spb.EndTransactionResponse(status=status(pb.OK))
 
     # --- checks from brokers ------------------------------------------------------------------

@@ -40,10 +40,9 @@ from bolide.client.instance import ClientInstance
 from bolide.client.route import subscribe_queues
 from bolide.client.rpc import PullStatus
 from bolide.client.rpc import admin as admin_rpc
+from bolide.client.rpc.pull import RawPull, pull_raw
 from bolide.protocol.bodies import EXPRESSION_TYPE_TAG, MessageQueue
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from bolide.protocol.headers import PullMessageRequestHeader
 from bolide.protocol.headers.pull import PullSysFlag
 from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 from bolide.spark.offsets import QueueBounds, QueueRange
@@ -63,13 +62,6 @@ __all__ = [
 _log = logging.getLogger("bolide.spark")
 
 T = TypeVar("T")
-
-_STATUS_BY_CODE = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
 
 
 async def _bounded_gather(
@@ -214,18 +206,9 @@ class PulledChunk:
     stop_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class _RawPull:
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    body: bytes
-
-
 async def _pull_once(
     instance: ClientInstance, queue: MessageQueue, offset: int, count: int, settings: PullSettings
-) -> _RawPull:
+) -> RawPull:
     header = PullMessageRequestHeader(
         consumer_group=settings.group,
         topic=queue.topic,
@@ -239,24 +222,13 @@ async def _pull_once(
         subscription=settings.tags,
         expression_type=EXPRESSION_TYPE_TAG,
     )
-    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
     address = await instance.queue_broker_address(queue)
-    response = await rpc.call(
-        instance.pool, address, request, settings.timeout_ms, accept=_STATUS_BY_CODE.keys()
-    )
-    fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-    return _RawPull(
-        _STATUS_BY_CODE[ResponseCode(response.code)],
-        fields.next_begin_offset,
-        fields.min_offset,
-        fields.max_offset,
-        response.body,
-    )
+    return await pull_raw(instance.pool, address, header, settings.timeout_ms)
 
 
 async def _pull(
     instance: ClientInstance, queue: MessageQueue, offset: int, count: int, settings: PullSettings
-) -> _RawPull:
+) -> RawPull:
     """One pull, tried up to limits.SPARK_PULL_ATTEMPTS_MAX_COUNT times on transport errors
     and retriable codes (refreshing the route between attempts)."""
     last_error: BolideError | None = None
@@ -298,11 +270,11 @@ class _Pipeline:
         self.segment_size = settings.batch_size
         """Offsets per segment cut next: ``batch_size`` until a short answer shows the
         broker's cap (see :meth:`answered`)."""
-        self.pending: deque[tuple[int, int, asyncio.Task[_RawPull]]] = deque()
-        self.dropped: list[asyncio.Task[_RawPull]] = []
+        self.pending: deque[tuple[int, int, asyncio.Task[RawPull]]] = deque()
+        self.dropped: list[asyncio.Task[RawPull]] = []
         self.stalls = 0
 
-    def _start(self, offset: int, stop: int) -> asyncio.Task[_RawPull]:
+    def _start(self, offset: int, stop: int) -> asyncio.Task[RawPull]:
         count = stop - offset
         return asyncio.ensure_future(_pull(self.instance, self.queue, offset, count, self.settings))
 
@@ -327,7 +299,7 @@ class _Pipeline:
     def skip_to(self, offset: int) -> None:
         """Forget everything below ``offset`` (lost): pending pulls below it are cancelled,
         one that straddles it starts again at ``offset``."""
-        kept: deque[tuple[int, int, asyncio.Task[_RawPull]]] = deque()
+        kept: deque[tuple[int, int, asyncio.Task[RawPull]]] = deque()
         for start, stop, task in self.pending:
             if start >= offset:
                 kept.append((start, stop, task))
@@ -375,7 +347,7 @@ async def pull_range(
 
 
 async def _next_step(
-    pipeline: _Pipeline, offset: int, stop: int, result: _RawPull
+    pipeline: _Pipeline, offset: int, stop: int, result: RawPull
 ) -> PulledChunk | None:
     """Act on the pull of segment ``[offset, stop)``: hand its records on, and queue again
     what it did not cover."""

@@ -22,7 +22,11 @@ from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.figures import GroupFigures, TopicFigures, TopicKind
 from bolide.broker.metrics.label_sets import LabelSets
 from bolide.protocol.bodies.heartbeat import ConsumeType
-from bolide.protocol.system_topics import RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from bolide.protocol.system_topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+)
 
 __all__ = [
     "OtelLabelSets",
@@ -208,7 +212,9 @@ def _traffic_out_and_lag(
     )
     for topic, figures in topics.items():
         if figures.kind == TopicKind.DLQ:
-            dlq.add_metric((*node, topic.removeprefix("%DLQ%")), figures.total_offset)
+            dlq.add_metric(
+                (*node, topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX)), figures.total_offset
+            )
     yield dlq
 
 

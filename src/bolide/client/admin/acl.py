@@ -11,21 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
-
-from bolide.base.errors import ProtocolError
 from bolide.client.admin.session import AdminSession
-from bolide.client.rpc.call import call
-from bolide.protocol.codes import RequestCode
-from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.acl import (
-    AccessConfigRequestHeader,
-    AclInfoResponseHeader,
-    DeleteAccessConfigRequestHeader,
-    UpdateGlobalWhiteAddrsRequestHeader,
+from bolide.client.rpc.acl import (
+    BrokerAclConfig,
+    delete_acl_config,
+    get_acl_config,
+    get_acl_info,
+    update_acl_config,
+    update_global_white_addrs,
 )
+from bolide.protocol.headers.acl import AccessConfigRequestHeader, AclInfoResponseHeader
 
 __all__ = [
     "AclAccountUpdate",
@@ -65,15 +61,6 @@ class AclAccountUpdate:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerAclConfig:
-    """What GET_BROKER_CLUSTER_ACL_CONFIG (54) returns: the white list and the accounts (the
-    plain_acl.yml entries, secret keys included)."""
-
-    global_white_addresses: list[str]
-    accounts: list[dict[str, Any]]
-
-
 async def _targets(
     admin: AdminSession, cluster: str | None, brokers: Iterable[str]
 ) -> dict[str, str]:
@@ -83,17 +70,6 @@ async def _targets(
     return await admin.master_addresses(cluster=cluster)
 
 
-async def _each(
-    admin: AdminSession, targets: dict[str, str], request: RemotingCommand
-) -> list[str]:
-    """Send a copy of ``request`` to every target; the names of the brokers, sorted.
-    Raises RemoteError (the first refusal) or transport errors."""
-    for name in sorted(targets):
-        copy = RemotingCommand.request(request.code, request.ext_fields, request.body)
-        await call(admin.pool, targets[name], copy, admin.timeout_ms)
-    return sorted(targets)
-
-
 async def update_acl_account(
     admin: AdminSession,
     update: AclAccountUpdate,
@@ -101,20 +77,22 @@ async def update_acl_account(
     cluster: str | None = None,
     brokers: Iterable[str] = (),
 ) -> list[str]:
-    """UPDATE_AND_CREATE_ACL_CONFIG on each target broker; returns the broker names."""
-    request = RemotingCommand.request(
-        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, update.header().to_ext_fields()
-    )
-    return await _each(admin, await _targets(admin, cluster, brokers), request)
+    """UPDATE_AND_CREATE_ACL_CONFIG on each target broker; returns the broker names. Raises
+    RemoteError (the first refusal) or transport errors."""
+    targets = await _targets(admin, cluster, brokers)
+    for name in sorted(targets):
+        await update_acl_config(admin.pool, targets[name], update.header(), admin.timeout_ms)
+    return sorted(targets)
 
 
 async def delete_acl_account(
     admin: AdminSession, access_key: str, *, cluster: str | None = None, brokers: Iterable[str] = ()
 ) -> list[str]:
     """DELETE_ACL_CONFIG on each target broker; returns the broker names."""
-    header = DeleteAccessConfigRequestHeader(access_key)
-    request = RemotingCommand.request(RequestCode.DELETE_ACL_CONFIG, header.to_ext_fields())
-    return await _each(admin, await _targets(admin, cluster, brokers), request)
+    targets = await _targets(admin, cluster, brokers)
+    for name in sorted(targets):
+        await delete_acl_config(admin.pool, targets[name], access_key, admin.timeout_ms)
+    return sorted(targets)
 
 
 async def update_global_white_addresses(
@@ -125,11 +103,11 @@ async def update_global_white_addresses(
     brokers: Iterable[str] = (),
 ) -> list[str]:
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (the whole list) on each target broker."""
-    header = UpdateGlobalWhiteAddrsRequestHeader(",".join(patterns))
-    request = RemotingCommand.request(
-        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header.to_ext_fields()
-    )
-    return await _each(admin, await _targets(admin, cluster, brokers), request)
+    targets = await _targets(admin, cluster, brokers)
+    for name in sorted(targets):
+        address = targets[name]
+        await update_global_white_addrs(admin.pool, address, list(patterns), admin.timeout_ms)
+    return sorted(targets)
 
 
 async def acl_info(
@@ -138,9 +116,7 @@ async def acl_info(
     """GET_BROKER_CLUSTER_ACL_INFO of each target broker: broker name -> data version."""
     found: dict[str, AclInfoResponseHeader] = {}
     for name, address in sorted((await _targets(admin, cluster, brokers)).items()):
-        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
-        response = await call(admin.pool, address, request, admin.timeout_ms)
-        found[name] = AclInfoResponseHeader.from_ext_fields(response.ext_fields)
+        found[name] = await get_acl_info(admin.pool, address, admin.timeout_ms)
     return found
 
 
@@ -151,13 +127,5 @@ async def acl_config(
     that is not the expected JSON."""
     found: dict[str, BrokerAclConfig] = {}
     for name, address in sorted((await _targets(admin, cluster, brokers)).items()):
-        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
-        response = await call(admin.pool, address, request, admin.timeout_ms)
-        try:
-            body = orjson.loads(response.body)
-            white = [str(item) for item in body.get("globalWhiteAddrs") or []]
-            accounts = [dict(item) for item in body.get("plainAccessConfigs") or []]
-        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as error:
-            raise ProtocolError(f"{address}: bad ACL config body: {error}") from error
-        found[name] = BrokerAclConfig(white, accounts)
+        found[name] = await get_acl_config(admin.pool, address, admin.timeout_ms)
     return found

@@ -11,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
 from bolide.base.errors import ProtocolError
 from bolide.client.admin.session import AdminSession
-from bolide.client.rpc.call import call
+from bolide.client.rpc.acl import auth_read, auth_write
 from bolide.protocol.codes import RequestCode
-from bolide.protocol.command import RemotingCommand
 
 __all__ = [
     "acl_entry",
@@ -64,23 +61,21 @@ async def _targets(
 
 async def _write(
     admin: AdminSession,
-    code: int,
+    code: RequestCode,
     fields: dict[str, str],
     body: object,
     cluster: str | None,
     brokers: Iterable[str],
 ) -> list[str]:
-    data = b"" if body is None else orjson.dumps(body)
     targets = await _targets(admin, cluster, brokers)
     for name in sorted(targets):
-        request = RemotingCommand.request(code, dict(fields), data)
-        await call(admin.pool, targets[name], request, admin.timeout_ms)
+        await auth_write(admin.pool, targets[name], code, fields, body, admin.timeout_ms)
     return sorted(targets)
 
 
 async def _read(
     admin: AdminSession,
-    code: int,
+    code: RequestCode,
     fields: dict[str, str],
     cluster: str | None,
     brokers: Iterable[str],
@@ -89,13 +84,7 @@ async def _read(
     if not targets:
         raise ProtocolError("no broker to ask")
     address = targets[sorted(targets)[0]]
-    response = await call(
-        admin.pool, address, RemotingCommand.request(code, dict(fields)), admin.timeout_ms
-    )
-    try:
-        return orjson.loads(response.body)
-    except orjson.JSONDecodeError as error:
-        raise ProtocolError(f"{address}: bad body of request code {code}: {error}") from error
+    return await auth_read(admin.pool, address, code, fields, admin.timeout_ms)
 
 
 async def create_user(

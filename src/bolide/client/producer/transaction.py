@@ -39,8 +39,7 @@ from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import Message, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
-from bolide.protocol.codes import RequestCode
-from bolide.protocol.command import RemotingCommand
+from bolide.client.rpc.transactions import answer_transaction_check, end_transaction
 from bolide.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
@@ -282,12 +281,10 @@ class TransactionProducer(AsyncLifecycle):
             transaction_id=result.transaction_id,
         )
         remark = None if error is None else f"executeLocalTransactionBranch exception: {error!r}"
-        request = RemotingCommand.request(
-            RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True
-        )
-        request.remark = remark
         try:
-            await self.instance.pool.invoke_oneway(address, request, self._producer.send_timeout_ms)
+            await end_transaction(
+                self.instance.pool, address, header, self._producer.send_timeout_ms, remark=remark
+            )
         except BolideError as failure:
             _log.warning("transaction %s (%s): END_TRANSACTION to %s failed: %s; the broker "
                          "will ask", result.msg_id, state.name, address, failure)  # fmt: skip
@@ -326,12 +323,9 @@ class TransactionProducer(AsyncLifecycle):
             transaction_id=header.transaction_id,
         )
         remark = None if error is None else f"checkLocalTransactionState exception: {error!r}"
-        request = RemotingCommand.request(
-            RequestCode.END_TRANSACTION, answer.to_ext_fields(), oneway=True
-        )
-        request.remark = remark
         try:
-            await connection.invoke_oneway(request, self._producer.send_timeout_ms)
+            timeout_ms = self._producer.send_timeout_ms
+            await answer_transaction_check(connection, answer, timeout_ms, remark=remark)
         except BolideError as failure:
             _log.warning("answer to the check of %s not sent: %s", unique_key, failure)
 

@@ -11,7 +11,7 @@ DELETE_TOPIC_IN_NAMESRV (216). Broker: 17, 21, 28, 200, 201, 202, 203, 204, 207,
 
 from __future__ import annotations
 
-from bolide.client.rpc import call
+from bolide.client.rpc.call import call_code
 from bolide.protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,
@@ -31,7 +31,6 @@ from bolide.protocol.bodies import (
 )
 from bolide.protocol.bodies.topic import format_attributes
 from bolide.protocol.codes import RequestCode
-from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumerGroupRequestHeader,
@@ -69,15 +68,7 @@ __all__ = [
 ]
 
 
-async def _request(
-    pool: ClientPool,
-    address: str,
-    code: RequestCode,
-    timeout_ms: int,
-    fields: dict[str, str] | None = None,
-    body: bytes = b"",
-) -> RemotingCommand:
-    return await call(pool, address, RemotingCommand.request(code, fields, body), timeout_ms)
+_request = call_code
 
 
 # --- name server ---------------------------------------------------------------------------------

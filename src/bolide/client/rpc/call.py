@@ -15,7 +15,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode, remote_error
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import ClientPool
 
-__all__ = ["SUCCESS_ONLY", "call", "call_oneway", "describe_code"]
+__all__ = ["SUCCESS_ONLY", "call", "call_code", "call_oneway", "describe_code"]
 
 SUCCESS_ONLY: Collection[int] = (ResponseCode.SUCCESS,)
 
@@ -48,6 +48,19 @@ async def call(
     if response.code not in accept:
         raise _named_error(address, request.code, response)
     return response
+
+
+async def call_code(
+    pool: ClientPool,
+    address: str,
+    code: RequestCode,
+    timeout_ms: int,
+    fields: dict[str, str] | None = None,
+    body: bytes = b"",
+) -> RemotingCommand:
+    """:func:`call` of a fresh request ``code`` with the header ``fields`` and ``body``,
+    successful answers only; raises as :func:`call`."""
+    return await call(pool, address, RemotingCommand.request(code, fields, body), timeout_ms)
 
 
 async def call_oneway(

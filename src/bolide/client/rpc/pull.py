@@ -28,7 +28,15 @@ from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.record import decode_pulled_records
 from bolide.remoting import ClientPool
 
-__all__ = ["PullResult", "PullStatus", "filter_by_tags", "pull_message"]
+__all__ = [
+    "PULL_STATUS_BY_CODE",
+    "PullResult",
+    "PullStatus",
+    "RawPull",
+    "filter_by_tags",
+    "pull_message",
+    "pull_raw",
+]
 
 
 class PullStatus(enum.Enum):
@@ -38,7 +46,7 @@ class PullStatus(enum.Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-_STATUS_BY_CODE = {
+PULL_STATUS_BY_CODE = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -59,6 +67,38 @@ class PullResult:
     messages: list[MessageExt] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class RawPull:
+    """A pull's answer with its body left as the broker sent it (a run of stored records,
+    maybe empty): for readers that decode records themselves (Spark's rows, the raw bench)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    body: bytes
+
+
+async def pull_raw(
+    pool: ClientPool, address: str, header: PullMessageRequestHeader, timeout_ms: int
+) -> RawPull:
+    """Pull from the broker at ``address`` without decoding the records; ``timeout_ms`` must
+    exceed the long-poll hold (``header.suspend_timeout_ms``) when the SUSPEND flag is set.
+    Raises as :func:`pull_message`, less the record errors."""
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    response = await call(pool, address, request, timeout_ms, accept=PULL_STATUS_BY_CODE.keys())
+    fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    return RawPull(
+        PULL_STATUS_BY_CODE[ResponseCode(response.code)],
+        fields.next_begin_offset,
+        fields.min_offset,
+        fields.max_offset,
+        fields.suggest_which_broker_id,
+        response.body,
+    )
+
+
 async def pull_message(
     pool: ClientPool, address: str, header: PullMessageRequestHeader, timeout_ms: int
 ) -> PullResult:
@@ -70,25 +110,22 @@ async def pull_message(
         ProtocolError: a missing response header or a malformed message record.
         ConnectionClosedError, RequestTimeoutError: transport.
     """
-    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
-    response = await call(pool, address, request, timeout_ms, accept=_STATUS_BY_CODE.keys())
-    fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-    status = _STATUS_BY_CODE[ResponseCode(response.code)]
+    raw = await pull_raw(pool, address, header, timeout_ms)
     messages: list[MessageExt] = []
-    if status is PullStatus.FOUND and response.body:
+    if raw.status is PullStatus.FOUND and raw.body:
         # One record that does not decode is handed over flagged (body_error), never the
         # whole pull refused: a refused pull would be retried at the same offset forever.
-        messages = decode_pulled_records(response.body)
-        min_text, max_text = str(fields.min_offset), str(fields.max_offset)
+        messages = decode_pulled_records(raw.body)
+        min_text, max_text = str(raw.min_offset), str(raw.max_offset)
         for message in messages:
             message.properties[PropertyKey.MIN_OFFSET] = min_text
             message.properties[PropertyKey.MAX_OFFSET] = max_text
     return PullResult(
-        status,
-        fields.next_begin_offset,
-        fields.min_offset,
-        fields.max_offset,
-        fields.suggest_which_broker_id,
+        raw.status,
+        raw.next_begin_offset,
+        raw.min_offset,
+        raw.max_offset,
+        raw.suggest_which_broker_id,
         messages,
     )
 

@@ -18,11 +18,20 @@ from bolide.protocol.headers import (
     SendMessageResponseHeader,
 )
 from bolide.protocol.headers.fields import frozen_constructor
+from bolide.protocol.headers.recall import RecallMessageRequestHeader, RecallMessageResponseHeader
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import NAME_VALUE_SEPARATOR
 from bolide.remoting import ClientPool
 
-__all__ = ["SEND_ACCEPTED_CODES", "send_message", "send_message_back", "send_message_oneway"]
+__all__ = [
+    "SEND_ACCEPTED_CODES",
+    "recall_message",
+    "send_message",
+    "send_message_answer",
+    "send_message_back",
+    "send_message_oneway",
+    "send_prepared_v2",
+]
 
 _REPLY_TYPE_PAIR = f"{PropertyKey.MSG_TYPE}{NAME_VALUE_SEPARATOR}reply"
 """MSG_TYPE=reply in a properties string: the message is a reply (bolide.client.reply)."""
@@ -97,6 +106,54 @@ async def send_message_oneway(
     Raises ConnectionClosedError / RequestTimeoutError when it cannot even be written.
     """
     await call_oneway(pool, address, _send_request(header, body, oneway=True), timeout_ms)
+
+
+async def send_message_answer(
+    pool: ClientPool,
+    address: str,
+    header: SendMessageRequestHeader,
+    body: bytes,
+    timeout_ms: int,
+) -> tuple[int, SendMessageResponseHeader]:
+    """SEND_MESSAGE_V2 of one message, for a caller that reports the broker's own answer (the
+    5.x proxy): the response code (one of SEND_ACCEPTED_CODES) and the decoded answer header.
+
+    Raises RemoteError for any other code, ProtocolError for an answer header without
+    msgId/queueId/queueOffset, transport errors.
+    """
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext_fields(), body)
+    response = await call(pool, address, request, timeout_ms, accept=SEND_ACCEPTED_CODES)
+    return response.code, SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+
+
+async def recall_message(
+    pool: ClientPool, address: str, header: RecallMessageRequestHeader, timeout_ms: int
+) -> RecallMessageResponseHeader:
+    """RECALL_MESSAGE (370): cancel a timer message before its delivery time; the answer
+    names the recalled message. Raises RemoteError (MESSAGE_ILLEGAL for a bad or stale
+    handle), transport errors."""
+    request = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_ext_fields())
+    response = await call(pool, address, request, timeout_ms)
+    return RecallMessageResponseHeader.from_ext_fields(response.ext_fields)
+
+
+async def send_prepared_v2(
+    pool: ClientPool,
+    address: str,
+    fields: dict[str, str],
+    body: bytes,
+    timeout_ms: int,
+    *,
+    batch: bool,
+) -> None:
+    """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE when ``batch``) from v2 header fields the caller
+    keeps ready and changes per send (the raw bench: no header object per message).
+
+    Raises RemoteError for any code but SUCCESS (a stored but unflushed or unreplicated send
+    counts as a failure there), transport errors.
+    """
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    await call(pool, address, RemotingCommand.request(code, fields, body), timeout_ms)
 
 
 async def send_message_back(

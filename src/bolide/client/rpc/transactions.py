@@ -1,6 +1,7 @@
-"""Transaction admin requests: Bolide's QUERY_HALF_MESSAGES (each broker's undecided half
-messages, oldest first, with age and check count, and its transaction counters —
-:mod:`bolide.protocol.bodies.transaction`) and RocketMQ's RESUME_CHECK_HALF_MESSAGE (323).
+"""Transaction requests: END_TRANSACTION (37, oneway: a producer's decision, sent to the
+broker or on the connection a check came in on), Bolide's QUERY_HALF_MESSAGES (each broker's
+undecided half messages, oldest first, with age and check count, and its transaction counters
+— :mod:`bolide.protocol.bodies.transaction`) and RocketMQ's RESUME_CHECK_HALF_MESSAGE (323).
 """
 
 from __future__ import annotations
@@ -13,9 +14,51 @@ from bolide.protocol.bodies.transaction import (
 )
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
-from bolide.remoting import ClientPool
+from bolide.protocol.headers import EndTransactionRequestHeader
+from bolide.remoting import ClientPool, Connection
 
-__all__ = ["query_half_messages", "resume_check_half_message"]
+__all__ = [
+    "answer_transaction_check",
+    "end_transaction",
+    "query_half_messages",
+    "resume_check_half_message",
+]
+
+
+def _end_transaction_request(
+    header: EndTransactionRequestHeader, remark: str | None
+) -> RemotingCommand:
+    request = RemotingCommand.request(
+        RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True
+    )
+    request.remark = remark
+    return request
+
+
+async def end_transaction(
+    pool: ClientPool,
+    address: str,
+    header: EndTransactionRequestHeader,
+    timeout_ms: int,
+    *,
+    remark: str | None = None,
+) -> None:
+    """END_TRANSACTION (oneway, as the Java producer sends it) to the broker at ``address``;
+    ``remark`` carries why a local transaction failed. ``timeout_ms`` bounds connecting and
+    buffering. Raises the transport's errors (no answer comes)."""
+    await pool.invoke_oneway(address, _end_transaction_request(header, remark), timeout_ms)
+
+
+async def answer_transaction_check(
+    connection: Connection,
+    header: EndTransactionRequestHeader,
+    timeout_ms: int,
+    *,
+    remark: str | None = None,
+) -> None:
+    """END_TRANSACTION (oneway) on ``connection``, the one a broker's CHECK_TRANSACTION_STATE
+    came in on. Raises the transport's errors."""
+    await connection.invoke_oneway(_end_transaction_request(header, remark), timeout_ms)
 
 
 async def query_half_messages(
