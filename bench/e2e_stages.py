@@ -41,7 +41,7 @@ STAGES = (
     "pull task -> listener",
 )
 _BROKER_HOOKS = "BOLIDE_E2E_STAGES_BROKER_FILE"
-_STAMP = struct.Struct("<q")  # bench_runtime's body stamp
+_STAMP = struct.Struct("<q")  # bolide.bench.runtime's body stamp
 Key = tuple[int, int]
 
 
@@ -102,7 +102,7 @@ def _install_broker_hooks(rows: list[tuple[Any, ...]]) -> None:
 
 
 def _install_client_hooks(rows: list[tuple[Any, ...]]) -> None:
-    from bolide.cli import bench_workloads
+    from bolide.bench import workloads as bench_workloads
     from bolide.client.consumer import pull_loop
 
     found = pull_loop.PullLoop._found

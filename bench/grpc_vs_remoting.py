@@ -29,7 +29,7 @@ from typing import Any
 import grpc
 
 from bench.broker import HEADER, QUEUES, Result, _create_topic, _send_request
-from bolide.cli.bench_runtime import process_cpu_s
+from bolide.bench.runtime import process_cpu_s
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bolide.cli.bench_runtime import process_cpu_s, process_tree_cpu_s
+from bolide.bench.runtime import process_cpu_s, process_tree_cpu_s
 from bolide.client.config import build_client_config
 from bolide.client.instance import ClientInstance
 from bolide.protocol.bodies import PERM_READ, PERM_WRITE

@@ -5,7 +5,8 @@ For code written against the old names (another branch's new files): every
 ``from bolide.protocol.record import ...``; the names ``bolide.protocol.message`` used to
 re-export from the record (the properties string, the magic codes) move to the record's door
 too; the renamed modules (broker context, blocking facades, the dashboard's page machinery now in
-``dashboard/rendering.py``) get their new paths. Prints each
+``dashboard/rendering.py``, the CLI's run-time helpers in ``cli/runtime.py``, the benchmark
+harness in the ``bolide.bench`` package) get their new paths. Prints each
 file it changed and every imported name the new home does not have (removed: the test-only
 ``encode_record_into`` and ``patch_*``).
 """
@@ -46,6 +47,13 @@ RENAMED_MODULES = (
     ("servers.run_until_signalled", "runtime.run_until_signalled"),
     ("servers.advertised_address", "runtime.advertised_address"),
     ("from bolide.cli import servers", "from bolide.cli import runtime, servers"),
+    ("bolide.cli.bench_runtime", "bolide.bench.runtime"),
+    ("bolide.cli.bench_workloads", "bolide.bench.workloads"),
+    ("bolide.cli.bench_raw", "bolide.bench.raw"),
+    (
+        "from bolide.cli import bench_workloads",
+        "from bolide.bench import workloads as bench_workloads",
+    ),
 )
 IMPORT = re.compile(
     rf"^(?P<indent>[ \t]*)from (?P<module>{OLD_RECORD_MODULES}|bolide\.protocol\.message) "

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from bench.peers.result import LatencyRecorder, process_tree_cpu_s
 from bench.peers.spec import WorkloadSpec
-from bolide.cli.bench_runtime import StampedBodies, read_stamp_ns
+from bolide.bench.runtime import StampedBodies, read_stamp_ns
 
 FETCH_WAIT_MS = 100
 """Longest a consumer's fetch blocks: how soon an idle consumer notices that the run is over."""

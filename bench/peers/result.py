@@ -15,7 +15,7 @@ from bolide.base import limits
 
 # The recorder, the latency summary and the schema are Bolide's own (``bolide bench``): one
 # definition, so the two sides of a comparison cannot drift apart.
-from bolide.cli.bench_runtime import (
+from bolide.bench.runtime import (
     MIB,
     RESULT_SCHEMA,
     LatencyRecorder,

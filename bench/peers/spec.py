@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from bolide.cli.bench_runtime import STAMP_BYTES
+from bolide.bench.runtime import STAMP_BYTES
 
 # The first STAMP_BYTES of every body are the publisher's CLOCK_MONOTONIC reading (int64 ns,
 # little-endian); Bolide's bench defines the stamp (StampedBodies, read_stamp_ns), so both

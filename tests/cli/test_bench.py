@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import pytest
 
-from bolide.cli.bench_runtime import STAMP_BYTES, LatencyRecorder, StampedBodies, read_stamp_ns
+from bolide.bench.runtime import STAMP_BYTES, LatencyRecorder, StampedBodies, read_stamp_ns
 from tests.cli.conftest import BOLIDE, PROCESS_GUARD_S, Standalone
 
 TINY = [

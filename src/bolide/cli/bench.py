@@ -16,7 +16,7 @@ runs the workload:
 
 ``--mode client`` (default) drives the broker through ``bolide.aio.Producer`` and
 ``PushConsumer``; ``--mode raw`` through pre-built requests on the remoting layer (less client
-CPU, closer to the broker's own limit; see :mod:`bolide.cli.bench_raw`). ``$BOLIDE_BENCH_MODE``
+CPU, closer to the broker's own limit; see :mod:`bolide.bench.raw`). ``$BOLIDE_BENCH_MODE``
 sets the mode when the option is absent, so that compare.sh can run the raw mode
 (``--bolide-cmd "env BOLIDE_BENCH_MODE=raw .venv/bin/bolide bench"``).
 
@@ -46,8 +46,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from bolide.base import limits
 from bolide.base.children import kill_children
 from bolide.base.errors import BolideError, ConfigError
-from bolide.cli.bench_raw import QueueTarget, RawClients
-from bolide.cli.bench_runtime import (
+from bolide.bench.raw import QueueTarget, RawClients
+from bolide.bench.runtime import (
     BenchMode,
     BenchResult,
     BenchSettings,
@@ -55,7 +55,7 @@ from bolide.cli.bench_runtime import (
     Workload,
     build_result,
 )
-from bolide.cli.bench_workloads import (
+from bolide.bench.workloads import (
     BenchClients,
     ClientModeClients,
     Counters,

@@ -1,6 +1,7 @@
 """``bolide bench --mode raw``: the workloads' senders and receivers built straight on the
-remoting layer, so that the client spends as little CPU per message as the protocol allows and
-the figure is closer to what the broker alone can do.
+request layer (:mod:`bolide.client.rpc`: ``send_prepared_v2``, ``pull_raw``), so that the
+client spends as little CPU per message as the protocol allows and the figure is closer to
+what the broker alone can do.
 
 * A raw sender keeps the SEND_MESSAGE_V2 header fields of its topic ready and changes only the
   queue id, the born timestamp and the properties (a fresh UNIQ_KEY, WAIT=true) per send —
@@ -26,8 +27,8 @@ from collections.abc import Sequence
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
-from bolide.cli.bench_runtime import BenchSettings
-from bolide.cli.bench_workloads import PRODUCER_GROUP, BodiesCallback, Receiver, Sender
+from bolide.bench.runtime import BenchSettings
+from bolide.bench.workloads import PRODUCER_GROUP, BodiesCallback, Receiver, Sender
 from bolide.client import rpc
 from bolide.client.rpc.pull import PullStatus, pull_raw
 from bolide.client.rpc.send import send_prepared_v2

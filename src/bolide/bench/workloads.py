@@ -2,7 +2,7 @@
 over two small interfaces — a :class:`Sender` ("send these bodies and wait for the broker") and
 a :class:`Receiver` ("call me with the bodies you got; commit what you got") — that the client
 mode (this module: ``bolide.aio.Producer`` / ``PushConsumer``) and the raw mode
-(:mod:`.bench_raw`) implement.
+(:mod:`.raw`) implement.
 
 The rules are those the peers follow (bench/peers/README.md): a sliding window of
 ``in_flight`` sends per producer, ``messages`` in all, no new send after ``max_seconds``;
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.base.gc_pause import freeze_startup_objects
-from bolide.cli.bench_runtime import (
+from bolide.bench.runtime import (
     BenchSettings,
     LatencyRecorder,
     PhaseMeasure,
