@@ -120,6 +120,7 @@ class BrokerTrace:
         )
         self._pop_changes: collections.deque[_OpenKey] = collections.deque()
         self._pop_acks: collections.deque[tuple[_OpenKey, int]] = collections.deque()
+        self._recalls: collections.deque[TraceRecord] = collections.deque()
         self._commits: collections.deque[tuple[str, str, int, int, int]] = collections.deque()
         self._ends: collections.deque[tuple[int, str, bool, str, bool, int]] = collections.deque()
         self._open: dict[tuple[str, str, int], dict[int, _Open]] = {}
@@ -210,6 +211,24 @@ class BrokerTrace:
             (half_offset, group, committed, transaction_id, from_check, self._clock.now_ms())
         )
 
+    def recalled(self, group: str, topic: str, msg_id: str, *, success: bool) -> None:
+        """RECALL_MESSAGE of ``msg_id`` on ``topic`` by producer ``group`` (may be empty):
+        a ``Recall`` record, as Java's producer writes (recalls are rare: built at once)."""
+        if len(self._recalls) >= limits.TRACE_BROKER_NOTED_MAX_EVENTS:
+            self.dropped += 1
+            return
+        self._recalls.append(
+            TraceRecord(
+                TraceType.RECALL,
+                timestamp_ms=self._clock.now_ms(),
+                region_id=self._region_id,
+                group=group,
+                topic=topic,
+                msg_id=msg_id,
+                success=success,
+            )
+        )
+
     def _should_trace(self, topic: str) -> bool:
         if topic == self.trace_topic or topic.startswith(REGION_TRACE_TOPIC_PREFIX):
             return False
@@ -230,6 +249,8 @@ class BrokerTrace:
         self._take_pop_changes()  # before the revives (arrivals) they explain
         self._take_arrivals(puts, results)
         self._take_transaction_ends(puts)
+        while self._recalls:
+            puts.append(self._recalls.popleft())
         self._take_pop_acks(results)  # after arrivals: a proxy's dead letter is acked after
         self._take_commits(results)
         records = puts + deliveries + results  # a message's life in order, ties included
