@@ -55,8 +55,7 @@ from bolide.broker.trace.records import (
 )
 from bolide.protocol.address import parse_socket_address
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.record import decode_records
-from bolide.protocol.record.layout import Buffer
+from bolide.protocol.record import Buffer, decode_records
 from bolide.protocol.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from bolide.protocol.trace import (
     REGION_TRACE_TOPIC_PREFIX,
