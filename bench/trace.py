@@ -10,7 +10,11 @@ same idle time). Reported: the broker process's CPU time (from /proc) per messag
 send phase alone and over the whole life (send + pull + commit + the trace written), and the
 trace records stored.
 
-    .venv/bin/python bench/trace.py [--messages 20000] [--window 64]
+With ``--pop`` the group consumes by POP instead (as 4.x POP consumers and the 5.x proxy do):
+POP_MESSAGE of every queue (32 a time, from the first message) and one ACK_MESSAGE per
+message, so the trace holds a Pub, a SubBefore (the pop) and a SubAfter (the ack) per message.
+
+    .venv/bin/python bench/trace.py [--messages 20000] [--window 64] [--pop]
 """
 
 from __future__ import annotations
@@ -35,6 +39,13 @@ from bench.broker import (
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.offsets import QueueRequestHeader, UpdateConsumerOffsetRequestHeader
+from bolide.protocol.headers.pop import (
+    POP_CK_PROPERTY,
+    AckMessageRequestHeader,
+    ConsumeInitMode,
+    PopMessageRequestHeader,
+)
+from bolide.protocol.record import decode_records
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.remoting import ClientPool
 from bolide.remoting import loop as remoting_loop
@@ -77,12 +88,54 @@ async def _invoke(
     return response
 
 
-async def _commit_and_settle(server: BrokerProcess, trace: bool) -> int:
-    """Commit every queue's end for the pull group; wait for the trace topic to hold still.
-    The trace messages stored (0 with trace off)."""
+POP_GROUP = "bench-poppers"
+POP_BATCH = 32
+POP_INVISIBLE_MS = 600_000
+"""Long enough that nothing comes back during the run."""
+
+
+async def _raw_pop_and_ack(server: BrokerProcess) -> int:
+    """POP every queue to its end and ACK each message; the messages acked."""
+    pool = ClientPool()
+    await pool.connect(server.broker)
+    acked = 0
+
+    async def ack(message_topic: str, queue_id: int, offset: int, handle: str) -> None:
+        nonlocal acked
+        header = AckMessageRequestHeader(POP_GROUP, message_topic, queue_id, handle, offset)
+        await _invoke(pool, server.broker, RequestCode.ACK_MESSAGE, header.to_ext_fields())
+        acked += 1
+
+    async def drain(queue_id: int) -> None:
+        while True:
+            header = PopMessageRequestHeader(
+                POP_GROUP, RAW_TOPIC, queue_id, POP_BATCH, POP_INVISIBLE_MS, 0,
+                int(time.time() * 1000), ConsumeInitMode.MIN,
+            )  # fmt: skip
+            request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
+            response = await pool.invoke(server.broker, request)
+            if response.code != ResponseCode.SUCCESS or not response.body:
+                return
+            await asyncio.gather(
+                *(
+                    ack(m.topic, m.queue_id, m.queue_offset, m.properties[POP_CK_PROPERTY])
+                    for m in decode_records(response.body)
+                )
+            )
+
+    try:
+        await asyncio.gather(*(drain(queue_id) for queue_id in range(QUEUES)))
+    finally:
+        await pool.close()
+    return acked
+
+
+async def _commit_and_settle(server: BrokerProcess, trace: bool, *, pulled: bool = True) -> int:
+    """Commit every queue's end for the pull group (``pulled``); wait for the trace topic to
+    hold still. The trace messages stored (0 with trace off)."""
     pool = ClientPool()
     try:
-        for queue_id in range(QUEUES):
+        for queue_id in range(QUEUES if pulled else 0):
             header = QueueRequestHeader(RAW_TOPIC, queue_id).to_ext_fields()
             end = await _invoke(pool, server.broker, RequestCode.GET_MAX_OFFSET, header)
             commit = UpdateConsumerOffsetRequestHeader(
@@ -105,7 +158,7 @@ async def _commit_and_settle(server: BrokerProcess, trace: bool) -> int:
         await pool.close()
 
 
-async def _one_mode(trace: bool, options: Options) -> str:
+async def _one_mode(trace: bool, options: Options, *, pop: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="bench-trace-") as directory:
         server = TracedBroker(Path(directory) / "data", trace)
         await server.start()
@@ -116,31 +169,37 @@ async def _one_mode(trace: bool, options: Options) -> str:
             cpu_before = server.cpu_seconds()
             sent = await _raw_send(server, options, count=options.messages,
                                    window=options.window, connections=2)  # fmt: skip
-            await _raw_pull(server)
-            trace_messages = await _commit_and_settle(server, trace)
+            if pop:
+                acked = await _raw_pop_and_ack(server)
+                if acked != sent.messages:
+                    raise RuntimeError(f"{acked} of {sent.messages} messages popped and acked")
+            else:
+                await _raw_pull(server)
+            trace_messages = await _commit_and_settle(server, trace, pulled=not pop)
             life_cpu = server.cpu_seconds() - cpu_before
         finally:
             await server.stop()
     send_us = sent.server_cpu_seconds / sent.messages * 1e6
     life_us = life_cpu / sent.messages * 1e6
-    mode = "on" if trace else "off"
-    return (f"{mode:<6}{sent.messages:>10,}{sent.messages / sent.seconds:>12,.0f}"
+    mode = ("pop " if pop else "") + ("on" if trace else "off")
+    return (f"{mode:<8}{sent.messages:>10,}{sent.messages / sent.seconds:>12,.0f}"
             f"{send_us:>16.1f}{life_us:>16.1f}{trace_messages:>16,}")  # fmt: skip
 
 
-async def run(options: Options) -> list[str]:
-    return [await _one_mode(trace, options) for trace in (False, True)]
+async def run(options: Options, *, pop: bool = False) -> list[str]:
+    return [await _one_mode(trace, options, pop=pop) for trace in (False, True)]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--pop", action="store_true", help="consume by POP + ACK, not pull")
     arguments = parser.parse_args(argv)
     options = Options(arguments.messages, arguments.window, 2, 1024, 0, 0, "async", True)
     started = time.perf_counter()
-    rows = remoting_loop.run(run(options))
-    print(f"{'trace':<6}{'messages':>10}{'sends/s':>12}{'send µs/msg':>16}{'life µs/msg':>16}"
+    rows = remoting_loop.run(run(options, pop=arguments.pop))
+    print(f"{'trace':<8}{'messages':>10}{'sends/s':>12}{'send µs/msg':>16}{'life µs/msg':>16}"
           f"{'trace msgs':>16}")  # fmt: skip
     for row in rows:
         print(row)

@@ -626,6 +626,9 @@ STATS_HISTORY_INTERVAL_MS = 60_000
 """The broker's own stats history (issue 28's charts) takes one point a minute."""
 STATS_HISTORY_POINTS_COUNT = 60
 """History points kept per broker: one hour of minutes (the dashboard's charts span)."""
+STATS_HISTORY_FILE_MAX_BYTES = 8 * MIB
+"""The stats history file (kept across restarts) is at most this big: the oldest minutes are
+left out first, so a broker with very many topic@group pairs still writes the newest."""
 METRICS_REQUEST_HEAD_MAX_BYTES = 16 * KIB
 """A /metrics request line plus headers larger than this is refused (431): scrapers send
 a few hundred bytes."""

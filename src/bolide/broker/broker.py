@@ -64,7 +64,7 @@ from bolide.broker.handlers.transaction import TransactionHandlers
 from bolide.broker.locks import RebalanceLockManager
 from bolide.broker.long_polling import LongPollingService
 from bolide.broker.metrics.exporter import BrokerMetrics
-from bolide.broker.metrics.history import take_history_sample
+from bolide.broker.metrics.history import restore_history, save_history, take_history_sample
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
 from bolide.broker.pop.retry import PopRetry
 from bolide.broker.pop.service import PopService
@@ -554,6 +554,7 @@ class Broker:
             on_crash=self._service_crashed,
         )
         self._stats_sampler.start()
+        restore_history(context)
         self._stats_history = Service(
             "broker-stats-history",
             _sample_history(context),
@@ -784,6 +785,10 @@ def _sample(context: BrokerContext) -> Callable[[], Awaitable[None]]:
 def _sample_history(context: BrokerContext) -> Callable[[], Awaitable[None]]:
     async def step() -> None:
         take_history_sample(context)
+        try:
+            await save_history(context)
+        except OSError as error:  # the charts still work; the next minute tries again
+            _log.warning("stats history not written: %s", error)
 
     return step
 

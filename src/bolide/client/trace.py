@@ -4,10 +4,15 @@ records of its own sends and consume calls, as the Java client's trace hooks wri
 * A producer writes a ``Pub`` record per sent message (time = before the send, cost = the
   send's duration, store host = the broker's address, msgType Normal_Msg or Delay_Msg), unless
   the broker's reply said ``TRACE_ON=false``.
-* A push consumer writes, per listener call, a ``SubBefore`` per message and a ``SubAfter`` per
-  message (sharing a fresh request id; cost = the call's time / its message count; success as
-  the listener said; context code 0 SUCCESS or 4 FAILED), skipping messages whose ``TRACE_ON``
-  property is "false".
+* A transaction producer writes a ``Pub`` (Trans_Msg_Half) per half message and an
+  ``EndTransaction`` per END_TRANSACTION it sends, after its local transaction or in answer to
+  the broker's check-back (fromTransactionCheck true): Java's layout, msgType
+  Trans_msg_Commit, the state's name (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW), the store
+  host the broker's address.
+* A push consumer (concurrent or orderly) writes, per listener call, a ``SubBefore`` per
+  message and a ``SubAfter`` per message (sharing a fresh request id; cost = the call's time /
+  its message count; success as the listener said; context code 0 SUCCESS or 4 FAILED),
+  skipping messages whose ``TRACE_ON`` property is "false".
 
 The records wait in memory, off the send and consume paths, and an internal producer
 (``_INNER_TRACE_PRODUCER-<group>`` on the same client instance) sends them to the trace topic
@@ -100,23 +105,59 @@ class TraceDispatcher:
         started_ms: int,
         cost_ms: int,
         trace_on: bool,
+        message_type: TraceMessageType | None = None,
     ) -> None:
-        """A send of ``message`` succeeded."""
+        """A send of ``message`` succeeded (``message_type``: Normal_Msg or Delay_Msg from
+        its properties unless given)."""
         if not trace_on:
             return
         properties = message.properties
         delayed = PropertyKey.DELAY in properties or PropertyKey.TIMER_DELIVER_MS in properties
+        if message_type is None:
+            message_type = TraceMessageType.DELAY_MSG if delayed else TraceMessageType.NORMAL_MSG
         self._add(
             [
                 TraceRecord(
                     TraceType.PUB, started_ms, self.region_id, self.group, message.topic, msg_id,
                     properties.get(PropertyKey.TAGS, ""), properties.get(PropertyKey.KEYS, ""),
-                    store_host, len(message.body), cost_ms,
-                    TraceMessageType.DELAY_MSG if delayed else TraceMessageType.NORMAL_MSG,
-                    offset_msg_id, True,
+                    store_host, len(message.body), cost_ms, message_type, offset_msg_id, True,
                 )
             ]
         )  # fmt: skip
+
+    def transaction_ended(
+        self,
+        message: WireMessage | MessageExt,
+        msg_id: str,
+        store_host: str,
+        *,
+        state: str,
+        transaction_id: str,
+        from_check: bool,
+        now_ms: int,
+    ) -> None:
+        """An END_TRANSACTION of ``message`` (the half, or the message a check named) was
+        sent with ``state`` (the LocalTransactionState's name)."""
+        properties = message.properties
+        self._add(
+            [
+                TraceRecord(
+                    TraceType.END_TRANSACTION,
+                    now_ms,
+                    properties.get(PropertyKey.MSG_REGION) or self.region_id,
+                    self.group,
+                    message.topic,
+                    msg_id,
+                    properties.get(PropertyKey.TAGS, ""),
+                    properties.get(PropertyKey.KEYS, ""),
+                    store_host,
+                    message_type=TraceMessageType.TRANS_MSG_COMMIT,
+                    transaction_id=transaction_id,
+                    transaction_state=state,
+                    from_transaction_check=from_check,
+                )
+            ]
+        )
 
     def consumed(
         self, messages: Sequence[MessageExt], *, started_ms: int, ended_ms: int, success: bool

@@ -12,7 +12,8 @@ from bolide.base import limits
 from bolide.base.clock import ManualClock
 from bolide.base.errors import RemoteError
 from bolide.broker.broker import Broker
-from bolide.broker.stats_history import HistorySnapshot, StatsHistoryRing
+from bolide.broker.metrics.history import history_path
+from bolide.broker.stats_history import HistoryFileError, HistorySnapshot, StatsHistoryRing
 from bolide.client.admin import AdminClient
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc.offsets import update_consumer_offset
@@ -106,3 +107,55 @@ def test_the_ring_keeps_one_hour_of_minutes() -> None:
     assert ring.topic_points("other") == [
         StatsHistoryPoint(point.timestamp_ms, 0, 0.0) for point in points
     ]
+
+
+async def test_the_history_survives_a_broker_restart(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with Cluster(tmp_path, clock=clock) as cluster:
+        broker = cluster.broker("broker-a")
+        start_ms = broker.context.stats.boot_timestamp_ms
+        async with (
+            AdminClient(cluster.namesrv_address) as admin,
+            Producer("HistoryProducers", cluster.namesrv_address) as producer,
+        ):
+            await admin.create_topic(TOPIC, queue_count=1)
+            await _send(producer, 12)
+            await _next_minute(broker, clock, 1)
+        saved = history_path(broker.context.config)
+        await until(lambda: saved.exists())
+        store_root = broker.context.config.store_path_root_dir
+    clock.advance_ms(MINUTE_MS // 2)  # down for half a minute
+    async with Cluster(tmp_path, clock=clock) as cluster:
+        broker = cluster.broker("broker-a")
+        assert broker.context.config.store_path_root_dir == store_root
+        restart_ms = broker.context.stats.boot_timestamp_ms
+        async with (
+            AdminClient(cluster.namesrv_address) as admin,
+            Producer("HistoryProducers", cluster.namesrv_address) as producer,
+        ):
+            await _send(producer, 3)
+            await _next_minute(broker, clock, 1)
+            topic = await admin.stats_history(broker.address, TOPIC)
+    assert [(p.timestamp_ms, p.messages) for p in topic.points] == [
+        (start_ms + MINUTE_MS, 12),  # before the restart, read back from the store dir
+        (restart_ms, 0),  # across the restart: nothing counted
+        (restart_ms + MINUTE_MS, 3),
+    ]
+
+
+def test_the_history_file_is_bounded_and_checked() -> None:
+    ring = StatsHistoryRing(0)
+    for minute in range(1, 11):
+        ring.record(HistorySnapshot(minute * MINUTE_MS, {f"t{minute}": minute}, {}))
+    whole = ring.to_json()
+    small = ring.to_json(max_bytes=len(whole) // 2)
+    assert len(small) <= len(whole) // 2
+    later = StatsHistoryRing(11 * MINUTE_MS)
+    assert later.restore(small, 11 * MINUTE_MS) < 10  # the oldest were left out
+    points = later.topic_points("t10")
+    assert [p.messages for p in points[-2:]] == [10, 0]  # minute 10, then the restart
+    assert StatsHistoryRing(0).restore(whole, 200 * MINUTE_MS) == 0  # older than an hour
+    with pytest.raises(HistoryFileError):
+        StatsHistoryRing(0).restore(b'{"version": 7}', 0)
+    with pytest.raises(HistoryFileError):
+        StatsHistoryRing(0).restore(b"not json", 0)

@@ -5,6 +5,7 @@ and QUERY_MESSAGE on RMQ_SYS_TRACE_TOPIC by message id finds them."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,9 +19,13 @@ from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.recall import RecallHandle, RecallMessageRequestHeader
 from bolide.protocol.message import Message, MessageExt
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 from bolide.protocol.trace import TraceMessageType, TraceType, decode_records
+from bolide.remoting import ClientPool
 from bolide.testing.cluster import Cluster
 from bolide.testing.waiting import until
 
@@ -226,3 +231,44 @@ async def test_delayed_message_put_and_arrival(cluster: Cluster) -> None:
     )  # fmt: skip
     assert arrival.timestamp_ms >= put.timestamp_ms + 1_000  # level 1 waits 1 s
     assert arrival.offset_msg_id != put.offset_msg_id  # the record consumers read
+
+
+async def _recall(cluster: Cluster, topic: str, handle: str) -> RemotingCommand:
+    header = RecallMessageRequestHeader(topic, handle, producer_group="Recallers")
+    pool = ClientPool()
+    try:
+        request = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_ext_fields())
+        return await pool.invoke(cluster.broker("broker-a").address, request, 10_000)
+    finally:
+        await pool.close()
+
+
+async def test_a_recalled_timer_message_shows_its_put_and_its_recall(cluster: Cluster) -> None:
+    broker = cluster.broker("broker-a")
+    trace = broker.context.trace
+    assert trace is not None
+    due_ms = int(time.time() * 1000) + 600_000
+    async with AdminClient(cluster.namesrv_address) as admin:
+        await admin.create_topic(TOPIC, queue_count=1)
+        async with Producer("Recallers", cluster.namesrv_address) as producer:
+            message = ClientMessage(TOPIC, b"never", keys="recall-1")
+            message.deliver_at_ms = due_ms
+            sent = await producer.send(message)
+        handle = RecallHandle(TOPIC, broker.context.config.broker_name, due_ms, sent.msg_id)
+        recalled = await _recall(cluster, TOPIC, handle.encode())
+        assert recalled.code == ResponseCode.SUCCESS, recalled.remark
+        assert recalled.ext_fields["MSG_REGION"] == "DefaultRegion"
+        late = RecallHandle(TOPIC, handle.broker_name, int(time.time() * 1000) - 1, "ID-LATE")
+        refused = await _recall(cluster, TOPIC, late.encode())
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert refused.ext_fields["MSG_REGION"] == "DefaultRegion"
+        await trace.flush()
+        found = await message_trace(admin, sent.msg_id)
+        failed = await message_trace(admin, "ID-LATE")
+    put, recall = (step.record for step in found.steps)
+    assert (put.type, put.message_type) == (TraceType.PUB, TraceMessageType.DELAY_MSG)
+    assert (recall.type, recall.group, recall.topic, recall.success) == (
+        TraceType.RECALL, "Recallers", TOPIC, True
+    )  # fmt: skip
+    assert recall.region_id == "DefaultRegion"
+    assert [(s.record.type, s.status) for s in failed.steps] == [(TraceType.RECALL, "failed")]

@@ -43,8 +43,10 @@ from bolide.protocol.headers.pop import (
     ChangeInvisibleTimeResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
+    PopTopicType,
     ReceiptHandle,
 )
+from bolide.protocol.system_topics import pop_retry_topic
 from bolide.remoting import Connection, Dispatcher
 
 __all__ = ["PARSE_FAILED_REMARK", "PopHandlers"]
@@ -102,6 +104,8 @@ class PopHandlers:
             topic=header.topic,
             group=header.consumer_group,
         )
+        if self._context.trace is not None:
+            self._context.trace.delivered(header.consumer_group, batch.records, popped=True)
         return request.make_response(
             ResponseCode.SUCCESS, None, fields, body_parts=tuple(batch.records)
         )
@@ -179,9 +183,11 @@ class PopHandlers:
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist"
             )
         try:
-            await self._service.ack(header.consumer_group, header.topic, handle)
+            acked = await self._service.ack(header.consumer_group, header.topic, handle)
         except OSError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"ack not recorded: {error}")
+        if acked and self._context.trace is not None:
+            self._context.trace.pop_acked(*_traced(header.consumer_group, header.topic, handle))
         return request.make_response(ResponseCode.SUCCESS)
 
     async def change_invisible_time(
@@ -209,10 +215,20 @@ class PopHandlers:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"change not recorded: {error}")
         if new_handle is None:
             return request.make_response(ResponseCode.NO_MESSAGE, "the receipt handle is expired")
+        if self._context.trace is not None:
+            self._context.trace.pop_changed(*_traced(header.consumer_group, header.topic, handle))
         fields = ChangeInvisibleTimeResponseHeader(
             new_handle.pop_time_ms, new_handle.invisible_time_ms, new_handle.revive_queue_id
         ).to_ext_fields()
         return request.make_response(ResponseCode.SUCCESS, None, fields)
+
+
+def _traced(group: str, topic: str, handle: ReceiptHandle) -> tuple[str, str, int, int]:
+    """(group, popped topic, queue id, queue offset) of a handle, for the broker's trace: the
+    group's POP retry topic for a retry handle (the request names the normal topic)."""
+    if handle.topic_type == PopTopicType.RETRY:
+        topic = pop_retry_topic(group, topic)
+    return group, topic, handle.queue_id, handle.queue_offset
 
 
 def _pop_filter(config: BrokerConfig, header: PopMessageRequestHeader) -> PopFilter:

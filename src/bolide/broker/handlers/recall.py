@@ -10,6 +10,10 @@ handle of another broker                       SYSTEM_ERROR "broker name not mat
 due now or already delivered                   SYSTEM_ERROR "recall failed, ... delivered"
 the broker has no timer service                SYSTEM_ERROR
 =============================================  ==============================================
+
+Every answer carries MSG_REGION and TRACE_ON, as a send's (Java's recall trace hook writes a
+``Recall`` record only when MSG_REGION is there). With broker-side trace on, every recall of a
+decodable handle is recorded as a ``Recall`` record (success = whether it was recalled).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from bolide.protocol.headers.recall import (
     RecallMessageRequestHeader,
     RecallMessageResponseHeader,
 )
+from bolide.protocol.message import PropertyKey
 from bolide.remoting import Connection, Dispatcher
 
 __all__ = ["RecallHandlers"]
@@ -46,24 +51,36 @@ class RecallHandlers:
             return request.make_response(
                 ResponseCode.MESSAGE_ILLEGAL, f"recall handle is invalid: {error}"
             )
+        code, remark = await self._recall(header, handle)
+        fields = {
+            PropertyKey.MSG_REGION: self._context.config.region_id,
+            PropertyKey.TRACE_ON: "true" if self._context.config.trace_on else "false",
+        }
+        if code == ResponseCode.SUCCESS:
+            fields |= RecallMessageResponseHeader(handle.message_id).to_ext_fields()
+        trace = self._context.trace
+        if trace is not None:
+            trace.recalled(header.producer_group or "", header.topic, handle.message_id,
+                           success=code == ResponseCode.SUCCESS)  # fmt: skip
+        return request.make_response(code, remark, fields)
+
+    async def _recall(
+        self, header: RecallMessageRequestHeader, handle: RecallHandle
+    ) -> tuple[int, str | None]:
+        """(response code, remark) of the recall (see the module's table)."""
         context = self._context
         if handle.topic != header.topic:
-            return request.make_response(
-                ResponseCode.MESSAGE_ILLEGAL, "recall handle is invalid: topic not match"
-            )
+            return ResponseCode.MESSAGE_ILLEGAL, "recall handle is invalid: topic not match"
         if handle.broker_name != context.config.broker_name:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, "broker name not match")
+            return ResponseCode.SYSTEM_ERROR, "broker name not match"
         if context.timer is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, "timer messages are off")
+            return ResponseCode.SYSTEM_ERROR, "timer messages are off"
         result = await context.timer.recall(handle.topic, handle.message_id, handle.deliver_ms)
         if result is None:
-            return request.make_response(
+            return (
                 ResponseCode.SYSTEM_ERROR,
                 "recall failed, the message is due or already delivered",
             )
         if not result.ok:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"recall failed: {result.status.name}"
-            )
-        fields = RecallMessageResponseHeader(handle.message_id).to_ext_fields()
-        return request.make_response(ResponseCode.SUCCESS, None, fields)
+            return ResponseCode.SYSTEM_ERROR, f"recall failed: {result.status.name}"
+        return ResponseCode.SUCCESS, None

@@ -1,14 +1,58 @@
 """The broker's ``broker-stats-history`` step: one snapshot of put totals, lags and get totals
-into the stats history ring (:mod:`bolide.broker.stats_history`)."""
+into the stats history ring (:mod:`bolide.broker.stats_history`), then the ring written to
+``<storePathRootDir>/stats/statsHistory.json`` (atomically: a temporary file, fsynced, then
+renamed), which the next start reads back, so the charts keep the last hour across restarts.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from pathlib import Path
+
+from bolide.base.fileio import atomic_write
+from bolide.broker.config import BrokerConfig
 from bolide.broker.context import BrokerContext
 from bolide.broker.metrics.figures import group_figures, topic_figures
 from bolide.broker.metrics.stats_items import group_stats_key
-from bolide.broker.stats_history import HistorySnapshot
+from bolide.broker.stats_history import HistoryFileError, HistorySnapshot
 
-__all__ = ["take_history_sample"]
+__all__ = ["history_path", "restore_history", "save_history", "take_history_sample"]
+
+_log = logging.getLogger("bolide.broker.stats")
+
+HISTORY_FILE_NAME = "stats/statsHistory.json"
+"""Where the stats history is kept, under the store root."""
+
+
+def history_path(config: BrokerConfig) -> Path:
+    """The stats history file of the broker configured by ``config``."""
+    return config.store_path_root_dir / HISTORY_FILE_NAME
+
+
+def restore_history(context: BrokerContext) -> int:
+    """Read the history file back into ``context.stats.history`` (at start, before the
+    first snapshot); the number of snapshots put back. A file that cannot be read or
+    parsed is named in a warning and the history starts empty."""
+    path = history_path(context.config)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    except OSError as error:
+        _log.warning("stats history %s not read, it starts empty: %s", path, error)
+        return 0
+    try:
+        return context.stats.history.restore(data, context.clock.now_ms())
+    except HistoryFileError as error:
+        _log.warning("stats history %s ignored, it starts empty: %s", path, error)
+        return 0
+
+
+async def save_history(context: BrokerContext) -> None:
+    """Write ``context.stats.history`` to its file (in a worker thread). Raises OSError."""
+    data = context.stats.history.to_json()
+    await asyncio.to_thread(atomic_write, history_path(context.config), data)
 
 
 def take_history_sample(context: BrokerContext) -> HistorySnapshot:

@@ -16,6 +16,15 @@ notes into records off those paths, once a :data:`~bolide.base.limits.TRACE_BROK
 3. commits: a group's commit past an open delivery closes it with a successful ``SubAfter``
    (cost = commit time - delivery time).
 
+POP (4.x POP consumers, and the 5.x SDKs through the proxy) gets the same steps: a pop that
+answered messages opens one ``SubBefore`` per message (retry times = deliveries before this
+one); an ACK_MESSAGE of the current delivery closes it with a successful ``SubAfter``; a
+CHANGE_MESSAGE_INVISIBLETIME keeps it open (the 5.x SDKs' nack, or a renewal); when the
+invisible time runs out, the revive's retry copy or dead letter (step 2) closes it with a
+failed ``SubAfter``: context FAILED after a change (the consumer asked the message back),
+TIME_OUT otherwise. A message revived in place (orderly groups) is closed failed at its next
+delivery.
+
 The records go to the trace topic (``msgTraceTopicName``, RMQ_SYS_TRACE_TOPIC by default, 1
 queue) in messages of at most TRACE_MESSAGE_MAX_BYTES whose KEYS are the msgIds and user keys
 they mention, so QUERY_MESSAGE on the trace topic by msgId finds them, as stock tools look.
@@ -25,6 +34,7 @@ Nothing is written about the trace topics themselves or the broker's internal to
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -36,10 +46,16 @@ from bolide.base.errors import ProtocolError
 from bolide.base.service import CrashHandler, Service
 from bolide.broker.config import BrokerConfig
 from bolide.broker.delivery import DELIVERED_FROM
-from bolide.broker.trace.records import arrival_records, sub_after, transaction_end
+from bolide.broker.trace.records import (
+    FAILED_CONTEXT_CODE,
+    TIME_OUT_CONTEXT_CODE,
+    arrival_records,
+    sub_after,
+    transaction_end,
+)
 from bolide.protocol.address import parse_socket_address
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.record import decode_records
+from bolide.protocol.record import Buffer, decode_records
 from bolide.protocol.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from bolide.protocol.trace import (
     REGION_TRACE_TOPIC_PREFIX,
@@ -67,6 +83,10 @@ class _Open:
     msg_id: str
     keys: str
     delivered_ms: int
+    popped: bool = False
+    """Delivered by POP: closed by an ack, or failed when its invisible time runs out."""
+    changed: bool = False
+    """A POP delivery whose invisible time the consumer changed (a nack, or a renewal)."""
 
 
 class BrokerTrace:
@@ -94,14 +114,19 @@ class BrokerTrace:
         self._traced: dict[str, bool] = {}
         self._noted: dict[tuple[str, int], int] = {}
         self._read_from: dict[tuple[str, int], int] = {}
-        self._deliveries: collections.deque[tuple[str, int, Sequence[memoryview]]] = (
+        self._deliveries: collections.deque[tuple[str, int, Sequence[Buffer], bool]] = (
             collections.deque()
         )
+        self._pop_changes: collections.deque[_OpenKey] = collections.deque()
+        self._pop_acks: collections.deque[tuple[_OpenKey, int]] = collections.deque()
+        self._recalls: collections.deque[TraceRecord] = collections.deque()
         self._commits: collections.deque[tuple[str, str, int, int, int]] = collections.deque()
         self._ends: collections.deque[tuple[int, str, bool, str, bool, int]] = collections.deque()
         self._open: dict[tuple[str, str, int], dict[int, _Open]] = {}
         self._open_order: dict[_OpenKey, None] = {}
-        self._open_by_message: dict[tuple[str, str], _OpenKey] = {}
+        self._open_by_message: dict[tuple[str, str], list[_OpenKey]] = {}
+        """(group, msgId) -> its open deliveries, oldest first (a POP retry copy is the same
+        message under another key; a revive ends the oldest)."""
         self._request_ids = itertools.count(1)
         self._request_prefix = f"{config.broker_name}-{clock.now_ms():x}-"
         self.records_written = 0
@@ -138,12 +163,28 @@ class BrokerTrace:
         if traced:
             self._noted[(topic, queue_id)] = max_offset
 
-    def delivered(self, group: str, buffers: Sequence[memoryview]) -> None:
-        """A pull of ``group`` answered these stored records."""
+    def delivered(self, group: str, buffers: Sequence[Buffer], *, popped: bool = False) -> None:
+        """A pull (or, ``popped``, a POP) of ``group`` answered these stored records."""
         if len(self._deliveries) >= limits.TRACE_BROKER_NOTED_MAX_EVENTS:
             self.dropped += len(buffers)
             return
-        self._deliveries.append((group, self._clock.now_ms(), buffers))
+        self._deliveries.append((group, self._clock.now_ms(), buffers, popped))
+
+    def pop_acked(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """``group`` acked its current POP delivery of ``topic`` / ``queue_id`` /
+        ``queue_offset`` (the topic the message was popped from: a retry topic for a retry
+        copy)."""
+        if len(self._pop_acks) >= limits.TRACE_BROKER_NOTED_MAX_EVENTS:
+            self.dropped += 1
+            return
+        self._pop_acks.append(((group, topic, queue_id, queue_offset), self._clock.now_ms()))
+
+    def pop_changed(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """``group`` changed the invisible time of its current POP delivery of that message."""
+        if len(self._pop_changes) >= limits.TRACE_BROKER_NOTED_MAX_EVENTS:
+            self.dropped += 1
+            return
+        self._pop_changes.append((group, topic, queue_id, queue_offset))
 
     def committed(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """``group`` committed ``offset`` (the next to read) on ``topic`` / ``queue_id``."""
@@ -169,6 +210,24 @@ class BrokerTrace:
             (half_offset, group, committed, transaction_id, from_check, self._clock.now_ms())
         )
 
+    def recalled(self, group: str, topic: str, msg_id: str, *, success: bool) -> None:
+        """RECALL_MESSAGE of ``msg_id`` on ``topic`` by producer ``group`` (may be empty):
+        a ``Recall`` record, as Java's producer writes (recalls are rare: built at once)."""
+        if len(self._recalls) >= limits.TRACE_BROKER_NOTED_MAX_EVENTS:
+            self.dropped += 1
+            return
+        self._recalls.append(
+            TraceRecord(
+                TraceType.RECALL,
+                timestamp_ms=self._clock.now_ms(),
+                region_id=self._region_id,
+                group=group,
+                topic=topic,
+                msg_id=msg_id,
+                success=success,
+            )
+        )
+
     def _should_trace(self, topic: str) -> bool:
         if topic == self.trace_topic or topic.startswith(REGION_TRACE_TOPIC_PREFIX):
             return False
@@ -185,21 +244,29 @@ class BrokerTrace:
         puts: list[TraceRecord] = []
         deliveries: list[TraceRecord] = []
         results: list[TraceRecord] = []
-        self._take_deliveries(deliveries)  # first: the results below close these
+        self._take_deliveries(deliveries, results)  # first: the results below close these
+        self._take_pop_changes()  # before the revives (arrivals) they explain
         self._take_arrivals(puts, results)
         self._take_transaction_ends(puts)
+        while self._recalls:
+            puts.append(self._recalls.popleft())
+        self._take_pop_acks(results)  # after arrivals: a proxy's dead letter is acked after
         self._take_commits(results)
         records = puts + deliveries + results  # a message's life in order, ties included
         if not records:
             return 0
         return await self._write(records)
 
-    def _take_deliveries(self, records: list[TraceRecord]) -> None:
+    def _take_deliveries(self, records: list[TraceRecord], results: list[TraceRecord]) -> None:
         while self._deliveries:
-            group, now_ms, buffers = self._deliveries.popleft()
+            group, now_ms, buffers, popped = self._deliveries.popleft()
             request_id = f"{self._request_prefix}{next(self._request_ids):x}"
             for message in _decoded(buffers):
                 keys = message.properties.get(PropertyKey.KEYS, "")
+                key = (group, message.topic, message.queue_id, message.queue_offset)
+                earlier = self._close(key) if popped else None
+                if earlier is not None:  # came back in place (orderly), without an ack
+                    results.append(_came_back(group, earlier, now_ms))
                 records.append(
                     TraceRecord(
                         TraceType.SUB_BEFORE,
@@ -212,16 +279,15 @@ class BrokerTrace:
                         keys=keys,
                     )
                 )
-                self._open_delivery(
-                    (group, message.topic, message.queue_id, message.queue_offset),
-                    _Open(request_id, message.msg_id, keys, now_ms),
-                )
+                self._open_delivery(key, _Open(request_id, message.msg_id, keys, now_ms, popped))
 
     def _open_delivery(self, key: _OpenKey, opened: _Open) -> None:
         group, topic, queue_id, offset = key
         self._open.setdefault((group, topic, queue_id), {})[offset] = opened
         self._open_order[key] = None
-        self._open_by_message[(group, opened.msg_id)] = key
+        keys = self._open_by_message.setdefault((group, opened.msg_id), [])
+        if key not in keys:
+            keys.append(key)
         while len(self._open_order) > limits.TRACE_BROKER_PENDING_MAX_ENTRIES:
             self.dropped += 1
             self._close(next(iter(self._open_order)))
@@ -233,8 +299,13 @@ class BrokerTrace:
         opened = None if queue is None else queue.pop(offset, None)
         if queue is not None and not queue:
             del self._open[(group, topic, queue_id)]
-        if opened is not None and self._open_by_message.get((group, opened.msg_id)) == key:
-            del self._open_by_message[(group, opened.msg_id)]
+        if opened is None:
+            return None
+        keys = self._open_by_message.get((group, opened.msg_id), [])
+        if key in keys:
+            keys.remove(key)
+            if not keys:
+                del self._open_by_message[(group, opened.msg_id)]
         return opened
 
     def _take_arrivals(self, puts: list[TraceRecord], results: list[TraceRecord]) -> None:
@@ -267,14 +338,36 @@ class BrokerTrace:
         dead letter), timed when the broker stored it."""
         now_ms = message.store_timestamp_ms
         msg_id = message.msg_id
-        key = self._open_by_message.get((group, msg_id))
+        open_keys = self._open_by_message.get((group, msg_id))
+        key = open_keys[0] if open_keys else None
         opened = None if key is None else self._close(key)
         keys = message.properties.get(PropertyKey.KEYS, "")
-        if opened is None:  # delivered before the trace started, or by POP
+        if opened is None:  # delivered before the trace started
             return sub_after(msg_id, keys, group, "", success=False, cost_time_ms=0,
                              now_ms=now_ms)  # fmt: skip
         return sub_after(msg_id, keys, group, opened.request_id, success=False,
-                         cost_time_ms=now_ms - opened.delivered_ms, now_ms=now_ms)  # fmt: skip
+                         cost_time_ms=now_ms - opened.delivered_ms, now_ms=now_ms,
+                         context_code=_failure_code(opened))  # fmt: skip
+
+    def _take_pop_changes(self) -> None:
+        while self._pop_changes:
+            key = self._pop_changes.popleft()
+            group, topic, queue_id, offset = key
+            queue = self._open.get((group, topic, queue_id))
+            opened = None if queue is None else queue.get(offset)
+            if queue is not None and opened is not None:
+                queue[offset] = dataclasses.replace(opened, changed=True)
+
+    def _take_pop_acks(self, records: list[TraceRecord]) -> None:
+        while self._pop_acks:
+            key, now_ms = self._pop_acks.popleft()
+            opened = self._close(key)
+            if opened is None:
+                continue
+            cost_time_ms = now_ms - opened.delivered_ms
+            done = sub_after(opened.msg_id, opened.keys, key[0], opened.request_id, success=True,
+                             cost_time_ms=cost_time_ms, now_ms=now_ms)  # fmt: skip
+            records.append(done)
 
     def _take_transaction_ends(self, records: list[TraceRecord]) -> None:
         while self._ends:
@@ -339,7 +432,22 @@ class BrokerTrace:
         return written
 
 
-def _decoded(buffers: Sequence[memoryview]) -> list[MessageExt]:
+def _came_back(group: str, opened: _Open, now_ms: int) -> TraceRecord:
+    """The failed SubAfter of a POP delivery whose message came back in place."""
+    return sub_after(opened.msg_id, opened.keys, group, opened.request_id, success=False,
+                     cost_time_ms=now_ms - opened.delivered_ms, now_ms=now_ms,
+                     context_code=_failure_code(opened))  # fmt: skip
+
+
+def _failure_code(opened: _Open) -> int:
+    """A pull delivery fails by a send-back (FAILED); a POP one when its invisible time runs
+    out: FAILED when the consumer changed it (a nack), else TIME_OUT."""
+    if opened.popped and not opened.changed:
+        return TIME_OUT_CONTEXT_CODE
+    return FAILED_CONTEXT_CODE
+
+
+def _decoded(buffers: Sequence[Buffer]) -> list[MessageExt]:
     messages: list[MessageExt] = []
     for buffer in buffers:
         try:

@@ -13,6 +13,7 @@ on SCHEDULE_TOPIC_XXXX / the timer topic        ``Pub`` (DELAY_MSG) for REAL_TOP
 a half message                                  ``Pub`` (TRANS_MSG_HALF) for REAL_TOPIC
 END_TRANSACTION commit / rollback settled      ``EndTransaction`` COMMIT / ROLLBACK_MESSAGE
 a send-back (to %RETRY%<group>, delayed or not)  ``SubAfter`` success=false, context FAILED
+a POP retry copy (%RETRY%<group>_<topic>)       ``SubAfter`` failed (the invisible time ran out)
 a dead letter (%DLQ%<group>)                    ``SubAfter`` failed, then ``Pub`` on %DLQ%
 ==============================================  ============================================
 
@@ -23,8 +24,11 @@ host is the born host. The Pub of a dead letter or a delay arrival is timed at i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import format_socket_address
+from bolide.protocol.headers.pop import FIRST_POP_TIME_PROPERTY
 from bolide.protocol.message import TRANSACTION_MASK, MessageExt, MessageSysFlag, PropertyKey
 from bolide.protocol.system_topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -38,6 +42,7 @@ from bolide.protocol.trace import TraceMessageType, TraceRecord, TraceType
 __all__ = [
     "FAILED_CONTEXT_CODE",
     "SUCCESS_CONTEXT_CODE",
+    "TIME_OUT_CONTEXT_CODE",
     "arrival_records",
     "sub_after",
     "transaction_end",
@@ -45,6 +50,8 @@ __all__ = [
 
 SUCCESS_CONTEXT_CODE = 0
 """ConsumeReturnType.SUCCESS."""
+TIME_OUT_CONTEXT_CODE = 1
+"""ConsumeReturnType.TIME_OUT: a POP delivery's invisible time ran out without an ack."""
 FAILED_CONTEXT_CODE = 4
 """ConsumeReturnType.FAILED: the consumer asked for a retry."""
 _WAITING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
@@ -61,8 +68,14 @@ def _offset_msg_id(message: MessageExt) -> str:
         return ""
 
 
-def _retry_group(topic: str) -> str:
-    return topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+def _retry_group(topic: str, properties: Mapping[str, str]) -> str:
+    """The group of a retry topic: ``%RETRY%<group>``, or a POP retry topic
+    ``%RETRY%<group>_<topic>`` (its copies carry 1ST_POP_TIME and RETRY_TOPIC = <topic>)."""
+    name = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    origin = properties.get(PropertyKey.RETRY_TOPIC, "")
+    if origin and FIRST_POP_TIME_PROPERTY in properties and name.endswith(f"_{origin}"):
+        return name[: -len(origin) - 1]
+    return name
 
 
 def _pub(
@@ -106,8 +119,12 @@ def sub_after(
     success: bool,
     cost_time_ms: int,
     now_ms: int,
+    context_code: int | None = None,
 ) -> TraceRecord:
-    """A consume result: ``success`` (context SUCCESS) or a retry asked (context FAILED)."""
+    """A consume result: ``success`` (context SUCCESS) or a retry asked (context FAILED,
+    unless ``context_code`` says another)."""
+    if context_code is None:
+        context_code = SUCCESS_CONTEXT_CODE if success else FAILED_CONTEXT_CODE
     return TraceRecord(
         TraceType.SUB_AFTER,
         timestamp_ms=now_ms,
@@ -117,7 +134,7 @@ def sub_after(
         request_id=request_id,
         cost_time_ms=max(0, cost_time_ms),
         success=success,
-        context_code=SUCCESS_CONTEXT_CODE if success else FAILED_CONTEXT_CODE,
+        context_code=context_code,
     )
 
 
@@ -134,7 +151,7 @@ def arrival_records(
     if topic in _WAITING_TOPICS:
         real = properties.get(PropertyKey.REAL_TOPIC, "")
         if real.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return _retry_group(real), []
+            return _retry_group(real, properties), []
         return None, [_pub(message, region_id, real, TraceMessageType.DELAY_MSG)]
     if topic == TRANS_HALF_TOPIC:
         real = properties.get(PropertyKey.REAL_TOPIC, "")
@@ -142,7 +159,7 @@ def arrival_records(
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         if delivered_marker in properties:  # a delayed send-back arriving: recorded at its put
             return None, []
-        return _retry_group(topic), []
+        return _retry_group(topic, properties), []
     if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
         dead = _pub(message, region_id, topic, TraceMessageType.NORMAL_MSG, group, moved=True)

@@ -57,6 +57,8 @@ class TraceStep:
                 f"{r.message_type.name} to {r.topic} on {r.store_host}, "
                 f"stored after {format_duration_ms(r.cost_time_ms)}"
             )
+        if r.type is TraceType.RECALL:
+            return f"recall on {r.topic} by {r.group or 'a producer'}"
         return f"{r.topic} {r.transaction_state}".strip()
 
     def to_json_object(self) -> dict[str, object]:

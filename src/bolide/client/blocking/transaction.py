@@ -64,5 +64,5 @@ class TransactionProducer(ClientFacade[AsyncTransactionProducer]):
                     "local transaction of %s failed: %r", message.topic, failure, exc_info=failure
                 )
                 state, error = LocalTransactionState.UNKNOW, failure
-        self._run(core.end_transaction(result, state, error))
+        self._run(core.end_transaction(result, state, error, message))
         return with_state(result, state)

@@ -62,6 +62,7 @@ from bolide.client.consumer.offset_store import OffsetStore
 from bolide.client.consumer.orderly_locks import QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.namespace import without_namespace
+from bolide.client.trace import TraceDispatcher
 from bolide.protocol.bodies import MessageModel, MessageQueue
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.system_topics import retry_topic
@@ -240,6 +241,8 @@ class OrderlyConsumeService:
         self.group = group
         self.namespace = namespace
         """The consumer's namespace: the listener sees topics without it."""
+        self.trace: TraceDispatcher | None = None
+        """With the consumer's ``enable_trace``: SubBefore / SubAfter per message of a call."""
         self.stats = OrderlyStats()
         self.rates = ConsumeRates()
         """Per topic consume TPS (ok / suspended) and mean listener ms, like the concurrent
@@ -547,8 +550,13 @@ class OrderlyConsumeService:
             self._busy.add(task)
             try:
                 started_ms = self._clock.monotonic_ms()
+                wall_started_ms = self._clock.now_ms()
                 result = await self._call_listener(messages, context)
                 spent_ms = self._clock.monotonic_ms() - started_ms
+                if self.trace is not None:
+                    self.trace.consumed(messages, started_ms=wall_started_ms,
+                                        ended_ms=wall_started_ms + spent_ms,
+                                        success=result is OrderlyResult.SUCCESS)  # fmt: skip
                 self.stats.consume_time_total_ms += spent_ms
                 ok = len(messages) if result is OrderlyResult.SUCCESS else 0
                 self.rates.record(

@@ -294,7 +294,7 @@ class PushConsumer(AsyncLifecycle):
         self._background: set[asyncio.Task[None]] = set()
         self.trace = client_trace(group, self.instance, trace_topic) if enable_trace else None
         """With ``enable_trace``: SubBefore / SubAfter records of its listener calls
-        (client/trace.py; concurrent consumption)."""
+        (client/trace.py; concurrent and orderly consumption)."""
 
     # ---- configuration -----------------------------------------------------------------------
 
@@ -408,6 +408,7 @@ class PushConsumer(AsyncLifecycle):
             await self.instance.release()
             raise
         if self._orderly is not None:
+            self._orderly.trace = self.trace
             self._orderly.start()
         else:
             self.consume_service.trace = self.trace

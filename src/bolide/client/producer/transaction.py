@@ -46,6 +46,7 @@ from bolide.protocol.headers import (
 )
 from bolide.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from bolide.protocol.msgid import decode_offset_message_id
+from bolide.protocol.trace import TraceMessageType
 from bolide.remoting import Connection
 
 __all__ = [
@@ -224,7 +225,7 @@ class TransactionProducer(AsyncLifecycle):
         state, error = LocalTransactionState.ROLLBACK_MESSAGE, None
         if result.status is SendStatus.SEND_OK:
             state, error = await _run_local(execute, message, arg)
-        await self.end_transaction(result, state, error)
+        await self.end_transaction(result, state, error, message)
         return with_state(result, state)
 
     async def send_half(self, message: Message) -> SendResult:
@@ -247,7 +248,17 @@ class TransactionProducer(AsyncLifecycle):
             sys_flag=prepared.sys_flag | MessageSysFlag.TRANSACTION_PREPARED,
             batchable=False,
         )
+        clock = self.instance.clock
+        started_ms, began_ms = clock.now_ms(), clock.monotonic_ms()
         result = await producer._send_with_retries(prepared, None)
+        if producer.trace is not None:
+            producer.trace.published(
+                half, result.msg_id, result.offset_msg_id,
+                self.instance.broker_address(result.queue.broker_name) or "",
+                started_ms=started_ms, cost_ms=clock.monotonic_ms() - began_ms,
+                trace_on=result.region_id is not None,
+                message_type=TraceMessageType.TRANS_MSG_HALF,
+            )  # fmt: skip
         broker_name = result.queue.broker_name
         if broker_name not in self._announced_to:
             # The broker checks back only producers it knows from a heartbeat: announce the
@@ -261,9 +272,11 @@ class TransactionProducer(AsyncLifecycle):
         result: SendResult,
         state: LocalTransactionState,
         error: BaseException | None = None,
+        message: Message | None = None,
     ) -> None:
         """Step 3 alone: END_TRANSACTION (oneway) for the half ``result`` names. A failure to
-        write it is logged, not raised: the broker will check the transaction."""
+        write it is logged, not raised: the broker will check the transaction. With
+        ``enable_trace``, ``message`` (the one sent) gives its EndTransaction record."""
         try:
             _, commit_log_offset = decode_offset_message_id(result.offset_msg_id)
             address = await self._producer._master_address(result.queue)
@@ -288,6 +301,14 @@ class TransactionProducer(AsyncLifecycle):
         except BolideError as failure:
             _log.warning("transaction %s (%s): END_TRANSACTION to %s failed: %s; the broker "
                          "will ask", result.msg_id, state.name, address, failure)  # fmt: skip
+            return
+        trace = self._producer.trace
+        if trace is not None and message is not None:
+            trace.transaction_ended(
+                message, result.msg_id, address, state=state.name,
+                transaction_id=result.transaction_id or result.msg_id, from_check=False,
+                now_ms=self.instance.clock.now_ms(),
+            )  # fmt: skip
 
     # ---- check-back ------------------------------------------------------------------------
 
@@ -328,6 +349,14 @@ class TransactionProducer(AsyncLifecycle):
             await answer_transaction_check(connection, answer, timeout_ms, remark=remark)
         except BolideError as failure:
             _log.warning("answer to the check of %s not sent: %s", unique_key, failure)
+            return
+        trace = self._producer.trace
+        if trace is not None:
+            trace.transaction_ended(
+                message, unique_key, connection.remote_address, state=state.name,
+                transaction_id=header.transaction_id or unique_key, from_check=True,
+                now_ms=self.instance.clock.now_ms(),
+            )  # fmt: skip
 
     async def _ask_checker(
         self, message: MessageExt
