@@ -204,7 +204,7 @@ async def _goaway_answered(port: int) -> bool:
 
 
 async def measure(kind: str, calls: int, window: int) -> dict[str, Any]:
-    from bolide.cli.bench_runtime import process_cpu_s
+    from bolide.bench.runtime import process_cpu_s
 
     process, port = await _start(kind)
     try:
