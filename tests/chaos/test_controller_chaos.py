@@ -32,11 +32,6 @@ def test_controller_schedules_are_seeded_and_use_every_kind() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.skip(
-    reason="known bug, docs/replication.md 'Not yet': one run in three lost acknowledged "
-    "messages (8 of 314, one split-brain epoch) after an election with no fault; "
-    "run it with bench/failover_chaos.py --controller until fixed"
-)
 async def test_fifty_controller_mode_schedules_lose_nothing_acknowledged(tmp_path: Path) -> None:
     if etcd_binary() is None:
         pytest.skip("etcd is not installed: `make test` installs Debian's etcd-server")
