@@ -96,6 +96,7 @@ class ControllerRunner:
         self._controller = await spawn(
             "controller", "--etcd", self.etcd.endpoints, "--port", "0",
             "--data-dir", str(self.root / "ctl"), cwd=self.root,
+            log_path=self.root / "controller.log",
         )  # fmt: skip
         self._namesrv = await spawn(
             "namesrv", "--port", "0", "--data-dir", str(self.root / "ns"), cwd=self.root
@@ -141,8 +142,9 @@ class ControllerRunner:
         }
         conf.write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
         self._brokers[name] = await spawn(
-            "broker", "-c", str(conf), "--data-dir", str(self.root / name), cwd=self.root
-        )
+            "broker", "-c", str(conf), "--data-dir", str(self.root / name), cwd=self.root,
+            log_path=self.root / f"{name}.log",
+        )  # fmt: skip
 
     async def stop(self) -> None:
         for producer in self._producers.values():
@@ -386,6 +388,8 @@ async def run_controller_chaos(
         await runner.stop()
     if on_master.split_brain:
         log(f"split brain: {on_master.split_brain}")
+    if on_master.lost:  # the brokers' and the controller's logs are under root
+        log(f"lost: {on_master.lost[:20]}")
     log(f"master: {on_master.summary()}")
     log(f"slave:  {on_slave.summary()}")
     if on_slave.lost or on_slave.duplicated:

@@ -4,7 +4,8 @@
 
 * becoming master appends ``<masterEpoch, maxPhyOffset>`` to the epoch file before any put
   (the HA listener then speaks AutoSwitch's stream) and the frames carry the SyncStateSet's
-  confirmOffset (:class:`~.epochs.ConfirmOffset`);
+  confirmOffset (:class:`~.epochs.ConfirmOffset`); consumers of the master read only up to
+  it (RocketMQ's readUnCommitted=false), so none reads a record a failover can remove;
 * becoming a slave (a deposed master included) restarts the HA client towards the new master
   under this broker's controller id, so the AutoSwitch handshake truncates what the new
   master never had;
@@ -66,6 +67,7 @@ class EpochBrokerRoles(BrokerRoles):
         self._caught_up_at_ms_by_id: dict[int, int] = {}
         self.confirm = ConfirmOffset(replication, store, lambda: self._sync_state_set, own_id)
         replication.confirm_offset = self.confirm
+        store.confirm_offset = self.confirm  # readUnCommitted=false: reads stop at it
         replication.required_acks = self._required_acks
 
     async def become_master(self, master_epoch: int, sync_state_set: frozenset[int]) -> None:

@@ -107,10 +107,12 @@ class HaMaster:
         epochs: EpochFile | None = None,
         confirm_offset: Callable[[], int] | None = None,
         required_acks: Callable[[], frozenset[int] | None] | None = None,
+        on_released: Callable[[], object] | None = None,
     ) -> None:
         self._store = store
         self._epochs = epochs
         self._required_acks = required_acks or (lambda: None)
+        self._on_released = on_released
         self._confirm_offset = confirm_offset or (lambda: store.commit_log_max_offset)
         self._host = host
         self._requested_port = port
@@ -283,6 +285,8 @@ class HaMaster:
         if offset <= self.released_offset:
             return
         self.released_offset = offset
+        if self._on_released is not None:
+            self._on_released()  # controller mode: reads stopped at the confirm offset go on
         waiters = self._waiters
         while waiters and waiters[0].end_offset <= offset:
             waiter = heapq.heappop(waiters)

@@ -71,6 +71,8 @@ class Replication:
         """Controller mode's epoch list (None: the 4.x HA stream)."""
         self.confirm_offset: Callable[[], int] | None = None
         """Controller mode: the frames' confirmOffset (None: the commit log's end)."""
+        self.on_released: Callable[[], object] | None = None
+        """Controller mode: called when replica acks acknowledge more (parked pulls re-read)."""
         self.required_acks: Callable[[], frozenset[int] | None] | None = None
         """Controller mode: the replica ids every SYNC_MASTER send waits for (None, or a
         callable answering None: any one slave's ack)."""
@@ -130,6 +132,7 @@ class Replication:
             epochs=self.epoch_file,
             confirm_offset=self.confirm_offset,
             required_acks=self.required_acks,
+            on_released=self.on_released,
         )
         await self.master.start()
 
