@@ -1,8 +1,9 @@
 """Failover chaos in controller mode, CI-sized: 50 seeded schedules of SIGKILL (the killed
-master restarted on its data rejoins as a slave), SIGSTOP/SIGCONT and a master-controller
-partition against etcd + controller + name server + two brokers, all processes; then no
-acknowledged message may be lost, doubled, misplaced, reordered or written by two brokers in
-one epoch. Totals and the SIGKILL-to-first-ack times are printed."""
+master restarted on its data rejoins as a slave), SIGSTOP/SIGCONT, a master-controller
+partition and SIGKILL of etcd's Raft leader (a three-member etcd) against etcd + controller +
+name server + two brokers, all processes; then no acknowledged message may be lost, doubled,
+misplaced, reordered or written by two brokers in one epoch. Totals and the SIGKILL-to-first-
+ack times are printed."""
 
 from __future__ import annotations
 
