@@ -4,13 +4,14 @@ namesrv`` and two brokers of broker-a with ``enableControllerMode=true``, all pr
 Each broker reaches the controller through its own :class:`FaultProxy`, so the master can be
 cut from the controller. Bolide's producers (routes from the name server, no retries) send
 rounds; a seeded schedule of faults hits the current master: SIGKILL (restarted on its data
-once the other broker leads, so it rejoins as a slave), SIGSTOP/SIGCONT, and a
-master-controller partition. After each fault the run waits until a send is acknowledged and
-both brokers are back in the SyncStateSet; at the end every queue is read back from the master
-and from the slave and judged by :class:`Checker`. Elections are counted from the master
-storing broker changing; each acknowledgement names the broker that stored it (the offset
-message id's store host) and, at the end, the epoch whose stretch of the master's final epoch
-list holds its commit-log offset, so the split-brain check is per epoch. The time from each
+once the other broker leads, so it rejoins as a slave), SIGSTOP/SIGCONT, a master-controller
+partition, and SIGKILL of the Raft leader of the three-member etcd (restarted on its data
+when the fault heals). After each fault the run waits until a send is acknowledged and both
+brokers are back in the SyncStateSet; at the end every queue is read back from the master and
+from the slave and judged by :class:`Checker`. Elections are counted from the master storing
+broker changing; each acknowledgement names the broker that stored it (the offset message
+id's store host) and, at the end, the epoch whose stretch of the master's final epoch list
+holds its commit-log offset, so the split-brain check is per epoch. The time from each
 SIGKILL to the first acknowledged send on the new master is kept apart
 (:attr:`ControllerRunner.kill_to_ack_ms`).
 """
@@ -43,13 +44,15 @@ from tests.chaos.failover_proxy import FaultProxy
 from tests.chaos.replication_support import ServerProcess, spawn
 from tests.integration.wire import pull_request, records
 
-CONTROLLER_FAULT_KINDS = ("none", "sigkill", "sigstop", "partition_controller")
+CONTROLLER_FAULT_KINDS = ("none", "sigkill", "sigstop", "partition_controller", "kill_etcd_leader")
 TOPIC = "ControllerChaos"
 QUEUES = 2
 PRODUCERS = ("p0", "p1")
 SEND_TIMEOUT_MS = 1_000
 RECOVERY_S = 90.0
 """Guard on each wait for a send, an election or the SyncStateSet (a failing run pays it)."""
+ETCD_MEMBERS = 3
+"""etcd runs as three members, so killing its Raft leader leaves a quorum."""
 HEARTBEAT_TIMEOUT_MS = 2_000
 """controllerHeartBeatTimeoutMills: a silent master is replaced after this long."""
 
@@ -68,7 +71,8 @@ class ControllerRunner:
 
     def __init__(self, root: Path, log: Callable[[str], None] = lambda _: None) -> None:
         self.root = root
-        self.etcd = EtcdCluster(root / "etcd")
+        self.etcd = EtcdCluster(root / "etcd", members=ETCD_MEMBERS)
+        self._etcd_killed: int | None = None
         self.pool = ClientPool()
         self.checker = Checker()
         self.kill_to_ack_ms: list[float] = []
@@ -96,6 +100,7 @@ class ControllerRunner:
         self._controller = await spawn(
             "controller", "--etcd", self.etcd.endpoints, "--port", "0",
             "--data-dir", str(self.root / "ctl"), cwd=self.root,
+            log_path=self.root / "controller.log",
         )  # fmt: skip
         self._namesrv = await spawn(
             "namesrv", "--port", "0", "--data-dir", str(self.root / "ns"), cwd=self.root
@@ -141,8 +146,9 @@ class ControllerRunner:
         }
         conf.write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
         self._brokers[name] = await spawn(
-            "broker", "-c", str(conf), "--data-dir", str(self.root / name), cwd=self.root
-        )
+            "broker", "-c", str(conf), "--data-dir", str(self.root / name), cwd=self.root,
+            log_path=self.root / f"{name}.log",
+        )  # fmt: skip
 
     async def stop(self) -> None:
         for producer in self._producers.values():
@@ -289,6 +295,12 @@ class ControllerRunner:
             process.process.send_signal(signal.SIGSTOP)
         elif fault.kind == "partition_controller":
             self._controller_proxies[master].blackhole()
+        elif fault.kind == "kill_etcd_leader":
+            leader = await self.etcd.leader_index()
+            if leader is None:
+                raise AssertionError("no etcd member says it leads")
+            self.etcd.kill(leader)
+            self._etcd_killed = leader
 
     async def _heal(self, fault: Fault, master: str) -> None:
         if fault.kind == "sigkill":
@@ -301,6 +313,9 @@ class ControllerRunner:
             process.process.send_signal(signal.SIGCONT)
         elif fault.kind == "partition_controller":
             self._controller_proxies[master].heal()
+        elif fault.kind == "kill_etcd_leader" and self._etcd_killed is not None:
+            await self.etcd.restart(self._etcd_killed)  # on its data: it rejoins
+            self._etcd_killed = None
 
     # --- read back ---------------------------------------------------------------------------
 
@@ -386,6 +401,8 @@ async def run_controller_chaos(
         await runner.stop()
     if on_master.split_brain:
         log(f"split brain: {on_master.split_brain}")
+    if on_master.lost:  # the brokers' and the controller's logs are under root
+        log(f"lost: {on_master.lost[:20]}")
     log(f"master: {on_master.summary()}")
     log(f"slave:  {on_slave.summary()}")
     if on_slave.lost or on_slave.duplicated:

@@ -57,15 +57,20 @@ class ServerProcess:
             await self.kill()
 
 
-async def spawn(*arguments: str, cwd: Path) -> ServerProcess:
+async def spawn(*arguments: str, cwd: Path, log_path: Path | None = None) -> ServerProcess:
+    """Start ``bolide <arguments>`` and wait for its ready line; its log (stderr) goes to
+    ``log_path`` (appended: a restarted broker continues it) or nowhere."""
+    log = log_path.open("ab") if log_path is not None else None
     process = await asyncio.create_subprocess_exec(
         BOLIDE,
         *arguments,
         cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=log if log is not None else asyncio.subprocess.DEVNULL,
         env=child_environment(),  # a killed pytest leaves no server behind (issue 30)
     )
+    if log is not None:
+        log.close()  # the child keeps its own descriptor
     assert process.stdout is not None
     try:
         line = await asyncio.wait_for(process.stdout.readline(), READY_TIMEOUT_S)

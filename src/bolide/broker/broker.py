@@ -284,6 +284,7 @@ class Broker:
     def _start_controller_mode(self) -> None:
         """Follow the controller (docs/replication.md): registration waits for a role."""
         config, replication = self.config, self.replication
+        replication.on_released = self.context.long_polling.check_now  # reads past confirm
         roles = EpochBrokerRoles(
             self.controller_mode,
             replication=replication,

@@ -73,6 +73,12 @@ class ReplicationPort(Protocol):
         """Replication's GET_BROKER_RUNTIME_INFO entries."""
         ...
 
+    @property
+    def waits_for_replicas(self) -> bool:
+        """Whether a stored send now waits for replicas (SYNC_MASTER: the configured role,
+        or in controller mode the role the SyncStateSet gives)."""
+        ...
+
 
 @dataclass(slots=True)
 class BrokerContext:

@@ -108,10 +108,8 @@ class ControllerStore:
         try:
             await self._call(lambda client: client.status())
             lease = await self._call(lambda client: client.lease(limits.CONTROLLER_LEASE_TTL_S))
-        except _ETCD_ERRORS as error:
-            raise EtcdUnreachableError(
-                f"etcd unreachable at {self.endpoints_text}: {error or type(error).__name__}"
-            ) from error
+        except EtcdUnreachableError as error:
+            raise EtcdUnreachableError(f"etcd unreachable at {error}") from error
         self._lease_id = lease.id
         await self._put_member()
 
@@ -122,7 +120,7 @@ class ControllerStore:
         if lease_id is not None:
             try:
                 await self._call(lambda client: client.revoke_lease(lease_id))
-            except _ETCD_ERRORS as error:
+            except EtcdUnreachableError as error:
                 _log.warning("controller %s: lease not revoked: %s", self.identity, error)
         for client in self._clients:
             await client.close()
@@ -132,7 +130,9 @@ class ControllerStore:
         await self._call(lambda c: c.put(key, self.identity.encode(), lease=self._lease_id))
 
     async def _call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """Run ``operation(client)`` on the current endpoint, then each other once."""
+        """Run ``operation(client)`` on the current endpoint, then each other once. Raises
+        :class:`EtcdUnreachableError` (a BolideError: the loops retry) when none answered,
+        e.g. while etcd elects a new Raft leader."""
         last_error: BaseException | None = None
         for step in range(len(self._clients)):
             index = (self._current + step) % len(self._clients)
@@ -143,7 +143,10 @@ class ControllerStore:
                 continue
             self._current = index
             return result
-        raise last_error or EtcdUnreachableError("no etcd endpoint configured")
+        if last_error is None:
+            raise EtcdUnreachableError("no etcd endpoint configured")
+        detail = str(last_error) or type(last_error).__name__
+        raise EtcdUnreachableError(f"{self.endpoints_text}: {detail}") from last_error
 
     # --- leadership --------------------------------------------------------------------------
 

@@ -57,7 +57,13 @@ from bolide.store.file_ops import DiskUsage, FileOps
 from bolide.store.file_store_replication import ReplicationAccess
 from bolide.store.flush import FlushBatch, GroupCommit, PipelinedFlusher, run_batch
 from bolide.store.index_file import KeyIndex, index_key_hash
-from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
+from bolide.store.queue_reads import (
+    check_offset,
+    collect,
+    confirmed_max_offset,
+    lower_bound_by_time,
+    scan_limit_entries,
+)
 from bolide.store.records import RecordBuilder, RejectedError
 from bolide.store.recovery import Recovery
 from bolide.store.replica import ReplicaWriter
@@ -142,6 +148,8 @@ class FileMessageStore(ReplicationAccess):
             listeners=self._appender.listeners,
             dirty_queues=lambda: self._appender.dirty_queues,
         )
+        self.confirm_offset: Callable[[], int] | None = None
+        """Controller mode: reads stop at this commit-log offset (None: no stop)."""
         self.refuse_puts: str | None = None
         """Set on a slave (broker/ha): every put is refused with SERVICE_NOT_AVAILABLE and
         this remark; the log grows only by :meth:`append_replicated`."""
@@ -612,12 +620,17 @@ class FileMessageStore(ReplicationAccess):
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = queue.min_offset, queue.max_offset
+        if self.confirm_offset is not None:
+            max_offset = confirmed_max_offset(
+                queue.entry, max(min_offset, queue_offset), max_offset, self.confirm_offset()
+            )
         early = check_offset(min_offset, max_offset, queue_offset)
         if early is not None:
             return early
         max_count = max(1, max_count)
+        scan_entries = min(scan_limit_entries(max_count), max_offset - queue_offset)
         return collect(
-            self._iter_entries(queue, queue_offset, scan_limit_entries(max_count)),
+            self._iter_entries(queue, queue_offset, scan_entries),
             self._commit_log.read,
             queue_offset=queue_offset,
             min_offset=min_offset,

@@ -15,6 +15,30 @@ RecordReader = Callable[[int, int], "memoryview | None"]
 """``(commit_log_offset, size) -> record view``, None when the record is gone."""
 
 
+def confirmed_max_offset(
+    entry: Callable[[int], tuple[int, int, int] | None],
+    first_offset: int,
+    max_offset: int,
+    confirm_offset: int,
+) -> int:
+    """The queue's max offset as readers may see it: entries before the first one (from
+    ``first_offset``) whose record ends past ``confirm_offset`` (a commit-log offset). A
+    queue's entries ascend in commit-log offset, so this is a binary search of ``entry``
+    (queue offset -> (commit-log offset, size, tags code) or None)."""
+    low, high = max(0, first_offset), max_offset
+    last = entry(high - 1) if high > low else None
+    if last is None or last[0] + last[1] <= confirm_offset:
+        return max_offset
+    while low < high:
+        middle = (low + high) // 2
+        found = entry(middle)
+        if found is not None and found[0] + found[1] <= confirm_offset:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 def scan_limit_entries(max_count: int) -> int:
     """Consume-queue entries one pull scans at most: max(16000 bytes, max_count * 20) / 20."""
     scan_bytes = max(limits.PULL_SCAN_MIN_BYTES, max_count * limits.CONSUME_QUEUE_ENTRY_BYTES)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -140,6 +141,46 @@ class EtcdCluster:
         process = self.members[index].process
         if process is not None and process.returncode is None:
             process.send_signal(signal_number)
+
+    async def leader_index(self) -> int | None:
+        """The index of the member that leads the Raft group (``etcdctl endpoint status``
+        of the live members), None when none answers."""
+        etcdctl = shutil.which("etcdctl")
+        if etcdctl is None:
+            raise EtcdUnavailableError("etcdctl is not installed (apt-get install etcd-client)")
+        live = [m for m in self.members if m.process is not None and m.process.returncode is None]
+        probe = await asyncio.create_subprocess_exec(
+            etcdctl, "--endpoints=" + ",".join(m.endpoint for m in live),
+            "--command-timeout=2s", "endpoint", "status", "--write-out=json",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        output, _ = await probe.communicate()
+        try:
+            statuses = json.loads(output or b"[]")
+        except ValueError:
+            return None
+        endpoints = [member.endpoint for member in self.members]
+        for status in statuses:
+            body = status.get("Status", {})
+            if body.get("leader") and body.get("leader") == body.get("header", {}).get("member_id"):
+                endpoint = status.get("Endpoint")
+                return endpoints.index(endpoint) if endpoint in endpoints else None
+        return None
+
+    async def restart(self, index: int) -> None:
+        """Start the member at ``index`` again on its data (after :meth:`kill`) and wait
+        until it is healthy; raises :class:`EtcdUnavailableError` otherwise."""
+        binary = etcd_binary()
+        if binary is None:
+            raise EtcdUnavailableError("etcd is not installed (apt-get install etcd-server)")
+        member = self.members[index]
+        if member.process is not None:
+            await member.process.wait()
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        await self._launch(binary, member, initial)
+        await self.wait_healthy(index)
 
     async def stop(self) -> None:
         """Kill and reap every member. Idempotent."""

@@ -5,7 +5,10 @@ Start: find the leader (1005 on each controller), register (1012 → temp identi
 elect itself (1002) when 1003 named no live master. Then poll 1004 every
 ``syncBrokerMetadataPeriod`` and act on 1008 notices: a newer ``masterEpoch`` makes this
 broker master (its own id) or the slave of the named master; a newer epoch without a master
-makes it ask for the election. The master keeps the SyncStateSet (1001) and, when it has
+makes it ask for the election. The master keeps the SyncStateSet (1001): a replica that
+caught up counts for acknowledgements *before* the 1001 that adds it is sent, and until the
+controller's answer settles it (AutoSwitch's synchronizing set, the union of the two), so
+the controller never holds a member that lacks an acknowledged message. When it has
 not heard the controller for ``controllerHeartBeatTimeoutMills`` less two heartbeats (before
 the controller can give its role away), refuses sends with a retriable code.
 
@@ -114,6 +117,10 @@ class ReplicasManager:
         self.master_epoch = 0
         self.master_broker_id: int | None = None
         self.sync_state_set = SyncStateSet()
+        """The SyncStateSet the controller confirmed."""
+        self.joining: frozenset[int] = frozenset()
+        """Replicas proposed to join (1001 sent) that the controller has not settled."""
+        self._joining_base_epoch = 0
         self.is_master = False
         self.role_changes = 0
         """Roles taken (master or slave of a new epoch) since start."""
@@ -348,8 +355,9 @@ class ReplicasManager:
         if master.master_broker_id == self.broker_id:
             self.is_master = True
             self._last_contact_ms = self._clock.monotonic_ms()
+            self.joining = frozenset()
             self._adopt(sss or SyncStateSet(frozenset((self.broker_id,)), 0))
-            await self._roles.become_master(epoch, self.sync_state_set.sync_state_set)
+            await self._roles.become_master(epoch, self.acking_set)
             _log.warning("this broker is the master of %s, epoch %d", self._name, epoch)
             return
         was_master, self.is_master = self.is_master, False
@@ -360,9 +368,18 @@ class ReplicasManager:
             _log.warning("this broker follows %s (id %s), epoch %d",
                          master.master_address, master.master_broker_id, epoch)  # fmt: skip
 
+    @property
+    def acking_set(self) -> frozenset[int]:
+        """The members a send waits for: the confirmed SyncStateSet and the joining ones."""
+        return self.sync_state_set.sync_state_set | self.joining
+
     def _adopt(self, sss: SyncStateSet) -> None:
+        """Take the controller's SyncStateSet; a newer epoch than the one a join was proposed
+        on settles the join (the controller's set now says whether it happened)."""
         self.sync_state_set = sss
-        self._roles.sync_state_set_changed(sss.sync_state_set)
+        if sss.sync_state_set_epoch > self._joining_base_epoch:
+            self.joining = frozenset()
+        self._roles.sync_state_set_changed(self.acking_set)
 
     async def _elect_self(self) -> None:
         if self.broker_id is None:
@@ -402,7 +419,7 @@ class ReplicasManager:
                 if (replica in members and at_ms is not None and now_ms - at_ms <= limit_ms)
                 or (replica not in members and now_caught_up)
             }
-            if frozenset(wanted) != members:
+            if frozenset(wanted) != members or self.joining - wanted:
                 await self._alter(self.broker_id, frozenset(wanted))
         except (BolideError, OSError) as error:
             _log.warning("SyncStateSet check: %s", error)
@@ -421,10 +438,21 @@ class ReplicasManager:
         return sorted(r.broker_id for r in replicas if r.broker_id != self.broker_id)
 
     async def _alter(self, master_id: int, new_set: frozenset[int]) -> None:
+        """Propose ``new_set`` (1001). Members it adds count for acknowledgements from now
+        until the answer settles them: success adopts the controller's set; no answer keeps
+        them (the write may have happened); a refusal settles them as
+        :func:`_still_joining` says, and those left wait for the controller's set read back
+        (1004)."""
+        base_epoch = self.sync_state_set.sync_state_set_epoch
+        added = new_set - self.sync_state_set.sync_state_set
+        if added - self.joining:
+            self.joining |= added
+            self._joining_base_epoch = base_epoch
+            self._roles.sync_state_set_changed(self.acking_set)  # before the controller has it
         header = AlterSyncStateSetRequestHeader(
             self._name, master_id, self.master_epoch, self._clock.now_ms()
         )
-        body = SyncStateSet(new_set, self.sync_state_set.sync_state_set_epoch).to_json()
+        body = SyncStateSet(new_set, base_epoch).to_json()
         answer = await self._leader_call(
             RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header.to_ext_fields(), body
         )
@@ -434,5 +462,29 @@ class ReplicasManager:
             self._adopt(SyncStateSet.from_json(answer.body))
             _log.info("SyncStateSet of %s is now %s (epoch %d)", self._name,
                       sorted(new_set), self.sync_state_set.sync_state_set_epoch)  # fmt: skip
-        else:
-            _log.info("SyncStateSet change refused: %s %s", answer.code, answer.remark)
+            return
+        _log.info("SyncStateSet change refused: %s %s", answer.code, answer.remark)
+        self.joining = _still_joining(self.joining, new_set, answer.code)
+        self._roles.sync_state_set_changed(self.acking_set)
+        if self.joining:
+            await self._poll_replica_info()
+
+
+def _still_joining(
+    joining: frozenset[int], proposed: frozenset[int], refusal: int
+) -> frozenset[int]:
+    """The joining members a refused 1001 leaves unsettled. The controller applies one
+    broker set's writes in order and checks 1001 in Java's order (round3-facts §1.3), so:
+    "equals the current set" (2013) means the controller holds exactly ``proposed``; a
+    fenced SyncStateSet epoch (2001) means an earlier proposal may have been written; a
+    changed master or master epoch (2002, 2000) deposes this master anyway; any later check
+    failing means the set is still the one the proposal was based on (nobody joined)."""
+    if refusal == ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED:
+        return joining & proposed
+    if refusal in (
+        ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+        ResponseCode.CONTROLLER_INVALID_MASTER,
+        ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH,
+    ):
+        return joining
+    return frozenset()

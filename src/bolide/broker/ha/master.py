@@ -11,7 +11,9 @@ One :class:`HaMaster` listens on haListenPort. Per slave connection (wire.py for
   (docs/replication.md: how to bring such a master back);
 * later reports are acks: they must not pass what was sent (garbage otherwise), and the
   highest ack of any slave releases SYNC_MASTER sends waiting for it (group commit: one ack
-  answers every send it covers, like one fsync under SYNC_FLUSH);
+  answers every send it covers, like one fsync under SYNC_FLUSH). In controller mode under
+  ``allAckInSyncStateSet`` (``required_acks`` given) a send waits instead for every replica id
+  it names, each matched by the id its AutoSwitch handshake carried;
 * a transfer task sends frames of at most 32 KiB from the slave's offset, a header-only
   heartbeat after 5 s without data, and waits for new data otherwise (woken by puts);
 * a peer silent for 20 s, a negative or impossible offset, or bytes that do not parse are
@@ -104,9 +106,13 @@ class HaMaster:
         fall_behind_max_bytes: int = limits.HA_SLAVE_FALL_BEHIND_MAX_BYTES,
         epochs: EpochFile | None = None,
         confirm_offset: Callable[[], int] | None = None,
+        required_acks: Callable[[], frozenset[int] | None] | None = None,
+        on_released: Callable[[], object] | None = None,
     ) -> None:
         self._store = store
         self._epochs = epochs
+        self._required_acks = required_acks or (lambda: None)
+        self._on_released = on_released
         self._confirm_offset = confirm_offset or (lambda: store.commit_log_max_offset)
         self._host = host
         self._requested_port = port
@@ -123,6 +129,8 @@ class HaMaster:
         self._sequence = itertools.count()
         self.acked_offset = 0
         """push2SlaveMaxOffset: the highest offset any slave acknowledged."""
+        self.released_offset = 0
+        """Sends ending at or before this offset are acknowledged (their waiters released)."""
         self.refusals = 0
         self.last_refusal = ""
         """Why the last slave was refused (empty: none was)."""
@@ -214,12 +222,37 @@ class HaMaster:
         stored_ms = self._store.store_timestamp_at_offset(offset)
         return max(0, self._clock.now_ms() - stored_ms) if stored_ms >= 0 else 0
 
+    def ack_offset_of(self, broker_id: int) -> int:
+        """The highest ack of the replica whose AutoSwitch handshake named ``broker_id``
+        (-1: none connected, or none acknowledged yet)."""
+        return max(
+            (link.ack_offset for link in self._links.values() if link.slave_broker_id == broker_id),
+            default=-1,
+        )
+
+    def _release_offset(self) -> int:
+        """Where waiting sends are acknowledged: the highest ack of any slave, or, with
+        ``required_acks`` naming ids, the least ack over those ids (a missing one: -1; none
+        named: the log's end)."""
+        required = self._required_acks()
+        if required is None:
+            return self.acked_offset
+        if not required:  # no replica to wait for: everything stored is acknowledged
+            return self._store.commit_log_max_offset
+        return min(self.ack_offset_of(broker_id) for broker_id in required)
+
+    def requirements_changed(self) -> None:
+        """The replicas a send waits for changed (a SyncStateSet shrank): release what the
+        remaining ones already hold."""
+        self._release(self._release_offset())
+
     async def wait_replicated(self, result: PutResult) -> None:
-        """Under SYNC_MASTER: hold a stored put until a slave has its bytes. Sets its status to
-        SLAVE_NOT_AVAILABLE (no slave in sync: answered at once) or FLUSH_SLAVE_TIMEOUT (no ack
-        within the slave timeout); leaves PUT_OK otherwise."""
+        """Under SYNC_MASTER: hold a stored put until a slave has its bytes (every required
+        replica, see the module docstring). Sets its status to SLAVE_NOT_AVAILABLE (no slave
+        connected: answered at once) or FLUSH_SLAVE_TIMEOUT (not acknowledged within the slave
+        timeout); leaves PUT_OK otherwise."""
         end_offset = result.commit_log_offset + result.wrote_bytes
-        if self.acked_offset >= end_offset:
+        if self._release_offset() >= end_offset:
             return
         if not self.slave_ok():
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
@@ -245,9 +278,15 @@ class HaMaster:
     # --- acks -----------------------------------------------------------------------------
 
     def _acked(self, offset: int) -> None:
-        if offset <= self.acked_offset:
+        self.acked_offset = max(self.acked_offset, offset)
+        self._release(self._release_offset())
+
+    def _release(self, offset: int) -> None:
+        if offset <= self.released_offset:
             return
-        self.acked_offset = offset
+        self.released_offset = offset
+        if self._on_released is not None:
+            self._on_released()  # controller mode: reads stopped at the confirm offset go on
         waiters = self._waiters
         while waiters and waiters[0].end_offset <= offset:
             waiter = heapq.heappop(waiters)

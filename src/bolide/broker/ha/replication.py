@@ -71,6 +71,11 @@ class Replication:
         """Controller mode's epoch list (None: the 4.x HA stream)."""
         self.confirm_offset: Callable[[], int] | None = None
         """Controller mode: the frames' confirmOffset (None: the commit log's end)."""
+        self.on_released: Callable[[], object] | None = None
+        """Controller mode: called when replica acks acknowledge more (parked pulls re-read)."""
+        self.required_acks: Callable[[], frozenset[int] | None] | None = None
+        """Controller mode: the replica ids every SYNC_MASTER send waits for (None, or a
+        callable answering None: any one slave's ack)."""
         self._broker_id = config.broker_id
         self._ha_listen_port = (
             config.effective_ha_listen_port if ha_listen_port is None else ha_listen_port
@@ -126,6 +131,8 @@ class Replication:
             clock=self._clock,
             epochs=self.epoch_file,
             confirm_offset=self.confirm_offset,
+            required_acks=self.required_acks,
+            on_released=self.on_released,
         )
         await self.master.start()
 
@@ -209,6 +216,12 @@ class Replication:
             self.master_ha_address = ha_address
         if changed and self.sync is not None:
             self.sync.sync_soon()
+
+    @property
+    def waits_for_replicas(self) -> bool:
+        """Whether a stored send now waits for a replica's ack (this role is SYNC_MASTER).
+        In controller mode the role follows the SyncStateSet, never brokerRole's setting."""
+        return self.role is BrokerRole.SYNC_MASTER
 
     async def wait_replicated(self, result: PutResult) -> None:
         """Under SYNC_MASTER, hold a stored put until a slave has it (see HaMaster)."""

@@ -69,12 +69,16 @@ class FastSends:
 
     def puts_at_once(self) -> bool:
         """Whether the fast forms may take a send now: the broker is no SYNC_MASTER waiting
-        for a slave, and (SYNC flush) fewer than the send family's bound of fast sends wait for
-        their fsync."""
-        return (
-            self._context.config.broker_role is not BrokerRole.SYNC_MASTER
-            and self.sends_waiting < limits.HANDLER_CONCURRENCY_MAX_REQUESTS
+        for a slave (its replication's current role: in controller mode brokerRole stays
+        SLAVE while the controller makes the broker a master that waits), and (SYNC flush)
+        fewer than the send family's bound of fast sends wait for their fsync."""
+        replication = self._context.replication
+        waits = (
+            replication.waits_for_replicas  # controller mode: the SyncStateSet's role
+            if replication is not None
+            else self._context.config.broker_role is BrokerRole.SYNC_MASTER
         )
+        return not waits and self.sends_waiting < limits.HANDLER_CONCURRENCY_MAX_REQUESTS
 
     def send_message_at_once(
         self, connection: Connection, request: RemotingCommand
