@@ -117,7 +117,7 @@ async def test_topic_stats_give_min_max_and_last_store_time(
     assert response.code == ResponseCode.TOPIC_NOT_EXIST
 
 
-async def test_delete_topic_drops_config_queues_offsets_and_route(
+async def test_delete_topic_drops_config_queues_and_offsets(
     setup: tuple[Cluster, Broker, BrokerWire],
 ) -> None:
     cluster, broker, wire = setup
@@ -130,13 +130,25 @@ async def test_delete_topic_drops_config_queues_offsets_and_route(
     assert context.topics.find(TOPIC) is None
     assert TOPIC not in context.store.topics_and_queues()
     assert context.offsets.query_offset("G_DEL", TOPIC, 0) == -1
-    # The broker re-registered before answering: the name server routes the topic no more.
-    route = await wire.pool.invoke(
+
+    # As Java's name server (deleteTopicWithBrokerRegistration=false), the route goes with
+    # DELETE_TOPIC_IN_NAMESRV, which admin tools send after the brokers' deletion.
+    async def route_code() -> int:
+        route = await wire.pool.invoke(
+            cluster.namesrv_address,
+            request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
+            5_000,
+        )
+        return route.code
+
+    assert await route_code() == ResponseCode.SUCCESS
+    deleted = await wire.pool.invoke(
         cluster.namesrv_address,
-        request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
+        request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": TOPIC}),
         5_000,
     )
-    assert route.code == ResponseCode.TOPIC_NOT_EXIST
+    assert deleted.code == ResponseCode.SUCCESS
+    assert await route_code() == ResponseCode.TOPIC_NOT_EXIST
     # A system topic is refused; deleting twice is harmless.
     system = TopicRequestHeader("SCHEDULE_TOPIC_XXXX").to_ext_fields()
     response = await wire.invoke(request(RequestCode.DELETE_TOPIC_IN_BROKER, system))

@@ -135,7 +135,22 @@ def test_tbw102_is_routable_when_a_broker_registers_it(tables: RouteTables) -> N
     assert route.broker_datas[0].broker_addrs[0] == MASTER_A
 
 
-def test_reregistration_without_a_topic_removes_its_queue_data(tables: RouteTables) -> None:
+def test_reregistration_without_a_topic_keeps_its_queue_data_by_default(
+    tables: RouteTables,
+) -> None:
+    """As Java's default (deleteTopicWithBrokerRegistration=false): a master that stops
+    reporting a topic (a slave promoted before it copied it) leaves the topic routable."""
+    tables.register_broker(registration(topics={ORDERS: RW}, version=1))
+    tables.register_broker(registration(topics={}, version=2))
+    route = tables.route_for_topic(ORDERS)
+    assert route is not None
+    assert [q.broker_name for q in route.queue_datas] == [BROKER_A]
+
+
+def test_reregistration_without_a_topic_removes_its_queue_data_when_asked(
+    clock: ManualClock,
+) -> None:
+    tables = RouteTables(clock, delete_topic_with_broker_registration=True)
     other = Topic("other")
     tables.register_broker(registration(topics={ORDERS: RW, other: RW}, version=1))
     tables.register_broker(

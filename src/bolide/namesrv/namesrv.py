@@ -56,6 +56,7 @@ class NameServer:
         tls: TlsServerSettings | None = None,
         acl_file: Path | None = None,
         inner_accounts: tuple[tuple[str, str], ...] = (),
+        delete_topic_with_broker_registration: bool = False,
     ) -> None:
         self._clock = clock or SystemClock()
         self._acl_path = acl_file
@@ -63,7 +64,10 @@ class NameServer:
         self.acl: AclFile | None = None
         """The accounts file in force (None: ACL off)."""
         self._acl_watcher: AclFileWatcher | None = None
-        self.routes = RouteTables(self._clock)
+        self.routes = RouteTables(
+            self._clock,
+            delete_topic_with_broker_registration=delete_topic_with_broker_registration,
+        )
         """The route tables (read them for inspection; requests change them)."""
         self.kv_config = KvConfig()
         self._handlers = NameServerHandlers(
@@ -97,6 +101,9 @@ class NameServer:
         """The settings GET_NAMESRV_CONFIG (319) shows, broker.conf-style names."""
         return {
             "listenPort": str(self.port),  # requests come only once the server listens
+            "deleteTopicWithBrokerRegistration": str(
+                self.routes.delete_topic_with_broker_registration
+            ).lower(),
             "orderMessageEnable": str(self._handlers.order_message_enable).lower(),
             "scanNotActiveBrokerInterval": str(self._scan_interval_ms),
         }

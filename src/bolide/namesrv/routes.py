@@ -97,6 +97,7 @@ class RouteTables:
     Times are ``clock.monotonic_ms()`` readings, so expiry is immune to wall-clock jumps.
     ``max_live_brokers`` (default ``limits.NAMESRV_LIVE_BROKERS_MAX_ENTRIES``) bounds the live
     table; a registration beyond it raises :class:`BackpressureError`.
+    ``delete_topic_with_broker_registration``: see the attribute of that name.
     """
 
     def __init__(
@@ -105,8 +106,15 @@ class RouteTables:
         *,
         expiry_ms: int = limits.BROKER_EXPIRY_MS,
         max_live_brokers: int = limits.NAMESRV_LIVE_BROKERS_MAX_ENTRIES,
+        delete_topic_with_broker_registration: bool = False,
     ) -> None:
         self._clock = clock
+        self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
+        """RocketMQ 5.x's ``deleteTopicWithBrokerRegistration`` (default False): whether a
+        master's registration that no longer reports a topic removes the master's queues
+        from it. Off, as in Java, a topic leaves the routes only through DELETE_TOPIC_IN_NAMESRV
+        or when its last broker goes: a slave promoted before it copied its master's newest
+        topics must not make them vanish from the routes."""
         self._expiry_ms = expiry_ms
         self._max_live_brokers = max_live_brokers
         self._clusters: dict[ClusterName, set[BrokerName]] = {}
@@ -225,6 +233,8 @@ class RouteTables:
                 perm=config.perm,
                 topic_sys_flag=config.topic_sys_flag,
             )
+        if not self.delete_topic_with_broker_registration:
+            return
         # A topic the master no longer reports (deleted on the broker) loses this broker.
         gone = [
             topic
