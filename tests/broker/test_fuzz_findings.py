@@ -3,6 +3,10 @@
 * DELETE_TOPIC_IN_BROKER (215) with a topic name that is no valid topic name: the name is a
   directory of the store, so ``a\\0b`` crashed the handler (``rmtree``: "embedded null byte",
   a traceback in the log) and ``..`` would have removed the store's own directory.
+* UPDATE_AND_CREATE_TOPIC (17) with ``topicSysFlag`` 2**64: stored, then every JSON write of
+  the topic table failed, and the broker's registration service stopped for good ("cannot
+  write int as JSON"): the name servers would drop the broker. Header integers are now
+  refused outside a Java long.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import pytest
 
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import TopicRequestHeader
+from bolide.protocol.headers import CreateTopicRequestHeader, TopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.store.file_store import FileMessageStore
 from tests.broker.admin_support import admin_cluster, fill
@@ -51,5 +55,26 @@ async def test_delete_topic_refuses_a_name_that_is_no_topic_name(
             assert queue_dir.is_dir() and (queue_dir / TOPIC).is_dir()
             assert store_config.commit_log_dir.is_dir()
             assert store.max_offset(TOPIC, 0) == 2
+        finally:
+            await pool.close()
+
+
+@pytest.mark.parametrize("value", [str(2**64), str(2**63), str(-(2**63) - 1)])
+async def test_a_header_integer_outside_a_java_long_is_refused(tmp_path: Path, value: str) -> None:
+    async with admin_cluster(tmp_path) as cluster:
+        broker = cluster.brokers[0]
+        pool = ClientPool()
+        try:
+            wire = BrokerWire(pool, broker.address)
+            fields = CreateTopicRequestHeader(TOPIC, "TBW102", 4, 4, 6).to_ext_fields()
+            fields["topicSysFlag"] = value
+            request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+
+            response = await wire.invoke(request)
+
+            assert response.code != ResponseCode.SUCCESS
+            assert response.remark is not None and "outside a Java long" in response.remark
+            assert broker.context.topics.find(TOPIC) is None
+            await broker.context.register_now()  # the registration body still encodes
         finally:
             await pool.close()

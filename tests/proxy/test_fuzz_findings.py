@@ -26,6 +26,21 @@ async def test_an_undefined_message_type_is_refused_not_an_internal_error(proxy:
     assert "message type 999" in sent.status.message
 
 
+async def test_a_born_timestamp_out_of_range_is_refused_not_an_internal_error(
+    proxy: Proxy,
+) -> None:
+    """A born_timestamp outside protobuf's Timestamp range made ``ToMilliseconds`` raise
+    ValueError out of the handler: the call ended UNKNOWN "Internal Server Error"."""
+    message = _message("Plain", b"x", "ID-10")
+    message.system_properties.born_timestamp.seconds = -(2**63)
+    send = spb.SendMessageRequest(messages=[message])
+
+    sent = await proxy.unary("SendMessage", send, spb.SendMessageResponse)
+
+    assert sent.status.code == pb.BAD_REQUEST
+    assert "born_timestamp is not a valid timestamp" in sent.status.message
+
+
 def _pending_outbox_gets() -> list[asyncio.Task[object]]:
     return [
         task

@@ -121,6 +121,7 @@ class Producing:
                 pb.MESSAGE_BODY_TOO_LARGE,
                 f"message body of {len(message.body)} bytes exceeds {self._max_body_bytes}",
             )
+        born_timestamp_ms = _born_timestamp_ms(system)
         brokers = [b for b in await self._directory.brokers(topic) if b.perm & PERM_WRITE]
         if not brokers:
             raise ProxyError(pb.FORBIDDEN, f"topic {topic} has no writable queue")
@@ -141,7 +142,7 @@ class Producing:
             default_topic_queue_count=4,
             queue_id=queue_id,
             sys_flag=sys_flag,
-            born_timestamp_ms=system.born_timestamp.ToMilliseconds() or int(time.time() * 1000),
+            born_timestamp_ms=born_timestamp_ms,
             flag=0,
             properties=encode_properties(properties),
         )
@@ -305,3 +306,16 @@ def _type_name(message_type: int) -> str:
         return pb.MessageType.Name(message_type)
     except ValueError:
         return f"message type {message_type}"
+
+
+def _born_timestamp_ms(system: pb.SystemProperties) -> int:
+    """``born_timestamp`` in ms (unset: now). A Timestamp outside protobuf's range (years
+    1–9999, found by fuzzing: it raised out of the handler, UNKNOWN "Internal Server Error")
+    is BAD_REQUEST."""
+    try:
+        born_ms = system.born_timestamp.ToMilliseconds()
+    except ValueError as error:
+        raise ProxyError(
+            pb.BAD_REQUEST, f"born_timestamp is not a valid timestamp: {error}"
+        ) from None
+    return born_ms or int(time.time() * 1000)

@@ -8,7 +8,8 @@ differ from Java:
   anything else, or a missing field, is false;
 * an optional string or number that is present but empty (``""``) reads as absent (C++ sends
   ``""`` for fields it does not use);
-* numbers are Python ``int`` literals in base 10 (surrounding spaces tolerated).
+* numbers are Python ``int`` literals in base 10 (surrounding spaces tolerated) within a
+  Java long (``JAVA_LONG_MIN``..``JAVA_LONG_MAX``).
 
 Writing emits Java's form: numbers in base 10, booleans ``"true"``/``"false"``, absent
 (``None``) optional fields left out.
@@ -42,6 +43,9 @@ __all__ = [
 T = TypeVar("T", bound="DataclassInstance")
 
 TRUE_TEXTS = frozenset(("true", "1"))
+JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
+"""Every integer header field is a Java int or long: a value outside a long is refused (it
+would otherwise be stored, then fail every JSON write of it: topics.json, registration)."""
 """Lower-cased texts read as true."""
 
 
@@ -107,9 +111,12 @@ def put_optional(fields: dict[str, str], key: str, value: str | int | None) -> N
 
 def _parse_int(key: str, value: str) -> int:
     try:
-        return int(value)
+        number = int(value)
     except ValueError as error:
         raise HeaderError(f"header field '{key}' is not an integer: {value!r}") from error
+    if not JAVA_LONG_MIN <= number <= JAVA_LONG_MAX:
+        raise HeaderError(f"header field '{key}' is outside a Java long: {value!r}")
+    return number
 
 
 def frozen_constructor(cls: type[T]) -> Callable[..., T]:
