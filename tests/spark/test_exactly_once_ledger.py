@@ -142,7 +142,7 @@ CHECK_INTERVAL_MS = 1_000
 def checking_cluster(tmp_path: Path) -> Iterator[BackgroundCluster]:
     """A broker on a manual clock: its checker runs when the test moves the clock on by
     CHECK_INTERVAL_MS; no transaction timeout; a half is given up after two checks."""
-    settings = {"transaction_check_interval_ms": CHECK_INTERVAL_MS, "transaction_timeout_ms": 0,
+    settings: dict[str, object] = {"transaction_check_interval_ms": CHECK_INTERVAL_MS, "transaction_timeout_ms": 0,
                 "transaction_check_max_count": 2}  # fmt: skip
     started = BackgroundCluster(tmp_path, broker_clock=ManualClock(), settings=settings)
     started.start()
@@ -171,8 +171,11 @@ def test_halves_left_by_a_dead_run_are_settled_and_given_up_recorded_ones_rescue
     # Run 1 wrote batch 0 and died before deciding; nobody answers the checks: given up.
     dead = write_halves(options, iter([rows]), ("query", 0, "run-1"), 0)
     for checks in (1, 2):
-        _check_round(cluster, lambda pending, _, n=checks: all(
-            h.check_times == n for h in pending.half_messages))  # fmt: skip
+
+        def checked(pending: HalfMessageList, _: HalfMessageList, times: int = checks) -> bool:
+            return all(half.check_times == times for half in pending.half_messages)
+
+        _check_round(cluster, checked)
     _check_round(cluster, lambda _, given_up: len(given_up.half_messages) == 20)
     # Its batch is recorded (as a driver killed right after its decision leaves it) ...
     client = BlockingClient(cluster.namesrv_address, "test")
