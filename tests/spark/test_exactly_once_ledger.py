@@ -142,8 +142,11 @@ CHECK_INTERVAL_MS = 1_000
 def checking_cluster(tmp_path: Path) -> Iterator[BackgroundCluster]:
     """A broker on a manual clock: its checker runs when the test moves the clock on by
     CHECK_INTERVAL_MS; no transaction timeout; a half is given up after two checks."""
-    settings: dict[str, object] = {"transaction_check_interval_ms": CHECK_INTERVAL_MS, "transaction_timeout_ms": 0,
-                "transaction_check_max_count": 2}  # fmt: skip
+    settings: dict[str, object] = {
+        "transaction_check_interval_ms": CHECK_INTERVAL_MS,
+        "transaction_timeout_ms": 0,
+        "transaction_check_max_count": 2,
+    }
     started = BackgroundCluster(tmp_path, broker_clock=ManualClock(), settings=settings)
     started.start()
     try:
