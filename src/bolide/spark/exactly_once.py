@@ -7,10 +7,14 @@ task, one decision per micro-batch, recorded on the brokers.
 * **The driver's commit(messages, batch_id)** looks the batch up in the *ledger*: a topic
   (:data:`LEDGER_TOPIC`) where each committed batch is one message, KEYS ``query:batch``, the
   body the JSON list of the halves it committed. No record yet: it writes the record first
-  (the decision point), then sends END_TRANSACTION COMMIT for every half. A record already
-  there from another run (the driver died after deciding; Spark replays the batch with the
-  same id): the recorded halves are committed again (a no-op for those already committed),
-  and the replay's new halves are rolled back. ``abort`` rolls the task's halves back.
+  (the decision point), then sends END_TRANSACTION COMMIT for every half, as requests whose
+  answers it awaits (:mod:`.halves`): the commit returns only once the brokers applied every
+  decision. A record already there from another run (the driver died after deciding; Spark
+  replays the batch with the same id): the recorded halves are committed again (a no-op for
+  those already committed; those the broker gave up meanwhile are resumed and committed),
+  and the replay's new halves are rolled back. Then the pending halves of the query that
+  earlier runs left behind are decided from the ledger. ``abort`` rolls the task's halves
+  back.
 * **Check-back**: while a commit runs, its producer answers the brokers' checks of the group
   from the ledger: a half named by its batch's record is committed, a half of a batch
   recorded with other halves is rolled back, a half of an unrecorded batch stays unknown. A
