@@ -37,7 +37,7 @@ from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.client.rpc.transactions import query_half_messages
 from bolide.namesrv.namesrv import NameServer
-from bolide.protocol.bodies import PERM_READ, PERM_WRITE
+from bolide.protocol.bodies import PERM_READ, PERM_WRITE, KVTable
 from bolide.protocol.bodies.transaction import HalfMessageList, QueryHalfMessagesRequestHeader
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -70,7 +70,7 @@ class BrokerProcess:
         self.root = root
         self.thread = LoopThread("spark-fault-namesrv")
         self.namesrv = NameServer(LOOPBACK, 0)
-        self.port = 0
+        self.port = self.ha_port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.drain: threading.Thread | None = None
 
@@ -91,7 +91,7 @@ class BrokerProcess:
         settings = {
             "brokerClusterName": "FaultCluster", "brokerName": "broker-a",
             "namesrvAddr": self.namesrv_address, "brokerIP1": LOOPBACK,
-            "listenPort": self.port, "vipChannelEnabled": "false",
+            "listenPort": self.port, "haListenPort": self.ha_port, "vipChannelEnabled": "false",
             "transactionCheckInterval": CHECK_INTERVAL_MS, "transactionTimeOut": 1_000,
             "transactionCheckMax": CHECK_MAX, "mapedFileSizeCommitLog": 4 * 1024 * 1024,
         }  # fmt: skip
@@ -104,11 +104,15 @@ class BrokerProcess:
             )  # fmt: skip
         assert self.process.stdout is not None
         ready = self.process.stdout.readline().decode()
-        assert ready.startswith("bolide ready"), ready
+        log_tail = (self.root / "broker.log").read_text(errors="replace")[-3000:]
+        assert ready.startswith("bolide ready"), f"{ready!r}; broker log: {log_tail}"
         stdout = self.process.stdout  # drained, so the broker never blocks on a full pipe
         self.drain = threading.Thread(target=stdout.read, name="broker-stdout", daemon=True)
         self.drain.start()
         self.port = int(ready.split("broker=", 1)[1].split()[0].rsplit(":", 1)[1])
+        if self.ha_port == 0:  # restarts keep both ports: clients and routes look there
+            runtime = self.invoke(RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+            self.ha_port = int(KVTable.from_json(runtime.body).table["haListenPort"])
 
     def kill_broker(self) -> None:
         """SIGKILL: no shutdown at all (its page cache is kept, as a process crash leaves it)."""
