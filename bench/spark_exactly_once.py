@@ -45,8 +45,9 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as directory:
         report = Path(directory) / "report.xml"
+        # A base directory of its own: other pytest runs on the machine cannot rotate it away.
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:logging", test,
-                   f"--junitxml={report}"]  # fmt: skip
+                   f"--junitxml={report}", f"--basetemp={Path(directory) / 'runs'}"]  # fmt: skip
         code = subprocess.call(command, cwd=ROOT, env=environment)
         cases = ElementTree.parse(report).getroot().iter("testcase") if report.exists() else []
         passed = failed = 0
