@@ -26,7 +26,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=30_000)
     parser.add_argument("--per-trigger", type=int, default=1_000)
-    parser.add_argument("--invisible-s", type=int, default=30)
+    parser.add_argument("--invisible-s", type=int, default=60)
     parser.add_argument("--wait-s", type=float, default=1_800.0)
     arguments = parser.parse_args()
     sys.path[:0] = [str(ROOT / "src"), str(ROOT)]

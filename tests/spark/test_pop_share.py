@@ -15,9 +15,11 @@ from tests.spark.pop_share import share
 
 pytest.importorskip("rocketmq.v5", reason="the 5.x SDK (rocketmq-python-client) is not installed")
 
+pytestmark = pytest.mark.timeout(1_800)  # two JVMs, a proxy and a 60 s come-back on 2 cores
+
 MESSAGES = 1_500
 PER_TRIGGER = 50
-INVISIBLE_S = 20
+INVISIBLE_S = 60
 
 
 def test_two_queries_and_an_sdk_consumer_share_a_group_through_a_query_kill(
