@@ -232,8 +232,9 @@ CEILING_BATCH_ROWS = 8_192
 """Rows of each ready record batch of the ceiling source (the Bolide reader's batch size)."""
 
 
-def _ceiling_batch(rows: int, body_bytes: int) -> Any:
-    """One record batch of the source's Arrow schema, ``rows`` rows of ``body_bytes`` bodies."""
+def _ceiling_batch(rows: int, body_bytes: int, properties: int = 1) -> Any:
+    """One record batch of the source's Arrow schema, ``rows`` rows of ``body_bytes`` bodies
+    and ``properties`` entries in each row's property map."""
     import pyarrow as pa
 
     from bolide.spark.records import ARROW_SCHEMA
@@ -243,7 +244,8 @@ def _ceiling_batch(rows: int, body_bytes: int) -> Any:
         if field.name == "body":
             columns[field.name] = pa.array([b"\xab" * body_bytes] * rows, field.type)
         elif field.name == "properties":
-            columns[field.name] = pa.array([[("UNIQ_KEY", "k")]] * rows, field.type)
+            entries = [(f"PROPERTY_{n}", "0123456789ABCDEF") for n in range(properties - 1)]
+            columns[field.name] = pa.array([[("UNIQ_KEY", "k"), *entries]] * rows, field.type)
         elif pa.types.is_string(field.type):
             columns[field.name] = pa.array(["x"] * rows, field.type)
         elif field.name == "body_error":
@@ -267,8 +269,8 @@ def _ceiling_source() -> Any:
 
     from bolide.spark.source import SOURCE_SCHEMA
 
-    def batches(rows: int, body_bytes: int) -> Any:
-        ready = _ceiling_batch(min(rows, CEILING_BATCH_ROWS), body_bytes)
+    def batches(rows: int, body_bytes: int, properties: int) -> Any:
+        ready = _ceiling_batch(min(rows, CEILING_BATCH_ROWS), body_bytes, properties)
         while rows > 0:
             take = min(rows, ready.num_rows)
             yield ready if take == ready.num_rows else ready.slice(0, take)
@@ -278,6 +280,7 @@ def _ceiling_source() -> Any:
         def __init__(self, options: dict[str, str]) -> None:
             self.rows, self.parts = int(options["rows"]), int(options["parts"])
             self.body_bytes = int(options["body_bytes"])
+            self.properties = int(options.get("properties", "1"))
 
         def partitions(self) -> list[InputPartition]:
             share = -(-self.rows // self.parts)
@@ -285,7 +288,7 @@ def _ceiling_source() -> Any:
             return [InputPartition(size) for size in sizes if size > 0]
 
         def read(self, partition: InputPartition) -> Any:
-            return batches(partition.value, self.body_bytes)
+            return batches(partition.value, self.body_bytes, self.properties)
 
     class StreamReader(DataSourceStreamReader):
         def __init__(self, options: dict[str, str]) -> None:
@@ -311,7 +314,7 @@ def _ceiling_source() -> Any:
             return [InputPartition(size) for size in sizes if size > 0]
 
         def read(self, partition: InputPartition) -> Any:
-            return batches(partition.value, self.batch.body_bytes)
+            return batches(partition.value, self.batch.body_bytes, self.batch.properties)
 
     class Writer(DataSourceArrowWriter):
         def write(self, iterator: Any) -> WriterCommitMessage:

@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -283,7 +283,14 @@ def rows_of(frame: DataFrame) -> list[dict[str, Any]]:
     )
 
 
-def rows_of_topic(cluster: BackgroundCluster, topic: str) -> list[dict[str, Any]]:
+class NamedCluster(Protocol):
+    """Anything with a name server to ask (a :class:`BackgroundCluster`, a broker process)."""
+
+    @property
+    def namesrv_address(self) -> str: ...
+
+
+def rows_of_topic(cluster: NamedCluster, topic: str) -> list[dict[str, Any]]:
     """Every message of ``topic`` read without Spark (the source's pull path), as rows of the
     source's schema, sorted by (queue id, offset)."""
     client = BlockingClient(cluster.namesrv_address, "test")

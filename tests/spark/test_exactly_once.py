@@ -24,7 +24,7 @@ from bolide.client.message import Message
 from bolide.spark.client import BlockingClient
 from bolide.spark.exactly_once import LEDGER_TOPIC
 from bolide.spark.queues import fetch_bounds, list_queues
-from tests.spark.conftest import WAIT_S, BackgroundCluster, rows_of_topic
+from tests.spark.conftest import WAIT_S, BackgroundCluster, NamedCluster, rows_of_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 240
@@ -66,7 +66,7 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=WAIT_S)
 
 
-def _count(cluster: BackgroundCluster, topic: str) -> int:
+def _count(cluster: NamedCluster, topic: str) -> int:
     client = BlockingClient(cluster.namesrv_address, "test")
     try:
         queues = client.run(list_queues(client.instance, [topic]))

@@ -7,10 +7,14 @@ task, one decision per micro-batch, recorded on the brokers.
 * **The driver's commit(messages, batch_id)** looks the batch up in the *ledger*: a topic
   (:data:`LEDGER_TOPIC`) where each committed batch is one message, KEYS ``query:batch``, the
   body the JSON list of the halves it committed. No record yet: it writes the record first
-  (the decision point), then sends END_TRANSACTION COMMIT for every half. A record already
-  there from another run (the driver died after deciding; Spark replays the batch with the
-  same id): the recorded halves are committed again (a no-op for those already committed),
-  and the replay's new halves are rolled back. ``abort`` rolls the task's halves back.
+  (the decision point), then sends END_TRANSACTION COMMIT for every half, as requests whose
+  answers it awaits (:mod:`.halves`): the commit returns only once the brokers applied every
+  decision. A record already there from another run (the driver died after deciding; Spark
+  replays the batch with the same id): the recorded halves are committed again (a no-op for
+  those already committed; those the broker gave up meanwhile are resumed and committed),
+  and the replay's new halves are rolled back. Then the pending halves of the query that
+  earlier runs left behind are decided from the ledger. ``abort`` rolls the task's halves
+  back.
 * **Check-back**: while a commit runs, its producer answers the brokers' checks of the group
   from the ledger: a half named by its batch's record is committed, a half of a batch
   recorded with other halves is rolled back, a half of an unrecorded batch stays unknown. A
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,12 +40,21 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from bolide.base import limits
 from bolide.base.errors import BolideError, InvalidMessageError
+from bolide.client.instance import ClientInstance
 from bolide.client.message import SYSTEM_PROPERTY_NAMES, Message, SendResult, SendStatus
 from bolide.client.producer.producer import Producer
 from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.message import MessageExt, PropertyKey
+from bolide.protocol.msgid import decode_offset_message_id
 from bolide.spark.client import BlockingClient
+from bolide.spark.halves import (
+    EndTarget,
+    end_transaction,
+    master_address,
+    rescue_given_up,
+    settle_stale_halves,
+)
 from bolide.spark.offsets import QueueRange
 from bolide.spark.options import WriteOptions
 from bolide.spark.queues import PullSettings, fetch_bounds, list_queues, pull_range
@@ -266,11 +279,87 @@ def _check_state(ledger: Ledger, message: MessageExt) -> LocalTransactionState:
     return LocalTransactionState.ROLLBACK_MESSAGE
 
 
+async def _target(instance: ClientInstance, half: HalfRef) -> EndTarget:
+    _, commit_log_offset = decode_offset_message_id(half.offset_msg_id)
+    address = await master_address(instance, half.send_result().queue)
+    return EndTarget(address, half.queue_offset, commit_log_offset, half.msg_id,
+                     half.transaction_id)  # fmt: skip
+
+
 async def _end_all(
-    producer: TransactionProducer, halves: Sequence[HalfRef], state: LocalTransactionState
-) -> None:
-    for half in halves:
-        await producer.end_transaction(half.send_result(), state)
+    producer: TransactionProducer,
+    targets: Sequence[EndTarget],
+    state: LocalTransactionState,
+    timeout_ms: int,
+) -> list[str]:
+    """Decide every half (a bounded window of requests in flight); returns the unique keys
+    of those the broker had decided already. Raises the first failure (the batch's commit
+    then fails and Spark replays it: a replay decides the recorded halves again)."""
+    window = asyncio.Semaphore(limits.SPARK_WRITE_WINDOW_REQUESTS)
+
+    async def one(target: EndTarget) -> bool:
+        async with window:
+            return await end_transaction(producer, target, state, timeout_ms)
+
+    applied = await asyncio.gather(*(one(target) for target in targets))
+    return [target.msg_id for target, now in zip(targets, applied, strict=True) if not now]
+
+
+def _stale_state(
+    ledger: Ledger, query_id: str, batch_id: int
+) -> Callable[[MessageExt], LocalTransactionState | None]:
+    """A pending half's decision: the ledger's for a half of this query's batches up to
+    ``batch_id`` (every one of them is recorded: Spark commits batches in order), a
+    rollback when its batch has no record (retention dropped a record only of batches long
+    committed); None for other queries' halves and later batches."""
+
+    def state_of(message: MessageExt) -> LocalTransactionState | None:
+        if message.properties.get(QUERY_PROPERTY) != query_id:
+            return None
+        try:
+            batch = int(message.properties.get(BATCH_PROPERTY, ""))
+        except ValueError:
+            return None
+        if batch > batch_id:
+            return None
+        state = _check_state(ledger, message)
+        if state is LocalTransactionState.UNKNOW:
+            return LocalTransactionState.ROLLBACK_MESSAGE
+        return state
+
+    return state_of
+
+
+async def _apply(
+    producer: TransactionProducer,
+    ledger: Ledger,
+    batch: tuple[str, int],
+    record: LedgerRecord,
+    halves: Sequence[HalfRef],
+    timeout_ms: int,
+) -> tuple[int, int]:
+    """Commit the halves ``record`` names (resuming any its broker gave up), roll back the
+    other ``halves`` of this run, settle what earlier runs left pending; returns (halves
+    committed, halves rolled back)."""
+    instance = producer.instance
+    named = [await _target(instance, half) for half in record.halves]
+    mine = {half.msg_id for half in record.halves}
+    stale = [await _target(instance, half) for half in halves if half.msg_id not in mine]
+    addresses = {target.address for target in (*named, *stale)}
+    commit, rollback = LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE
+    decided = await _end_all(producer, named, commit, timeout_ms)
+    if decided:  # committed by an earlier run of this batch, or given up by the broker
+        rescued = await rescue_given_up(producer, addresses, set(decided), timeout_ms)
+        if rescued:
+            _log.warning("batch %s:%d: %d given-up halves of its record resumed and committed",
+                         *batch, rescued)  # fmt: skip
+    await _end_all(producer, stale, rollback, timeout_ms)
+    skip = mine | {target.msg_id for target in stale}
+    state_of = _stale_state(ledger, *batch)
+    settled = await settle_stale_halves(producer, addresses, state_of, skip, timeout_ms)
+    if settled:
+        _log.info("batch %s:%d: %d halves left by earlier runs decided", *batch, settled)
+    return len(record.halves), len(stale)
 
 
 def commit_batch(
@@ -304,11 +393,9 @@ def commit_batch(
             if existing is None:
                 await ledger.record(recorder, key, LedgerRecord(run_id, halves))
                 existing = ledger.records[key]
-            mine = {half.msg_id for half in existing.halves}
-            stale = [half for half in halves if half.msg_id not in mine]
-            await _end_all(producer, existing.halves, LocalTransactionState.COMMIT_MESSAGE)
-            await _end_all(producer, stale, LocalTransactionState.ROLLBACK_MESSAGE)
-            return len(existing.halves), len(stale)
+            batch = (query_id, batch_id)
+            timeout_ms = options.send_timeout_ms
+            return await _apply(producer, ledger, batch, existing, halves, timeout_ms)
         finally:
             await recorder.shutdown()
             await producer.shutdown()
@@ -333,7 +420,10 @@ def rollback_halves(options: WriteOptions, reports: Sequence[HalvesReport]) -> i
     async def roll_back() -> None:
         await producer.start()
         try:
-            await _end_all(producer, halves, LocalTransactionState.ROLLBACK_MESSAGE)
+            for half in halves:  # oneway: a lost rollback is settled by the brokers' checks
+                await producer.end_transaction(
+                    half.send_result(), LocalTransactionState.ROLLBACK_MESSAGE
+                )
         finally:
             await producer.shutdown()
 
