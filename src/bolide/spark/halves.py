@@ -24,17 +24,18 @@ from dataclasses import dataclass
 from bolide.base.errors import BolideError, NoRouteError, RemoteError
 from bolide.client.instance import ClientInstance
 from bolide.client.producer.transaction import LocalTransactionState, TransactionProducer
-from bolide.client.rpc.call import call
 from bolide.client.rpc.query import view_message
-from bolide.client.rpc.transactions import query_half_messages, resume_check_half_message
+from bolide.client.rpc.transactions import (
+    end_transaction_answered,
+    query_half_messages,
+    resume_check_half_message,
+)
 from bolide.protocol.bodies import MessageQueue
 from bolide.protocol.bodies.transaction import (
     HALF_MESSAGE_LIST_MAX_COUNT,
     HalfMessageInfo,
     QueryHalfMessagesRequestHeader,
 )
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import EndTransactionRequestHeader
 from bolide.protocol.message import MessageExt
 
@@ -99,17 +100,14 @@ async def end_transaction(
         from_transaction_check=False,
         transaction_id=target.transaction_id,
     )
-    request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields())
-    accept = (ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR)
-    pool = producer.instance.pool
-    response = await call(pool, target.address, request, timeout_ms, accept=accept)
-    if response.code == ResponseCode.SUCCESS:
-        return True
-    if _ALREADY_DECIDED in (response.remark or ""):
-        return False
-    raise BolideError(
-        f"{target.address} refused END_TRANSACTION of {target.msg_id}: {response.remark}"
+    refusal = await end_transaction_answered(
+        producer.instance.pool, target.address, header, timeout_ms
     )
+    if refusal is None:
+        return True
+    if _ALREADY_DECIDED in refusal:
+        return False
+    raise BolideError(f"{target.address} refused END_TRANSACTION of {target.msg_id}: {refusal}")
 
 
 async def _listed(

@@ -1,7 +1,8 @@
 """Transaction requests: END_TRANSACTION (37, oneway: a producer's decision, sent to the
-broker or on the connection a check came in on), Bolide's QUERY_HALF_MESSAGES (each broker's
-undecided half messages, oldest first, with age and check count, and its transaction counters
-— :mod:`bolide.protocol.bodies.transaction`) and RocketMQ's RESUME_CHECK_HALF_MESSAGE (323).
+broker or on the connection a check came in on; or answered, for the exactly-once sink),
+Bolide's QUERY_HALF_MESSAGES (each broker's undecided half messages, oldest first, with age
+and check count, and its transaction counters — :mod:`bolide.protocol.bodies.transaction`)
+and RocketMQ's RESUME_CHECK_HALF_MESSAGE (323).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from bolide.protocol.bodies.transaction import (
     QueryHalfMessagesRequestHeader,
     ResumeCheckHalfMessageRequestHeader,
 )
-from bolide.protocol.codes import RequestCode
+from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import EndTransactionRequestHeader
 from bolide.remoting import ClientPool, Connection
@@ -20,6 +21,7 @@ from bolide.remoting import ClientPool, Connection
 __all__ = [
     "answer_transaction_check",
     "end_transaction",
+    "end_transaction_answered",
     "query_half_messages",
     "resume_check_half_message",
 ]
@@ -47,6 +49,21 @@ async def end_transaction(
     ``remark`` carries why a local transaction failed. ``timeout_ms`` bounds connecting and
     buffering. Raises the transport's errors (no answer comes)."""
     await pool.invoke_oneway(address, _end_transaction_request(header, remark), timeout_ms)
+
+
+async def end_transaction_answered(
+    pool: ClientPool, address: str, header: EndTransactionRequestHeader, timeout_ms: int
+) -> str | None:
+    """END_TRANSACTION as a request (not oneway): when it returns, the broker has applied the
+    decision. Returns None when it did, or the remark of its refusal (SYSTEM_ERROR: e.g. the
+    half was decided already). Raises RemoteError for any other answer, and the transport's
+    errors."""
+    request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields())
+    accept = (ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR)
+    response = await call(pool, address, request, timeout_ms, accept=accept)
+    if response.code == ResponseCode.SUCCESS:
+        return None
+    return response.remark or ""
 
 
 async def answer_transaction_check(
