@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bolide.base.clock import ManualClock
 from bolide.broker.handlers.admin_maintenance import JAVA_LONG_MAX
 from bolide.client.admin.client import AdminClient
@@ -18,6 +20,7 @@ from bolide.protocol.bodies.consumer_status import GetConsumerStatusBody, QueryC
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.message import MessageExt
+from bolide.store.file_ops import DiskUsage, FileOps
 from bolide.store.retention import local_hour_of_day
 from bolide.testing.cluster import Cluster
 from tests.client.conftest import eventually as eventually_answered
@@ -37,9 +40,17 @@ def _retention_settings(clock: ManualClock) -> dict[str, str]:
     }
 
 
+def _disk_half_full(_file_ops: FileOps, _path: Path) -> DiskUsage:
+    return DiskUsage(total_bytes=1 << 40, used_bytes=1 << 39)
+
+
 async def test_expired_commit_log_and_consume_queues_are_cleaned_on_request(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The machine's own disk may be fuller than diskMaxUsedSpaceRatio (75 %): then the
+    # pressure rule would delete segments outside the deleteWhen hour, which is right for a
+    # broker but not what this test is about. Disk use is pinned at half.
+    monkeypatch.setattr(FileOps, "disk_usage", _disk_half_full)
     clock = ManualClock()
     async with connected(tmp_path, clock=clock, settings=_retention_settings(clock)) as (
         cluster,
