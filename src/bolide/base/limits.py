@@ -86,7 +86,11 @@ SYNC_FLUSH_TIMEOUT_MS = 5_000
 FILE_RESERVED_TIME_MS = 72 * 3_600_000
 """Commit-log segments older than this are deleted (fileReservedTime, 72 h)."""
 DISK_MAX_USED_SPACE_RATIO_PERCENT = 75
-"""Above this disk use the oldest segments are deleted at once (diskMaxUsedSpaceRatio)."""
+"""Above this disk use expired segments are deleted at any hour, not only at deleteWhen
+(diskMaxUsedSpaceRatio)."""
+DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT = 85
+"""Above this disk use the oldest segments are deleted at once, whatever their age
+(diskSpaceCleanForciblyRatio; RocketMQ caps it at 85 and floors it at 30)."""
 INDEX_QUERY_MAX_MESSAGES = 64
 """Messages one key or unique-key query returns at most (defaultQueryMaxNum is 32, admin 64)."""
 INDEX_HASH_SLOTS = 5_000_000
@@ -699,6 +703,7 @@ def _check_relations() -> None:
     invariant(HEARTBEAT_INTERVAL_MS < CLIENT_CHANNEL_EXPIRY_MS, "heartbeat before expiry")
     invariant(BROKER_REGISTER_INTERVAL_MS < BROKER_EXPIRY_MS, "register before expiry")
     invariant(0 < DISK_MAX_USED_SPACE_RATIO_PERCENT < 100, "a ratio in percent")
+    invariant(0 < DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT < 100, "a ratio in percent")
 
 
 _check_relations()
