@@ -13,7 +13,6 @@ from bolide.protocol.bodies.controller import BrokerReplicasInfo, ElectMasterRes
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.controller import (
     ApplyBrokerIdRequestHeader,
-    BrokerHeartbeatRequestHeader,
     GetMetadataInfoResponseHeader,
     MasterInfoHeader,
 )
@@ -324,26 +323,3 @@ async def test_wildcard_bind_advertises_the_given_host(etcd: EtcdCluster) -> Non
         assert await controller.store.leader_address() == controller.address
     finally:
         await controller.stop()
-
-
-async def test_a_full_heartbeat_table_refuses_an_unknown_replica_with_2005(
-    etcd: EtcdCluster,
-) -> None:
-    async with running_controller(etcd.endpoints) as controller:
-        await wait_leader(controller)
-        known = FakeBroker(controller.address, "broker-f", "127.0.0.1:20051")
-        try:
-            await known.join()
-            await known.seen_by(controller)
-            controller.heartbeats.max_entries = len(controller.heartbeats)
-            invented = BrokerHeartbeatRequestHeader(
-                CLUSTER, "127.0.0.1:20052", "broker-f", 987_654, heartbeat_timeout_ms=10_000
-            )
-            refused = await known.call(RequestCode.BROKER_HEARTBEAT, invented.to_ext_fields())
-            assert refused.code == ResponseCode.CONTROLLER_INVALID_REQUEST
-            assert "already tracks 1 live replicas" in (refused.remark or "")
-            assert not controller.heartbeats.is_alive("broker-f", 987_654)
-            await known.beat()  # the tracked replica keeps beating
-            assert controller.heartbeats.is_alive("broker-f", known.broker_id)
-        finally:
-            await known.die()

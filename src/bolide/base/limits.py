@@ -584,10 +584,6 @@ starts a queue at 0 only while its first message lies in that window (newGroupSt
 # --- controller mode (RocketMQ 5.x, round3-facts.md §1) ------------------------------------
 CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS = 10_000
 """controllerHeartBeatTimeoutMills: a replica silent this long is inactive (Java's default)."""
-CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES = 16_384
-"""Replicas one controller tracks as alive at once: 5,000 broker groups of three fit; past it a
-heartbeat from a replica not yet tracked is refused (2005), so a peer inventing broker ids
-cannot grow the controller's memory without bound."""
 CONTROLLER_BROKER_HEARTBEAT_INTERVAL_MS = 1_000
 """brokerHeartbeatInterval: a controller-mode broker's 904 period."""
 CONTROLLER_SCAN_INTERVAL_MS = 5_000

@@ -172,7 +172,7 @@ class ControllerHandlers:
             return request.make_response(
                 ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId"
             )
-        recorded = self._heartbeats.beat(
+        self._heartbeats.beat(
             BrokerLiveInfo(
                 header.cluster_name,
                 header.broker_name,
@@ -187,14 +187,6 @@ class ControllerHandlers:
                 connection,
             )
         )
-        if not recorded:
-            _log.warning("heartbeat of %s/%s refused: %d replicas tracked, the limit",
-                         header.broker_name, header.broker_id, len(self._heartbeats))  # fmt: skip
-            return request.make_response(
-                ResponseCode.CONTROLLER_INVALID_REQUEST,
-                f"Heart beat refused: this controller already tracks {len(self._heartbeats)} "
-                "live replicas (CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES)",
-            )
         return request.make_response(ResponseCode.SUCCESS, "Heart beat success")
 
     async def get_metadata_info(

@@ -43,31 +43,16 @@ class BrokerLiveInfo:
 class HeartbeatTable:
     """Live replicas by (brokerName, controller id), timed by ``clock``'s monotonic ms."""
 
-    def __init__(
-        self, clock: Clock, max_entries: int = limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES
-    ) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self.max_entries = max_entries
         self._table: dict[tuple[str, int], BrokerLiveInfo] = {}
 
-    def beat(self, info: BrokerLiveInfo) -> bool:
-        """Record a heartbeat (``info.last_update_ms`` is overwritten with now). False, and
-        nothing recorded, when ``info`` names a replica not tracked yet while the table holds
-        ``max_entries`` and none of them has timed out (timed-out ones stay until the
-        controller's scan takes them, so the table never holds more than twice the bound)."""
-        key = (info.broker_name, info.broker_id)
-        if key not in self._table and len(self._table) >= self.max_entries:
-            now_ms = self._clock.monotonic_ms()
-            if not any(self._expired(known, now_ms) for known in self._table.values()):
-                return False
+    def beat(self, info: BrokerLiveInfo) -> None:
+        """Record a heartbeat (``info.last_update_ms`` is overwritten with now)."""
         info.last_update_ms = self._clock.monotonic_ms()
         if info.heartbeat_timeout_ms <= 0:
             info.heartbeat_timeout_ms = limits.CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS
-        self._table[key] = info
-        return True
-
-    def __len__(self) -> int:
-        return len(self._table)
+        self._table[(info.broker_name, info.broker_id)] = info
 
     def get(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         """The replica's live info, None when unknown or expired."""
