@@ -99,6 +99,11 @@ class Controller:
         """Elections this controller wrote since it started."""
         return 0 if self._handlers is None else self._handlers.elections
 
+    @property
+    def heartbeats_refused(self) -> int:
+        """Heartbeats of new replicas refused because the heartbeat table was full."""
+        return 0 if self._handlers is None else self._handlers.heartbeats_refused
+
     async def start(self) -> None:
         """Listen, reach etcd, then start the leadership and liveness loops."""
         await self._server.start()

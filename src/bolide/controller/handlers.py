@@ -110,6 +110,8 @@ class ControllerHandlers:
         self._notify = notify
         self.elections = 0
         """Successful elections this controller wrote (a metric)."""
+        self.heartbeats_refused = 0
+        """Heartbeats of new replicas refused because the heartbeat table was full (a metric)."""
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Register every controller code on ``dispatcher``."""
@@ -166,13 +168,14 @@ class ControllerHandlers:
     # --- every controller --------------------------------------------------------------------
 
     async def heartbeat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        """BROKER_HEARTBEAT (904): record the replica as alive; no broker id → 2005."""
+        """BROKER_HEARTBEAT (904): record the replica as alive; no broker id → 2005; a new
+        replica while the heartbeat table is full → SYSTEM_BUSY (logged at 1, 2, 4… refusals)."""
         header = BrokerHeartbeatRequestHeader.from_ext_fields(request.ext_fields)
         if header.broker_id is None:
             return request.make_response(
                 ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId"
             )
-        self._heartbeats.beat(
+        recorded = self._heartbeats.beat(
             BrokerLiveInfo(
                 header.cluster_name,
                 header.broker_name,
@@ -187,6 +190,18 @@ class ControllerHandlers:
                 connection,
             )
         )
+        if not recorded:
+            self.heartbeats_refused += 1
+            if self.heartbeats_refused & (self.heartbeats_refused - 1) == 0:  # 1, 2, 4, 8…
+                _log.warning("heartbeat of %s/%s from %s refused (%d so far): %d replicas tracked",
+                             header.broker_name, header.broker_id, header.broker_addr,
+                             self.heartbeats_refused,
+                             limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES)  # fmt: skip
+            return request.make_response(
+                ResponseCode.SYSTEM_BUSY,
+                f"heartbeat table full: {limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES} replicas"
+                " tracked; a new replica is admitted once an entry expires",
+            )
         return request.make_response(ResponseCode.SUCCESS, "Heart beat success")
 
     async def get_metadata_info(
