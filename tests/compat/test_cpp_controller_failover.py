@@ -56,11 +56,13 @@ async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
 
 
 class CppSender:
-    """The C++ producer's loop on a worker thread: every SEND_OK body with its monotonic time."""
+    """The C++ producer's loop on a worker thread: every SEND_OK body with the monotonic time
+    its send started (a send started after the kill can only be stored by the new master) and
+    the time its SEND_OK came."""
 
     def __init__(self, producer: Any) -> None:
         self.producer = producer
-        self.acked: list[tuple[str, float]] = []
+        self.acked: list[tuple[str, float, float]] = []
         self.stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -69,6 +71,7 @@ class CppSender:
         while not self.stop.is_set():
             body = f"cpp-{sequence}"
             sequence += 1
+            started = time.monotonic()
             try:
                 result = self.producer.send_sync(make_message(TOPIC, body))
             except Exception:
@@ -76,15 +79,16 @@ class CppSender:
                 continue
             if result.status.name == "OK":
                 with self._lock:
-                    self.acked.append((body, time.monotonic()))
+                    self.acked.append((body, started, time.monotonic()))
 
-    def acked_after(self, moment: float) -> list[tuple[str, float]]:
+    def acked_after(self, moment: float) -> list[tuple[str, float, float]]:
+        """The SEND_OKs of sends started after ``moment``, in order."""
         with self._lock:
-            return [(body, at) for body, at in self.acked if at > moment]
+            return [entry for entry in self.acked if entry[1] > moment]
 
     def bodies(self) -> set[str]:
         with self._lock:
-            return {body for body, _ in self.acked}
+            return {entry[0] for entry in self.acked}
 
 
 async def test_cpp_clients_across_a_controller_failover(
@@ -146,7 +150,7 @@ async def _failover_with_cpp_clients(
         while len(sender.acked_after(killed_at)) < ACKS_AFTER_FAILOVER:
             assert time.monotonic() < deadline, "the C++ producer never sent to the new master"
             await asyncio.sleep(0.1)
-        unavailable_s = sender.acked_after(killed_at)[0][1] - killed_at
+        unavailable_s = sender.acked_after(killed_at)[0][2] - killed_at
         print(f"\nC++ producer, kill -> first SEND_OK on the new master: {unavailable_s:.2f} s")
         print(f"kill -> name server lists the new master: {routed_s:.2f} s")
     finally:
