@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bolide.base import limits
+from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import ConfigError
 from bolide.controller.etcd_store import ControllerStore, NotLeaderError, StaleReadError
 from bolide.controller.heartbeats import BrokerLiveInfo, HeartbeatTable
@@ -93,6 +94,17 @@ class Decision:
 Notify = Callable[[ReplicaSet], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class Election:
+    """One election this controller wrote: when (epoch ms), the set, the master it chose
+    (None when the set was left without one) and the new master epoch."""
+
+    at_ms: int
+    broker_name: str
+    master_broker_id: int | None
+    master_epoch: int
+
+
 class ControllerHandlers:
     """The handlers of one controller over its ``store``, ``heartbeats`` and ``settings``;
     ``notify(set)`` sends 1008 to the set's live members after an election."""
@@ -103,13 +115,17 @@ class ControllerHandlers:
         heartbeats: HeartbeatTable,
         settings: ControllerSettings,
         notify: Notify,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
         self._heartbeats = heartbeats
         self._settings = settings
         self._notify = notify
+        self._clock = clock or SystemClock()
         self.elections = 0
         """Successful elections this controller wrote (a metric)."""
+        self.last_elections: dict[str, Election] = {}
+        """The last election this controller wrote, by brokerName (metrics, operations)."""
         self.heartbeats_refused = 0
         """Heartbeats of new replicas refused because the heartbeat table was full (a metric)."""
 
@@ -327,6 +343,9 @@ class ControllerHandlers:
         if outcome and outcome[0].code == ResponseCode.SUCCESS:
             elected = outcome[0].replica_set
             self.elections += 1
+            self.last_elections[broker_name] = Election(
+                self._clock.now_ms(), broker_name, elected.master_broker_id, elected.master_epoch
+            )
             _log.info(
                 "broker set %s: broker %s elected master, epoch %s",
                 broker_name, elected.master_broker_id, elected.master_epoch,
