@@ -41,6 +41,7 @@ from bolide.broker.controller_mode.epoch_roles import EpochBrokerRoles
 from bolide.broker.controller_mode.epochs import epoch_file_path, open_epoch_file
 from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
+from bolide.broker.controller_mode.runtime_info import runtime_info
 from bolide.broker.controller_mode.settings import ControllerModeSettings
 from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
@@ -291,6 +292,7 @@ class Broker:
         if self.metrics is not None:
             labels = (config.broker_cluster_name, config.broker_name, config.broker_ip1)
             self.metrics.add_collector(ControllerModeCollector(self.replicas_manager, labels))
+        replication.controller_runtime_info = functools.partial(runtime_info, self.replicas_manager)
         self.replicas_manager.start()
 
     @property
