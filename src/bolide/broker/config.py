@@ -154,7 +154,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,17 +169,33 @@ from bolide.broker.config_choices import (
     NewGroupStart,
 )
 from bolide.broker.config_values import (
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    bad,
+    enum_parser,
     lower_enum_parser,
+    parse_addresses,
+    parse_any_str,
+    parse_bool,
     parse_broker_conf,
     parse_code_list,
+    parse_delay_level_key,
+    parse_delay_levels,
+    parse_hours,
+    parse_int,
     parse_optional_credentials,
     parse_optional_path,
     parse_optional_secret,
     parse_optional_user,
+    parse_path,
+    parse_str,
     read_broker_conf,
+    render_addresses,
     render_code_list,
     render_credentials,
+    render_delay_levels,
+    render_hours,
     render_optional,
+    render_plain,
     render_secret,
     render_user,
 )
@@ -209,148 +224,11 @@ __all__ = [
 
 _log = logging.getLogger("bolide.broker.config")
 
-DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-"""RocketMQ's messageDelayLevel: 18 levels, level n is the n-th entry."""
-
-_DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
-
-
-# --- value parsers: (key, text) -> value, ConfigError naming both on failure -----------------
-
-
-def _bad(key: str, text: str, expected: str) -> ConfigError:
-    return ConfigError(f"broker config {key}={text!r}: expected {expected}")
-
-
-def _parse_str(key: str, text: str) -> str:
-    if not text:
-        raise _bad(key, text, "a non-empty string")
-    return text
-
-
-def _parse_any_str(key: str, text: str) -> str:
-    """A string that may be empty (an optional address)."""
-    return text
-
-
-def _parse_int(key: str, text: str) -> int:
-    if _INTEGER.fullmatch(text) is None:
-        raise _bad(key, text, "an integer")
-    return int(text)
-
-
-def _parse_bool(key: str, text: str) -> bool:
-    # Java's Boolean.parseBoolean reads anything but "true" as false; a typo like "ture" would
-    # silently disable a feature, so only true/false (any case) are accepted.
-    lowered = text.lower()
-    if lowered not in ("true", "false"):
-        raise _bad(key, text, "true or false")
-    return lowered == "true"
-
-
-def _parse_path(key: str, text: str) -> Path:
-    return Path(_parse_str(key, text)).expanduser()
-
-
-def _enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
-    def parse(key: str, text: str) -> Any:
-        try:
-            return kind(text.upper())
-        except ValueError:
-            names = " or ".join(member.value for member in kind)
-            raise _bad(key, text, names) from None
-
-    return parse
-
-
-def _parse_addresses(key: str, text: str) -> tuple[str, ...]:
-    addresses: list[str] = []
-    for part in text.split(";"):
-        address = part.strip()
-        if not address:
-            continue
-        host, separator, port_text = address.rpartition(":")
-        if not separator or not host or _INTEGER.fullmatch(port_text) is None:
-            raise _bad(key, text, "host:port entries separated by ';'")
-        if not 0 < int(port_text) <= 65_535:
-            raise _bad(key, text, "ports between 1 and 65535")
-        addresses.append(address)
-    return tuple(addresses)
-
-
-def parse_delay_levels(text: str, *, key: str = "messageDelayLevel") -> tuple[int, ...]:
-    """Parse RocketMQ's delay level list, e.g. ``"1s 5s 1m 2h"``, into milliseconds per level.
-
-    Units are s, m, h and d (as RocketMQ's ScheduleMessageService). Level n (1-based) is the
-    n-th entry. Raises :class:`ConfigError` for an empty list, a token without a known unit,
-    a zero delay, or more than ``limits.DELAY_LEVELS_MAX_COUNT`` levels.
-    """
-    tokens = text.split()
-    if not tokens or len(tokens) > limits.DELAY_LEVELS_MAX_COUNT:
-        raise _bad(key, text, f"1 to {limits.DELAY_LEVELS_MAX_COUNT} delays like '1s 5m 2h'")
-    levels_ms: list[int] = []
-    for token in tokens:
-        match = _DELAY_TOKEN.fullmatch(token)
-        if match is None or int(match.group(1)) == 0:
-            raise _bad(key, text, "positive delays with unit s, m, h or d, like '1s 5m 2h'")
-        levels_ms.append(int(match.group(1)) * _DELAY_UNIT_MS[match.group(2)])
-    return tuple(levels_ms)
-
-
-def _parse_delay_levels(key: str, text: str) -> tuple[int, ...]:
-    return parse_delay_levels(text, key=key)
-
-
-def _parse_hours(key: str, text: str) -> tuple[int, ...]:
-    hours: list[int] = []
-    for part in text.split(";"):
-        part = part.strip()
-        if _INTEGER.fullmatch(part) is None or not 0 <= int(part) <= 23:
-            raise _bad(key, text, "hours of the day (0-23) separated by ';'")
-        hours.append(int(part))
-    return tuple(hours)
-
-
-# --- renderers: value -> the text broker.conf would hold --------------------------------------
-
-
-def _render_plain(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.Enum):
-        return str(value.value)
-    return str(value)
-
-
-def _render_addresses(value: object) -> str:
-    return ";".join(str(address) for address in _as_tuple(value))
-
-
-def _render_delay_levels(value: object) -> str:
-    tokens: list[str] = []
-    for delay_ms in _as_tuple(value):
-        for unit in ("d", "h", "m", "s"):
-            unit_ms = _DELAY_UNIT_MS[unit]
-            if int(delay_ms) % unit_ms == 0:
-                tokens.append(f"{int(delay_ms) // unit_ms}{unit}")
-                break
-    return " ".join(tokens)
-
-
-def _render_hours(value: object) -> str:
-    return ";".join(f"{int(hour):02d}" for hour in _as_tuple(value))
-
-
-def _as_tuple(value: object) -> tuple[Any, ...]:
-    return tuple(value) if isinstance(value, tuple | list) else (value,)
-
 
 def _key(
     java_key: str,
     parse: Callable[[str, str], Any],
-    render: Callable[[object], str] = _render_plain,
+    render: Callable[[object], str] = render_plain,
 ) -> dict[str, Any]:
     """Field metadata: the broker.conf key, its parser and its renderer."""
     return {"key": java_key, "parse": parse, "render": render}
@@ -360,7 +238,7 @@ def _default_store_root() -> Path:
     return Path.home() / "store"
 
 
-_ADDRESSES = (_parse_addresses, _render_addresses)
+_ADDRESSES = (parse_addresses, render_addresses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,129 +250,129 @@ class BrokerConfig:
     """
 
     broker_cluster_name: str = field(
-        default="DefaultCluster", metadata=_key("brokerClusterName", _parse_str)
+        default="DefaultCluster", metadata=_key("brokerClusterName", parse_str)
     )
-    broker_name: str = field(default="broker-a", metadata=_key("brokerName", _parse_str))
-    broker_id: int = field(default=0, metadata=_key("brokerId", _parse_int))
-    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1", _parse_str))
-    listen_port: int = field(default=10_911, metadata=_key("listenPort", _parse_int))
+    broker_name: str = field(default="broker-a", metadata=_key("brokerName", parse_str))
+    broker_id: int = field(default=0, metadata=_key("brokerId", parse_int))
+    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1", parse_str))
+    listen_port: int = field(default=10_911, metadata=_key("listenPort", parse_int))
     namesrv_addresses: tuple[str, ...] = field(
         default=(), metadata=_key("namesrvAddr", *_ADDRESSES)
     )
     store_path_root_dir: Path = field(
-        default_factory=_default_store_root, metadata=_key("storePathRootDir", _parse_path)
+        default_factory=_default_store_root, metadata=_key("storePathRootDir", parse_path)
     )
     broker_role: BrokerRole = field(
-        default=BrokerRole.ASYNC_MASTER, metadata=_key("brokerRole", _enum_parser(BrokerRole))
+        default=BrokerRole.ASYNC_MASTER, metadata=_key("brokerRole", enum_parser(BrokerRole))
     )
     flush_disk_type: FlushDiskType = field(
         default=FlushDiskType.ASYNC_FLUSH,
-        metadata=_key("flushDiskType", _enum_parser(FlushDiskType)),
+        metadata=_key("flushDiskType", enum_parser(FlushDiskType)),
     )
-    broker_permission: int = field(default=6, metadata=_key("brokerPermission", _parse_int))
+    broker_permission: int = field(default=6, metadata=_key("brokerPermission", parse_int))
     auto_create_topic_enable: bool = field(
-        default=True, metadata=_key("autoCreateTopicEnable", _parse_bool)
+        default=True, metadata=_key("autoCreateTopicEnable", parse_bool)
     )
     auto_create_subscription_group: bool = field(
-        default=True, metadata=_key("autoCreateSubscriptionGroup", _parse_bool)
+        default=True, metadata=_key("autoCreateSubscriptionGroup", parse_bool)
     )
     default_topic_queue_nums: int = field(
-        default=8, metadata=_key("defaultTopicQueueNums", _parse_int)
+        default=8, metadata=_key("defaultTopicQueueNums", parse_int)
     )
     cluster_topic_enable: bool = field(
-        default=True, metadata=_key("clusterTopicEnable", _parse_bool)
+        default=True, metadata=_key("clusterTopicEnable", parse_bool)
     )
-    broker_topic_enable: bool = field(default=True, metadata=_key("brokerTopicEnable", _parse_bool))
-    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable", _parse_bool))
+    broker_topic_enable: bool = field(default=True, metadata=_key("brokerTopicEnable", parse_bool))
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable", parse_bool))
     msg_trace_topic_name: str = field(
-        default=DEFAULT_TRACE_TOPIC, metadata=_key("msgTraceTopicName", _parse_str)
+        default=DEFAULT_TRACE_TOPIC, metadata=_key("msgTraceTopicName", parse_str)
     )
     trace_on_broker_enable: bool = field(
-        default=False, metadata=_key("traceOnBrokerEnable", _parse_bool)
+        default=False, metadata=_key("traceOnBrokerEnable", parse_bool)
     )
     message_delay_levels_ms: tuple[int, ...] = field(
         default=parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL),
-        metadata=_key("messageDelayLevel", _parse_delay_levels, _render_delay_levels),
+        metadata=_key("messageDelayLevel", parse_delay_level_key, render_delay_levels),
     )
-    file_reserved_time_hours: int = field(default=72, metadata=_key("fileReservedTime", _parse_int))
+    file_reserved_time_hours: int = field(default=72, metadata=_key("fileReservedTime", parse_int))
     delete_when_hours: tuple[int, ...] = field(
-        default=(4,), metadata=_key("deleteWhen", _parse_hours, _render_hours)
+        default=(4,), metadata=_key("deleteWhen", parse_hours, render_hours)
     )
     disk_max_used_space_ratio_percent: int = field(
         default=limits.DISK_MAX_USED_SPACE_RATIO_PERCENT,
-        metadata=_key("diskMaxUsedSpaceRatio", _parse_int),
+        metadata=_key("diskMaxUsedSpaceRatio", parse_int),
     )
     disk_space_clean_forcibly_ratio_percent: int = field(
         default=limits.DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT,
-        metadata=_key("diskSpaceCleanForciblyRatio", _parse_int),
+        metadata=_key("diskSpaceCleanForciblyRatio", parse_int),
     )
     clean_file_forcibly_enable: bool = field(
-        default=True, metadata=_key("cleanFileForciblyEnable", _parse_bool)
+        default=True, metadata=_key("cleanFileForciblyEnable", parse_bool)
     )
     max_message_size_bytes: int = field(
-        default=limits.MESSAGE_BODY_MAX_BYTES, metadata=_key("maxMessageSize", _parse_int)
+        default=limits.MESSAGE_BODY_MAX_BYTES, metadata=_key("maxMessageSize", parse_int)
     )
     commit_log_segment_bytes: int = field(
-        default=limits.COMMIT_LOG_SEGMENT_BYTES, metadata=_key("mapedFileSizeCommitLog", _parse_int)
+        default=limits.COMMIT_LOG_SEGMENT_BYTES, metadata=_key("mapedFileSizeCommitLog", parse_int)
     )
     consume_queue_file_bytes: int = field(
         default=limits.CONSUME_QUEUE_FILE_ENTRIES * limits.CONSUME_QUEUE_ENTRY_BYTES,
-        metadata=_key("mapedFileSizeConsumeQueue", _parse_int),
+        metadata=_key("mapedFileSizeConsumeQueue", parse_int),
     )
     flush_interval_commit_log_ms: int = field(
         default=limits.FLUSH_INTERVAL_COMMIT_LOG_MS,
-        metadata=_key("flushIntervalCommitLog", _parse_int),
+        metadata=_key("flushIntervalCommitLog", parse_int),
     )
     flush_interval_consume_queue_ms: int = field(
         default=limits.FLUSH_INTERVAL_CONSUME_QUEUE_MS,
-        metadata=_key("flushIntervalConsumeQueue", _parse_int),
+        metadata=_key("flushIntervalConsumeQueue", parse_int),
     )
     sync_flush_timeout_ms: int = field(
-        default=limits.SYNC_FLUSH_TIMEOUT_MS, metadata=_key("syncFlushTimeout", _parse_int)
+        default=limits.SYNC_FLUSH_TIMEOUT_MS, metadata=_key("syncFlushTimeout", parse_int)
     )
     flush_consumer_offset_interval_ms: int = field(
         default=limits.CONSUMER_OFFSET_FLUSH_INTERVAL_MS,
-        metadata=_key("flushConsumerOffsetInterval", _parse_int),
+        metadata=_key("flushConsumerOffsetInterval", parse_int),
     )
     flush_delay_offset_interval_ms: int = field(
         default=limits.DELAY_OFFSET_FLUSH_INTERVAL_MS,
-        metadata=_key("flushDelayOffsetInterval", _parse_int),
+        metadata=_key("flushDelayOffsetInterval", parse_int),
     )
     timer_max_delay_seconds: int = field(
         default=limits.TIMER_MAX_DELAY_MS // 1_000,
-        metadata=_key("timerMaxDelaySec", _parse_int),
+        metadata=_key("timerMaxDelaySec", parse_int),
     )
     register_name_server_period_ms: int = field(
         default=limits.BROKER_REGISTER_INTERVAL_MS,
-        metadata=_key("registerNameServerPeriod", _parse_int),
+        metadata=_key("registerNameServerPeriod", parse_int),
     )
-    long_polling_enable: bool = field(default=True, metadata=_key("longPollingEnable", _parse_bool))
+    long_polling_enable: bool = field(default=True, metadata=_key("longPollingEnable", parse_bool))
     short_polling_time_ms: int = field(
-        default=1_000, metadata=_key("shortPollingTimeMills", _parse_int)
+        default=1_000, metadata=_key("shortPollingTimeMills", parse_int)
     )
     notify_consumer_ids_changed_enable: bool = field(
-        default=True, metadata=_key("notifyConsumerIdsChangedEnable", _parse_bool)
+        default=True, metadata=_key("notifyConsumerIdsChangedEnable", parse_bool)
     )
-    region_id: str = field(default="DefaultRegion", metadata=_key("regionId", _parse_str))
-    trace_on: bool = field(default=True, metadata=_key("traceOn", _parse_bool))
+    region_id: str = field(default="DefaultRegion", metadata=_key("regionId", parse_str))
+    trace_on: bool = field(default=True, metadata=_key("traceOn", parse_bool))
     enable_property_filter: bool = field(
-        default=False, metadata=_key("enablePropertyFilter", _parse_bool)
+        default=False, metadata=_key("enablePropertyFilter", parse_bool)
     )
     reject_transaction_message: bool = field(
-        default=False, metadata=_key("rejectTransactionMessage", _parse_bool)
+        default=False, metadata=_key("rejectTransactionMessage", parse_bool)
     )
     transaction_check_interval_ms: int = field(
         default=limits.TRANSACTION_CHECK_INTERVAL_MS,
-        metadata=_key("transactionCheckInterval", _parse_int),
+        metadata=_key("transactionCheckInterval", parse_int),
     )
     transaction_timeout_ms: int = field(
-        default=limits.TRANSACTION_TIMEOUT_MS, metadata=_key("transactionTimeOut", _parse_int)
+        default=limits.TRANSACTION_TIMEOUT_MS, metadata=_key("transactionTimeOut", parse_int)
     )
     transaction_check_max_count: int = field(
         default=limits.TRANSACTION_CHECK_MAX_COUNT,
-        metadata=_key("transactionCheckMax", _parse_int),
+        metadata=_key("transactionCheckMax", parse_int),
     )
-    acl_enable: bool = field(default=False, metadata=_key("aclEnable", _parse_bool))
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable", parse_bool))
     acl_file: Path | None = field(
         default=None, metadata=_key("aclFile", parse_optional_path, render_optional)
     )
@@ -508,10 +386,10 @@ class BrokerConfig:
         ),
     )
     authentication_enabled: bool = field(
-        default=False, metadata=_key("authenticationEnabled", _parse_bool)
+        default=False, metadata=_key("authenticationEnabled", parse_bool)
     )
     authorization_enabled: bool = field(
-        default=False, metadata=_key("authorizationEnabled", _parse_bool)
+        default=False, metadata=_key("authorizationEnabled", parse_bool)
     )
     init_authentication_user: tuple[str, str] | None = field(
         default=None,
@@ -522,7 +400,7 @@ class BrokerConfig:
         default=None, metadata=_key("authStoreFile", parse_optional_path, render_optional)
     )
     migrate_auth_from_v1_enabled: bool = field(
-        default=False, metadata=_key("migrateAuthFromV1Enabled", _parse_bool)
+        default=False, metadata=_key("migrateAuthFromV1Enabled", parse_bool)
     )
     authentication_whitelist: frozenset[int] = field(
         default=frozenset(),
@@ -554,7 +432,7 @@ class BrokerConfig:
         repr=False,
         metadata=_key("tls.server.keyPassword", parse_optional_secret, render_secret),
     )
-    tls_enable: bool = field(default=False, metadata=_key("tls.enable", _parse_bool))
+    tls_enable: bool = field(default=False, metadata=_key("tls.enable", parse_bool))
     tls_client_trust_cert_path: Path | None = field(
         default=None,
         metadata=_key("tls.client.trustCertPath", parse_optional_path, render_optional),
@@ -566,60 +444,60 @@ class BrokerConfig:
         default=None, metadata=_key("tls.client.keyPath", parse_optional_path, render_optional)
     )
     tls_client_auth_server: bool = field(
-        default=True, metadata=_key("tls.client.authServer", _parse_bool)
+        default=True, metadata=_key("tls.client.authServer", parse_bool)
     )
     rebalance_lock_max_live_ms: int = field(
         default=limits.REBALANCE_LOCK_MAX_LIVE_MS,
-        metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", _parse_int),
+        metadata=_key("rocketmq.broker.rebalance.lockMaxLiveTime", parse_int),
     )
-    ha_listen_port: int = field(default=-1, metadata=_key("haListenPort", _parse_int))
+    ha_listen_port: int = field(default=-1, metadata=_key("haListenPort", parse_int))
     """-1 (the default): listenPort + 1, as Java's BrokerStartup sets it; 0 picks a free port."""
-    ha_master_address: str = field(default="", metadata=_key("haMasterAddress", _parse_any_str))
-    slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", _parse_bool))
+    ha_master_address: str = field(default="", metadata=_key("haMasterAddress", parse_any_str))
+    slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable", parse_bool))
     access_message_in_memory_max_ratio_percent: int = field(
         default=limits.HA_PULL_MEMORY_RATIO_PERCENT,
-        metadata=_key("accessMessageInMemoryMaxRatio", _parse_int),
+        metadata=_key("accessMessageInMemoryMaxRatio", parse_int),
     )
     """A consumer whose backlog exceeds this share of RAM is told to read from a slave."""
     metrics_exporter_type: MetricsExporterType = field(
         default=MetricsExporterType.DISABLE,
-        metadata=_key("metricsExporterType", _enum_parser(MetricsExporterType)),
+        metadata=_key("metricsExporterType", enum_parser(MetricsExporterType)),
     )
     metrics_prom_exporter_host: str = field(
-        default="", metadata=_key("metricsPromExporterHost", _parse_any_str)
+        default="", metadata=_key("metricsPromExporterHost", parse_any_str)
     )
     metrics_prom_exporter_port: int = field(
-        default=DEFAULT_METRICS_PORT, metadata=_key("metricsPromExporterPort", _parse_int)
+        default=DEFAULT_METRICS_PORT, metadata=_key("metricsPromExporterPort", parse_int)
     )
-    vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", _parse_bool))
+    vip_channel_enabled: bool = field(default=True, metadata=_key("vipChannelEnabled", parse_bool))
     new_group_start: NewGroupStart = field(
         default=NewGroupStart.MEMORY,
-        metadata=_key("newGroupStartRule", _enum_parser(NewGroupStart)),
+        metadata=_key("newGroupStartRule", enum_parser(NewGroupStart)),
     )
     enable_retry_topic_v2: bool = field(
-        default=False, metadata=_key("enableRetryTopicV2", _parse_bool)
+        default=False, metadata=_key("enableRetryTopicV2", parse_bool)
     )
     retrieve_message_from_pop_retry_topic_v1: bool = field(
-        default=True, metadata=_key("retrieveMessageFromPopRetryTopicV1", _parse_bool)
+        default=True, metadata=_key("retrieveMessageFromPopRetryTopicV1", parse_bool)
     )
     max_transfer_count_on_message_in_memory: int = field(
         default=limits.PULL_BATCH_MAX_MESSAGES,
-        metadata=_key("maxTransferCountOnMessageInMemory", _parse_int),
+        metadata=_key("maxTransferCountOnMessageInMemory", parse_int),
     )
     """The most messages one pull answers with."""
     max_transfer_bytes_on_message_in_memory: int = field(
         default=limits.PULL_BATCH_MAX_BYTES,
-        metadata=_key("maxTransferBytesOnMessageInMemory", _parse_int),
+        metadata=_key("maxTransferBytesOnMessageInMemory", parse_int),
     )
     """The most bytes of messages one pull answers with (the first one is always sent)."""
     max_transfer_count_on_message_in_disk: int = field(
         default=limits.PULL_BATCH_IN_DISK_MAX_MESSAGES,
-        metadata=_key("maxTransferCountOnMessageInDisk", _parse_int),
+        metadata=_key("maxTransferCountOnMessageInDisk", parse_int),
     )
     """RocketMQ's limit for reads past the page cache; read, not acted on."""
     max_transfer_bytes_on_message_in_disk: int = field(
         default=limits.PULL_BATCH_IN_DISK_MAX_BYTES,
-        metadata=_key("maxTransferBytesOnMessageInDisk", _parse_int),
+        metadata=_key("maxTransferBytesOnMessageInDisk", parse_int),
     )
     """RocketMQ's limit for reads past the page cache; read, not acted on."""
     extra_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -634,19 +512,19 @@ class BrokerConfig:
             value = getattr(self, name)
             if not low <= value <= high and not (controller_mode and name == "broker_id"):
                 key = _JAVA_KEY_BY_FIELD[name]
-                raise _bad(key, _render_plain(value), f"a value between {low} and {high}")
+                raise bad(key, render_plain(value), f"a value between {low} and {high}")
         if self.consume_queue_file_bytes % limits.CONSUME_QUEUE_ENTRY_BYTES:
-            raise _bad(
+            raise bad(
                 "mapedFileSizeConsumeQueue",
                 str(self.consume_queue_file_bytes),
                 f"a multiple of {limits.CONSUME_QUEUE_ENTRY_BYTES} (one consume-queue entry)",
             )
         if not self.message_delay_levels_ms:
-            raise _bad("messageDelayLevel", "", "at least one delay level")
+            raise bad("messageDelayLevel", "", "at least one delay level")
         if not self.delete_when_hours:
-            raise _bad("deleteWhen", "", "at least one hour of the day")
+            raise bad("deleteWhen", "", "at least one hour of the day")
         if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0 and not controller_mode:
-            raise _bad("brokerId", str(self.broker_id), "an id >= 1 on a SLAVE (0 is the master)")
+            raise bad("brokerId", str(self.broker_id), "an id >= 1 on a SLAVE (0 is the master)")
 
     @property
     def effective_ha_listen_port(self) -> int:
@@ -799,7 +677,7 @@ def _override_text(key: str, value: object) -> str:
         return value
     spec = _FIELD_BY_JAVA_KEY.get(key)
     if isinstance(value, bool | int | Path | enum.Enum):
-        return _render_plain(value)
+        return render_plain(value)
     if spec is not None and isinstance(value, tuple | list):
         rendered: str = spec.metadata["render"](tuple(value))
         return rendered

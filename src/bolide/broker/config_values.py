@@ -1,30 +1,52 @@
-"""Value parsers and renderers of the broker.conf keys for ACL and TLS (optional paths,
-lower-case enums, the credentials JSON). Parsers take ``(key, text)`` and raise ConfigError
-naming the key; renderers give the text broker.conf would hold. Also the broker.conf file
-reader (:func:`parse_broker_conf`, :func:`read_broker_conf`; :mod:`bolide.broker.config`
-re-exports them)."""
+"""Value parsers and renderers of the broker.conf keys: plain strings, integers, booleans,
+paths, enums, address lists, delay levels, hours of the day, and those of ACL and TLS
+(optional paths, lower-case enums, the credentials JSON). Parsers take ``(key, text)`` and
+raise ConfigError naming the key; renderers give the text broker.conf would hold. Also the
+broker.conf file reader (:func:`parse_broker_conf`, :func:`read_broker_conf`;
+:mod:`bolide.broker.config` re-exports them)."""
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bolide.base import limits
 from bolide.base.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "as_tuple",
+    "bad",
+    "enum_parser",
     "lower_enum_parser",
+    "parse_addresses",
+    "parse_any_str",
+    "parse_bool",
     "parse_broker_conf",
+    "parse_code_list",
     "parse_credentials",
+    "parse_delay_level_key",
+    "parse_delay_levels",
+    "parse_hours",
+    "parse_int",
     "parse_optional_credentials",
     "parse_optional_path",
     "parse_optional_secret",
     "parse_optional_user",
+    "parse_path",
+    "parse_str",
     "read_broker_conf",
+    "render_addresses",
+    "render_code_list",
     "render_credentials",
+    "render_delay_levels",
+    "render_hours",
     "render_optional",
+    "render_plain",
     "render_secret",
     "render_user",
     "rewrite_broker_conf",
@@ -218,3 +240,121 @@ def rewrite_broker_conf(text: str, updates: Mapping[str, str]) -> str:
             output.extend(lines[first:index])
     output.extend(f"{key}={value}" for key, value in updates.items() if key not in written)
     return "\n".join(output) + "\n"
+
+
+# --- the broker.conf values of every other key (moved from bolide.broker.config) ---------------
+
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+"""RocketMQ's messageDelayLevel: 18 levels, level n is the n-th entry."""
+
+_DELAY_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DELAY_TOKEN = re.compile(r"([0-9]+)([smhd])")
+
+
+def parse_str(key: str, text: str) -> str:
+    if not text:
+        raise bad(key, text, "a non-empty string")
+    return text
+
+
+def parse_any_str(key: str, text: str) -> str:
+    """A string that may be empty (an optional address)."""
+    return text
+
+
+def parse_int(key: str, text: str) -> int:
+    if _INTEGER.fullmatch(text) is None:
+        raise bad(key, text, "an integer")
+    return int(text)
+
+
+def parse_bool(key: str, text: str) -> bool:
+    # Java's Boolean.parseBoolean reads anything but "true" as false; a typo like "ture" would
+    # silently disable a feature, so only true/false (any case) are accepted.
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise bad(key, text, "true or false")
+    return lowered == "true"
+
+
+def enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
+    def parse(key: str, text: str) -> Any:
+        try:
+            return kind(text.upper())
+        except ValueError:
+            names = " or ".join(member.value for member in kind)
+            raise bad(key, text, names) from None
+
+    return parse
+
+
+def parse_addresses(key: str, text: str) -> tuple[str, ...]:
+    addresses: list[str] = []
+    for part in text.split(";"):
+        address = part.strip()
+        if not address:
+            continue
+        host, separator, port_text = address.rpartition(":")
+        if not separator or not host or _INTEGER.fullmatch(port_text) is None:
+            raise bad(key, text, "host:port entries separated by ';'")
+        if not 0 < int(port_text) <= 65_535:
+            raise bad(key, text, "ports between 1 and 65535")
+        addresses.append(address)
+    return tuple(addresses)
+
+
+def parse_delay_levels(text: str, *, key: str = "messageDelayLevel") -> tuple[int, ...]:
+    """Parse RocketMQ's delay level list, e.g. ``"1s 5s 1m 2h"``, into milliseconds per level.
+
+    Units are s, m, h and d (as RocketMQ's ScheduleMessageService). Level n (1-based) is the
+    n-th entry. Raises :class:`ConfigError` for an empty list, a token without a known unit,
+    a zero delay, or more than ``limits.DELAY_LEVELS_MAX_COUNT`` levels.
+    """
+    tokens = text.split()
+    if not tokens or len(tokens) > limits.DELAY_LEVELS_MAX_COUNT:
+        raise bad(key, text, f"1 to {limits.DELAY_LEVELS_MAX_COUNT} delays like '1s 5m 2h'")
+    levels_ms: list[int] = []
+    for token in tokens:
+        match = _DELAY_TOKEN.fullmatch(token)
+        if match is None or int(match.group(1)) == 0:
+            raise bad(key, text, "positive delays with unit s, m, h or d, like '1s 5m 2h'")
+        levels_ms.append(int(match.group(1)) * _DELAY_UNIT_MS[match.group(2)])
+    return tuple(levels_ms)
+
+
+def parse_delay_level_key(key: str, text: str) -> tuple[int, ...]:
+    return parse_delay_levels(text, key=key)
+
+
+def parse_hours(key: str, text: str) -> tuple[int, ...]:
+    hours: list[int] = []
+    for part in text.split(";"):
+        part = part.strip()
+        if _INTEGER.fullmatch(part) is None or not 0 <= int(part) <= 23:
+            raise bad(key, text, "hours of the day (0-23) separated by ';'")
+        hours.append(int(part))
+    return tuple(hours)
+
+
+def render_addresses(value: object) -> str:
+    return ";".join(str(address) for address in as_tuple(value))
+
+
+def render_delay_levels(value: object) -> str:
+    tokens: list[str] = []
+    for delay_ms in as_tuple(value):
+        for unit in ("d", "h", "m", "s"):
+            unit_ms = _DELAY_UNIT_MS[unit]
+            if int(delay_ms) % unit_ms == 0:
+                tokens.append(f"{int(delay_ms) // unit_ms}{unit}")
+                break
+    return " ".join(tokens)
+
+
+def render_hours(value: object) -> str:
+    return ";".join(f"{int(hour):02d}" for hour in as_tuple(value))
+
+
+def as_tuple(value: object) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
