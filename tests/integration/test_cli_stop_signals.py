@@ -7,28 +7,26 @@ name server and broker."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
 import orjson
 import pytest
 
+from bolide.base.children import child_pids
 from tests.broker.metrics.http_get import http_get
 from tests.integration.test_cli_servers import running
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def _children_of(pid: int) -> list[int]:
-    """Live child process ids of ``pid`` (Linux /proc; empty when it has none)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if not children.exists():
-        return []
-    return [int(child) for child in children.read_text().split()]
-
-
-def _is_alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize(
@@ -54,9 +52,9 @@ async def test_a_fronting_command_stops_on_sigterm(
                 if command == "dashboard":
                     status, _, page = await http_get(listening, "/")
                     assert status == 200 and b"Cluster" in page
-                children = _children_of(front.process.pid)
+                children = child_pids(front.process.pid)
                 assert await front.stop(signal.SIGTERM) == 0
-                assert not [c for c in children if _is_alive(c)]
+                assert not [c for c in children if _alive(c)]
             assert await broker.stop() == 0
         assert await namesrv.stop() == 0
     assert (tmp_path / "broker" / "store" / "checkpoint").exists()
