@@ -10,7 +10,10 @@
   key, checked for order per key;
 * the real C++ client (``rocketmq==0.4.4``) producing, read by a Bolide consumer;
 * the official 5.x Python SDK producing and reading with a SimpleConsumer through the proxy;
-* a scrape of /metrics and the dashboard's cluster page every ``SCRAPE_INTERVAL_S``.
+* a scrape of /metrics and the dashboard's cluster page every ``SCRAPE_INTERVAL_S``;
+* a Spark structured streaming query (bench/soak_spark.py: local[1], ``format("bolide")`` on
+  SoakPlain from its earliest offset into a memory sink, a micro-batch every 5 s), whose rows
+  and batch durations are printed with every sample and which is stopped after the drain.
 
 Every ``--sample-seconds`` (default: a twelfth of the run, at most 60 s) it samples the
 broker's anonymous resident memory (RssAnon: the heap; the mapped store files, RssFile, grow
@@ -20,6 +23,7 @@ the 4.x send latency percentiles. When the traffic stops it drains (at most
 ``DRAIN_TIMEOUT_S``), then judges:
 
 * loss: every message sent is received (rolled-back transactions: none), order kept per key;
+  the Spark query is alive, read at least every plain message sent, and each id once;
 * growth: the Theil–Sen slope (median of pairwise slopes, robust to one transient sample)
   over the last half of the samples stays within its tolerance (``TOLERANCES``: RssAnon
   2 MiB/min, 1 descriptor/min, 20 tasks/min, 50 parked long polls/min, 50 in-flight POP
@@ -57,6 +61,7 @@ from typing import Any
 from bench.fuzz_http import http_get, status_of
 from bench.fuzz_support import ServerUnderTest
 from bench.soak_plot import write_plots
+from bench.soak_spark import SparkProgress, SparkStream
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
@@ -362,7 +367,12 @@ def slope_per_minute(points: list[tuple[float, float]]) -> float:
     return statistics.median(slopes) if slopes else 0.0
 
 
-def judge(samples: list[Sample], ledger: Ledger) -> tuple[bool, str]:
+def judge(
+    samples: list[Sample],
+    ledger: Ledger,
+    spark: SparkProgress | None = None,
+    spark_distinct: int = 0,
+) -> tuple[bool, str]:
     failures: list[str] = []
     half = samples[len(samples) // 2 :]
     slopes = {
@@ -384,6 +394,7 @@ def judge(samples: list[Sample], ledger: Ledger) -> tuple[bool, str]:
     last = statistics.median(s.p99_ms for s in samples[-third:])
     if last > first * P99_DRIFT_FACTOR + P99_DRIFT_SLACK_MS:
         failures.append(f"p99 drifted {first:.1f} -> {last:.1f} ms")
+    failures.extend(_spark_failures(spark, spark_distinct, len(ledger.sent["plain"])))
     sent = sum(len(v) for v in ledger.sent.values())
     figures = (
         f"minutes={samples[-1].minute:.1f} sent={sent} lost={sum(missing.values())} "
@@ -394,9 +405,25 @@ def judge(samples: list[Sample], ledger: Ledger) -> tuple[bool, str]:
         f"tasks={samples[0].asyncio_tasks:.0f}->{samples[-1].asyncio_tasks:.0f} "
         + " ".join(f"slope_{k}={v:.2f}/min" for k, v in slopes.items())
         + f" p99={first:.1f}->{last:.1f}ms"
-    )
+        + ("" if spark is None else f" spark_rows={spark.rows} spark_batches={spark.batches}"
+           f" spark_max_batch_ms={spark.max_batch_ms:.0f}")
+    )  # fmt: skip
     verdict = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
     return not failures, f"soak verdict: {verdict} — {figures}"
+
+
+def _spark_failures(spark: SparkProgress | None, distinct: int, plain_sent: int) -> list[str]:
+    """The streaming query must have lived the whole run, read every plain message, once."""
+    if spark is None:
+        return []
+    failures = []
+    if spark.error:
+        failures.append(f"spark query died: {spark.error}")
+    if spark.rows < plain_sent:
+        failures.append(f"spark read {spark.rows} of {plain_sent} plain messages")
+    if distinct != spark.rows:
+        failures.append(f"spark rows {spark.rows} but {distinct} distinct ids")
+    return failures
 
 
 def plot(samples: list[Sample], directory: Path) -> str:
@@ -443,6 +470,8 @@ async def soak_run(server: ServerUnderTest, options: argparse.Namespace) -> tupl
     ]
     for thread in threads:
         thread.start()
+    spark = SparkStream(soak.namesrv, "SoakPlain", soak.server.root / "spark-checkpoint")
+    await asyncio.to_thread(spark.start)
     tasks = [asyncio.ensure_future(work()) for work in
              (soak.bolide_producers, soak.churn, soak.scrape)]  # fmt: skip
     started = time.monotonic()
@@ -454,6 +483,7 @@ async def soak_run(server: ServerUnderTest, options: argparse.Namespace) -> tupl
         samples.append(await sample(soak, started))
         record_sample(samples[-1], options.samples)
         print(f"  {samples[-1]}", flush=True)
+        print(f"  {await asyncio.to_thread(spark.progress)}", flush=True)
     soak.stop.set()
     thread_stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -461,12 +491,18 @@ async def soak_run(server: ServerUnderTest, options: argparse.Namespace) -> tupl
     # consumers in this process and in threads: poll, bounded
     while any(soak.ledger.missing().values()) and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(1.0)
+    while (await asyncio.to_thread(spark.progress)).rows < len(soak.ledger.sent["plain"]):
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(1.0)
+    spark_final, spark_distinct = await asyncio.to_thread(spark.stop)
+    print(f"  {spark_final} distinct={spark_distinct}", flush=True)
     soak.drained.set()
     for thread in threads:
         await asyncio.to_thread(thread.join, 60)
     for consumer in soak.consumers:
         await consumer.shutdown()
-    ok, verdict = judge(samples, soak.ledger)
+    ok, verdict = judge(samples, soak.ledger, spark_final, spark_distinct)
     if options.plots:
         print(plot(samples, Path(options.plots)))
     if soak.ledger.errors:

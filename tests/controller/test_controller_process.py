@@ -1,5 +1,5 @@
 """`bolide controller` as a real process: the ready line, a clear failure when etcd cannot be
-reached, and a SIGKILLed leader replaced by a standby."""
+reached, a SIGKILLed leader replaced by a standby, and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bolide.base.children import child_pids
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.controller import GetMetadataInfoResponseHeader
@@ -28,6 +29,14 @@ READY_TIMEOUT_S = 60.0
 def _env() -> dict[str, str]:
     source = str(Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "PYTHONPATH": source}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 async def _start(*arguments: str, cwd: Path) -> asyncio.subprocess.Process:
@@ -102,3 +111,21 @@ async def test_namesrv_embeds_a_controller(etcd: EtcdCluster, tmp_path: Path) ->
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), READY_TIMEOUT_S) == 0
+
+
+async def test_controller_stops_on_sigterm(etcd: EtcdCluster, tmp_path: Path) -> None:
+    """Issue 30: ``bolide controller`` ends with status 0 on SIGTERM, leaving no child."""
+    process = await _start("controller", "--etcd", etcd.endpoints, "--port", "0",
+                           "--data-dir", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), READY_TIMEOUT_S)).decode()
+        assert line.startswith("bolide ready controller=127.0.0.1:")
+        children = child_pids(process.pid)
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), READY_TIMEOUT_S) == 0
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

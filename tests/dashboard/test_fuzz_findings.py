@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.types import Message
 
+from bolide.dashboard.app import DashboardSettings
 from bolide.dashboard.auth import Session
 from bolide.dashboard.rendering import post_allowed
+from bolide.dashboard.server import DashboardServer
+
+WAIT_S = 60.0
+"""Bound on the page's answer: a hung connection fails the test instead of blocking it."""
 
 
 async def test_a_form_whose_client_left_is_refused_not_an_asgi_exception() -> None:
@@ -24,3 +31,43 @@ async def test_a_form_whose_client_left_is_refused_not_an_asgi_exception() -> No
     session = Session(token="t", csrf="c", expires_s=0.0)
 
     assert await post_allowed(Request(scope, receive), session) is False
+
+
+async def test_bytes_after_connection_close_do_not_replace_the_answer_in_progress() -> None:
+    """uvicorn/h11: bytes that came after a ``Connection: close`` request, while its page was
+    still being built, were answered 400 in place of the page (or broke the page half-way,
+    "Too much data for declared Content-Length"). Now the page is answered, then closed.
+
+    The name server accepts and never answers, so the page is in progress (until the admin
+    client's timeout) when the extra bytes land."""
+    muted: list[asyncio.StreamWriter] = []
+    asked = asyncio.Event()
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        muted.append(writer)
+        if await reader.read(1):
+            asked.set()
+
+    namesrv = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = namesrv.sockets[0].getsockname()[1]
+    server = DashboardServer(DashboardSettings(f"127.0.0.1:{port}"), "127.0.0.1", 0)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        await asyncio.wait_for(asked.wait(), WAIT_S)  # the page asked the name server
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), WAIT_S)
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await server.stop()
+        for connection in muted:
+            connection.close()
+        namesrv.close()
+        await namesrv.wait_closed()
+
+    assert answer.startswith(b"HTTP/1.1 504"), answer[:80]
+    assert answer.count(b"HTTP/1.1 ") == 1

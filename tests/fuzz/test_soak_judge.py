@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from bench.soak import TOLERANCES, Ledger, Sample, judge, slope_per_minute
+from bench.soak_spark import SparkProgress
 
 
 def _samples(rss_per_minute: float, p99_late_ms: float = 10.0) -> list[Sample]:
@@ -75,3 +76,30 @@ def test_a_p99_that_drifts_up_fails() -> None:
     ok, line = judge(_samples(0.0, p99_late_ms=100.0), _ledger())
 
     assert not ok and "p99 drifted" in line
+
+
+def _spark(rows: int, error: str = "") -> SparkProgress:
+    return SparkProgress(rows=rows, batches=9, last_batch_ms=40.0, max_batch_ms=90.0, error=error)
+
+
+def test_a_spark_query_that_read_every_plain_message_once_passes_with_its_figures() -> None:
+    ok, line = judge(_samples(0.0), _ledger(), _spark(100), 100)
+
+    assert ok, line
+    assert "spark_rows=100 spark_batches=9 spark_max_batch_ms=90" in line
+
+
+@pytest.mark.parametrize(
+    ("progress", "distinct", "reason"),
+    [
+        (_spark(100, error="StreamingQueryException: broker gone"), 100, "spark query died"),
+        (_spark(99), 99, "spark read 99 of 100 plain messages"),
+        (_spark(101), 100, "spark rows 101 but 100 distinct ids"),
+    ],
+)
+def test_a_spark_query_that_died_fell_behind_or_replayed_fails(
+    progress: SparkProgress, distinct: int, reason: str
+) -> None:
+    ok, line = judge(_samples(0.0), _ledger(), progress, distinct)
+
+    assert not ok and reason in line

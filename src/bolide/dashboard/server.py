@@ -11,7 +11,9 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from bolide.client.admin import AdminClient
 from bolide.dashboard.app import DashboardSettings, create_app
@@ -38,6 +40,23 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 _log = logging.getLogger("bolide.dashboard")
+
+
+class _ClosingH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, deaf once the client said its request is the last.
+
+    A client that sent ``Connection: close`` (or spoke HTTP/1.0) may send nothing more; bytes
+    that still arrive while its request is answered made uvicorn 0.54 / h11 0.16 answer 400 in
+    place of the response in progress (or fail half-way through it, "Too much data for
+    declared Content-Length") and log a fatal transport error. They are dropped here instead:
+    the request in progress is answered and the connection then closes, as the client asked.
+    """
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.MUST_CLOSE:
+            _log.debug("dashboard: %d bytes after Connection: close dropped", len(data))
+            return
+        super().data_received(data)
 
 
 class DashboardServer:
@@ -76,6 +95,7 @@ class DashboardServer:
             lifespan="off",
             proxy_headers=False,
             server_header=False,
+            http=_ClosingH11Protocol,
         )
         self._app = config.app
         self._server = server = _EmbeddedServer(config)
