@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.fuzz_remoting import _encode, _frames_in
 from bench.fuzz_support import INTERESTING_INTS, Mutator, ServerUnderTest, exchange, main
+from bolide.base import limits
 from bolide.protocol.bodies.controller import SyncStateSet, broker_names_to_json
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand
@@ -87,7 +89,8 @@ class ControllerUnderTest(ServerUnderTest):
         try:
             self.launch(
                 [bolide, "controller", "--json", "--etcd", self.etcd.endpoints,
-                 "--host", "127.0.0.1", "--port", "0", "--data-dir", str(self.root / "data")]
+                 "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
+                 "--data-dir", str(self.root / "data")]
             )  # fmt: skip
         except BaseException:
             await self.etcd.stop()
@@ -271,16 +274,36 @@ async def attack(server: ServerUnderTest, rng: random.Random, budget: int) -> in
 
 
 async def liveness(server: ServerUnderTest) -> bool:
-    """1005 answered SUCCESS, and 1012 answered by a leader (within ``LEADER_TIMEOUT_S``)."""
+    """1005 answered SUCCESS, 1012 answered by a leader (within ``LEADER_TIMEOUT_S``), and the
+    heartbeat table (its /metrics) within its bound after the random 904s."""
     pool = ClientPool()
     try:
         answer = await pool.invoke(server.listeners["controller"], _request(1005))
         GetMetadataInfoResponseHeader.from_ext_fields(answer.ext_fields)
+        entries = await _heartbeat_table_entries(server.listeners["metrics"])
     except Exception:  # any failure to answer means "not serving"; the report says so
         return False
     finally:
         await pool.close()
+    if entries > limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES:
+        return False
     return answer.code == ResponseCode.SUCCESS and await _wait_leading(server)
+
+
+async def _heartbeat_table_entries(metrics_address: str) -> float:
+    """``bolide_controller_heartbeat_table_entries`` as the controller's /metrics says."""
+    host, port = metrics_address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: fuzz\r\n\r\n")
+        await writer.drain()
+        body = (await reader.read()).partition(b"\r\n\r\n")[2].decode()
+    finally:
+        writer.close()
+    for family in text_string_to_metric_families(body):
+        if family.name == "bolide_controller_heartbeat_table_entries":
+            return float(family.samples[0].value)
+    raise LookupError("no bolide_controller_heartbeat_table_entries on /metrics")
 
 
 if __name__ == "__main__":

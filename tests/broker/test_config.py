@@ -114,6 +114,7 @@ def test_defaults_are_rocketmq_defaults() -> None:
         ("messageDelayLevel", "0s", "positive delays"),
         ("deleteWhen", "25", "hours of the day"),
         ("diskMaxUsedSpaceRatio", "99", "between 10 and 95"),
+        ("diskSpaceCleanForciblyRatio", "90", "between 30 and 85"),
         ("defaultTopicQueueNums", "0", "between 1 and 1024"),
         ("mapedFileSizeConsumeQueue", "6000001", "multiple of 20"),
         ("registerNameServerPeriod", "120000", "between 1 and 119999"),
@@ -253,6 +254,8 @@ def test_store_config_carries_the_store_settings(tmp_path: Path) -> None:
             "flushDiskType": "SYNC_FLUSH",
             "deleteWhen": "02;14",
             "fileReservedTime": "1",
+            "diskSpaceCleanForciblyRatio": "80",
+            "cleanFileForciblyEnable": "false",
         }
     )
     store = config.store_config()
@@ -263,6 +266,8 @@ def test_store_config_carries_the_store_settings(tmp_path: Path) -> None:
     assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
     assert store.delete_when_hours == frozenset({2, 14})
     assert store.file_reserved_time_ms == 3_600_000
+    assert store.disk_space_clean_forcibly_ratio_percent == 80
+    assert not store.clean_file_forcibly_enable
     assert store.message_delay_levels_ms == config.message_delay_levels_ms
     BrokerConfig().store_config().validate()
     assert config.metadata_path(MetadataFile.TOPICS) == tmp_path / "config" / "topics.json"

@@ -306,6 +306,9 @@ class ControllerRunner:
         if fault.kind == "sigkill":
             other = "b" if master == "a" else "a"
             await self._wait(lambda: self._master_is(self.address(other)), "the other leads")
+            # The first acknowledged send on the new master before the old one restarts:
+            # the kill-to-ack figure once counted this process start (1-9 s under load).
+            await self._wait(self._round, "an acknowledged send on the new master")
             await self.start_broker(master)  # on its data: it rejoins as a slave
         elif fault.kind == "sigstop":
             process = self._brokers[master]

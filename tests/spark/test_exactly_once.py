@@ -3,8 +3,9 @@ topic copied to another with the driver SIGKILLed mid-run and restarted from its
 holds every input row exactly once, and nothing is left undecided.
 
 Seeded: each seed kills the driver after a different number of recorded batches (1 + seed %
-4) with a different batch size. Two seeds in CI; ``bench/spark_exactly_once.py`` runs ten
-(``BOLIDE_SPARK_EO_SEEDS``).
+4) with a different batch size. One seed in CI (a second took 40 s and walked the same path:
+a kill between recorded batches, a restart from the checkpoint);
+``bench/spark_exactly_once.py`` runs ten (``BOLIDE_SPARK_EO_SEEDS``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.spark.conftest import WAIT_S, BackgroundCluster, NamedCluster, rows_o
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 240
-SEEDS = tuple(range(1, 1 + int(os.environ.get("BOLIDE_SPARK_EO_SEEDS", "2"))))
+SEEDS = tuple(range(1, 1 + int(os.environ.get("BOLIDE_SPARK_EO_SEEDS", "1"))))
 POLL_S = 0.2
 
 

@@ -435,7 +435,9 @@ async def test_retention_under_disk_pressure_ignores_age(harness_factory: StoreF
         await store.put_message(request(body=bytes(900)))
     harness.set_disk_used_percent(74)
     assert await store.run_retention_once() == 0
-    harness.set_disk_used_percent(76)
+    harness.set_disk_used_percent(84)  # over diskMaxUsedSpaceRatio: only expired ones would go
+    assert await store.run_retention_once() == 0
+    harness.set_disk_used_percent(86)  # over diskSpaceCleanForciblyRatio: whatever their age
     deleted = await store.run_retention_once()
     assert deleted >= 1
     assert store.min_offset("orders", 0) > 0

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bolide.store.file_ops import DiskUsage
 from bolide.store.retention import RetentionPolicy, SegmentAge, plan_retention
 
@@ -47,16 +49,38 @@ def test_the_last_segment_never_goes() -> None:
 
 
 def test_disk_pressure_deletes_young_segments_at_any_hour() -> None:
+    # Above diskSpaceCleanForciblyRatio (85 %) the oldest go until the use is back at 85 %.
     now = 1_000 * HOUR_MS
     segments = _segments(1, 1, 1, 1, 1, now_ms=now)
     decision = plan_retention(
         segments, now_ms=now, hour_of_day=13, disk=DiskUsage(1000, 960), policy=POLICY
     )
-    assert (decision.delete_count, decision.reason) == (3, "disk pressure")
-    none = plan_retention(
-        segments, now_ms=now, hour_of_day=13, disk=DiskUsage(1000, 750), policy=POLICY
+    assert (decision.delete_count, decision.reason) == (2, "disk pressure")
+    for used in (750, 800, 850):
+        calm = plan_retention(
+            segments, now_ms=now, hour_of_day=13, disk=DiskUsage(1000, used), policy=POLICY
+        )
+        assert calm.delete_count == 0, used
+    unforced = replace(POLICY, clean_file_forcibly_enable=False)
+    decision = plan_retention(
+        segments, now_ms=now, hour_of_day=13, disk=DiskUsage(1000, 960), policy=unforced
     )
-    assert none.delete_count == 0
+    assert decision.delete_count == 0
+
+
+def test_a_disk_above_max_used_ratio_deletes_expired_segments_at_any_hour() -> None:
+    # Between diskMaxUsedSpaceRatio (75 %) and 85 % RocketMQ deletes by age outside deleteWhen,
+    # but nothing younger than fileReservedTime.
+    now = 1_000 * HOUR_MS
+    segments = _segments(100, 80, 50, 90, -1, now_ms=now)
+    filling = DiskUsage(1000, 800)
+    decision = plan_retention(segments, now_ms=now, hour_of_day=13, disk=filling, policy=POLICY)
+    assert (decision.delete_count, decision.reason) == (2, "expired")
+    calm = DiskUsage(1000, 700)
+    assert (
+        plan_retention(segments, now_ms=now, hour_of_day=13, disk=calm, policy=POLICY).delete_count
+        == 0
+    )
 
 
 def test_one_run_is_bounded() -> None:

@@ -88,7 +88,11 @@ SYNC_FLUSH_TIMEOUT_MS = 5_000
 FILE_RESERVED_TIME_MS = 72 * 3_600_000
 """Commit-log segments older than this are deleted (fileReservedTime, 72 h)."""
 DISK_MAX_USED_SPACE_RATIO_PERCENT = 75
-"""Above this disk use the oldest segments are deleted at once (diskMaxUsedSpaceRatio)."""
+"""Above this disk use expired segments are deleted at any hour, not only at deleteWhen
+(diskMaxUsedSpaceRatio)."""
+DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT = 85
+"""Above this disk use the oldest segments are deleted at once, whatever their age
+(diskSpaceCleanForciblyRatio; RocketMQ caps it at 85 and floors it at 30)."""
 INDEX_QUERY_MAX_MESSAGES = 64
 """Messages one key or unique-key query returns at most (defaultQueryMaxNum is 32, admin 64)."""
 INDEX_HASH_SLOTS = 5_000_000
@@ -582,6 +586,14 @@ starts a queue at 0 only while its first message lies in that window (newGroupSt
 # controller mode bounds: base/limits_controller.py
 HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS = 15_000
 """haMaxTimeSlaveNotCatchup: a replica not caught up this long leaves the SyncStateSet."""
+CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES = 4_096
+"""Replicas a controller tracks at once: its heartbeat table is keyed by what 904 claims
+(brokerName, brokerId), so without a bound a sender of random ids grows it until the next
+expiry scan, and forever with a huge timeout; a heartbeat for a new replica beyond this is
+refused (existing replicas keep beating). Thousands of brokers is far above any deployment."""
+CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MAX_MS = 60_000
+"""Largest heartbeatTimeoutMills a 904 may ask for (larger is clamped), so every entry of the
+heartbeat table expires within a minute of its replica's last heartbeat."""
 
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
@@ -673,6 +685,7 @@ def _check_relations() -> None:
     invariant(HEARTBEAT_INTERVAL_MS < CLIENT_CHANNEL_EXPIRY_MS, "heartbeat before expiry")
     invariant(BROKER_REGISTER_INTERVAL_MS < BROKER_EXPIRY_MS, "register before expiry")
     invariant(0 < DISK_MAX_USED_SPACE_RATIO_PERCENT < 100, "a ratio in percent")
+    invariant(0 < DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT < 100, "a ratio in percent")
 
 
 _check_relations()

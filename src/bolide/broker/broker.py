@@ -41,6 +41,7 @@ from bolide.broker.controller_mode.epoch_roles import EpochBrokerRoles
 from bolide.broker.controller_mode.epochs import epoch_file_path, open_epoch_file
 from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
+from bolide.broker.controller_mode.runtime_info import runtime_info
 from bolide.broker.controller_mode.settings import ControllerModeSettings
 from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
@@ -92,37 +93,16 @@ from bolide.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
 )
 from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
-from bolide.store.config import FlushDiskType as StoreFlushDiskType
-from bolide.store.config import StoreConfig
 from bolide.store.config_files import MetadataFile, metadata_path
 from bolide.store.file_store import FileMessageStore
 from bolide.store.timer_log import TimerLog, timer_log_dir
 
-__all__ = ["Broker", "store_config_of"]
+__all__ = ["Broker"]
 
 _log = logging.getLogger("bolide.broker")
 
 _NOT_ON_THE_VIP_CHANNEL = frozenset({RequestCode.PULL_MESSAGE})
 """Requests a RocketMQ broker serves only on its main port (pulls may park for 30 s)."""
-
-
-def store_config_of(config: BrokerConfig) -> StoreConfig:
-    """The store settings a broker configuration implies (storePathRootDir is the store)."""
-    return StoreConfig(
-        store_path_root_dir=config.store_path_root_dir,
-        commit_log_segment_bytes=config.commit_log_segment_bytes,
-        consume_queue_file_entries=config.consume_queue_file_bytes
-        // limits.CONSUME_QUEUE_ENTRY_BYTES,
-        flush_disk_type=StoreFlushDiskType(config.flush_disk_type.value),
-        flush_interval_commit_log_ms=config.flush_interval_commit_log_ms,
-        flush_interval_consume_queue_ms=config.flush_interval_consume_queue_ms,
-        sync_flush_timeout_ms=config.sync_flush_timeout_ms,
-        file_reserved_time_ms=config.file_reserved_time_ms,
-        delete_when_hours=frozenset(config.delete_when_hours),
-        disk_max_used_space_ratio_percent=config.disk_max_used_space_ratio_percent,
-        max_message_size_bytes=config.max_message_size_bytes,
-        message_delay_levels_ms=config.message_delay_levels_ms,
-    )
 
 
 class Broker:
@@ -312,6 +292,7 @@ class Broker:
         if self.metrics is not None:
             labels = (config.broker_cluster_name, config.broker_name, config.broker_ip1)
             self.metrics.add_collector(ControllerModeCollector(self.replicas_manager, labels))
+        replication.controller_runtime_info = functools.partial(runtime_info, self.replicas_manager)
         self.replicas_manager.start()
 
     @property
@@ -371,7 +352,7 @@ class Broker:
     async def _open_parts(self) -> None:
         config, clock = self.config, self._clock
         store = FileMessageStore(
-            store_config_of(config), clock=clock, store_host=(config.broker_ip1, config.listen_port)
+            config.store_config(), clock=clock, store_host=(config.broker_ip1, config.listen_port)
         )
         await store.start()
         self._store = store

@@ -31,6 +31,8 @@ messageDelayLevel               message_delay_levels_ms                1s 5s ...
 fileReservedTime                file_reserved_time_hours               72
 deleteWhen                      delete_when_hours (";"-separated)      04
 diskMaxUsedSpaceRatio           disk_max_used_space_ratio_percent      75
+diskSpaceCleanForciblyRatio     disk_space_clean_forcibly_ratio_percent 85
+cleanFileForciblyEnable         clean_file_forcibly_enable             true
 maxMessageSize                  max_message_size_bytes                 4 MiB
 mapedFileSizeCommitLog          commit_log_segment_bytes               1 GiB
 mapedFileSizeConsumeQueue       consume_queue_file_bytes               300000 * 20
@@ -422,6 +424,13 @@ class BrokerConfig:
         default=limits.DISK_MAX_USED_SPACE_RATIO_PERCENT,
         metadata=_key("diskMaxUsedSpaceRatio", _parse_int),
     )
+    disk_space_clean_forcibly_ratio_percent: int = field(
+        default=limits.DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT,
+        metadata=_key("diskSpaceCleanForciblyRatio", _parse_int),
+    )
+    clean_file_forcibly_enable: bool = field(
+        default=True, metadata=_key("cleanFileForciblyEnable", _parse_bool)
+    )
     max_message_size_bytes: int = field(
         default=limits.MESSAGE_BODY_MAX_BYTES, metadata=_key("maxMessageSize", _parse_int)
     )
@@ -678,6 +687,8 @@ class BrokerConfig:
             file_reserved_time_ms=self.file_reserved_time_ms,
             delete_when_hours=frozenset(self.delete_when_hours),
             disk_max_used_space_ratio_percent=self.disk_max_used_space_ratio_percent,
+            disk_space_clean_forcibly_ratio_percent=self.disk_space_clean_forcibly_ratio_percent,
+            clean_file_forcibly_enable=self.clean_file_forcibly_enable,
             max_message_size_bytes=self.max_message_size_bytes,
             message_delay_levels_ms=self.message_delay_levels_ms,
         )
@@ -752,6 +763,8 @@ _RANGES: tuple[tuple[str, int, int], ...] = (
     ("file_reserved_time_hours", 1, _JAVA_INT_MAX),
     # RocketMQ clamps diskMaxUsedSpaceRatio to 10..95; Bolide refuses instead of surprising.
     ("disk_max_used_space_ratio_percent", 10, 95),
+    # RocketMQ clamps diskSpaceCleanForciblyRatio to 30..85; refused outside, as above.
+    ("disk_space_clean_forcibly_ratio_percent", 30, 85),
     # A body larger than a frame could never arrive.
     ("max_message_size_bytes", 1, limits.FRAME_MAX_BYTES),
     ("commit_log_segment_bytes", limits.COMMIT_LOG_SEGMENT_MIN_BYTES, _JAVA_INT_MAX),

@@ -14,9 +14,10 @@ from bolide.cli.runtime import configure_file_logging, print_ready, run_until_si
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
 
 if TYPE_CHECKING:
+    from bolide.broker.metrics.server import MetricsServer
     from bolide.controller.controller import Controller
 
-__all__ = ["EtcdOption", "controller", "start_controller"]
+__all__ = ["EtcdOption", "controller", "start_controller", "start_controller_metrics"]
 
 EtcdOption = Annotated[
     str,
@@ -47,6 +48,12 @@ def controller(
         str | None,
         typer.Option("--advertise-host", help="Host brokers reach this controller at."),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port", help="Serve Prometheus /metrics on this port (0: any). Default: off."
+        ),
+    ] = None,
 ) -> None:
     """Run a controller (RocketMQ 5.x controller mode) on etcd."""
     configure_file_logging(data_dir)
@@ -54,10 +61,18 @@ def controller(
 
     async def serve(stop: asyncio.Event) -> None:
         running = await start_controller(etcd, host, port, settings, advertise_host)
+        metrics: MetricsServer | None = None
         try:
-            print_ready(json_output, controller=running.address)
+            listeners = {"controller": running.address}
+            if metrics_port is not None:
+                metrics = await start_controller_metrics(running, host, metrics_port)
+                advertised = advertise_host or running.address.rsplit(":", 1)[0]
+                listeners["metrics"] = f"{advertised}:{metrics.port}"
+            print_ready(json_output, **listeners)
             await stop.wait()
         finally:
+            if metrics is not None:
+                await metrics.stop()
             await running.stop()
 
     run_until_signalled(serve)
@@ -80,3 +95,18 @@ async def start_controller(
     running = Controller(etcd, host, port, settings=settings, advertised_host=advertise_host)
     await running.start()
     return running
+
+
+async def start_controller_metrics(running: Controller, host: str, port: int) -> MetricsServer:
+    """A started /metrics server for ``running`` on ``host:port`` (0: any; the families of
+    :mod:`bolide.controller.metrics`). Raises OSError when the port cannot be bound."""
+    from prometheus_client import CollectorRegistry
+
+    from bolide.broker.metrics.server import MetricsServer
+    from bolide.controller.metrics import ControllerCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ControllerCollector(running))
+    server = MetricsServer(registry, host, port)
+    await server.start()
+    return server

@@ -22,7 +22,11 @@ from bolide.controller.etcd_store import (
     NotLeaderError,
     parse_etcd_endpoints,
 )
-from bolide.controller.handlers import CONTROLLER_TRIGGER_BROKER_ID, ControllerHandlers
+from bolide.controller.handlers import (
+    CONTROLLER_TRIGGER_BROKER_ID,
+    ControllerHandlers,
+    Election,
+)
 from bolide.controller.heartbeats import HeartbeatTable
 from bolide.controller.replicas import ReplicaSet
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
@@ -74,6 +78,9 @@ class Controller:
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_renewal_ms = 0
         self._leading_since_ms: int | None = None
+        self.broker_sets: dict[str, ReplicaSet] = {}
+        """Every broker set as this controller's scan last read it from etcd (leader only;
+        empty on a standby): what its metrics show."""
 
     @property
     def address(self) -> str:
@@ -99,6 +106,16 @@ class Controller:
         """Elections this controller wrote since it started."""
         return 0 if self._handlers is None else self._handlers.elections
 
+    @property
+    def last_elections(self) -> dict[str, Election]:
+        """The last election this controller wrote, by brokerName."""
+        return {} if self._handlers is None else dict(self._handlers.last_elections)
+
+    @property
+    def heartbeats_refused(self) -> int:
+        """Heartbeats of new replicas refused because the heartbeat table was full."""
+        return 0 if self._handlers is None else self._handlers.heartbeats_refused
+
     async def start(self) -> None:
         """Listen, reach etcd, then start the leadership and liveness loops."""
         await self._server.start()
@@ -110,7 +127,9 @@ class Controller:
             await self._server.stop()
             raise
         self._store = store
-        self._handlers = ControllerHandlers(store, self.heartbeats, self.settings, self._notify)
+        self._handlers = ControllerHandlers(
+            store, self.heartbeats, self.settings, self._notify, clock=self._clock
+        )
         self._handlers.install(self._dispatcher)
         self._last_renewal_ms = self._clock.monotonic_ms()
         self._services = [
@@ -165,12 +184,17 @@ class Controller:
             _log.info("broker %s/%s (%s) inactive: heartbeat timed out",
                       info.broker_name, info.broker_id, info.broker_address)  # fmt: skip
             await self._replica_inactive(info.broker_name, info.broker_id)
-        if self.is_leader and self._grace_passed():
-            try:
-                sets = await self.store.read_all_sets()
-            except _LOOP_ERRORS as error:
-                _log.warning("controller %s: scan: %s", self.address, error)
-                sets = {}
+        if not self.is_leader:
+            self.broker_sets = {}
+            return self.settings.scan_not_active_broker_interval_ms
+        try:
+            sets = await self.store.read_all_sets()
+        except _LOOP_ERRORS as error:
+            _log.warning("controller %s: scan: %s", self.address, error)
+            sets = {}
+        else:
+            self.broker_sets = dict(sets)
+        if self._grace_passed():
             for replica_set in sets.values():
                 master = replica_set.master_broker_id
                 if master is not None and not self.heartbeats.is_alive(

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bolide.base import limits
+from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import ConfigError
 from bolide.controller.etcd_store import ControllerStore, NotLeaderError, StaleReadError
 from bolide.controller.heartbeats import BrokerLiveInfo, HeartbeatTable
@@ -93,6 +94,17 @@ class Decision:
 Notify = Callable[[ReplicaSet], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class Election:
+    """One election this controller wrote: when (epoch ms), the set, the master it chose
+    (None when the set was left without one) and the new master epoch."""
+
+    at_ms: int
+    broker_name: str
+    master_broker_id: int | None
+    master_epoch: int
+
+
 class ControllerHandlers:
     """The handlers of one controller over its ``store``, ``heartbeats`` and ``settings``;
     ``notify(set)`` sends 1008 to the set's live members after an election."""
@@ -103,13 +115,19 @@ class ControllerHandlers:
         heartbeats: HeartbeatTable,
         settings: ControllerSettings,
         notify: Notify,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
         self._heartbeats = heartbeats
         self._settings = settings
         self._notify = notify
+        self._clock = clock or SystemClock()
         self.elections = 0
         """Successful elections this controller wrote (a metric)."""
+        self.last_elections: dict[str, Election] = {}
+        """The last election this controller wrote, by brokerName (metrics, operations)."""
+        self.heartbeats_refused = 0
+        """Heartbeats of new replicas refused because the heartbeat table was full (a metric)."""
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Register every controller code on ``dispatcher``."""
@@ -166,13 +184,14 @@ class ControllerHandlers:
     # --- every controller --------------------------------------------------------------------
 
     async def heartbeat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        """BROKER_HEARTBEAT (904): record the replica as alive; no broker id → 2005."""
+        """BROKER_HEARTBEAT (904): record the replica as alive; no broker id → 2005; a new
+        replica while the heartbeat table is full → SYSTEM_BUSY (logged at 1, 2, 4… refusals)."""
         header = BrokerHeartbeatRequestHeader.from_ext_fields(request.ext_fields)
         if header.broker_id is None:
             return request.make_response(
                 ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId"
             )
-        self._heartbeats.beat(
+        recorded = self._heartbeats.beat(
             BrokerLiveInfo(
                 header.cluster_name,
                 header.broker_name,
@@ -187,6 +206,18 @@ class ControllerHandlers:
                 connection,
             )
         )
+        if not recorded:
+            self.heartbeats_refused += 1
+            if self.heartbeats_refused & (self.heartbeats_refused - 1) == 0:  # 1, 2, 4, 8…
+                _log.warning("heartbeat of %s/%s from %s refused (%d so far): %d replicas tracked",
+                             header.broker_name, header.broker_id, header.broker_addr,
+                             self.heartbeats_refused,
+                             limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES)  # fmt: skip
+            return request.make_response(
+                ResponseCode.SYSTEM_BUSY,
+                f"heartbeat table full: {limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES} replicas"
+                " tracked; a new replica is admitted once an entry expires",
+            )
         return request.make_response(ResponseCode.SUCCESS, "Heart beat success")
 
     async def get_metadata_info(
@@ -312,6 +343,9 @@ class ControllerHandlers:
         if outcome and outcome[0].code == ResponseCode.SUCCESS:
             elected = outcome[0].replica_set
             self.elections += 1
+            self.last_elections[broker_name] = Election(
+                self._clock.now_ms(), broker_name, elected.master_broker_id, elected.master_epoch
+            )
             _log.info(
                 "broker set %s: broker %s elected master, epoch %s",
                 broker_name, elected.master_broker_id, elected.master_epoch,

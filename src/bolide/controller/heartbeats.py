@@ -5,6 +5,12 @@ A broker is alive while its last BROKER_HEARTBEAT (904) is younger than the
 ``heartbeatTimeoutMills`` it sent, and until the connection that carried it closes (a killed
 broker is seen at once). :meth:`HeartbeatTable.expire` and :meth:`HeartbeatTable.connection_closed`
 return the brokers that just became inactive, so the controller can re-elect.
+
+As Java's DefaultBrokerHeartbeatManager, every entry expires: the controller's scan drops those
+older than their timeout every ``scanNotActiveBrokerInterval``. Unlike Java the table is bounded,
+since its keys are whatever a 904 claims: at most
+:data:`~bolide.base.limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES` replicas, each timeout clamped
+to :data:`~bolide.base.limits.CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MAX_MS`.
 """
 
 from __future__ import annotations
@@ -47,12 +53,28 @@ class HeartbeatTable:
         self._clock = clock
         self._table: dict[tuple[str, int], BrokerLiveInfo] = {}
 
-    def beat(self, info: BrokerLiveInfo) -> None:
-        """Record a heartbeat (``info.last_update_ms`` is overwritten with now)."""
+    def __len__(self) -> int:
+        """Entries held, expired ones included until the next :meth:`expire`."""
+        return len(self._table)
+
+    def beat(self, info: BrokerLiveInfo) -> bool:
+        """Record a heartbeat (``info.last_update_ms`` is overwritten with now; a timeout <= 0
+        becomes the default, one above the maximum the maximum). False, and nothing recorded,
+        when ``info`` is a replica the table does not hold and the table is full."""
+        key = (info.broker_name, info.broker_id)
+        if (
+            key not in self._table
+            and len(self._table) >= limits.CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES
+        ):
+            return False
         info.last_update_ms = self._clock.monotonic_ms()
         if info.heartbeat_timeout_ms <= 0:
             info.heartbeat_timeout_ms = limits.CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS
-        self._table[(info.broker_name, info.broker_id)] = info
+        info.heartbeat_timeout_ms = min(
+            info.heartbeat_timeout_ms, limits.CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MAX_MS
+        )
+        self._table[key] = info
+        return True
 
     def get(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         """The replica's live info, None when unknown or expired."""
@@ -72,6 +94,10 @@ class HeartbeatTable:
             for (name, _), info in self._table.items()
             if name == broker_name and not self._expired(info, now_ms)
         ]
+
+    def entries(self) -> list[BrokerLiveInfo]:
+        """Every entry held, expired ones included until the next :meth:`expire`."""
+        return list(self._table.values())
 
     def remove(self, broker_name: str, broker_id: int) -> None:
         self._table.pop((broker_name, broker_id), None)

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from bolide.client.admin import AdminClient
 from bolide.dashboard.auth import Session
-from bolide.dashboard.data import broker_rows, delay_backlog, timer_rows
+from bolide.dashboard.data import broker_rows, delay_backlog, last_elections, timer_rows
 from bolide.dashboard.pages_groups import group_routes
 from bolide.dashboard.pages_messages import message_routes
 from bolide.dashboard.pages_topics import topic_routes
@@ -43,7 +43,9 @@ __all__ = ["Dashboard", "DashboardSettings", "create_app"]
 
 async def cluster_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
     rows = await broker_rows(dashboard.admin)
-    return dashboard.render(request, session, "cluster.html", brokers=rows)
+    return dashboard.render(
+        request, session, "cluster.html", brokers=rows, elections=last_elections(rows)
+    )
 
 
 async def cluster_api(dashboard: Dashboard, request: Request, session: Session) -> Response:

@@ -31,12 +31,14 @@ from bolide.protocol.system_topics import (
 
 __all__ = [
     "BrokerRow",
+    "ElectionRow",
     "GroupRow",
     "MemberRow",
     "PageError",
     "broker_rows",
     "gather",
     "group_rows",
+    "last_elections",
     "member_rows",
     "parse_time_ms",
     "topic_kind",
@@ -144,6 +146,53 @@ class BrokerRow:
     @property
     def get_tps(self) -> float:
         return _float(self.figure("getTransferedTps"))
+
+    @property
+    def controller_role(self) -> str | None:
+        """``master``, ``slave`` or ``none`` as the controller assigned it (controller mode),
+        None for a broker with a fixed role."""
+        return self.info.get("controllerRole")
+
+    @property
+    def role(self) -> str:
+        """The role the page shows: the controller's assignment in controller mode, else the
+        name server's brokerId (0 is the master)."""
+        assigned = self.controller_role
+        if assigned is not None:
+            return assigned
+        return "master" if self.broker_id == 0 else "slave"
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionRow:
+    """The last election of one broker name, as its elected master reports it."""
+
+    name: str
+    broker_id: str
+    address: str
+    master_epoch: str
+    at_ms: int
+
+
+def last_elections(rows: list[BrokerRow]) -> list[ElectionRow]:
+    """Per broker name in controller mode, the master of the highest epoch: which broker won,
+    in which epoch, and when it took the role (``controllerRoleSince``)."""
+    best: dict[str, ElectionRow] = {}
+    for row in rows:
+        since = row.info.get("controllerRoleSince", "")
+        if row.controller_role != "master" or not since.isdigit():
+            continue
+        election = ElectionRow(
+            row.name,
+            row.info.get("controllerBrokerId", ""),
+            row.address,
+            row.info.get("controllerMasterEpoch", ""),
+            int(since),
+        )
+        current = best.get(row.name)
+        if current is None or _float(election.master_epoch) > _float(current.master_epoch):
+            best[row.name] = election
+    return [best[name] for name in sorted(best)]
 
 
 def _float(text: str) -> float:

@@ -82,6 +82,8 @@ class StoreConfig:
     file_reserved_time_ms: int = limits.FILE_RESERVED_TIME_MS
     delete_when_hours: frozenset[int] = DEFAULT_DELETE_WHEN_HOURS
     disk_max_used_space_ratio_percent: int = limits.DISK_MAX_USED_SPACE_RATIO_PERCENT
+    disk_space_clean_forcibly_ratio_percent: int = limits.DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT
+    clean_file_forcibly_enable: bool = True
     retention_check_interval_ms: int = limits.RETENTION_CHECK_INTERVAL_MS
     max_message_size_bytes: int = limits.MESSAGE_BODY_MAX_BYTES
     message_delay_levels_ms: tuple[int, ...] = field(default=DEFAULT_DELAY_LEVELS_MS)
@@ -127,6 +129,11 @@ class StoreConfig:
             0 < self.disk_max_used_space_ratio_percent < 100,
             "disk_max_used_space_ratio_percent",
             self.disk_max_used_space_ratio_percent,
+        )
+        _require(
+            0 < self.disk_space_clean_forcibly_ratio_percent < 100,
+            "disk_space_clean_forcibly_ratio_percent",
+            self.disk_space_clean_forcibly_ratio_percent,
         )
         _require(
             all(0 <= hour <= 23 for hour in self.delete_when_hours),

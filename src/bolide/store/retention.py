@@ -1,12 +1,15 @@
 """Which commit-log segments to delete: a pure decision over segment ages and disk use.
 
-Two reasons delete a segment, always oldest first and never the segment being written:
+The rule is RocketMQ's CleanCommitLogService. Segments go oldest first, never the one being
+written, at most ``max_segments_per_run`` a run:
 
-* **age** — its newest record is older than ``file_reserved_time_ms``. Checked at the hours
-  of ``delete_when_hours`` (RocketMQ's deleteWhen, default 04:00 local time), and at any hour
-  while the disk is under pressure;
-* **disk pressure** — the file system is fuller than ``disk_max_used_space_ratio_percent``:
-  the oldest segments go at once, whatever their age, until the projected use falls below it.
+* **expired** — its newest record is older than ``file_reserved_time_ms``. Checked at the hours
+  of ``delete_when_hours`` (deleteWhen, default 04:00 local time), at an admin's request, and at
+  any hour once the disk is fuller than ``disk_max_used_space_ratio_percent``
+  (diskMaxUsedSpaceRatio, 75);
+* **disk pressure** — the disk is fuller than ``disk_space_clean_forcibly_ratio_percent``
+  (diskSpaceCleanForciblyRatio, 85) and ``clean_file_forcibly_enable`` is on: the oldest
+  segments go whatever their age, until the projected use falls to that ratio.
 
 A segment's newest record is taken as the first record of the segment after it (records are
 appended in time order), which a restart can read back without scanning.
@@ -40,6 +43,8 @@ class RetentionPolicy:
     delete_when_hours: frozenset[int]
     disk_max_used_space_ratio_percent: int
     max_segments_per_run: int
+    disk_space_clean_forcibly_ratio_percent: int = limits.DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT
+    clean_file_forcibly_enable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +82,14 @@ def plan_retention(
                 break
             expired += 1
     by_pressure = 0
-    if pressure and disk is not None:
+    forcibly_percent = policy.disk_space_clean_forcibly_ratio_percent
+    if (
+        policy.clean_file_forcibly_enable
+        and disk is not None
+        and disk.used_percent > forcibly_percent
+    ):
         used = disk.used_bytes
-        limit_bytes = disk.total_bytes * policy.disk_max_used_space_ratio_percent / 100
+        limit_bytes = disk.total_bytes * forcibly_percent / 100
         for segment in candidates:
             if used <= limit_bytes:
                 break
@@ -103,6 +113,8 @@ def policy_of(config: StoreConfig) -> RetentionPolicy:
         delete_when_hours=config.delete_when_hours,
         disk_max_used_space_ratio_percent=config.disk_max_used_space_ratio_percent,
         max_segments_per_run=limits.RETENTION_DELETE_SEGMENTS_MAX_COUNT,
+        disk_space_clean_forcibly_ratio_percent=config.disk_space_clean_forcibly_ratio_percent,
+        clean_file_forcibly_enable=config.clean_file_forcibly_enable,
     )
 
 

@@ -124,6 +124,8 @@ class ReplicasManager:
         self.is_master = False
         self.role_changes = 0
         """Roles taken (master or slave of a new epoch) since start."""
+        self.role_changed_at_ms: int | None = None
+        """When (epoch ms) this broker took its current role, None before its first."""
         self._registered = False
         self._last_contact_ms = clock.monotonic_ms()
         self._fenced = False
@@ -352,6 +354,7 @@ class ReplicasManager:
         self.master_epoch = epoch
         self.master_broker_id = master.master_broker_id
         self.role_changes += 1
+        self.role_changed_at_ms = self._clock.now_ms()
         if master.master_broker_id == self.broker_id:
             self.is_master = True
             self._last_contact_ms = self._clock.monotonic_ms()

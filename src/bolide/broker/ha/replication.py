@@ -68,6 +68,8 @@ class Replication:
     ) -> None:
         self.role = config.broker_role
         self.epoch_file = epoch_file
+        self.controller_runtime_info: Callable[[], dict[str, str]] | None = None
+        """Controller mode's part of the runtime info (set by the broker in that mode)."""
         """Controller mode's epoch list (None: the 4.x HA stream)."""
         self.confirm_offset: Callable[[], int] | None = None
         """Controller mode: the frames' confirmOffset (None: the commit log's end)."""
@@ -262,4 +264,6 @@ class Replication:
             info["haTruncatedBytes"] = str(sum(t.bytes_cut for t in self.slave.truncations))
         info["haReplicaLagBytes"] = str(lag.bytes_behind)
         info["haReplicaLagMs"] = str(lag.time_behind_ms)
+        if self.controller_runtime_info is not None:
+            info.update(self.controller_runtime_info())
         return info

@@ -32,10 +32,12 @@ from bolide.protocol.headers.pop import FIRST_POP_TIME_PROPERTY
 from bolide.protocol.message import TRANSACTION_MASK, MessageExt, MessageSysFlag, PropertyKey
 from bolide.protocol.system_topics import (
     DLQ_GROUP_TOPIC_PREFIX,
+    POP_RETRY_SEPARATOR_V2,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
+    is_pop_retry_topic_v2,
 )
 from bolide.protocol.trace import TraceMessageType, TraceRecord, TraceType
 
@@ -70,8 +72,11 @@ def _offset_msg_id(message: MessageExt) -> str:
 
 def _retry_group(topic: str, properties: Mapping[str, str]) -> str:
     """The group of a retry topic: ``%RETRY%<group>``, or a POP retry topic
-    ``%RETRY%<group>_<topic>`` (its copies carry 1ST_POP_TIME and RETRY_TOPIC = <topic>)."""
+    ``%RETRY%<group>_<topic>`` (its copies carry 1ST_POP_TIME and RETRY_TOPIC = <topic>) or
+    its V2 name ``%RETRY%<group>+<topic>`` (enableRetryTopicV2; no group holds a ``+``)."""
     name = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    if is_pop_retry_topic_v2(topic):
+        return name.split(POP_RETRY_SEPARATOR_V2, 1)[0]
     origin = properties.get(PropertyKey.RETRY_TOPIC, "")
     if origin and FIRST_POP_TIME_PROPERTY in properties and name.endswith(f"_{origin}"):
         return name[: -len(origin) - 1]

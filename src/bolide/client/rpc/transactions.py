@@ -28,10 +28,11 @@ __all__ = [
 
 
 def _end_transaction_request(
-    header: EndTransactionRequestHeader, remark: str | None
+    header: EndTransactionRequestHeader, remark: str | None = None, *, oneway: bool = True
 ) -> RemotingCommand:
+    """The one END_TRANSACTION builder: oneway as producers send it, or answered."""
     request = RemotingCommand.request(
-        RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True
+        RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=oneway
     )
     request.remark = remark
     return request
@@ -58,7 +59,7 @@ async def end_transaction_answered(
     decision. Returns None when it did, or the remark of its refusal (SYSTEM_ERROR: e.g. the
     half was decided already). Raises RemoteError for any other answer, and the transport's
     errors."""
-    request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields())
+    request = _end_transaction_request(header, oneway=False)
     accept = (ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR)
     response = await call(pool, address, request, timeout_ms, accept=accept)
     if response.code == ResponseCode.SUCCESS:
