@@ -586,14 +586,6 @@ starts a queue at 0 only while its first message lies in that window (newGroupSt
 # controller mode bounds: base/limits_controller.py
 HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS = 15_000
 """haMaxTimeSlaveNotCatchup: a replica not caught up this long leaves the SyncStateSet."""
-CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES = 4_096
-"""Replicas a controller tracks at once: its heartbeat table is keyed by what 904 claims
-(brokerName, brokerId), so without a bound a sender of random ids grows it until the next
-expiry scan, and forever with a huge timeout; a heartbeat for a new replica beyond this is
-refused (existing replicas keep beating). Thousands of brokers is far above any deployment."""
-CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MAX_MS = 60_000
-"""Largest heartbeatTimeoutMills a 904 may ask for (larger is clamped), so every entry of the
-heartbeat table expires within a minute of its replica's last heartbeat."""
 
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000

@@ -34,3 +34,11 @@ CONTROLLER_SYNC_METADATA_PERIOD_MS = 5_000
 """syncBrokerMetadataPeriod: a controller-mode broker's GET_REPLICA_INFO (1004) poll."""
 CONTROLLER_CHECK_SYNC_STATE_SET_PERIOD_MS = 5_000
 """checkSyncStateSetPeriod: a controller-mode master's SyncStateSet shrink check."""
+CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES = 4_096
+"""Replicas a controller tracks at once: its heartbeat table is keyed by what 904 claims
+(brokerName, brokerId), so without a bound a sender of random ids grows it until the next
+expiry scan, and forever with a huge timeout; a heartbeat for a new replica beyond this is
+refused (existing replicas keep beating). Thousands of brokers is far above any deployment."""
+CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MAX_MS = 60_000
+"""Largest heartbeatTimeoutMills a 904 may ask for (larger is clamped), so every entry of the
+heartbeat table expires within a minute of its replica's last heartbeat."""
