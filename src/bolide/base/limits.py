@@ -7,6 +7,8 @@ bounds are checked once, at import (:func:`_check_relations`), so a bad edit fai
 from __future__ import annotations
 
 from bolide.base.errors import invariant
+from bolide.base.limits_controller import *  # noqa: F403 (re-exported: one import path for every bound)
+from bolide.base.limits_trace import *  # noqa: F403 (re-exported: one import path for every bound)
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -581,45 +583,9 @@ ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT = 40
 broker treats as in memory (RocketMQ's accessMessageInMemoryMaxRatio): a new consumer group
 starts a queue at 0 only while its first message lies in that window (newGroupStartRule)."""
 
-# --- controller mode (RocketMQ 5.x, round3-facts.md §1) ------------------------------------
-CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS = 10_000
-"""controllerHeartBeatTimeoutMills: a replica silent this long is inactive (Java's default)."""
-CONTROLLER_BROKER_HEARTBEAT_INTERVAL_MS = 1_000
-"""brokerHeartbeatInterval: a controller-mode broker's 904 period."""
-CONTROLLER_SCAN_INTERVAL_MS = 5_000
-"""scanNotActiveBrokerInterval: the heartbeat-expiry and inactive-master scan."""
-CONTROLLER_STARTUP_GRACE_MS = 10_000
-"""A controller that just started has an empty heartbeat table: it re-elects a master its scan
-finds dead only after one heartbeat timeout, never on missing data."""
-CONTROLLER_LEASE_TTL_S = 3
-"""TTL of a controller's etcd lease (leader key, membership): etcd's floor is 2 s; 3 s lets a
-standby take over a dead leader's role within ~3.5 s."""
-CONTROLLER_LEASE_REFRESH_MS = 1_000
-"""Keep-alive period of that lease: a third of the TTL, so two lost refreshes still hold it."""
-CONTROLLER_CAMPAIGN_INTERVAL_MS = 500
-"""How often a standby controller tries to take a free leader key."""
-CONTROLLER_ETCD_TIMEOUT_S = 2
-"""Per-request timeout towards etcd (a dead endpoint is left for the next one)."""
-CONTROLLER_WRITE_ATTEMPTS = 3
-"""Fenced writes retried after a lost compare with the leader key still ours."""
-CONTROLLER_NOTIFY_TIMEOUT_MS = 3_000
-"""NOTIFY_BROKER_ROLE_CHANGED (1008) oneway send timeout (Java's 3 s)."""
-CONTROLLER_REQUEST_TIMEOUT_MS = 3_000
-"""A controller-mode broker's requests to the controller."""
-CONTROLLER_SYNC_METADATA_PERIOD_MS = 5_000
-"""syncBrokerMetadataPeriod: a controller-mode broker's GET_REPLICA_INFO (1004) poll."""
-CONTROLLER_CHECK_SYNC_STATE_SET_PERIOD_MS = 5_000
-"""checkSyncStateSetPeriod: a controller-mode master's SyncStateSet shrink check."""
+# controller mode bounds: base/limits_controller.py
 HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS = 15_000
 """haMaxTimeSlaveNotCatchup: a replica not caught up this long leaves the SyncStateSet."""
-CONTROLLER_HEARTBEAT_TABLE_MAX_ENTRIES = 4_096
-"""Replicas a controller tracks at once: its heartbeat table is keyed by what 904 claims
-(brokerName, brokerId), so without a bound a sender of random ids grows it until the next
-expiry scan, and forever with a huge timeout; a heartbeat for a new replica beyond this is
-refused (existing replicas keep beating). Thousands of brokers is far above any deployment."""
-CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MAX_MS = 60_000
-"""Largest heartbeatTimeoutMills a 904 may ask for (larger is clamped), so every entry of the
-heartbeat table expires within a minute of its replica's last heartbeat."""
 
 # --- metrics, broker statistics and the dashboard (issue 18) ---------------------------------
 STATS_MINUTE_SAMPLE_INTERVAL_MS = 10_000
@@ -804,29 +770,6 @@ RECOVERY_QUEUE_RUN_MAX_ENTRIES = 1024
 """Consume-queue entries (20 bytes each) recovery collects for one queue before it writes
 them in one run: fewer calls a record, at most 20 KiB held a queue (and at most
 STORE_NAME_CACHE_MAX_ENTRIES queues collecting at once)."""
-TRACE_MESSAGE_MAX_BYTES = 128_000
-"""Body bytes of one trace message at most: the Java trace dispatcher's maxMsgSize, so stock
-readers of the trace topic never meet a larger one."""
-TRACE_MESSAGE_MAX_RECORDS = 100
-"""Records one trace message holds at most: bounds its KEYS (one msgId or more per record), so
-the index keeps every key of it."""
-TRACE_BROKER_INTERVAL_MS = 1_000
-"""How often the broker's trace service turns what it noted into records and writes them
-(Java's client dispatcher flushes every 5 s; the broker's records should show sooner)."""
-TRACE_BROKER_STEP_MAX_MESSAGES = 4_096
-"""Stored messages one step of the broker's trace service reads back at most (the rest wait
-for the next step): bounds the time a step holds the event loop."""
-TRACE_BROKER_PENDING_MAX_ENTRIES = 100_000
-"""Deliveries the broker's trace keeps open waiting for their commit, send-back or dead
-letter; the oldest are closed without a result beyond (about 200 bytes each)."""
-TRACE_BROKER_NOTED_MAX_EVENTS = 100_000
-"""Deliveries and commits noted between two steps at most: beyond, new ones are counted as
-dropped, never held (the notes cost the pull and commit paths one append)."""
-TRACE_CLIENT_BATCH_CONTEXTS = 20
-"""A client's trace sends what it gathered once this many sends or consume calls added records
-(the Java dispatcher's batchNum cap)."""
-TRACE_CLIENT_FLUSH_INTERVAL_MS = 5_000
-"""... or after this long, whichever comes first (the Java dispatcher's 5 s)."""
 REPLY_PUSH_TIMEOUT_MS = 3_000
 """PUSH_REPLY_MESSAGE_TO_CLIENT waits this long for the requester's answer (Java's
 ReplyMessageProcessor invokes it synchronously with 3 s)."""

@@ -37,11 +37,9 @@ from bolide.base.service import Service
 from bolide.broker.config import BrokerConfig, BrokerRole, MetricsExporterType
 from bolide.broker.consumers import ConsumerManager
 from bolide.broker.context import BrokerContext
-from bolide.broker.controller_mode.epoch_roles import EpochBrokerRoles
+from bolide.broker.controller_mode.assembly import follow_controller
 from bolide.broker.controller_mode.epochs import epoch_file_path, open_epoch_file
-from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
-from bolide.broker.controller_mode.runtime_info import runtime_info
 from bolide.broker.controller_mode.settings import ControllerModeSettings
 from bolide.broker.group_start import memory_window_bytes, physical_memory_bytes, starts_at_zero
 from bolide.broker.ha.metadata_sync import ReplicationHandlers
@@ -263,37 +261,20 @@ class Broker:
 
     def _start_controller_mode(self) -> None:
         """Follow the controller (docs/replication.md): registration waits for a role."""
-        config, replication = self.config, self.replication
-        replication.on_released = self.context.long_polling.check_now  # reads past confirm
-        roles = EpochBrokerRoles(
+        self.replicas_manager = follow_controller(
             self.controller_mode,
-            replication=replication,
+            self.config,
+            context=self.context,
+            replication=self.replication,
             store=self._store_or_fail(),
             registration=lambda: self.registration,
-            start_registration=lambda: self.registration.start(),
             start_master_services=self._start_master_services,
-            broker_ip=config.broker_ip1,
             ha_port=self._ha_port,
-            clock=self._clock,
-            enter_epoch=self.context.topics.enter_epoch,
             own_id=lambda: self.replicas_manager.broker_id if self.replicas_manager else None,
-        )
-        self.replicas_manager = ReplicasManager(
-            self.controller_mode,
-            cluster_name=config.broker_cluster_name,
-            broker_name=config.broker_name,
-            broker_address=config.broker_address,
-            store_root=config.store_path_root_dir,
-            roles=roles,
-            progress=roles,
             clock=self._clock,
+            metrics=self.metrics,
             on_crash=self._service_crashed,
         )
-        if self.metrics is not None:
-            labels = (config.broker_cluster_name, config.broker_name, config.broker_ip1)
-            self.metrics.add_collector(ControllerModeCollector(self.replicas_manager, labels))
-        replication.controller_runtime_info = functools.partial(runtime_info, self.replicas_manager)
-        self.replicas_manager.start()
 
     @property
     def metrics_address(self) -> str | None:

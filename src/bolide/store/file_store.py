@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
@@ -51,19 +51,14 @@ from bolide.store.appender import Appender
 from bolide.store.checkpoint import Checkpoint, CheckpointFile
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import FlushDiskType, StoreConfig
-from bolide.store.consume_queue import ENTRY, ConsumeQueue, ConsumeQueueTable
+from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from bolide.store.dispatch import matches_key
 from bolide.store.file_ops import DiskUsage, FileOps
+from bolide.store.file_queue_reads import get_from_queue
 from bolide.store.file_store_replication import ReplicationAccess
 from bolide.store.flush import FlushBatch, GroupCommit, PipelinedFlusher, run_batch
 from bolide.store.index_file import KeyIndex, index_key_hash
-from bolide.store.queue_reads import (
-    check_offset,
-    collect,
-    confirmed_max_offset,
-    lower_bound_by_time,
-    scan_limit_entries,
-)
+from bolide.store.queue_reads import lower_bound_by_time
 from bolide.store.records import RecordBuilder, RejectedError
 from bolide.store.recovery import Recovery
 from bolide.store.replica import ReplicaWriter
@@ -619,41 +614,16 @@ class FileMessageStore(ReplicationAccess):
         queue = self._queue(topic, queue_id)
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        min_offset, max_offset = queue.min_offset, queue.max_offset
-        if self.confirm_offset is not None:
-            max_offset = confirmed_max_offset(
-                queue.entry, max(min_offset, queue_offset), max_offset, self.confirm_offset()
-            )
-        early = check_offset(min_offset, max_offset, queue_offset)
-        if early is not None:
-            return early
-        max_count = max(1, max_count)
-        scan_entries = min(scan_limit_entries(max_count), max_offset - queue_offset)
-        return collect(
-            self._iter_entries(queue, queue_offset, scan_entries),
+        confirm_offset = self.confirm_offset
+        return get_from_queue(
+            queue,
             self._commit_log.read,
             queue_offset=queue_offset,
-            min_offset=min_offset,
-            max_offset=max_offset,
             max_count=max_count,
             max_bytes=max_bytes,
             tag_codes=tag_codes,
+            confirm_offset=None if confirm_offset is None else confirm_offset(),
         )
-
-    @staticmethod
-    def _iter_entries(
-        queue: ConsumeQueue, queue_offset: int, limit: int
-    ) -> Iterator[tuple[int, int, int]]:
-        offset = queue_offset
-        remaining = limit
-        while remaining > 0:
-            view = queue.entries_view(offset, remaining)
-            if not view:
-                return
-            count = len(view) // ENTRY.size
-            yield from ENTRY.iter_unpack(view)
-            offset += count
-            remaining -= count
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         queue = self._queue(topic, queue_id)
