@@ -224,3 +224,22 @@ def test_errors_and_exit_codes(standalone: Standalone) -> None:
     # $BOLIDE_NAMESRV is the default name server.
     assert via_env.result().code == 0
     assert via_env.result().json()[0]["brokerName"] == "broker-a"
+
+
+def test_namespace_option_names_topics_inside_the_namespace(standalone: Standalone) -> None:
+    created = ok_json(standalone, "--namespace", "cliNs", "topic", "create", "NsTopic")
+    assert created["brokers"] == ["broker-a"]
+    every = ok_json(standalone, "topic", "list", "--all")
+    assert {item["topic"] for item in every} >= {"cliNs%NsTopic"}
+    assert "NsTopic" not in {item["topic"] for item in every}
+    # Given after the command name too, and from $BOLIDE_NAMESPACE.
+    sent = run_bolide("message", "send", "NsTopic", "hello", "--namespace", "cliNs", "--json",
+                      namesrv=standalone.namesrv)  # fmt: skip
+    assert sent.code == 0, sent.stderr
+    status = run_bolide("topic", "status", "NsTopic", "--json", namesrv=standalone.namesrv,
+                        env={"BOLIDE_NAMESPACE": "cliNs"})  # fmt: skip
+    assert status.code == 0, status.stderr
+    assert sum(queue["maxOffset"] for queue in status.json()["queues"]) == 1
+    refused = run_bolide("bench", "produce", "--namespace", "cliNs", namesrv=None)
+    assert refused.code == 2 and "--namespace" in refused.stderr
+    assert "names no topic or group" in refused.stderr

@@ -8,6 +8,8 @@
                           (default: $BOLIDE_TLS_TRUST_CERT, else the system's CAs)
     --tls-cert PEM, --tls-key PEM   a client certificate, for servers that require one
     --tls-no-verify       accept any server certificate (testing only)
+    --namespace NS        topics and groups named in the command are NS's (Java's
+                          withNamespace: sent as ``NS%name``; default: $BOLIDE_NAMESPACE)
 
 They are options of the ``bolide`` command itself (:func:`security_options`, the app's
 callback), and :func:`hoist_security_options` moves them there from wherever they are typed,
@@ -29,7 +31,9 @@ from bolide.client.security import TlsClientSettings
 
 __all__ = ["CliSecurity", "client_options", "hoist_security_options", "security_options"]
 
-_VALUED = frozenset({"--access-key", "--secret-key", "--tls-trust-cert", "--tls-cert", "--tls-key"})
+_VALUED = frozenset(
+    {"--access-key", "--secret-key", "--tls-trust-cert", "--tls-cert", "--tls-key", "--namespace"}
+)
 _FLAGS = frozenset({"--tls", "--tls-no-verify"})
 
 
@@ -42,9 +46,10 @@ class CliSecurity:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_no_verify: bool = False
+    namespace: str | None = None
 
     def client_options(self) -> dict[str, Any]:
-        """``access_key``, ``secret_key`` and ``tls`` for a client constructor."""
+        """``access_key``, ``secret_key``, ``tls`` and ``namespace`` for a client constructor."""
         tls: TlsClientSettings | None = None
         if self.tls or self.tls_trust_cert or self.tls_cert:
             tls = TlsClientSettings(
@@ -53,7 +58,12 @@ class CliSecurity:
                 key_path=self.tls_key,
                 verify_server=not self.tls_no_verify,
             )
-        return {"access_key": self.access_key, "secret_key": self.secret_key, "tls": tls}
+        return {
+            "access_key": self.access_key,
+            "secret_key": self.secret_key,
+            "tls": tls,
+            "namespace": self.namespace,
+        }
 
 
 _CURRENT: contextvars.ContextVar[CliSecurity | None] = contextvars.ContextVar(
@@ -69,7 +79,15 @@ def client_options() -> dict[str, Any]:
 _PEM = {"exists": True, "dir_okay": False, "show_default": False}
 
 
+NAMESPACE_FREE_COMMANDS = frozenset(
+    {"standalone", "namesrv", "dashboard", "controller", "proxy", "version", "bench", "acl",
+     "user", "ha"}
+)  # fmt: skip
+"""Commands that name no topic or group of a client's: ``--namespace`` there is refused."""
+
+
 def security_options(
+    context: typer.Context,
     access_key: Annotated[
         str | None,
         typer.Option("--access-key", envvar="BOLIDE_ACCESS_KEY", help="ACL access key."),
@@ -105,13 +123,29 @@ def security_options(
     tls_no_verify: Annotated[
         bool, typer.Option("--tls-no-verify", help="Accept any server certificate (tests).")
     ] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            envvar="BOLIDE_NAMESPACE",
+            help="Namespace of the topics and groups named (sent as NAMESPACE%name).",
+        ),
+    ] = None,
 ) -> None:
     """Bolide: a message queue that speaks the Apache RocketMQ 4.x wire protocol.
 
-    The ACL and TLS options may be given before or after the command name.
+    The ACL, TLS and namespace options may be given before or after the command name.
     """
+    if namespace is not None and context.invoked_subcommand in NAMESPACE_FREE_COMMANDS:
+        raise typer.BadParameter(
+            f"`bolide {context.invoked_subcommand}` names no topic or group of a client; "
+            "--namespace is for topic, group, offset, message, cluster and transaction",
+            param_hint="--namespace",
+        )
     _CURRENT.set(
-        CliSecurity(access_key, secret_key, tls, tls_trust_cert, tls_cert, tls_key, tls_no_verify)
+        CliSecurity(
+            access_key, secret_key, tls, tls_trust_cert, tls_cert, tls_key, tls_no_verify, namespace
+        )
     )
 
 
