@@ -1,6 +1,7 @@
-"""Producer.recall_message (RECALL_MESSAGE 370) over real sockets: a recalled delayed message
-is never delivered while one due after it is, and with ``enable_trace`` the producer writes a
-``Recall`` record found on the trace topic by the message's id."""
+"""Producer.recall_message (RECALL_MESSAGE 370) over real sockets: a delayed message's send
+result carries the broker's recall handle; recalled with it, the message is never delivered
+while one due after it is, and with ``enable_trace`` the producer writes a ``Recall`` record
+found on the trace topic by the message's id."""
 
 from __future__ import annotations
 
@@ -66,7 +67,11 @@ async def test_recalled_message_is_never_delivered_and_traced(tmp_path: Path) ->
                 # recalled one would have arrived before it
                 kept = Message(TOPIC, b"kept", deliver_at_ms=due_ms + 1)
                 await producer.send(kept)
-                handle = RecallHandle(TOPIC, sent.queue.broker_name, due_ms, sent.msg_id).encode()
+                handle = sent.recall_handle  # the broker's recallHandle, as Java's
+                assert handle is not None
+                assert RecallHandle.decode(handle) == RecallHandle(
+                    TOPIC, sent.queue.broker_name, due_ms, sent.msg_id
+                )
                 assert await producer.recall_message(TOPIC, handle) == sent.msg_id
                 with pytest.raises(InvalidMessageError):
                     await producer.recall_message("OtherTopic", handle)
