@@ -4,6 +4,7 @@ blocking facade's own behaviour. The cluster runs on its own loop thread, as a s
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 import bolide
 import bolide.aio
-from bolide.base.errors import InvariantViolationError, MessageTooLargeError
+from bolide.base.errors import InvalidMessageError, InvariantViolationError, MessageTooLargeError
 from bolide.client.blocking.loop import LoopThread
 from bolide.testing.cluster import Cluster
 from tests.client.conftest import pull_all
@@ -136,3 +137,13 @@ def test_the_blocking_producer_batches_send_async(servers: ClusterThread) -> Non
     with bolide.Producer("no-batching", namesrv=namesrv, auto_batch=False) as producer:
         assert producer.core.batcher is None
         assert producer.send(bolide.Message("blocking", b"one")).status is bolide.SendStatus.SEND_OK
+
+
+def test_the_blocking_producer_recalls_a_delayed_message(servers: ClusterThread) -> None:
+    due_ms = int(time.time() * 1000) + 60_000
+    with bolide.Producer("recalling-producers", namesrv=servers.cluster.namesrv_address) as p:
+        sent = p.send(bolide.Message("orders", b"later", deliver_at_ms=due_ms))
+        assert sent.recall_handle is not None
+        assert p.recall_message("orders", sent.recall_handle) == sent.msg_id
+        with pytest.raises(InvalidMessageError):
+            p.recall_message("orders", "not a handle")

@@ -145,3 +145,5 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     region_id: str | None = None
+    recall_handle: str | None = None
+    """For a delayed (timer) message, the handle :meth:`Producer.recall_message` takes."""

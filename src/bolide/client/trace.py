@@ -159,6 +159,14 @@ class TraceDispatcher:
             ]
         )
 
+    def recalled(self, topic: str, msg_id: str, *, now_ms: int, success: bool) -> None:
+        """A RECALL_MESSAGE of ``msg_id`` on ``topic`` was answered (``success``: the broker
+        recalled it): a ``Recall`` record, as Java's recall trace hook writes."""
+        self._add(
+            [TraceRecord(TraceType.RECALL, now_ms, self.region_id, self.group, topic, msg_id,
+                         success=success)]
+        )  # fmt: skip
+
     def consumed(
         self, messages: Sequence[MessageExt], *, started_ms: int, ended_ms: int, success: bool
     ) -> None:

@@ -58,12 +58,13 @@ from bolide.broker.handlers.send_properties import (
 )
 from bolide.broker.handlers.send_rules import MULTI_TAG_FILTER, BatchPreparer, any_writable_queue
 from bolide.broker.schedule import schedule_target
-from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES, TimerPropertyError
+from bolide.broker.timer import TIMER_OUT_MS, TIMER_TRIGGER_PROPERTIES, TimerPropertyError
 from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
 from bolide.broker.transactions.records import half_target, is_transaction_half
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
+from bolide.protocol.headers.recall import RecallHandle
 from bolide.protocol.message import (
     TRANSACTION_NOT_TYPE,
     MessageSysFlag,
@@ -76,6 +77,7 @@ from bolide.protocol.record import (
     join_properties,
 )
 from bolide.protocol.system_topics import (
+    TIMER_TOPIC,
     dlq_topic,
     group_of_retry_topic,
     is_retry_topic,
@@ -131,10 +133,13 @@ class SendHandlers:
             header = _decode_header(request)
             config = await self._topic_config(header)
             queue_id = self._queue_id(header, config)
+            recall_handle: str | None = None
             if header.batch:
                 result = await self._put_batch(connection, request, header, config, queue_id)
             else:
-                result = await self._put_single(connection, request, header, config, queue_id)
+                result, recall_handle = await self._put_single(
+                    connection, request, header, config, queue_id
+                )
         except RefusedError as refused:
             return self._answers.refused(request, refused.code, refused.remark)
         except BolideError as error:  # still answered with extFields: clients read them
@@ -147,7 +152,9 @@ class SendHandlers:
             and waits_for_store(header.properties)
         ):
             await replication.wait_replicated(result)
-        return self._answers.answer(request, result, queue_id, header.topic, started_ns)
+        return self._answers.answer(
+            request, result, queue_id, header.topic, started_ns, recall_handle=recall_handle
+        )
 
     # --- checks -----------------------------------------------------------------------------
 
@@ -222,7 +229,9 @@ class SendHandlers:
         header: SendMessageRequestHeader,
         config: TopicConfig,
         queue_id: int,
-    ) -> PutResult:
+    ) -> tuple[PutResult, str | None]:
+        """Store one message; its result and, for a timer message, its recall handle (the
+        ``recallHandle`` of the answer, as RocketMQ 5.3's broker gives)."""
         context = self._context
         sys_flag = header.sys_flag
         if config.topic_filter_type == MULTI_TAG_FILTER:
@@ -250,15 +259,31 @@ class SendHandlers:
                     header, request.version, queue_id, properties
                 )
             if self._is_half(properties, sys_flag, header):
-                return await self._put_half(connection, request, header, properties, topic,
+                half = await self._put_half(connection, request, header, properties, topic,
                                             store_queue_id, sys_flag)  # fmt: skip
+                return half, None
             topic, store_queue_id = self._wait_target(properties, sys_flag, topic, store_queue_id)
         # A mapping of properties is encoded by the store.
         put = _put_request(
             connection, request.body, topic, store_queue_id, properties, sys_flag, header.flag,
             header.born_timestamp_ms, header.reconsume_times,
         )  # fmt: skip
-        return await context.store.put_message(put)
+        result = await context.store.put_message(put)
+        return result, self._recall_handle(header.topic, topic, properties)
+
+    def _recall_handle(
+        self, real_topic: str, stored_topic: str, properties: dict[str, str] | str
+    ) -> str | None:
+        """The recall handle of a message stored on the timer topic (None for any other):
+        its real topic, this broker, its delivery time and its UNIQ_KEY."""
+        if stored_topic != TIMER_TOPIC or isinstance(properties, str):
+            return None
+        unique_key = properties.get(PropertyKey.UNIQ_KEY)
+        deliver_ms = properties.get(TIMER_OUT_MS, "")
+        if not unique_key or not deliver_ms.isdigit():
+            return None
+        broker_name = self._context.config.broker_name
+        return RecallHandle(real_topic, broker_name, int(deliver_ms), unique_key).encode()
 
     def _is_half(
         self, properties: dict[str, str], sys_flag: int, header: SendMessageRequestHeader

@@ -149,9 +149,12 @@ class SendAnswers:
         queue_id: int,
         topic: str,
         started_ns: int,
+        *,
+        recall_handle: str | None = None,
     ) -> RemotingCommand:
         """The response to ``request`` whose put ended with ``result``: the store's status as
-        the response code, the send result header when stored (counted either way)."""
+        the response code, the send result header when stored (counted either way), with
+        ``recallHandle`` when given (a timer message)."""
         status = result.status
         # Identity first: hashing an Enum member runs Python code, and PUT_OK is the rule.
         if status is PutStatus.PUT_OK:
@@ -171,6 +174,8 @@ class SendAnswers:
             "queueOffset": str(result.queue_offset),
             **self.error_fields,
         }
+        if recall_handle is not None:
+            fields["recallHandle"] = recall_handle
         return request.make_response(code, result.remark or None, fields)
 
     def _count_stored(self, result: PutResult, topic: str, started_ns: int) -> None:

@@ -128,6 +128,13 @@ class Producer(ClientFacade[AsyncProducer]):
         coroutine = self._core.send_orderly(message, sharding_key, timeout_ms=timeout_ms)
         return self._runner.run(coroutine)
 
+    def recall_message(
+        self, topic: str, recall_handle: str, *, timeout_ms: int | None = None
+    ) -> str:
+        """Cancel a delayed message before it is due (see the async ``recall_message``)."""
+        coroutine = self._core.recall_message(topic, recall_handle, timeout_ms=timeout_ms)
+        return self._runner.run(coroutine)
+
     def send_oneway(self, message: Message, *, queue: MessageQueue | None = None) -> None:
         """Send without waiting for the broker (see the async ``send_oneway``)."""
         self._runner.run(self._core.send_oneway(message, queue=queue))

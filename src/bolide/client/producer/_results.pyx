@@ -56,5 +56,6 @@ def settle_batch(
             PyObject_GenericSetAttr(result, "queue_offset", queue_offset)
             PyObject_GenericSetAttr(result, "transaction_id", transaction_id)
             PyObject_GenericSetAttr(result, "region_id", region_id)
+            PyObject_GenericSetAttr(result, "recall_handle", None)  # batches are never timed
             future.set_result(result)
         queue_offset = queue_offset + 1

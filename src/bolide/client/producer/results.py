@@ -45,6 +45,7 @@ _SET_FIELDS: Final = tuple(
         "queue_offset",
         "transaction_id",
         "region_id",
+        "recall_handle",
     )
 )
 """The slots' own setters, in SendResult's field order (a frozen class refuses setattr)."""
@@ -56,6 +57,7 @@ _SET_FIELDS: Final = tuple(
     _set_queue_offset,
     _set_transaction_id,
     _set_region_id,
+    _set_recall_handle,
 ) = _SET_FIELDS
 
 
@@ -94,6 +96,7 @@ def settle_batch(
             _set_queue_offset(result, queue_offset)
             _set_transaction_id(result, transaction_id)
             _set_region_id(result, region_id)
+            _set_recall_handle(result, None)  # a batch is never a timer message
             future.set_result(result)
         queue_offset += 1
 

@@ -22,7 +22,12 @@ from bolide.client.rpc.offsets import (
 )
 from bolide.client.rpc.pull import PullResult, PullStatus, filter_by_tags, pull_message
 from bolide.client.rpc.query import query_message, view_message, view_message_by_id
-from bolide.client.rpc.send import send_message, send_message_back, send_message_oneway
+from bolide.client.rpc.send import (
+    recall_message,
+    send_message,
+    send_message_back,
+    send_message_oneway,
+)
 
 __all__ = [
     "PullResult",
@@ -42,6 +47,7 @@ __all__ = [
     "pull_message",
     "query_consumer_offset",
     "query_message",
+    "recall_message",
     "search_offset_by_timestamp",
     "send_message",
     "send_message_back",

@@ -86,6 +86,7 @@ async def send_message(
         fields.queue_offset,
         fields.transaction_id,
         fields.msg_region,
+        fields.recall_handle,
     )
 
 

@@ -225,6 +225,8 @@ class SendMessageResponseHeader:
     transaction_id: str | None = None
     msg_region: str | None = "DefaultRegion"
     trace_on: bool | None = True
+    recall_handle: str | None = None
+    """``recallHandle``: a timer message's handle for RECALL_MESSAGE (RocketMQ 5.3)."""
 
     @classmethod
     def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
@@ -238,6 +240,7 @@ class SendMessageResponseHeader:
                 fields.get("transactionId") or None,
                 fields.get("MSG_REGION") or None,
                 None if trace_on is None else trace_on.lower() in TRUE_TEXTS,
+                fields.get("recallHandle") or None,
             )
         except (KeyError, ValueError):
             required_str(fields, "msgId")
@@ -255,6 +258,7 @@ class SendMessageResponseHeader:
         put_optional(fields, "MSG_REGION", self.msg_region)
         if self.trace_on is not None:
             fields["TRACE_ON"] = format_bool(self.trace_on)
+        put_optional(fields, "recallHandle", self.recall_handle)
         return fields
 
 
