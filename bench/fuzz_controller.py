@@ -26,14 +26,21 @@ import json
 import random
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.fuzz_remoting import _encode, _frames_in
-from bench.fuzz_support import INTERESTING_INTS, Mutator, ServerUnderTest, exchange, main
+from bench.fuzz_support import (
+    INTERESTING_INTS,
+    Mutator,
+    ServerUnderTest,
+    main,
+    remoting_round,
+    run_bounded,
+)
 from bolide.base import limits
 from bolide.protocol.bodies.controller import SyncStateSet, broker_names_to_json
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -240,37 +247,20 @@ def _mutated_command(mutator: Mutator) -> RemotingCommand:
     )
 
 
-async def _one(address: tuple[str, int], rng: random.Random, mutator: Mutator) -> None:
-    roll = rng.random()
-    if roll < 0.45:  # structured: one mutated request, its answer awaited
-        payload = _encode(_mutated_command(mutator))
-        await exchange(address, payload, until=lambda d: _frames_in(d) > 0)
-    elif roll < 0.6:  # a pipelined burst on one connection
-        count = rng.randint(2, 20)
-        payload = b"".join(_encode(_mutated_command(mutator)) for _ in range(count))
-        await exchange(address, payload, until=lambda d: _frames_in(d) >= count)
-    elif roll < 0.8:  # a whole frame, mutated as bytes
-        await exchange(address, mutator.bytes(_encode(_mutated_command(mutator))))
-    elif roll < 0.9:  # raw garbage
-        await exchange(address, mutator.garbage())
-    else:  # a slow write, often cut before the frame ends
-        payload = _encode(_mutated_command(mutator))
-        if rng.random() < 0.7:
-            payload = payload[: rng.randrange(len(payload))]
-        await exchange(address, payload, slow=True, rng=rng)
-
-
 async def attack(server: ServerUnderTest, rng: random.Random, budget: int) -> int:
     mutator = Mutator(rng)
-    gate = asyncio.Semaphore(CONCURRENT_EXCHANGES)
     address = server.address("controller")
 
-    async def bounded() -> None:
-        async with gate:
-            await _one(address, rng, mutator)
+    def one() -> Awaitable[None]:
+        return remoting_round(
+            rng,
+            mutator,
+            lambda: (None, _mutated_command(mutator)),
+            lambda _: address,
+            lambda: None,
+        )
 
-    await asyncio.gather(*(bounded() for _ in range(budget)))
-    return budget
+    return await run_bounded(budget, CONCURRENT_EXCHANGES, one)
 
 
 async def liveness(server: ServerUnderTest) -> bool:

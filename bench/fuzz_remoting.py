@@ -13,21 +13,18 @@ GET_BROKER_RUNTIME_INFO to the broker and GET_BROKER_CLUSTER_INFO to the name se
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
-import struct
 import sys
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 
-from bench.fuzz_support import Mutator, ServerUnderTest, exchange, main
-from bolide.base.errors import ProtocolError
+from bench.fuzz_support import Mutator, ServerUnderTest, main, remoting_round, run_bounded
 from bolide.client.admin import AdminClient
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import SubscriptionGroupConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand, encode_command
+from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand
 from bolide.protocol.frame import SerializeType
 from bolide.remoting import ClientPool
 
@@ -122,35 +119,6 @@ def _mutated_command(mutator: Mutator) -> tuple[str, RemotingCommand]:
     return recorded.listener, command
 
 
-def _encode(command: RemotingCommand) -> bytes:
-    """The frame of ``command``; a header our encoder refuses (a lone surrogate) goes out as
-    JSON with ``\\u`` escapes, which is what a hostile peer would send."""
-    try:
-        return encode_command(command)
-    except (ProtocolError, ValueError):
-        header = json.dumps(
-            {
-                "code": command.code, "language": "JAVA", "version": 401,
-                "opaque": command.opaque, "flag": command.flag, "remark": command.remark,
-                "extFields": command.ext_fields, "serializeTypeCurrentRPC": "JSON",
-            },
-            ensure_ascii=True,
-        ).encode()  # fmt: skip
-        length = 4 + len(header) + len(command.body)
-        return struct.pack(">II", length, len(header)) + header + command.body
-
-
-def _frames_in(data: bytes) -> int:
-    count = position = 0
-    while position + 4 <= len(data):
-        (length,) = struct.unpack_from(">I", data, position)
-        if position + 4 + length > len(data):
-            break
-        position += 4 + length
-        count += 1
-    return count
-
-
 def _address(server: ServerUnderTest, listener: str, rng: random.Random) -> tuple[str, int]:
     host, port = server.address(listener)
     if listener == "broker" and rng.random() < 0.2:
@@ -158,43 +126,19 @@ def _address(server: ServerUnderTest, listener: str, rng: random.Random) -> tupl
     return host, port
 
 
-async def _one(server: ServerUnderTest, rng: random.Random, mutator: Mutator) -> None:
-    roll = rng.random()
-    if roll < 0.45:  # structured: one mutated request, its answer awaited
-        listener, command = _mutated_command(mutator)
-        payload = _encode(command)
-        await exchange(_address(server, listener, rng), payload, until=lambda d: _frames_in(d) > 0)
-    elif roll < 0.6:  # a pipelined burst on one connection
-        commands = [_mutated_command(mutator) for _ in range(rng.randint(2, 20))]
-        listener = commands[0][0]
-        payload = b"".join(_encode(command) for _, command in commands)
-        count = len(commands)
-        await exchange(
-            _address(server, listener, rng), payload, until=lambda d: _frames_in(d) >= count
-        )
-    elif roll < 0.8:  # a whole frame, mutated as bytes
-        listener, command = _mutated_command(mutator)
-        await exchange(_address(server, listener, rng), mutator.bytes(_encode(command)))
-    elif roll < 0.9:  # raw garbage
-        await exchange(_address(server, rng.choice(("namesrv", "broker")), rng), mutator.garbage())
-    else:  # a slow write, often cut before the frame ends
-        listener, command = _mutated_command(mutator)
-        payload = _encode(command)
-        if rng.random() < 0.7:
-            payload = payload[: rng.randrange(len(payload))]
-        await exchange(_address(server, listener, rng), payload, slow=True, rng=rng)
-
-
 async def attack(server: ServerUnderTest, rng: random.Random, budget: int) -> int:
     mutator = Mutator(rng)
-    gate = asyncio.Semaphore(CONCURRENT_EXCHANGES)
 
-    async def bounded() -> None:
-        async with gate:
-            await _one(server, rng, mutator)
+    def one() -> Awaitable[None]:
+        return remoting_round(
+            rng,
+            mutator,
+            lambda: _mutated_command(mutator),
+            lambda listener: _address(server, listener, rng),
+            lambda: rng.choice(("namesrv", "broker")),
+        )
 
-    await asyncio.gather(*(bounded() for _ in range(budget)))
-    return budget
+    return await run_bounded(budget, CONCURRENT_EXCHANGES, one)
 
 
 async def liveness(server: ServerUnderTest) -> bool:

@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import random
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,10 +36,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
 from bolide.base.children import child_environment
+from bolide.base.errors import ProtocolError
+from bolide.protocol.command import RemotingCommand, encode_command
 from bolide.remoting import loop as remoting_loop
 
 __all__ = [
@@ -338,6 +343,89 @@ async def exchange(
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
     return received
+
+
+# --- remoting frames: the mutation rounds of the 4.x-protocol fuzzers ---------------------------
+
+
+def encode_frame(command: RemotingCommand) -> bytes:
+    """The frame of ``command``; a header our encoder refuses (a lone surrogate) goes out as
+    JSON with ``\\u`` escapes, which is what a hostile peer would send."""
+    try:
+        return encode_command(command)
+    except (ProtocolError, ValueError):
+        header = json.dumps(
+            {
+                "code": command.code, "language": "JAVA", "version": 401,
+                "opaque": command.opaque, "flag": command.flag, "remark": command.remark,
+                "extFields": command.ext_fields, "serializeTypeCurrentRPC": "JSON",
+            },
+            ensure_ascii=True,
+        ).encode()  # fmt: skip
+        length = 4 + len(header) + len(command.body)
+        return struct.pack(">II", length, len(header)) + header + command.body
+
+
+def frames_in(data: bytes) -> int:
+    """Whole frames at the start of ``data``."""
+    count = position = 0
+    while position + 4 <= len(data):
+        (length,) = struct.unpack_from(">I", data, position)
+        if position + 4 + length > len(data):
+            break
+        position += 4 + length
+        count += 1
+    return count
+
+
+Target = TypeVar("Target")
+"""Where a fuzzer's request goes (a listener name, or None with one listener)."""
+
+
+async def remoting_round(
+    rng: random.Random,
+    mutator: Mutator,
+    mutated: Callable[[], tuple[Target, RemotingCommand]],
+    address: Callable[[Target], tuple[str, int]],
+    garbage_target: Callable[[], Target],
+) -> None:
+    """One exchange of a 4.x-protocol fuzzer: ``mutated()`` gives a mutated request and where
+    it goes, ``address(target)`` the listener's address. Kinds, by chance: one request with its
+    answer awaited (45 %), a pipelined burst of 2..20 on one connection (15 %), a whole frame
+    mutated as bytes (20 %), raw garbage (10 %), a slow write, often cut mid-frame (10 %)."""
+    roll = rng.random()
+    if roll < 0.45:  # structured: one mutated request, its answer awaited
+        target, command = mutated()
+        payload = encode_frame(command)
+        await exchange(address(target), payload, until=lambda d: frames_in(d) > 0)
+    elif roll < 0.6:  # a pipelined burst on one connection
+        commands = [mutated() for _ in range(rng.randint(2, 20))]
+        payload = b"".join(encode_frame(command) for _, command in commands)
+        count = len(commands)
+        await exchange(address(commands[0][0]), payload, until=lambda d: frames_in(d) >= count)
+    elif roll < 0.8:  # a whole frame, mutated as bytes
+        target, command = mutated()
+        await exchange(address(target), mutator.bytes(encode_frame(command)))
+    elif roll < 0.9:  # raw garbage
+        await exchange(address(garbage_target()), mutator.garbage())
+    else:  # a slow write, often cut before the frame ends
+        target, command = mutated()
+        payload = encode_frame(command)
+        if rng.random() < 0.7:
+            payload = payload[: rng.randrange(len(payload))]
+        await exchange(address(target), payload, slow=True, rng=rng)
+
+
+async def run_bounded(budget: int, concurrency: int, one: Callable[[], Awaitable[None]]) -> int:
+    """Run ``one()`` ``budget`` times, at most ``concurrency`` at once; returns ``budget``."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def bounded() -> None:
+        async with gate:
+            await one()
+
+    await asyncio.gather(*(bounded() for _ in range(budget)))
+    return budget
 
 
 # --- the run --------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ Bolide's output and the peers' alike.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from bolide.base import limits
@@ -20,6 +19,7 @@ from bolide.bench.runtime import (
     RESULT_SCHEMA,
     LatencyRecorder,
     LatencySummary,
+    RunResult,
     process_tree_cpu_s,
 )
 
@@ -38,38 +38,6 @@ __all__ = [
 LATENCY_SAMPLES_MAX = limits.BENCH_LATENCY_SAMPLES_MAX_COUNT
 """Samples a recorder keeps; later ones are counted in ``dropped`` (one bound with ``bolide
 bench``, which writes the same result lines)."""
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One run of one workload on one system: the JSON object of the contract (README.md)."""
-
-    system: str
-    system_version: str
-    workload: str
-    flush: str
-    durability: str
-    message_bytes: int
-    messages: int
-    expected_messages: int
-    errors: int
-    producers: int
-    in_flight: int
-    consumers: int
-    pull_batch: int
-    rate_per_s: int | None
-    elapsed_s: float
-    msgs_per_s: float
-    mib_per_s: float
-    latency_us: LatencySummary | None
-    server_cpu_s: float | None
-    client_cpu_s: float
-    complete: bool
-    schema: str = RESULT_SCHEMA
-
-    def to_json(self) -> str:
-        """One line of JSON, keys in a stable order."""
-        return json.dumps(asdict(self), sort_keys=True)
 
 
 def throughput(messages: int, message_bytes: int, elapsed_s: float) -> tuple[float, float]:

@@ -347,11 +347,12 @@ class Stopwatch:
 # --- the result line ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BenchResult:
-    """One run: the JSON object of the contract (bench/peers/README.md), plus Bolide's extras
-    (``mode``, ``batch_size``, ``queues``, ``latency_dropped``, ``load_average``)."""
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """One run of one workload on one system: the JSON object of the contract
+    (bench/peers/README.md), the one type ``bolide bench`` and the peers' runner both write."""
 
+    system: str
     system_version: str
     workload: str
     flush: str
@@ -372,12 +373,6 @@ class BenchResult:
     server_cpu_s: float | None
     client_cpu_s: float
     complete: bool
-    mode: str
-    batch_size: int
-    queues: int
-    latency_dropped: int
-    load_average: tuple[float, float, float]
-    system: str = "bolide"
     schema: str = RESULT_SCHEMA
 
     def to_json(self) -> str:
@@ -386,6 +381,19 @@ class BenchResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchResult(RunResult):
+    """A run of ``bolide bench``: the contract's fields plus Bolide's extras (``mode``,
+    ``batch_size``, ``queues``, ``latency_dropped``, ``load_average``)."""
+
+    system: str = "bolide"
+    mode: str
+    batch_size: int
+    queues: int
+    latency_dropped: int
+    load_average: tuple[float, float, float]
 
 
 def build_result(
