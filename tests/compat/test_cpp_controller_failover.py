@@ -15,7 +15,6 @@ import asyncio
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import pytest
 
 from bolide.client.producer.producer import Producer
 from bolide.remoting import ClientPool
-from bolide.testing.etcd import EtcdCluster, etcd_binary
+from bolide.testing.etcd import EtcdCluster
 from tests.compat.cpp_clients import Inbox, destroy_push_consumer, new_quiet_push_consumer
 from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer
 from tests.controller.test_failover_processes import (
@@ -44,15 +43,6 @@ FAILOVER_WAIT_S = 120.0
 """Guard on the C++ producer's return (its route poll is 30 s; a failing test pays it once)."""
 RETRY_PAUSE_S = 0.05
 """The C++ producer's pause after a failed send, so a dead route does not spin a core."""
-
-
-@pytest.fixture
-async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
-    if etcd_binary() is None:
-        pytest.skip("etcd is not installed: `make test` installs Debian's etcd-server")
-    (tmp_path / "etcd").mkdir()
-    async with EtcdCluster(tmp_path / "etcd") as cluster:
-        yield cluster
 
 
 class CppSender:

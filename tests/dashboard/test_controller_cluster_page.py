@@ -6,7 +6,6 @@ the master stops, the page shows the replica elected in the next epoch."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from bolide.dashboard.app import DashboardSettings
 from bolide.dashboard.data import format_time_ms
 from bolide.dashboard.server import DashboardServer
 from bolide.testing.cluster import Cluster
-from bolide.testing.etcd import EtcdCluster, etcd_binary
+from bolide.testing.etcd import EtcdCluster
 from bolide.testing.waiting import until
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
@@ -28,15 +27,6 @@ NAME = "broker-x"
 LISTED_POLLS = 1_200
 LISTED_POLL_S = 0.05
 """The name-server poll of :func:`_listed` (a guard of one minute)."""
-
-
-@pytest.fixture
-async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
-    if etcd_binary() is None:
-        pytest.skip("etcd is not installed: `make test` installs Debian's etcd-server")
-    (tmp_path / "etcd").mkdir()
-    async with EtcdCluster(tmp_path / "etcd") as cluster:
-        yield cluster
 
 
 def _settings(controller: Controller, root: Path) -> dict[str, object]:

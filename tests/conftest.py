@@ -1,4 +1,5 @@
-"""A real etcd per test (bolide.testing.etcd), started on loopback free ports in tmp_path."""
+"""Fixtures for the whole suite: a real etcd per test (bolide.testing.etcd), started on loopback
+free ports in tmp_path (the controller, failover, compat and dashboard tests)."""
 
 from __future__ import annotations
 
