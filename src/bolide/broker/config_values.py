@@ -73,15 +73,7 @@ def render_plain(value: object) -> str:
 
 def lower_enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
     """Enums whose values RocketMQ writes in lower case (tls.server.mode...)."""
-
-    def parse(key: str, text: str) -> Any:
-        try:
-            return kind(text.lower())
-        except ValueError:
-            names = " or ".join(member.value for member in kind)
-            raise bad(key, text, names) from None
-
-    return parse
+    return enum_parser(kind, upper=False)
 
 
 def parse_credentials(key: str, text: str) -> tuple[str, str]:
@@ -278,10 +270,12 @@ def parse_bool(key: str, text: str) -> bool:
     return lowered == "true"
 
 
-def enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
+def enum_parser(kind: type[enum.Enum], *, upper: bool = True) -> Callable[[str, str], Any]:
+    """A parser of ``kind``'s values, read in upper case (``upper=False``: lower case)."""
+
     def parse(key: str, text: str) -> Any:
         try:
-            return kind(text.upper())
+            return kind(text.upper() if upper else text.lower())
         except ValueError:
             names = " or ".join(member.value for member in kind)
             raise bad(key, text, names) from None
