@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from bolide.controller.controller import Controller
 from bolide.controller.settings import ControllerSettings
@@ -22,6 +23,23 @@ from bolide.remoting import ClientPool, Dispatcher
 from bolide.testing.waiting import until
 
 CLUSTER = "DefaultCluster"
+
+
+def controller_mode_settings(controller: Controller, root: Path) -> dict[str, object]:
+    """broker.conf keys of an in-process controller-mode broker (Cluster.add_broker) under
+    ``root``, with short SyncStateSet and metadata periods for the tests."""
+    return {
+        "enableControllerMode": "true",
+        "controllerAddr": controller.address,
+        "brokerId": "-1",
+        "brokerRole": "SLAVE",
+        "allAckInSyncStateSet": "true",
+        "checkSyncStateSetPeriod": "200",
+        "syncBrokerMetadataPeriod": "200",
+        "store_path_root_dir": root,
+        "listen_port": 0,
+        "haListenPort": "0",
+    }
 
 
 @asynccontextmanager

@@ -20,6 +20,7 @@ from bolide.store.file_store import FileMessageStore
 from bolide.testing.cluster import Cluster
 from bolide.testing.etcd import EtcdCluster
 from bolide.testing.waiting import until
+from tests.controller.support import controller_mode_settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -28,19 +29,8 @@ SENDS = 20
 
 
 def _settings(controller: Controller, root: Path) -> dict[str, object]:
-    return {
-        "enableControllerMode": "true",
-        "controllerAddr": controller.address,
-        "brokerId": "-1",
-        "brokerRole": "SLAVE",
-        "allAckInSyncStateSet": "true",
-        "haMaxTimeSlaveNotCatchup": "120000",  # the replica stays a member throughout
-        "checkSyncStateSetPeriod": "200",
-        "syncBrokerMetadataPeriod": "200",
-        "store_path_root_dir": root,
-        "listen_port": 0,
-        "haListenPort": "0",
-    }
+    # The replica stays a member throughout.
+    return {**controller_mode_settings(controller, root), "haMaxTimeSlaveNotCatchup": "120000"}
 
 
 def _store(broker: Broker) -> FileMessageStore:

@@ -20,6 +20,7 @@ from bolide.dashboard.server import DashboardServer
 from bolide.testing.cluster import Cluster
 from bolide.testing.etcd import EtcdCluster
 from bolide.testing.waiting import until
+from tests.controller.support import controller_mode_settings
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -29,20 +30,6 @@ LISTED_POLL_S = 0.05
 """The name-server poll of :func:`_listed` (a guard of one minute)."""
 
 
-def _settings(controller: Controller, root: Path) -> dict[str, object]:
-    return {
-        "enableControllerMode": "true",
-        "controllerAddr": controller.address,
-        "brokerId": "-1",
-        "brokerRole": "SLAVE",
-        "allAckInSyncStateSet": "true",
-        "checkSyncStateSetPeriod": "200",
-        "syncBrokerMetadataPeriod": "200",
-        "store_path_root_dir": root,
-        "haListenPort": "0",
-    }
-
-
 async def test_roles_epochs_and_last_election(
     etcd: EtcdCluster, tmp_path: Path, page: Page
 ) -> None:
@@ -50,11 +37,15 @@ async def test_roles_epochs_and_last_election(
     await controller.start()
     try:
         async with Cluster(tmp_path / "c", broker_names=()) as cluster:
-            master = await cluster.add_broker(NAME, **_settings(controller, tmp_path / "m"))
+            master = await cluster.add_broker(
+                NAME, **controller_mode_settings(controller, tmp_path / "m")
+            )
             manager = master.replicas_manager
             assert manager is not None
             await until(lambda: manager.is_master)
-            replica = await cluster.add_broker(NAME, **_settings(controller, tmp_path / "r"))
+            replica = await cluster.add_broker(
+                NAME, **controller_mode_settings(controller, tmp_path / "r")
+            )
             await until(lambda: manager.sync_state_set.sync_state_set == {1, 2})
             server = DashboardServer(DashboardSettings(cluster.namesrv_address), "127.0.0.1", 0)
             await server.start()
