@@ -285,8 +285,11 @@ async def test_the_authorization_header_is_checked_when_acl_is_on(tmp_path: Path
 
     secrets = {"RocketMQ": "12345678"}
 
-    def authenticate(authorization: str | None, date_time: str | None, peer: str) -> str:
+    def authenticate(
+        authorization: str | None, date_time: str | None, peer: str, rpc_name: str
+    ) -> str:
         assert peer.startswith("127.0.0.1:")
+        assert rpc_name == "apache.rocketmq.v2.QueryRouteRequest"
         if not authorization or not date_time:
             raise PermissionError("no authorization header")
         fields = dict(

@@ -18,9 +18,11 @@ typed resource over ``*``, LITERAL over PREFIXED over ANY, the longer prefix fir
 tie Deny wins over Allow (RocketMQ's intent; its comparator is inconsistent there).
 
 **Whitelists** (``authenticationWhitelist`` / ``authorizationWhitelist``, RocketMQ 5.3's
-keys): request codes that skip that step on the remoting path. A code skipping
-authentication is still authorized as the user its ``AccessKey`` names (none: refused
-unless authorization skips it too).
+keys): the RPCs that skip that step, named as RocketMQ 5.3 names them — a remoting request
+code (``"10"``) or a 5.x request message's full name (``apache.rocketmq.v2.QueryRouteRequest``,
+the telemetry stream ``apache.rocketmq.v2.TelemetryCommand``). An RPC skipping
+authentication is still authorized as the user it names (the remoting ``AccessKey``, the 5.x
+``Credential``), unverified; none named: refused unless authorization skips it too.
 
 What a remoting request needs comes from ACL 1.0's table (:mod:`bolide.acl.permissions`):
 topic PUB -> ``Topic:t`` Pub, SUB -> Sub, ANY -> Pub or Sub; a consumer group (or its
@@ -135,16 +137,16 @@ class AuthV2:
         authentication: bool = True,
         authorization: bool = True,
         init_user: tuple[str, str] | None = None,
-        authentication_whitelist: Iterable[int] = (),
-        authorization_whitelist: Iterable[int] = (),
+        authentication_whitelist: Iterable[str] = (),
+        authorization_whitelist: Iterable[str] = (),
     ) -> None:
         self.path = path
         self.authentication = authentication
         self.authorization = authorization
         self.authentication_whitelist = frozenset(authentication_whitelist)
-        """Request codes that skip authentication (authenticationWhitelist)."""
+        """RPCs that skip authentication (authenticationWhitelist): codes as text, 5.x names."""
         self.authorization_whitelist = frozenset(authorization_whitelist)
-        """Request codes that skip authorization (authorizationWhitelist)."""
+        """RPCs that skip authorization (authorizationWhitelist)."""
         self._lock = threading.Lock()
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
@@ -280,9 +282,10 @@ class AuthV2:
     def check(self, request: RemotingCommand, remote_address: str) -> None:
         """Authenticate then authorize a remoting request; raises :class:`AclDeniedError`."""
         ip = host_of(remote_address)
-        authorize = self.authorization and request.code not in self.authorization_whitelist
+        rpc = str(request.code)
+        authorize = self.authorization and rpc not in self.authorization_whitelist
         try:
-            if self.authentication and request.code in self.authentication_whitelist:
+            if self.authentication and rpc in self.authentication_whitelist:
                 username = request.ext_fields.get(ACCESS_KEY_FIELD)
                 if not username and authorize:
                     raise AclDeniedError("No accessKey is configured")
@@ -302,20 +305,27 @@ class AuthV2:
     # --- the 5.x proxy's calls (the same users and the same decision) ----------------------
 
     def verify_grpc_authorization(
-        self, authorization: str | None, date_time: str | None, remote_address: str
-    ) -> tuple[str, str] | None:
+        self,
+        authorization: str | None,
+        date_time: str | None,
+        remote_address: str,
+        rpc_name: str = "",
+    ) -> tuple[str, str, str] | None:
         """Check a 5.x call's ``authorization`` header (``MQv2-HMAC-SHA1 Credential=<user>,
         SignedHeaders=x-mq-date-time, Signature=<hex HMAC-SHA1(password, date-time)>``);
-        returns ``(user, ip)`` for :meth:`authorize_grpc`, or None with authentication off.
-        Raises :class:`AclDeniedError`."""
+        returns ``(user, ip, rpc_name)`` for :meth:`authorize_grpc`, or None with authentication
+        off. ``rpc_name`` (the request message's full name) in the authentication whitelist:
+        the user the header names is taken unverified. Raises :class:`AclDeniedError`."""
         ip = host_of(remote_address)
         if not self.authentication:
             return None
         algorithm, _, rest = (authorization or "").strip().partition(" ")
-        if algorithm != GRPC_AUTHORIZATION_ALGORITHM:
-            raise AclDeniedError("No accessKey is configured")
         parts = dict(item.strip().partition("=")[::2] for item in rest.split(","))
         username = parts.get("Credential", "").split("/", 1)[0]
+        if rpc_name and rpc_name in self.authentication_whitelist:
+            return username, ip, rpc_name
+        if algorithm != GRPC_AUTHORIZATION_ALGORITHM:
+            raise AclDeniedError("No accessKey is configured")
         user = self.user(username) if username else None
         if user is None or user.status is UserStatus.DISABLE:
             raise AclDeniedError(f"User:{shown_key(username)} is not found or disabled", username)
@@ -326,7 +336,7 @@ class AuthV2:
             expected.upper(), parts.get("Signature", "").upper()
         ):
             raise AclDeniedError(f"check signature failed for User:{shown_key(username)}", username)
-        return username, ip
+        return username, ip, rpc_name
 
     def authorize_grpc(self, identity: object, needed: Mapping[str, Perm]) -> None:
         """The permission step of a 5.x call: ``identity`` is what
@@ -334,8 +344,12 @@ class AuthV2:
         needs (topics, ``%RETRY%<group>``). Raises :class:`AclDeniedError`."""
         if not isinstance(identity, tuple):
             return
-        username, ip = identity
+        username, ip, rpc_name = identity
+        if rpc_name and rpc_name in self.authorization_whitelist:
+            return
         try:
+            if not username:
+                raise AclDeniedError("No accessKey is configured")
             self.authorize(username, [_need(name, perm) for name, perm in needed.items()], ip)
         except AclDeniedError:
             self.denied_count += 1

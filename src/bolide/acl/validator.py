@@ -207,13 +207,18 @@ class AclValidator:
         return any(pattern.matches(ip) for pattern in self._rules.global_white_addresses)
 
     def verify_grpc_authorization(
-        self, authorization: str | None, date_time: str | None, remote_address: str
+        self,
+        authorization: str | None,
+        date_time: str | None,
+        remote_address: str,
+        rpc_name: str = "",
     ) -> AclAccount | None:
         """Check a 5.x client's ``authorization`` header against its ``x-mq-date-time``.
 
         The header is ``MQv2-HMAC-SHA1 Credential=<AK>[/...], SignedHeaders=x-mq-date-time,
         Signature=<hex HMAC-SHA1(secretKey, date-time)>``. Returns the account, or None when a
         white list lets the peer in without checks (then :meth:`authorize` is not needed).
+        ``rpc_name`` is not used: ACL 1.0 has no per-RPC whitelist.
         Raises :class:`AclDeniedError`.
         """
         ip = host_of(remote_address)

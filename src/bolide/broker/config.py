@@ -62,8 +62,8 @@ authorizationEnabled (10)       authorization_enabled                  false
 initAuthenticationUser (10)     init_authentication_user               none
 authStoreFile (10)              auth_store_file                        <data-dir>/conf/auth.json
 migrateAuthFromV1Enabled (10)   migrate_auth_from_v1_enabled           false
-authenticationWhitelist (10)    authentication_whitelist               none (request codes)
-authorizationWhitelist (10)     authorization_whitelist                none (request codes)
+authenticationWhitelist (10)    authentication_whitelist               none (codes, 5.x names)
+authorizationWhitelist (10)     authorization_whitelist                none (codes, 5.x names)
 tls.server.mode                 tls_server_mode                        disabled
 tls.server.certPath             tls_server_cert_path                   none
 tls.server.keyPath              tls_server_key_path                    none
@@ -137,7 +137,8 @@ InMemory pair (listed in :data:`NOT_HONOURED_KEYS`).
 (Bolide's key; JSON), a Super user ``{"username": ..., "password": ...}`` created on first
 start; exclusive with ``aclEnable``. ``migrateAuthFromV1Enabled``: at start the accounts of
 ``aclFile`` become users and policies (:mod:`bolide.acl.migration`); the whitelists are
-request codes that skip authentication / authorization.
+RPCs that skip authentication / authorization: remoting request codes, and the 5.x
+proxy's request names (``apache.rocketmq.v2.QueryRouteRequest``), as RocketMQ 5.3 names them.
 
 (11) POP retry topics (RocketMQ 5): expired POP messages come back through
 ``%RETRY%<group>_<topic>``, or ``%RETRY%<group>+<topic>`` with ``enableRetryTopicV2``; with it on,
@@ -177,7 +178,6 @@ from bolide.broker.config_values import (
     parse_any_str,
     parse_bool,
     parse_broker_conf,
-    parse_code_list,
     parse_delay_level_key,
     parse_delay_levels,
     parse_hours,
@@ -187,15 +187,16 @@ from bolide.broker.config_values import (
     parse_optional_secret,
     parse_optional_user,
     parse_path,
+    parse_rpc_list,
     parse_str,
     read_broker_conf,
     render_addresses,
-    render_code_list,
     render_credentials,
     render_delay_levels,
     render_hours,
     render_optional,
     render_plain,
+    render_rpc_list,
     render_secret,
     render_user,
 )
@@ -402,13 +403,13 @@ class BrokerConfig:
     migrate_auth_from_v1_enabled: bool = field(
         default=False, metadata=_key("migrateAuthFromV1Enabled", parse_bool)
     )
-    authentication_whitelist: frozenset[int] = field(
+    authentication_whitelist: frozenset[str] = field(
         default=frozenset(),
-        metadata=_key("authenticationWhitelist", parse_code_list, render_code_list),
+        metadata=_key("authenticationWhitelist", parse_rpc_list, render_rpc_list),
     )
-    authorization_whitelist: frozenset[int] = field(
+    authorization_whitelist: frozenset[str] = field(
         default=frozenset(),
-        metadata=_key("authorizationWhitelist", parse_code_list, render_code_list),
+        metadata=_key("authorizationWhitelist", parse_rpc_list, render_rpc_list),
     )
     tls_server_mode: TlsMode = field(
         default=TlsMode.DISABLED, metadata=_key("tls.server.mode", lower_enum_parser(TlsMode))

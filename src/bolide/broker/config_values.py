@@ -27,7 +27,6 @@ __all__ = [
     "parse_any_str",
     "parse_bool",
     "parse_broker_conf",
-    "parse_code_list",
     "parse_credentials",
     "parse_delay_level_key",
     "parse_delay_levels",
@@ -38,15 +37,16 @@ __all__ = [
     "parse_optional_secret",
     "parse_optional_user",
     "parse_path",
+    "parse_rpc_list",
     "parse_str",
     "read_broker_conf",
     "render_addresses",
-    "render_code_list",
     "render_credentials",
     "render_delay_levels",
     "render_hours",
     "render_optional",
     "render_plain",
+    "render_rpc_list",
     "render_secret",
     "render_user",
     "rewrite_broker_conf",
@@ -147,21 +147,30 @@ def render_optional(value: object) -> str:
     return "" if value is None else render_plain(value)
 
 
-def parse_code_list(key: str, text: str) -> frozenset[int]:
-    """Comma-separated request codes (``"10,11"``; empty: none)."""
-    codes: set[int] = set()
+_GRPC_REQUEST_NAME = re.compile(r"apache\.rocketmq\.v2\.[A-Z][A-Za-z]*(Request|Command)")
+
+
+def parse_rpc_list(key: str, text: str) -> frozenset[str]:
+    """Comma-separated RPCs as RocketMQ 5.3's auth whitelists name them: a remoting request
+    code (``"10"``) or a 5.x request message's full name
+    (``"apache.rocketmq.v2.QueryRouteRequest"``; the telemetry stream is
+    ``apache.rocketmq.v2.TelemetryCommand``). Empty: none."""
+    entries: set[str] = set()
     for part in text.split(","):
         item = part.strip()
         if not item:
             continue
-        if not item.isdigit():
-            raise bad(key, text, "request codes separated by ','")
-        codes.add(int(item))
-    return frozenset(codes)
+        if item.isdigit():
+            entries.add(str(int(item)))
+        elif _GRPC_REQUEST_NAME.fullmatch(item):
+            entries.add(item)
+        else:
+            raise bad(key, text, "request codes or apache.rocketmq.v2.<Name>Request names, ','")
+    return frozenset(entries)
 
 
-def render_code_list(value: object) -> str:
-    return ",".join(str(code) for code in sorted(value)) if isinstance(value, frozenset) else ""
+def render_rpc_list(value: object) -> str:
+    return ",".join(sorted(str(item) for item in value)) if isinstance(value, frozenset) else ""
 
 
 def parse_broker_conf(text: str) -> dict[str, str]:

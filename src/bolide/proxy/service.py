@@ -43,9 +43,12 @@ CLIENT_ID_HEADER = "x-mq-client-id"
 AUTHORIZATION_HEADER = "authorization"
 DATE_TIME_HEADER = "x-mq-date-time"
 
-Authenticator = Callable[[str | None, str | None, str], object]
-"""(authorization header, x-mq-date-time, peer "ip:port") -> anything; raises to refuse
-(an ACL validator's ``verify_grpc_authorization``)."""
+Authenticator = Callable[[str | None, str | None, str, str], object]
+"""(authorization header, x-mq-date-time, peer "ip:port", the request message's full name)
+-> anything; raises to refuse (an ACL validator's ``verify_grpc_authorization``)."""
+TELEMETRY_RPC_NAME = "apache.rocketmq.v2.TelemetryCommand"
+"""What the auth whitelists call the telemetry stream (RocketMQ 5.3 names an RPC by its
+request message)."""
 
 RequestT = TypeVar("RequestT", bound=Message)
 ResponseT = TypeVar("ResponseT", bound=Message)
@@ -158,11 +161,11 @@ class MessagingService:
     def _check(self, stream: Stream[Any, Any], method: str, request: Any) -> None:
         """Authenticate the call, then (with an authorizer) check the calling account holds
         the permissions the RPC ``method`` needs on the request's topics and group."""
-        identity = self._authenticate(stream)
+        identity = self._authenticate(stream, request.DESCRIPTOR.full_name)
         if self._authenticator is not None and self._authorizer is not None:
             authorize_call(self._authorizer, identity, method, request)
 
-    def _authenticate(self, stream: Stream[Any, Any]) -> object:
+    def _authenticate(self, stream: Stream[Any, Any], rpc_name: str) -> object:
         """Check the ``authorization`` header when the proxy has an authenticator (ACL on);
         returns what the authenticator returned (the account); raises
         ProxyError(UNAUTHORIZED) naming the reason."""
@@ -178,6 +181,7 @@ class MessagingService:
                 authorization if isinstance(authorization, str) else None,
                 date_time if isinstance(date_time, str) else None,
                 address,
+                rpc_name,
             )
         except Exception as error:
             reason = getattr(error, "reason", None) or str(error)
@@ -280,7 +284,7 @@ class MessagingService:
         if not client_id:
             raise GRPCError(Status.INVALID_ARGUMENT, "x-mq-client-id is required")
         try:
-            self._authenticate(stream)
+            self._authenticate(stream, TELEMETRY_RPC_NAME)
         except ProxyError as error:
             raise GRPCError(Status.UNAUTHENTICATED, error.message) from error
         session = self.clients.get(client_id)
