@@ -29,6 +29,7 @@ from tests.controller.test_failover_processes import (
     TOPIC,
     broker_conf,
     cluster_masters,
+    controller_and_name_server,
     in_sync_ids,
     running,
     send_until_acked,
@@ -86,13 +87,7 @@ async def test_cpp_clients_across_a_controller_failover(
 ) -> None:
     del cpp_home  # a private HOME must be in place before the native library logs
     pool = ClientPool()
-    async with (
-        running("controller", "--etcd", etcd.endpoints, "--port", "0",
-                "--data-dir", str(tmp_path / "ctl"), cwd=tmp_path) as controller,
-        running("namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns"),
-                cwd=tmp_path) as namesrv,
-    ):  # fmt: skip
-        ctl, ns = controller.address("controller"), namesrv.address("namesrv")
+    async with controller_and_name_server(etcd.endpoints, tmp_path) as (ctl, ns):
         conf_a = broker_conf(tmp_path / "a", ns, ctl)
         conf_b = broker_conf(tmp_path / "b", ns, ctl)
         async with (

@@ -22,6 +22,7 @@ from bolide.testing.etcd import EtcdCluster
 from tests.controller.test_failover_processes import (
     broker_conf,
     cluster_masters,
+    controller_and_name_server,
     in_sync_ids,
     running,
     send_until_acked,
@@ -43,14 +44,9 @@ async def test_deposed_master_truncates_through_the_autoswitch_handshake(
         assert answer.code == ResponseCode.SUCCESS
         return dict(KVTable.from_json(answer.body).table)
 
-    async with (
-        running("controller", "--etcd", etcd.endpoints, "--port", "0",
-                "--data-dir", str(tmp_path / "ctl"), "--enable-elect-unclean-master",
-                cwd=tmp_path) as controller,
-        running("namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns"),
-                cwd=tmp_path) as namesrv,
-    ):  # fmt: skip
-        ctl, ns = controller.address("controller"), namesrv.address("namesrv")
+    async with controller_and_name_server(
+        etcd.endpoints, tmp_path, "--enable-elect-unclean-master"
+    ) as (ctl, ns):
 
         async def masters() -> dict[int, str]:
             return await cluster_masters(pool, ns)

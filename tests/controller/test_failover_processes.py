@@ -69,6 +69,20 @@ async def running(*arguments: str, cwd: Path) -> AsyncIterator[Process]:
         log.close()
 
 
+@contextlib.asynccontextmanager
+async def controller_and_name_server(
+    etcd_endpoints: str, root: Path, *controller_options: str
+) -> AsyncIterator[tuple[str, str]]:
+    """`bolide controller` on etcd and `bolide namesrv`, real processes under ``root``:
+    yields their addresses (controller, name server)."""
+    async with (
+        running("controller", "--etcd", etcd_endpoints, "--port", "0",
+                "--data-dir", str(root / "ctl"), *controller_options, cwd=root) as controller,
+        running("namesrv", "--port", "0", "--data-dir", str(root / "ns"), cwd=root) as namesrv,
+    ):  # fmt: skip
+        yield controller.address("controller"), namesrv.address("namesrv")
+
+
 def broker_conf(directory: Path, namesrv: str, controller: str) -> Path:
     directory.mkdir(parents=True)
     port = free_port()
@@ -132,13 +146,7 @@ async def until_true(check: object, what: str) -> None:
 
 async def test_lagging_replica_and_master_failover(etcd: EtcdCluster, tmp_path: Path) -> None:
     pool = ClientPool()
-    async with (
-        running("controller", "--etcd", etcd.endpoints, "--port", "0",
-                "--data-dir", str(tmp_path / "ctl"), cwd=tmp_path) as controller,
-        running("namesrv", "--port", "0", "--data-dir", str(tmp_path / "ns"),
-                cwd=tmp_path) as namesrv,
-    ):  # fmt: skip
-        ctl, ns = controller.address("controller"), namesrv.address("namesrv")
+    async with controller_and_name_server(etcd.endpoints, tmp_path) as (ctl, ns):
 
         async def masters() -> dict[int, str]:
             return await cluster_masters(pool, ns)
