@@ -17,6 +17,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.controller import GetMetadataInfoResponseHeader
 from bolide.remoting import ClientPool
 from bolide.testing.etcd import EtcdCluster, free_port
+from bolide.testing.processes import pid_alive
 from bolide.testing.waiting import until
 from tests.controller.support import running_controller
 
@@ -29,14 +30,6 @@ READY_TIMEOUT_S = 60.0
 def _env() -> dict[str, str]:
     source = str(Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "PYTHONPATH": source}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def _start(*arguments: str, cwd: Path) -> asyncio.subprocess.Process:
@@ -124,7 +117,7 @@ async def test_controller_stops_on_sigterm(etcd: EtcdCluster, tmp_path: Path) ->
         children = child_pids(process.pid)
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), READY_TIMEOUT_S) == 0
-        assert not [pid for pid in children if _alive(pid)]
+        assert not [pid for pid in children if pid_alive(pid)]
     finally:
         if process.returncode is None:
             process.kill()

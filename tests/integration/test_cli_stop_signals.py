@@ -7,7 +7,6 @@ name server and broker."""
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 
@@ -15,18 +14,11 @@ import orjson
 import pytest
 
 from bolide.base.children import child_pids
+from bolide.testing.processes import pid_alive
 from tests.broker.metrics.http_get import http_get
 from tests.integration.test_cli_servers import running
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize(
@@ -54,7 +46,7 @@ async def test_a_fronting_command_stops_on_sigterm(
                     assert status == 200 and b"Cluster" in page
                 children = child_pids(front.process.pid)
                 assert await front.stop(signal.SIGTERM) == 0
-                assert not [c for c in children if _alive(c)]
+                assert not [c for c in children if pid_alive(c)]
             assert await broker.stop() == 0
         assert await namesrv.stop() == 0
     assert (tmp_path / "broker" / "store" / "checkpoint").exists()
