@@ -34,14 +34,19 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
+# Two workers (pytest-xdist) on the two cores: most tests wait on sockets, timers and child
+# processes, not on the CPU (19 min on one worker, 11 on two). tests/conftest.py keeps the Spark
+# tests on one worker (one local Spark per worker). Run one module with plain `pytest FILE`.
+PARALLEL := -n 2 --dist loadgroup
+
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
 
 # The suites of the compiled layers again on their pure-Python twins (issue 14: CI runs both).
 unit-pure: $(STAMP)
 # The real clients' suite (C++ rocketmq==0.4.4, 5.x SDK) runs here too: "passes in both modes"
 # (~3 min, mostly waiting on the clients' timers, not CPU).
-	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest -q tests/protocol tests/store tests/remoting \
+	BOLIDE_PURE_PYTHON=1 $(BIN)/pytest $(PARALLEL) -q tests/protocol tests/store tests/remoting \
 		tests/client/test_producer.py tests/client/test_producer_batching.py \
 		tests/client/test_results_twins.py tests/spark/test_records.py tests/spark/test_sink_rows.py \
 		tests/compat

@@ -251,7 +251,7 @@ async def attack(server: ServerUnderTest, rng: random.Random, budget: int) -> in
     mutator = Mutator(rng)
     address = server.address("controller")
 
-    def one() -> Awaitable[None]:
+    def one() -> Awaitable[int]:
         return remoting_round(
             rng,
             mutator,

@@ -31,7 +31,11 @@ from bolide.protocol.bodies import SubscriptionGroupConfig
 
 __all__ = ["attack", "liveness", "prepare"]
 
-CONCURRENT_CALLS = 32
+CONCURRENT_CALLS = 256
+"""Calls in flight at once on the one HTTP/2 channel (a long poll holds its call for
+CALL_TIMEOUT_S: few calls in flight leave the proxy idle)."""
+ROUND_EXCHANGES = 4_096
+"""Calls between two liveness checks (a round waits for its slowest call)."""
 CALL_TIMEOUT_S = 2.0
 """Deadline of one fuzzed call: long polls are cut short (DEADLINE_EXCEEDED is fine)."""
 FILL_DEPTH_LEVELS = 4
@@ -250,4 +254,4 @@ async def liveness(server: ServerUnderTest) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main("grpc", attack, liveness, prepare))
+    sys.exit(main("grpc", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES))

@@ -30,8 +30,11 @@ from bolide.remoting import ClientPool
 
 __all__ = ["attack", "liveness", "prepare"]
 
-CONCURRENT_EXCHANGES = 48
+CONCURRENT_EXCHANGES = 256
 """Connections the fuzzer keeps busy at once."""
+ROUND_EXCHANGES = 4_096
+"""Exchanges between two liveness checks: a round waits for its slowest exchange (an
+unanswered one waits READ_TIMEOUT_S), so short rounds leave the server idle."""
 TOPIC = "FuzzRemoting"
 CODES = tuple(int(code) for code in RequestCode)
 
@@ -129,13 +132,14 @@ def _address(server: ServerUnderTest, listener: str, rng: random.Random) -> tupl
 async def attack(server: ServerUnderTest, rng: random.Random, budget: int) -> int:
     mutator = Mutator(rng)
 
-    def one() -> Awaitable[None]:
+    def one() -> Awaitable[int]:
         return remoting_round(
             rng,
             mutator,
             lambda: _mutated_command(mutator),
             lambda listener: _address(server, listener, rng),
             lambda: rng.choice(("namesrv", "broker")),
+            streams=True,
         )
 
     return await run_bounded(budget, CONCURRENT_EXCHANGES, one)
@@ -159,4 +163,4 @@ async def liveness(server: ServerUnderTest) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main("remoting", attack, liveness, prepare))
+    sys.exit(main("remoting", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES))

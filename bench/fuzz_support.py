@@ -63,12 +63,21 @@ STOP_TIMEOUT_S = 60.0
 """SIGTERM, then this long for the server to stop cleanly, then SIGKILL."""
 READ_TIMEOUT_S = 0.5
 """How long one fuzz exchange waits for an answer: a garbled request is often never answered."""
-ROUND_REQUESTS = 200
-"""Requests between two liveness checks."""
+ROUND_EXCHANGES = 200
+"""Exchanges between two liveness checks (a fuzzer may ask for more: ``round_exchanges``). A
+round lasts as long as its slowest exchange, so a fuzzer with many exchanges in flight wants
+long rounds."""
 SETTLE_TIMEOUT_S = 30.0
 """After the run, how long the server gets to close what the fuzzer left (closed sockets)."""
 SLOW_WRITE_PAUSE_S = 0.002
 """Pause between the pieces of a slow write: long enough for the server to read each alone."""
+SLOW_WRITE_MAX_PIECES = 64
+"""Pieces of a slow write sent one by one; the rest of the payload follows at once. The
+partial reads under test happen in the first pieces (a frame's length, its header's start); a
+70 KB payload in 16-byte pieces would hold its round for ~10 s and add nothing."""
+STREAM_MIN_FRAMES, STREAM_MAX_FRAMES = 64, 256
+"""A long pipelined stream of mutated requests on one connection (``remoting_round``'s
+``streams``): the server's read loop and answer queue under a backlog."""
 
 INTERESTING_INTS = (
     0, -1, 1, 2**7 - 1, 2**7, 2**15 - 1, 2**15, 2**16, 2**31 - 1, 2**31, -(2**31), 2**32,
@@ -318,16 +327,18 @@ async def exchange(
     writer = None
     try:
         reader, writer = await asyncio.open_connection(*address)
-        if slow and rng is not None and payload:
-            position = 0
-            while position < len(payload):
+        position = 0
+        if slow and rng is not None:
+            for _ in range(SLOW_WRITE_MAX_PIECES):
+                if position >= len(payload):
+                    break
                 step = rng.randint(1, 16)
                 writer.write(payload[position : position + step])
                 await writer.drain()
                 position += step
                 await asyncio.sleep(SLOW_WRITE_PAUSE_S)
-        else:
-            writer.write(payload)
+        if position < len(payload):
+            writer.write(payload[position:])
             await writer.drain()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(READ_TIMEOUT_S):
@@ -388,22 +399,30 @@ async def remoting_round(
     mutated: Callable[[], tuple[Target, RemotingCommand]],
     address: Callable[[Target], tuple[str, int]],
     garbage_target: Callable[[], Target],
-) -> None:
+    *,
+    streams: bool = False,
+) -> int:
     """One exchange of a 4.x-protocol fuzzer: ``mutated()`` gives a mutated request and where
     it goes, ``address(target)`` the listener's address. Kinds, by chance: one request with its
-    answer awaited (45 %), a pipelined burst of 2..20 on one connection (15 %), a whole frame
-    mutated as bytes (20 %), raw garbage (10 %), a slow write, often cut mid-frame (10 %)."""
+    answer awaited (45 %), a pipelined burst of 2..20 on one connection (15 %; with ``streams``
+    a twentieth of them a stream of ``STREAM_MIN_FRAMES..STREAM_MAX_FRAMES``), a whole frame
+    mutated as bytes (20 %), raw garbage (10 %), a slow write, often cut mid-frame (10 %).
+    Returns the requests sent (a burst's frames each count; garbage counts one)."""
     roll = rng.random()
     if roll < 0.45:  # structured: one mutated request, its answer awaited
         target, command = mutated()
         payload = encode_frame(command)
         await exchange(address(target), payload, until=lambda d: frames_in(d) > 0)
-    elif roll < 0.6:  # a pipelined burst on one connection
-        commands = [mutated() for _ in range(rng.randint(2, 20))]
+        return 1
+    if roll < 0.6:  # a pipelined burst (or a long stream) on one connection
+        count = rng.randint(2, 20)
+        if streams and rng.random() < 0.2:
+            count = rng.randint(STREAM_MIN_FRAMES, STREAM_MAX_FRAMES)
+        commands = [mutated() for _ in range(count)]
         payload = b"".join(encode_frame(command) for _, command in commands)
-        count = len(commands)
         await exchange(address(commands[0][0]), payload, until=lambda d: frames_in(d) >= count)
-    elif roll < 0.8:  # a whole frame, mutated as bytes
+        return count
+    if roll < 0.8:  # a whole frame, mutated as bytes
         target, command = mutated()
         await exchange(address(target), mutator.bytes(encode_frame(command)))
     elif roll < 0.9:  # raw garbage
@@ -414,18 +433,19 @@ async def remoting_round(
         if rng.random() < 0.7:
             payload = payload[: rng.randrange(len(payload))]
         await exchange(address(target), payload, slow=True, rng=rng)
+    return 1
 
 
-async def run_bounded(budget: int, concurrency: int, one: Callable[[], Awaitable[None]]) -> int:
-    """Run ``one()`` ``budget`` times, at most ``concurrency`` at once; returns ``budget``."""
+async def run_bounded(exchanges: int, concurrency: int, one: Callable[[], Awaitable[int]]) -> int:
+    """Run ``one()`` ``exchanges`` times, at most ``concurrency`` at once; returns the
+    requests they sent (the sum of what each returned)."""
     gate = asyncio.Semaphore(concurrency)
 
-    async def bounded() -> None:
+    async def bounded() -> int:
         async with gate:
-            await one()
+            return await one()
 
-    await asyncio.gather(*(bounded() for _ in range(budget)))
-    return budget
+    return sum(await asyncio.gather(*(bounded() for _ in range(exchanges))))
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -487,6 +507,7 @@ async def _settle(server: ServerUnderTest, baseline_connections: int) -> int:
 async def _run(
     listener: str, attack: Attack, liveness: Liveness, seed: int, seconds: float,
     max_requests: int, prepare: Prepare | None, root: Path, server_factory: ServerFactory,
+    round_exchanges: int,
 ) -> FuzzReport:  # fmt: skip
     report = FuzzReport(listener, seed)
     server = server_factory(root)
@@ -505,7 +526,7 @@ async def _run(
         rng = random.Random(seed)
         started = time.monotonic()
         while report.requests < max_requests and time.monotonic() - started < seconds:
-            budget = min(ROUND_REQUESTS, max_requests - report.requests)
+            budget = min(round_exchanges, max_requests - report.requests)
             report.requests += await attack(server, rng, budget)
             if not server.alive:
                 report.crashes += 1
@@ -534,14 +555,14 @@ async def _run(
 def run_fuzzer(
     listener: str, attack: Attack, liveness: Liveness, *, seed: int, seconds: float,
     max_requests: int, prepare: Prepare | None = None,
-    server_factory: ServerFactory = ServerUnderTest,
+    server_factory: ServerFactory = ServerUnderTest, round_exchanges: int = ROUND_EXCHANGES,
 ) -> FuzzReport:  # fmt: skip
     """One fuzz run against a fresh server in a temporary directory (removed after)."""
     root = Path(tempfile.mkdtemp(prefix=f"bolide-fuzz-{listener}-"))
     try:
         return remoting_loop.run(
             _run(listener, attack, liveness, seed, seconds, max_requests, prepare, root,
-                 server_factory)
+                 server_factory, round_exchanges)
         )  # fmt: skip
     finally:
         if os.environ.get("BOLIDE_FUZZ_KEEP_LOG"):
@@ -551,7 +572,7 @@ def run_fuzzer(
 
 def main(
     listener: str, attack: Attack, liveness: Liveness, prepare: Prepare | None = None,
-    server_factory: ServerFactory = ServerUnderTest,
+    server_factory: ServerFactory = ServerUnderTest, round_exchanges: int = ROUND_EXCHANGES,
 ) -> int:  # fmt: skip
     """The command line of every fuzzer: ``--seed``, ``--seconds``, ``--requests``."""
     parser = argparse.ArgumentParser(description=f"Fuzz Bolide's {listener} listener.")
@@ -562,6 +583,7 @@ def main(
     report = run_fuzzer(
         listener, attack, liveness, seed=options.seed, seconds=options.seconds,
         max_requests=options.requests, prepare=prepare, server_factory=server_factory,
+        round_exchanges=round_exchanges,
     )  # fmt: skip
     for line in report.lines():
         print(line, flush=True)

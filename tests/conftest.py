@@ -19,3 +19,11 @@ async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
     (tmp_path / "etcd").mkdir()
     async with cluster:
         yield cluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make unit`` runs two workers, ``--dist loadgroup``) the Spark
+    tests stay on one worker: they share one local Spark session (a JVM) per worker."""
+    for item in items:
+        if item.path.parent.name == "spark":
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -17,7 +17,7 @@ SECONDS = 8.0
 def test_the_grpc_listener_survives_seeded_fuzzing() -> None:
     report = run_fuzzer(
         "grpc", fuzzer.attack, fuzzer.liveness, seed=SEED, seconds=SECONDS,
-        max_requests=100_000, prepare=fuzzer.prepare,
+        max_requests=100_000, prepare=fuzzer.prepare, round_exchanges=fuzzer.ROUND_EXCHANGES,
     )  # fmt: skip
 
     assert report.requests > 0

@@ -30,6 +30,8 @@ ETCD_READY_TIMEOUT_S = 60.0
 a loaded one; a failing start pays it once."""
 ETCD_HEALTH_POLL_S = 0.1
 """Between two ``etcdctl endpoint health`` probes while waiting for readiness."""
+ETCD_PORT_ATTEMPTS = 3
+"""Starts on fresh ports when a member lost its port to another process (see ``free_port``)."""
 
 
 class EtcdUnavailableError(RuntimeError):
@@ -92,14 +94,37 @@ class EtcdCluster:
         binary = etcd_binary()
         if binary is None:
             raise EtcdUnavailableError("etcd is not installed (apt-get install etcd-server)")
-        initial = ",".join(f"{member.name}={member.peer_url}" for member in self.members)
-        try:
-            for member in self.members:
-                await self._launch(binary, member, initial)
-            await self.wait_healthy(*range(len(self.members)))
-        except BaseException:
-            await self.stop()
-            raise
+        for attempt in range(1, ETCD_PORT_ATTEMPTS + 1):
+            initial = ",".join(f"{member.name}={member.peer_url}" for member in self.members)
+            try:
+                for member in self.members:
+                    await self._launch(binary, member, initial)
+                await self.wait_healthy(*range(len(self.members)))
+                return
+            except EtcdUnavailableError:
+                await self.stop()
+                if attempt == ETCD_PORT_ATTEMPTS or not self._lost_a_port_race():
+                    raise
+                self._new_ports()
+            except BaseException:
+                await self.stop()
+                raise
+
+    def _lost_a_port_race(self) -> bool:
+        """True when a member's log says its port was taken: :func:`free_port` only knows the
+        port was free when it looked (another process, or a test worker beside this one,
+        may bind it before etcd does)."""
+        for member in self.members:
+            log = self._directory / f"{member.name}.log"
+            if log.exists() and "address already in use" in log.read_text(errors="replace"):
+                return True
+        return False
+
+    def _new_ports(self) -> None:
+        for member in self.members:
+            shutil.rmtree(member.data_dir, ignore_errors=True)
+            member.client_port, member.peer_port = free_port(), free_port()
+            (self._directory / f"{member.name}.log").unlink(missing_ok=True)
 
     async def _launch(self, binary: str, member: EtcdMember, initial_cluster: str) -> None:
         client_url = f"http://{member.endpoint}"
