@@ -251,6 +251,11 @@ class ServerUnderTest:
                 return int(line.split()[1])
         return 0
 
+    def store_files(self) -> int:
+        """Files under the server's data directory (0 for a server without one)."""
+        data = self.root / "data"
+        return sum(1 for path in data.rglob("*") if path.is_file()) if data.exists() else 0
+
     def open_fds(self) -> int:
         assert self.process is not None
         return len(os.listdir(f"/proc/{self.process.pid}/fd"))
@@ -471,7 +476,12 @@ class FuzzReport:
     serving: bool = True
     connections_left_open: int = 0
     rss_kib: tuple[int, int] = (0, 0)
+    rss_anon_kib: tuple[int, int] = (0, 0)
+    """The heap alone (RssAnon): VmRSS also counts the mapped store files written."""
     open_fds: tuple[int, int] = (0, 0)
+    store_files: tuple[int, int] = (0, 0)
+    """Files under the server's store: each mapped one holds descriptors (a topic created on
+    demand by a fuzzed send brings its consume-queue files)."""
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -488,8 +498,9 @@ class FuzzReport:
             f"refusals logged at ERROR: {self.refusals_logged}",
             f"crashes: {self.crashes}   still serving: {'yes' if self.serving else 'NO'}   "
             f"connections left open: {self.connections_left_open}",
-            f"RSS KiB: {self.rss_kib[0]} -> {self.rss_kib[1]}   "
-            f"open fds: {self.open_fds[0]} -> {self.open_fds[1]}",
+            f"RSS KiB: {self.rss_kib[0]} -> {self.rss_kib[1]} (heap {self.rss_anon_kib[0]} -> "
+            f"{self.rss_anon_kib[1]})   open fds: {self.open_fds[0]} -> {self.open_fds[1]}   "
+            f"store files: {self.store_files[0]} -> {self.store_files[1]}",
             f"verdict: {verdict}",
         ]
 
@@ -523,6 +534,7 @@ async def _run(
         refusals_before = len(server.refusals_logged())
         connections_before = server.established_connections()
         rss_before, fds_before = server.rss_kib(), server.open_fds()
+        anon_before, files_before = server.rss_kib("RssAnon"), server.store_files()
         rng = random.Random(seed)
         started = time.monotonic()
         while report.requests < max_requests and time.monotonic() - started < seconds:
@@ -541,6 +553,8 @@ async def _run(
             report.connections_left_open = await _settle(server, connections_before)
             report.rss_kib = (rss_before, server.rss_kib())
             report.open_fds = (fds_before, server.open_fds())
+            report.rss_anon_kib = (anon_before, server.rss_kib("RssAnon"))
+            report.store_files = (files_before, server.store_files())
         report.server_errors = server.errors_logged()[errors_before:] + server.client_side_errors
         report.refusals_logged = len(server.refusals_logged()) - refusals_before
         if report.server_errors:
