@@ -26,8 +26,10 @@ from bolide.remoting import ClientPool
 
 __all__ = ["attack", "liveness", "prepare"]
 
-CONCURRENT_EXCHANGES = 32
+CONCURRENT_EXCHANGES = 256
 """Connections posing as slaves at once."""
+ROUND_EXCHANGES = 4_096
+"""Exchanges between two liveness checks (a round waits for its slowest exchange)."""
 _REPORT = struct.Struct(">q")
 _FRAME_HEADER = struct.Struct(">qi")
 _master_end = [0]
@@ -97,4 +99,4 @@ async def liveness(server: ServerUnderTest) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main("ha", attack, liveness, prepare))
+    sys.exit(main("ha", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES))
