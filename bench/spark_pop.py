@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LOOPBACK = "127.0.0.1"
 
 
 def main() -> int:
@@ -31,21 +30,10 @@ def main() -> int:
     arguments = parser.parse_args()
     sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
     os.environ["PYTHONPATH"] = f"{ROOT / 'src'}:{ROOT}"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
-    from pyspark.sql import SparkSession
+    from tests.spark.drivers import local_session
     from tests.spark.pop_share import share
 
-    from bolide.spark import BolideDataSource
-
-    spark = (
-        SparkSession.builder.master("local[1]").appName("bolide-pop-bench")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", LOOPBACK).config("spark.driver.bindAddress", LOOPBACK)
-        .getOrCreate()
-    )  # fmt: skip
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(BolideDataSource)
+    spark = local_session("bolide-pop-bench", cores=1)
     load_before = os.getloadavg()[0]
     try:
         with tempfile.TemporaryDirectory() as directory:

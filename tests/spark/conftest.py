@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -40,16 +39,15 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
-from bolide.spark import BolideDataSource
 from bolide.spark.client import BlockingClient
 from bolide.spark.offsets import QueueRange
 from bolide.spark.queues import PullSettings, fetch_bounds, list_queues, pull_range
 from bolide.spark.records import RowColumns
 from bolide.testing.cluster import TEST_BROKER_SETTINGS
+from tests.spark.drivers import LOOPBACK, local_session
 
 T = TypeVar("T")
 
-LOOPBACK = "127.0.0.1"
 BROKER_NAME = "broker-a"
 WAIT_S = 120.0
 """Bound on a streaming query's wait: a hang fails the test instead of CI."""
@@ -238,22 +236,11 @@ def _min_offset(cluster: BackgroundCluster) -> int:
 def spark() -> Iterator[SparkSession]:
     """One local[2] session for every Spark test (starting a JVM costs ~20 s)."""
     saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("bolide-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", LOOPBACK)
-        .config("spark.driver.bindAddress", LOOPBACK)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(BolideDataSource)
+    session = local_session(
+        "bolide-tests", cores=2,
+        settings={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC",
+                  "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"},
+    )  # fmt: skip
     try:
         yield session
     finally:

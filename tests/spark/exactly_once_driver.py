@@ -9,14 +9,9 @@ Trigger.AvailableNow, from the checkpoint ``--checkpoint``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from pyspark.sql import SparkSession
-
-from bolide.spark import BolideDataSource
-
-LOOPBACK = "127.0.0.1"
+from tests.spark.drivers import local_session
 
 
 def main() -> int:
@@ -25,19 +20,7 @@ def main() -> int:
         parser.add_argument(name, required=True)
     parser.add_argument("--per-trigger", default="40")
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bolide-exactly-once")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", LOOPBACK)
-        .config("spark.driver.bindAddress", LOOPBACK)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(BolideDataSource)
+    spark = local_session("bolide-exactly-once", cores=2)
     stream = (
         spark.readStream.format("bolide")
         .option("namesrv", args.namesrv)

@@ -10,14 +10,9 @@ survives the kill), from the checkpoint ``--checkpoint``, until killed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from pyspark.sql import SparkSession
-
-from bolide.spark import BolideDataSource
-
-LOOPBACK = "127.0.0.1"
+from tests.spark.drivers import local_session
 
 
 def main() -> int:
@@ -27,19 +22,7 @@ def main() -> int:
     parser.add_argument("--per-trigger", default="100")
     parser.add_argument("--invisible-time", default="5s")
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("bolide-pop-share")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", LOOPBACK)
-        .config("spark.driver.bindAddress", LOOPBACK)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(BolideDataSource)
+    spark = local_session("bolide-pop-share", cores=1)
     query = (
         spark.readStream.format("bolide")
         .option("namesrv", args.namesrv)

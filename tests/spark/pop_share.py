@@ -17,11 +17,7 @@ time, whether or not its file sink had written them before the kill; the run wai
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -35,8 +31,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from tests.compat.sdk5_support import configuration, create_group, create_topic, standalone
+from tests.spark.drivers import kill_driver, start_driver
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC, GROUP = "PopShare", "pop-share"
 SDK_BATCH_MESSAGES = 32
 SDK_INVISIBLE_S = 30
@@ -86,22 +82,11 @@ def _numbered(directory: Path) -> int:
 def _driver(
     namesrv: str, work: Path, per_trigger: int, invisible_s: int
 ) -> subprocess.Popen[bytes]:
-    environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
-    command = [sys.executable, "-m", "tests.spark.pop_driver", "--namesrv", namesrv,
-               "--topic", TOPIC, "--group", GROUP, "--output", str(work / "output"),
-               "--checkpoint", str(work / "checkpoint"), "--per-trigger", str(per_trigger),
-               "--invisible-time", f"{invisible_s}s"]  # fmt: skip
-    with (work / "driver.log").open("ab") as log:
-        return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    arguments = ["--namesrv", namesrv, "--topic", TOPIC, "--group", GROUP,
+                 "--output", str(work / "output"), "--checkpoint", str(work / "checkpoint"),
+                 "--per-trigger", str(per_trigger),
+                 "--invisible-time", f"{invisible_s}s"]  # fmt: skip
+    return start_driver("tests.spark.pop_driver", arguments, work / "driver.log")
 
 
 def _sdk_consumer(endpoint: str) -> Any:
@@ -162,7 +147,7 @@ def share(
             _wait(lambda: _numbered(checkpoint / "commits") >= 2
                   and _numbered(checkpoint / "offsets") > _numbered(checkpoint / "commits"),
                   "query A to hold a popped batch", deadline, driver)  # fmt: skip
-            _kill(driver)
+            kill_driver(driver)
             killed = _committed_output(spark, work / "output")
             while time.monotonic() < deadline:
                 for message in consumer.receive(SDK_BATCH_MESSAGES, SDK_INVISIBLE_S):
@@ -187,7 +172,7 @@ def share(
             live_bodies = Counter(row["body"] for row in rows)
             came_back += sum(1 for row in rows if row["reconsume_times"] > 0)
         finally:
-            _kill(driver)
+            kill_driver(driver)
             if consumer is not None:
                 consumer.shutdown()
             if live is not None:

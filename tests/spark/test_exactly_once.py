@@ -11,9 +11,7 @@ a kill between recorded batches, a restart from the checkpoint);
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,8 +24,8 @@ from bolide.spark.client import BlockingClient
 from bolide.spark.exactly_once import LEDGER_TOPIC
 from bolide.spark.queues import fetch_bounds, list_queues
 from tests.spark.conftest import WAIT_S, BackgroundCluster, NamedCluster, rows_of_topic
+from tests.spark.drivers import kill_driver, start_driver
 
-ROOT = Path(__file__).resolve().parents[2]
 ROWS = 240
 SEEDS = tuple(range(1, 1 + int(os.environ.get("BOLIDE_SPARK_EO_SEEDS", "1"))))
 POLL_S = 0.2
@@ -49,22 +47,9 @@ def tx_cluster(tmp_path: Path) -> Iterator[BackgroundCluster]:
 def _driver(
     cluster: BackgroundCluster, checkpoint: Path, log: Path, per_trigger: int
 ) -> subprocess.Popen[bytes]:
-    environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
-    command = [sys.executable, "-m", "tests.spark.exactly_once_driver",
-               "--namesrv", cluster.namesrv_address, "--source", "eo-in", "--target", "eo-out",
-               "--checkpoint", str(checkpoint), "--per-trigger", str(per_trigger)]  # fmt: skip
-    with log.open("ab") as output:
-        return subprocess.Popen(
-            command, cwd=ROOT, env=environment, stdout=output, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the driver and everything it started (its JVM, its Python workers)."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=WAIT_S)
+    arguments = ["--namesrv", cluster.namesrv_address, "--source", "eo-in", "--target", "eo-out",
+                 "--checkpoint", str(checkpoint), "--per-trigger", str(per_trigger)]  # fmt: skip
+    return start_driver("tests.spark.exactly_once_driver", arguments, log)
 
 
 def _count(cluster: NamedCluster, topic: str) -> int:
@@ -105,7 +90,7 @@ def test_driver_killed_mid_run_then_restarted_writes_every_row_once(
         _wait_for(lambda: _count(cluster, LEDGER_TOPIC) >= kill_after or first.poll() is not None,
                   "batches to be recorded")  # fmt: skip
     finally:
-        _kill(first)
+        kill_driver(first)
     recorded_before = _count(cluster, LEDGER_TOPIC)
     assert recorded_before < -(-ROWS // per_trigger), "the driver finished before it was killed"
 
@@ -113,7 +98,7 @@ def test_driver_killed_mid_run_then_restarted_writes_every_row_once(
     try:
         assert second.wait(timeout=WAIT_S) == 0, log.read_text()[-4000:]
     finally:
-        _kill(second)
+        kill_driver(second)
     # END_TRANSACTION is one way: the last commits land on the broker shortly after.
     _wait_for(lambda: _count(cluster, "eo-out") >= ROWS, "every row in eo-out")
     rows = rows_of_topic(cluster, "eo-out")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -44,10 +43,10 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.spark.exactly_once import LEDGER_TOPIC
-from tests.spark.conftest import LOOPBACK, WAIT_S, rows_of_topic
+from tests.spark.conftest import WAIT_S, rows_of_topic
+from tests.spark.drivers import LOOPBACK, kill_driver, start_driver
 from tests.spark.test_exactly_once import _count
 
-ROOT = Path(__file__).resolve().parents[2]
 BOLIDE = str(Path(sys.executable).parent / "bolide")
 FAULTS = Path(__file__).resolve().parent / "eo_faults"
 ROWS = 240
@@ -193,29 +192,15 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 def _driver(
     cluster: BrokerProcess, work: Path, per_trigger: int, fault: int | None = None
 ) -> subprocess.Popen[bytes]:
-    environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
-    if fault is not None:
-        environment["PYTHONPATH"] = f"{FAULTS}:{environment['PYTHONPATH']}"
-        environment["BOLIDE_EO_FAULT"] = str(fault)
-        environment["BOLIDE_EO_FAULT_DIR"] = str(work)
-    command = [sys.executable, "-m", "tests.spark.exactly_once_driver",
-               "--namesrv", cluster.namesrv_address, "--source", "eo-in", "--target", "eo-out",
-               "--checkpoint", str(work / "checkpoint"),
-               "--per-trigger", str(per_trigger)]  # fmt: skip
-    with (work / "driver.log").open("ab") as output:
-        return subprocess.Popen(
-            command, cwd=ROOT, env=environment, stdout=output, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a driver and everything it started (its JVM, its Python workers)."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=WAIT_S)
-    with contextlib.suppress(ProcessLookupError):  # workers may outlive the leader
-        os.killpg(process.pid, signal.SIGKILL)
+    arguments = ["--namesrv", cluster.namesrv_address, "--source", "eo-in", "--target", "eo-out",
+                 "--checkpoint", str(work / "checkpoint"),
+                 "--per-trigger", str(per_trigger)]  # fmt: skip
+    if fault is None:
+        return start_driver("tests.spark.exactly_once_driver", arguments, work / "driver.log")
+    return start_driver(
+        "tests.spark.exactly_once_driver", arguments, work / "driver.log", first_on_path=FAULTS,
+        environment={"BOLIDE_EO_FAULT": str(fault), "BOLIDE_EO_FAULT_DIR": str(work)},
+    )  # fmt: skip
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
@@ -244,7 +229,7 @@ def test_driver_and_broker_killed_mid_commit_every_row_once_no_half_open(
         _wait_for(lambda: _count(broker, LEDGER_TOPIC) >= kill_after or first.poll() is not None,
                   "batches to be recorded")  # fmt: skip
     finally:
-        _kill_group(first)
+        kill_driver(first)
     assert _count(broker, LEDGER_TOPIC) < batches - 1, "too few batches left for the faults"
 
     # 2. Restarted; the broker SIGKILLed while a commit is paused at the fault point.
@@ -259,7 +244,7 @@ def test_driver_and_broker_killed_mid_commit_every_row_once_no_half_open(
         _wait_for(lambda: second.poll() is not None, "the driver to fail")
         assert second.returncode != 0
     finally:
-        _kill_group(second)
+        kill_driver(second)
 
     # 3. The broker back on its data, the driver back from its checkpoint, to the end.
     broker.start_broker()
@@ -268,7 +253,7 @@ def test_driver_and_broker_killed_mid_commit_every_row_once_no_half_open(
         code = third.wait(timeout=PROCESS_WAIT_S)
         assert code == 0, (tmp_path / "driver.log").read_text()[-4000:]
     finally:
-        _kill_group(third)
+        kill_driver(third)
 
     rows = rows_of_topic(broker, "eo-out")
     bodies = Counter(row["body"] for row in rows)
