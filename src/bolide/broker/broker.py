@@ -65,6 +65,7 @@ from bolide.broker.long_polling import LongPollingService
 from bolide.broker.metrics.exporter import BrokerMetrics
 from bolide.broker.metrics.history import restore_history, save_history, take_history_sample
 from bolide.broker.offsets import ConsumerOffsetFlushService, ConsumerOffsetManager
+from bolide.broker.outbound import notify_consumer_ids_changed_request
 from bolide.broker.pop.retry import PopRetry
 from bolide.broker.pop.service import PopService
 from bolide.broker.producers import ProducerManager
@@ -88,7 +89,6 @@ from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
-    NotifyConsumerIdsChangedRequestHeader,
 )
 from bolide.remoting import ClientPool, Connection, Dispatcher, RemotingServer
 from bolide.store.config_files import MetadataFile, metadata_path
@@ -644,15 +644,12 @@ class Broker:
     def _notify_consumer_ids_changed(self, group: str, channels: list[Connection]) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
             return  # broker.conf turned notices off: consumers rebalance on their 20 s timer
-        fields = NotifyConsumerIdsChangedRequestHeader(group).to_ext_fields()
         if self._context is not None:
             self._context.stats.rebalance_notifications += 1
         for connection in channels:
             if connection.is_closed:
                 continue
-            request = RemotingCommand.request(
-                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True
-            )
+            request = notify_consumer_ids_changed_request(group)
             task = asyncio.ensure_future(
                 _notify(connection, request, limits.CONSUMER_NOTIFY_TIMEOUT_MS)
             )

@@ -24,6 +24,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError
 from bolide.base.service import CrashHandler, Service
+from bolide.broker.outbound import register_broker_request, unregister_broker_request
 from bolide.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -124,12 +125,10 @@ class NameServerRegistration:
             broker_id=self.identity.broker_id,
             compressed=False,
             body_crc32=zlib.crc32(body) & _CRC_MASK,
-        ).to_ext_fields()
+        )
         results = await asyncio.gather(
             *(
-                self._send(
-                    address, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
-                )
+                self._send(address, register_broker_request(header, body))
                 for address in self.namesrv_addresses
             )
         )
@@ -148,10 +147,10 @@ class NameServerRegistration:
             broker_addr=self.identity.broker_addr,
             cluster_name=self.identity.cluster_name,
             broker_id=self.identity.broker_id,
-        ).to_ext_fields()
+        )
         results = await asyncio.gather(
             *(
-                self._send(address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header))
+                self._send(address, unregister_broker_request(header))
                 for address in self.namesrv_addresses
             )
         )

@@ -29,6 +29,7 @@ from bolide.base.errors import BolideError, ConfigError, ProtocolError, Transpor
 from bolide.base.service import CrashHandler, Service
 from bolide.broker.controller_mode.identity import IdentityFiles, PendingIdentity
 from bolide.broker.controller_mode.settings import ControllerModeSettings
+from bolide.broker.outbound import broker_heartbeat_request, controller_request
 from bolide.protocol.bodies.controller import BrokerReplicasInfo, SyncStateSet, broker_names_to_json
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -161,7 +162,7 @@ class ReplicasManager:
     async def _call(
         self, address: str, code: int, fields: Mapping[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
-        request = RemotingCommand.request(code, fields, body)
+        request = controller_request(code, fields, body)
         return await self._pool.invoke(address, request, limits.CONTROLLER_REQUEST_TIMEOUT_MS)
 
     async def _leader_call(
@@ -277,9 +278,7 @@ class ReplicasManager:
             election_priority=self._settings.election_priority,
         )  # fmt: skip
         for address in self._settings.controller_addresses:
-            request = RemotingCommand.request(
-                RequestCode.BROKER_HEARTBEAT, header.to_ext_fields(), oneway=True
-            )
+            request = broker_heartbeat_request(header)
             try:
                 await self._pool.invoke_oneway(
                     address, request, limits.CONTROLLER_REQUEST_TIMEOUT_MS

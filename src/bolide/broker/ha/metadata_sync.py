@@ -31,6 +31,7 @@ from bolide.base.fileio import atomic_write_with_backup
 from bolide.base.service import CrashHandler, Service
 from bolide.broker.context import BrokerContext
 from bolide.broker.offsets import decode_offset_table
+from bolide.broker.outbound import master_metadata_request
 from bolide.protocol.bodies import BodyError, SubscriptionGroupWrapper, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -140,7 +141,7 @@ class SlaveSynchronize:
 
     async def _fetch(self, address: str, code: RequestCode) -> bytes:
         response = await self._pool.invoke(
-            address, RemotingCommand.request(code), limits.CLIENT_API_TIMEOUT_MS
+            address, master_metadata_request(code), limits.CLIENT_API_TIMEOUT_MS
         )
         if response.code != ResponseCode.SUCCESS:
             raise BolideError(

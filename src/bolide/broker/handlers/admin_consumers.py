@@ -62,9 +62,15 @@ from bolide.base.errors import (
 from bolide.broker.channels import ClientChannelInfo
 from bolide.broker.context import BrokerContext
 from bolide.broker.handlers.admin_groups import flush_offsets, is_group_known
-from bolide.protocol.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
+from bolide.broker.outbound import (
+    consume_message_directly_request,
+    consumer_running_info_request,
+    consumer_status_request,
+    reset_offset_request,
+)
+from bolide.protocol.bodies import MessageQueue, ResetOffsetBody
 from bolide.protocol.bodies.consumer_status import GetConsumerStatusBody
-from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
@@ -75,12 +81,7 @@ from bolide.protocol.headers import (
 from bolide.protocol.msgid import decode_offset_message_id
 from bolide.remoting import Connection, Dispatcher
 
-__all__ = [
-    "LIST_FORM_LANGUAGES",
-    "RESET_MIN_CLIENT_VERSION",
-    "AdminConsumerHandlers",
-    "reset_offset_request",
-]
+__all__ = ["RESET_MIN_CLIENT_VERSION", "AdminConsumerHandlers"]
 
 _log = logging.getLogger("bolide.broker.admin")
 
@@ -88,25 +89,6 @@ RESET_TO_MAX_OFFSET = -1
 """The ``timestamp`` that means "to the max offset" (latest)."""
 RESET_MIN_CLIENT_VERSION = 28
 """V3_0_7_SNAPSHOT: older clients do not know RESET_CONSUMER_CLIENT_OFFSET."""
-LIST_FORM_LANGUAGES = frozenset({LanguageCode.CPP, LanguageCode.PYTHON})
-"""Consumer languages sent the list form of the reset body (see the module docstring)."""
-
-
-def reset_offset_request(
-    header: ResetOffsetRequestHeader, offsets: dict[MessageQueue, int], language: LanguageCode
-) -> RemotingCommand:
-    """The RESET_CONSUMER_CLIENT_OFFSET request (oneway) for a consumer written in
-    ``language``: the list form and atoi-readable ``isForce`` for C++ (and Python), the Java
-    form otherwise."""
-    if language in LIST_FORM_LANGUAGES:
-        fields = header.to_cpp_ext_fields()
-        body = ResetOffsetBodyForC(offsets).to_json()
-    else:
-        fields = header.to_ext_fields()
-        body = ResetOffsetBody(offsets).to_json()
-    return RemotingCommand.request(
-        RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, body, oneway=True
-    )
 
 
 class AdminConsumerHandlers:
@@ -265,9 +247,7 @@ class AdminConsumerHandlers:
     async def _client_status(
         self, channel_info: ClientChannelInfo[Connection], header: GetConsumerStatusRequestHeader
     ) -> dict[MessageQueue, int] | None:
-        ask = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, header.to_ext_fields()
-        )
+        ask = consumer_status_request(header)
         try:
             answer = await channel_info.channel.invoke(ask, limits.BROKER_CALL_CONSUMER_TIMEOUT_MS)
             if answer.code != ResponseCode.SUCCESS:
@@ -285,9 +265,7 @@ class AdminConsumerHandlers:
         """Ask the named consumer for its running info; return its answer as is."""
         del connection
         header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
-        forward = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields()
-        )
+        forward = consumer_running_info_request(header)
         return await self._forward(
             request,
             forward,
@@ -317,9 +295,7 @@ class AdminConsumerHandlers:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"no message {header.msg_id} on this broker"
             )
-        forward = RemotingCommand.request(
-            RequestCode.CONSUME_MESSAGE_DIRECTLY, header.to_ext_fields(), bytes(record)
-        )
+        forward = consume_message_directly_request(header, bytes(record))
         return await self._forward(
             request,
             forward,

@@ -26,6 +26,7 @@ from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.context import BrokerContext, born_host_of
 from bolide.broker.handlers.send import SendHandlers
+from bolide.broker.outbound import push_reply_request
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import HeaderError, SendMessageRequestHeader
@@ -109,9 +110,7 @@ class ReplyHandlers:
             reconsume_times=header.reconsume_times,
             unit_mode=header.unit_mode,
         )
-        push = RemotingCommand.request(
-            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, push_header.to_ext_fields(), body
-        )
+        push = push_reply_request(push_header.to_ext_fields(), body)
         try:
             answer = await info.channel.invoke(push, limits.REPLY_PUSH_TIMEOUT_MS)
         except BolideError as error:

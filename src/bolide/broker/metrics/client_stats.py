@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from bolide.base import limits
 from bolide.base.errors import BolideError
 from bolide.broker.context import BrokerContext
+from bolide.broker.outbound import consumer_running_info_request
 from bolide.protocol.bodies import ConsumerRunningInfo
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import GetConsumerRunningInfoRequestHeader
 from bolide.remoting import Connection
 
@@ -74,7 +74,7 @@ async def _ask(
     group: str, client_id: str, address: str, channel: Connection
 ) -> list[ClientFigures]:
     header = GetConsumerRunningInfoRequestHeader(group, client_id)
-    request = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields())
+    request = consumer_running_info_request(header)
     try:
         answer = await channel.invoke(request, limits.BROKER_CALL_CONSUMER_TIMEOUT_MS)
         if answer.code != ResponseCode.SUCCESS:

@@ -40,6 +40,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import Service
 from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.outbound import check_transaction_state_request
 from bolide.broker.producers import ProducerManager
 from bolide.broker.topics import TopicConfigManager
 from bolide.broker.transactions.pending import PendingHalf, PendingTable
@@ -63,8 +64,7 @@ from bolide.protocol.bodies.transaction import (
     HalfMessageInfo,
     HalfMessageList,
 )
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.command import RemotingCommand
+from bolide.protocol.codes import ResponseCode
 from bolide.protocol.headers import EndTransactionRequestHeader
 from bolide.protocol.message import MessageExt, MessageSysFlag, transaction_type
 from bolide.protocol.msgid import decode_offset_message_id, offset_message_id
@@ -380,9 +380,7 @@ class TransactionService:
                          pending.record.unique_key, group)  # fmt: skip
             return
         fields, body = check_request(message, pending.record)
-        request = RemotingCommand.request(
-            RequestCode.CHECK_TRANSACTION_STATE, fields, body, oneway=True
-        )
+        request = check_transaction_state_request(fields, body)
         try:
             await info.channel.invoke_oneway(request, limits.TRANSACTION_CHECK_SEND_TIMEOUT_MS)
         except BolideError as error:
