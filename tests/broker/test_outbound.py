@@ -8,9 +8,12 @@ from pathlib import Path
 
 from bolide.broker import outbound
 from bolide.protocol.bodies import MessageQueue
-from bolide.protocol.codes import LanguageCode, RequestCode
-from bolide.protocol.headers import ResetOffsetRequestHeader
+from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import CreateTopicRequestHeader, ResetOffsetRequestHeader
 from bolide.protocol.headers.controller import BrokerHeartbeatRequestHeader
+from bolide.remoting import ClientPool
+from bolide.testing.cluster import Cluster
 
 BROKER_SOURCES = Path(outbound.__file__).parent
 _HAND_BUILT = re.compile(r"RemotingCommand\.request\(")
@@ -55,3 +58,32 @@ def test_a_reset_goes_in_the_list_form_to_cpp_and_python_and_the_java_form_to_ot
     listed = json.loads(cpp.body)["offsetTable"]
     assert listed == [{"brokerName": "broker-a", "offset": 7, "queueId": 0, "topic": "T"}]
     assert b'"offsetTable":{{' in java.body
+
+
+async def test_a_slave_copies_its_masters_tables_with_the_outbound_requests(
+    tmp_path: Path,
+) -> None:
+    """The slave's metadata fetches (outbound.master_metadata_request), answered by a real
+    master over its socket: a topic created on the master reaches the slave."""
+    async with Cluster(tmp_path, settings={"ha_listen_port": 0}) as cluster:
+        master = cluster.broker("broker-a")
+        slave = await cluster.add_broker(
+            "broker-a", broker_id=1, broker_role="SLAVE",
+            store_path_root_dir=tmp_path / "slave" / "store",
+        )  # fmt: skip
+        pool = ClientPool()
+        try:
+            create = CreateTopicRequestHeader("CopiedToTheSlave", "TBW102", 2, 2, 6)
+            request = RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC, create.to_ext_fields()
+            )
+            assert (await pool.invoke(master.address, request, 3000)).code == ResponseCode.SUCCESS
+            sync = slave.replication.sync
+            assert sync is not None
+            rounds = sync.sync_count
+            await sync.sync_all(master.address)
+            assert sync.sync_count > rounds
+            copied = slave.context.topics.find("CopiedToTheSlave")
+            assert copied is not None and copied.write_queue_count == 2
+        finally:
+            await pool.close()

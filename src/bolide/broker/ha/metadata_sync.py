@@ -80,6 +80,8 @@ class SlaveSynchronize:
         self._master_address = master_address
         self.sync_count = 0
         """Rounds in which every table was copied."""
+        self._copying = asyncio.Lock()
+        """One copy at a time: two would write the same files through one temporary name."""
         self._service = Service(
             "ha-slave-sync",
             self._step,
@@ -109,13 +111,18 @@ class SlaveSynchronize:
             _log.warning("slave sync from master %s failed: %s", address, error)
 
     async def sync_all(self, address: str) -> None:
-        """Copy the four tables from the master at ``address`` once.
+        """Copy the four tables from the master at ``address`` once (after a copy in
+        progress, the periodic one included).
 
         Raises:
             BolideError: the master could not be reached or refused a request.
             BodyError, ValueError: an answer did not parse.
             OSError: a file could not be written.
         """
+        async with self._copying:
+            await self._copy(address)
+
+    async def _copy(self, address: str) -> None:
         context = self._context
         topics = TopicConfigSerializeWrapper.from_json(
             await self._fetch(address, RequestCode.GET_ALL_TOPIC_CONFIG)
