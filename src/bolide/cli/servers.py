@@ -61,6 +61,7 @@ from bolide.cli.runtime import (
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT
 from bolide.namesrv.namesrv import NameServer
 from bolide.remoting.tls import TlsMode
+from bolide.standalone.assembly import Assembly
 
 __all__ = ["broker", "namesrv", "register", "standalone"]
 
@@ -145,15 +146,17 @@ def standalone(
         name_server, inner_config, inner = _standalone_name_server(
             broker_config, host, namesrv_port
         )
-        await name_server.start()
-        namesrv_address = f"{advertised_host(host)}:{name_server.port}"
-        server = Broker(
-            inner_config.replace(namesrv_addresses=(namesrv_address,)),
-            host=host,
-            config_file=config,
-        )
+        assembly = Assembly()
         try:
-            await server.start()
+            await assembly.start_name_server(name_server)
+            namesrv_address = f"{advertised_host(host)}:{name_server.port}"
+            server = await assembly.start_broker(
+                Broker(
+                    inner_config.replace(namesrv_addresses=(namesrv_address,)),
+                    host=host,
+                    config_file=config,
+                )
+            )
             proxy = web = None
             try:
                 listeners = {"namesrv": namesrv_address, "broker": server.address}
@@ -184,9 +187,8 @@ def standalone(
                     await web.stop()
                 if proxy is not None:
                     await proxy.stop()
-                await server.stop()
         finally:
-            await name_server.stop()
+            await assembly.stop()
 
     run_until_signalled(serve)
 

@@ -25,6 +25,7 @@ from bolide.base.errors import invariant
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig
 from bolide.namesrv.namesrv import NameServer
+from bolide.standalone.assembly import Assembly
 
 __all__ = ["TEST_BROKER_SETTINGS", "Cluster"]
 
@@ -67,8 +68,17 @@ class Cluster:
         self._settings = {**TEST_BROKER_SETTINGS, **(settings or {})}
         self._clock = clock
         self._seed = seed
-        self.namesrvs: list[NameServer] = []
-        self.brokers: list[Broker] = []
+        self._assembly = Assembly()
+
+    @property
+    def namesrvs(self) -> list[NameServer]:
+        """The started name servers, in start order."""
+        return self._assembly.namesrvs
+
+    @property
+    def brokers(self) -> list[Broker]:
+        """The started brokers, in start order (a test may remove one it stopped itself)."""
+        return self._assembly.brokers
 
     @property
     def namesrv_address(self) -> str:
@@ -92,9 +102,9 @@ class Cluster:
         """Start the name servers, then the brokers (each registered when this returns)."""
         try:
             for _ in range(self._namesrv_count):
-                namesrv = NameServer(LOOPBACK, 0, self._clock, **self._namesrv_options)
-                await namesrv.start()
-                self.namesrvs.append(namesrv)
+                await self._assembly.start_name_server(
+                    NameServer(LOOPBACK, 0, self._clock, **self._namesrv_options)
+                )
             for name in self._broker_names:
                 await self.add_broker(name)
         except BaseException:
@@ -119,18 +129,11 @@ class Cluster:
             clock=self._clock,
             seed=self._seed,
         )
-        await broker.start()
-        self.brokers.append(broker)
-        return broker
+        return await self._assembly.start_broker(broker)
 
     async def stop(self) -> None:
         """Stop every broker, then every name server. Idempotent."""
-        brokers, self.brokers = self.brokers, []
-        for broker in reversed(brokers):
-            await broker.stop()
-        namesrvs, self.namesrvs = self.namesrvs, []
-        for namesrv in reversed(namesrvs):
-            await namesrv.stop()
+        await self._assembly.stop()
 
     async def __aenter__(self) -> Cluster:
         await self.start()

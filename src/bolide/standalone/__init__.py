@@ -1,0 +1,1 @@
+"""The assembly of in-process servers that ``bolide standalone`` and ``bolide.testing`` share."""
