@@ -145,21 +145,40 @@ async def attack(server: ServerUnderTest, rng: random.Random, budget: int) -> in
     return await run_bounded(budget, CONCURRENT_EXCHANGES, one)
 
 
+def _recorded(*codes: RequestCode) -> RemotingCommand:
+    """The first request of the corpus with one of ``codes`` (a fresh copy)."""
+    for recorded in _corpus:
+        if recorded.command.code in codes and recorded.listener == "broker":
+            command = recorded.command
+            return replace(command, ext_fields=dict(command.ext_fields))
+    raise LookupError(f"the corpus has no request with code {codes}")
+
+
 async def liveness(server: ServerUnderTest) -> bool:
+    """The broker and the name server answer, and the broker still stores a message: the
+    recorded UPDATE_AND_CREATE_TOPIC of the fuzz topic (a fuzzed DELETE_TOPIC may have removed
+    it) and the recorded SEND, sent straight to the broker, are both answered SUCCESS (a
+    store that refuses writes answers everything else as usual)."""
     pool = ClientPool()
+    broker_address = server.listeners["broker"]
     try:
         broker = await pool.invoke(
-            server.listeners["broker"], RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            broker_address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
         )
         namesrv = await pool.invoke(
             server.listeners["namesrv"],
             RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO),
         )
+        create = await pool.invoke(broker_address, _recorded(RequestCode.UPDATE_AND_CREATE_TOPIC))
+        send = await pool.invoke(
+            broker_address, _recorded(RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2)
+        )
     except Exception:  # any failure to answer means "not serving"; the report says so
         return False
     finally:
         await pool.close()
-    return broker.code == namesrv.code == ResponseCode.SUCCESS
+    codes = {broker.code, namesrv.code, create.code, send.code}
+    return codes == {ResponseCode.SUCCESS}
 
 
 if __name__ == "__main__":

@@ -147,7 +147,10 @@ class Mutator:
 _UNHANDLED = re.compile(
     r"Traceback|exception was never retrieved|Exception in callback|Unhandled|CRITICAL"
     r"|Task was destroyed but it is pending"
+    r"| ERROR bolide\.store"
 )
+"""Log lines that are defects whatever the input was. An ERROR of the store is one: no peer's
+request should make a flush or a write fail (a fuzzed DELETE_TOPIC once did)."""
 _ERROR_LINE = re.compile(r" ERROR ")
 
 # --- the server -------------------------------------------------------------------------------

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from bolide.base import limits
 from bolide.base.clock import ManualClock
+from bolide.base.errors import StoreError
+from bolide.base.fileio import fsync_directory
+from bolide.store import flush as flush_module
 from bolide.store.api import PutStatus
 from bolide.store.checkpoint import CheckpointFile
 from bolide.store.config import FlushDiskType, StoreConfig
@@ -329,3 +335,54 @@ async def test_a_later_round_finishing_first_answers_everything_it_covers(
         for gate in file_ops.gates:
             gate.set()
         await store.shutdown()
+
+
+async def test_a_topic_deleted_while_its_new_queue_file_is_flushed_fails_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue flush captured a new consume-queue file, then the topic was deleted before the
+    flush thread fsynced the file's directory (gone: ENOENT). The deleted files need nothing:
+    the flush succeeds and the store keeps taking puts (a remoting fuzz run's DELETE_TOPIC
+    once left the broker refusing every put until restart)."""
+    inside, release = threading.Event(), threading.Event()
+
+    def gated(directory: Path) -> None:
+        if "Doomed" in directory.parts:
+            inside.set()
+            release.wait(timeout=30)
+        fsync_directory(directory)
+
+    monkeypatch.setattr(flush_module, "fsync_directory", gated)
+    store = await _open(tiny_config(tmp_path), ControlledFileOps())
+    try:
+        assert (await store.put_message(request(topic="Doomed"))).status is PutStatus.PUT_OK
+        flushing = asyncio.ensure_future(store.flush())
+        await until(inside.is_set)
+        store.delete_topic("Doomed")
+        release.set()
+        await flushing
+        assert (await store.put_message(request(topic="orders"))).status is PutStatus.PUT_OK
+    finally:
+        release.set()
+        await store.shutdown()
+
+
+async def test_a_new_files_directory_gone_under_a_live_queue_still_fails_the_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same ENOENT for files the store did not delete is a real loss: loud, as before."""
+
+    def vanished(directory: Path) -> None:
+        if "Kept" in directory.parts:
+            raise FileNotFoundError(2, "No such file or directory", str(directory))
+
+    monkeypatch.setattr(flush_module, "fsync_directory", vanished)
+    store = await _open(tiny_config(tmp_path), ControlledFileOps())
+    try:
+        assert (await store.put_message(request(topic="Kept"))).status is PutStatus.PUT_OK
+        with pytest.raises(StoreError, match="fsync of directory"):
+            await store.flush()
+    finally:
+        monkeypatch.undo()
+        with contextlib.suppress(StoreError):
+            await store.shutdown()

@@ -57,14 +57,15 @@ class FlushBatch:
         """Where :meth:`commit` counts how long :meth:`run` took (µs), when given."""
         self._elapsed_us = 0
         self._tasks: list[_SyncTask] = []
-        self._directories: set[Path] = set()
+        self._directories: dict[Path, list[MappedSegment]] = {}
+        """New files' directories, with the segments that made each one need its fsync."""
         for segment in segments:
             if segment.closed or segment.flushed_position >= segment.write_position:
                 continue
             if segment.sealed:
                 continue
             if segment.needs_directory_sync:
-                self._directories.add(segment.path.parent)
+                self._directories.setdefault(segment.path.parent, []).append(segment)
             self._tasks.append(_SyncTask(segment, segment.duplicate_fd(), segment.write_position))
         self._directory_segments = [
             t.segment for t in self._tasks if t.segment.needs_directory_sync
@@ -86,9 +87,14 @@ class FlushBatch:
         """
         started_ns = time.perf_counter_ns()
         failures: list[str] = []
-        for directory in sorted(self._directories):
+        for directory, segments in sorted(self._directories.items()):
             try:
                 fsync_directory(directory)
+            except FileNotFoundError as error:
+                if not all(segment.closed for segment in segments):
+                    failures.append(f"fsync of directory {directory} failed: {error}")
+                # else: the store deleted these files (a topic deleted after the capture):
+                # nothing of theirs is left to make durable.
             except OSError as error:
                 failures.append(f"fsync of directory {directory} failed: {error}")
         sync = self._file_ops.sync
