@@ -413,7 +413,7 @@ async def remoting_round(
     """One exchange of a 4.x-protocol fuzzer: ``mutated()`` gives a mutated request and where
     it goes, ``address(target)`` the listener's address. Kinds, by chance: one request with its
     answer awaited (45 %), a pipelined burst of 2..20 on one connection (15 %; with ``streams``
-    a twentieth of them a stream of ``STREAM_MIN_FRAMES..STREAM_MAX_FRAMES``), a whole frame
+    a fifth of them a stream of ``STREAM_MIN_FRAMES..STREAM_MAX_FRAMES``), a whole frame
     mutated as bytes (20 %), raw garbage (10 %), a slow write, often cut mid-frame (10 %).
     Returns the requests sent (a burst's frames each count; garbage counts one)."""
     roll = rng.random()
@@ -459,7 +459,8 @@ async def run_bounded(exchanges: int, concurrency: int, one: Callable[[], Awaita
 # --- the run --------------------------------------------------------------------------------------
 
 Attack = Callable[[ServerUnderTest, random.Random, int], Awaitable[int]]
-"""``attack(server, rng, budget)`` sends about ``budget`` requests; returns how many it sent."""
+"""``attack(server, rng, budget)`` makes ``budget`` exchanges (a pipelined one sends several
+requests); returns how many requests it sent."""
 Liveness = Callable[[ServerUnderTest], Awaitable[bool]]
 """True when the listener answers a valid request correctly."""
 Prepare = Callable[[ServerUnderTest], Awaitable[None]]

@@ -22,7 +22,7 @@ from bolide.spark import BolideDataSource
 
 LOOPBACK = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER_EXIT_TIMEOUT_S = 120.0
+DRIVER_EXIT_TIMEOUT_S = 60.0
 """How long a SIGKILLed driver gets to be reaped (a loaded 2-core machine is slow to)."""
 
 
@@ -69,6 +69,20 @@ def start_driver(
             [sys.executable, "-m", module, *arguments], cwd=ROOT, env=variables, stdout=output,
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+
+
+def start_exactly_once_driver(
+    namesrv: str, checkpoint: Path, log: Path, per_trigger: int, *,
+    first_on_path: Path | None = None, environment: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:  # fmt: skip
+    """``exactly_once_driver`` copying ``eo-in`` to ``eo-out`` from ``checkpoint`` (see
+    :func:`start_driver` for the keywords)."""
+    arguments = ["--namesrv", namesrv, "--source", "eo-in", "--target", "eo-out",
+                 "--checkpoint", str(checkpoint), "--per-trigger", str(per_trigger)]  # fmt: skip
+    return start_driver(
+        "tests.spark.exactly_once_driver", arguments, log,
+        first_on_path=first_on_path, environment=environment,
+    )  # fmt: skip
 
 
 def kill_driver(process: subprocess.Popen[bytes]) -> None:

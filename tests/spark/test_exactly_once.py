@@ -11,7 +11,6 @@ a kill between recorded batches, a restart from the checkpoint);
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from bolide.spark.client import BlockingClient
 from bolide.spark.exactly_once import LEDGER_TOPIC
 from bolide.spark.queues import fetch_bounds, list_queues
 from tests.spark.conftest import WAIT_S, BackgroundCluster, NamedCluster, rows_of_topic
-from tests.spark.drivers import kill_driver, start_driver
+from tests.spark.drivers import kill_driver, start_exactly_once_driver
 
 ROWS = 240
 SEEDS = tuple(range(1, 1 + int(os.environ.get("BOLIDE_SPARK_EO_SEEDS", "1"))))
@@ -42,14 +41,6 @@ def tx_cluster(tmp_path: Path) -> Iterator[BackgroundCluster]:
         yield started
     finally:
         started.stop()
-
-
-def _driver(
-    cluster: BackgroundCluster, checkpoint: Path, log: Path, per_trigger: int
-) -> subprocess.Popen[bytes]:
-    arguments = ["--namesrv", cluster.namesrv_address, "--source", "eo-in", "--target", "eo-out",
-                 "--checkpoint", str(checkpoint), "--per-trigger", str(per_trigger)]  # fmt: skip
-    return start_driver("tests.spark.exactly_once_driver", arguments, log)
 
 
 def _count(cluster: NamedCluster, topic: str) -> int:
@@ -84,7 +75,7 @@ def test_driver_killed_mid_run_then_restarted_writes_every_row_once(
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "driver.log"
     per_trigger, kill_after = 30 + 10 * (seed % 3), 1 + seed % 4
 
-    first = _driver(cluster, checkpoint, log, per_trigger)
+    first = start_exactly_once_driver(cluster.namesrv_address, checkpoint, log, per_trigger)
     try:
         # Kill once some batches are recorded: the next one is in flight (or its commit).
         _wait_for(lambda: _count(cluster, LEDGER_TOPIC) >= kill_after or first.poll() is not None,
@@ -94,7 +85,7 @@ def test_driver_killed_mid_run_then_restarted_writes_every_row_once(
     recorded_before = _count(cluster, LEDGER_TOPIC)
     assert recorded_before < -(-ROWS // per_trigger), "the driver finished before it was killed"
 
-    second = _driver(cluster, checkpoint, log, per_trigger)
+    second = start_exactly_once_driver(cluster.namesrv_address, checkpoint, log, per_trigger)
     try:
         assert second.wait(timeout=WAIT_S) == 0, log.read_text()[-4000:]
     finally:

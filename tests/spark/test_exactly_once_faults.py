@@ -44,7 +44,7 @@ from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import ClientPool
 from bolide.spark.exactly_once import LEDGER_TOPIC
 from tests.spark.conftest import WAIT_S, rows_of_topic
-from tests.spark.drivers import LOOPBACK, kill_driver, start_driver
+from tests.spark.drivers import LOOPBACK, kill_driver, start_exactly_once_driver
 from tests.spark.test_exactly_once import _count
 
 BOLIDE = str(Path(sys.executable).parent / "bolide")
@@ -192,14 +192,12 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 def _driver(
     cluster: BrokerProcess, work: Path, per_trigger: int, fault: int | None = None
 ) -> subprocess.Popen[bytes]:
-    arguments = ["--namesrv", cluster.namesrv_address, "--source", "eo-in", "--target", "eo-out",
-                 "--checkpoint", str(work / "checkpoint"),
-                 "--per-trigger", str(per_trigger)]  # fmt: skip
-    if fault is None:
-        return start_driver("tests.spark.exactly_once_driver", arguments, work / "driver.log")
-    return start_driver(
-        "tests.spark.exactly_once_driver", arguments, work / "driver.log", first_on_path=FAULTS,
-        environment={"BOLIDE_EO_FAULT": str(fault), "BOLIDE_EO_FAULT_DIR": str(work)},
+    """The exactly-once driver; with ``fault``, the fault injector on its path."""
+    faults = {"BOLIDE_EO_FAULT": str(fault), "BOLIDE_EO_FAULT_DIR": str(work)}
+    return start_exactly_once_driver(
+        cluster.namesrv_address, work / "checkpoint", work / "driver.log", per_trigger,
+        first_on_path=None if fault is None else FAULTS,
+        environment=None if fault is None else faults,
     )  # fmt: skip
 
 
