@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.types import Message
@@ -33,13 +35,10 @@ async def test_a_form_whose_client_left_is_refused_not_an_asgi_exception() -> No
     assert await post_allowed(Request(scope, receive), session) is False
 
 
-async def test_bytes_after_connection_close_do_not_replace_the_answer_in_progress() -> None:
-    """uvicorn/h11: bytes that came after a ``Connection: close`` request, while its page was
-    still being built, were answered 400 in place of the page (or broke the page half-way,
-    "Too much data for declared Content-Length"). Now the page is answered, then closed.
-
-    The name server accepts and never answers, so the page is in progress (until the admin
-    client's timeout) when the extra bytes land."""
+@contextlib.asynccontextmanager
+async def _mute_namesrv() -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """A name server that accepts and never answers: its address, and an event set when a
+    request reached it."""
     muted: list[asyncio.StreamWriter] = []
     asked = asyncio.Event()
 
@@ -50,24 +49,59 @@ async def test_bytes_after_connection_close_do_not_replace_the_answer_in_progres
 
     namesrv = await asyncio.start_server(mute, "127.0.0.1", 0)
     port = namesrv.sockets[0].getsockname()[1]
-    server = DashboardServer(DashboardSettings(f"127.0.0.1:{port}"), "127.0.0.1", 0)
-    await server.start()
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        await writer.drain()
-        await asyncio.wait_for(asked.wait(), WAIT_S)  # the page asked the name server
-        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), WAIT_S)
-        writer.close()
-        await writer.wait_closed()
+        yield f"127.0.0.1:{port}", asked
     finally:
-        await server.stop()
         for connection in muted:
             connection.close()
         namesrv.close()
         await namesrv.wait_closed()
 
+
+async def test_bytes_after_connection_close_do_not_replace_the_answer_in_progress() -> None:
+    """uvicorn/h11: bytes that came after a ``Connection: close`` request, while its page was
+    still being built, were answered 400 in place of the page (or broke the page half-way,
+    "Too much data for declared Content-Length"). Now the page is answered, then closed.
+
+    The name server never answers, so the page is in progress (until its deadline) when the
+    extra bytes land."""
+    async with _mute_namesrv() as (namesrv, asked):
+        server = DashboardServer(DashboardSettings(namesrv), "127.0.0.1", 0)
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            await asyncio.wait_for(asked.wait(), WAIT_S)  # the page asked the name server
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), WAIT_S)
+            writer.close()
+            await writer.wait_closed()
+        finally:
+            await server.stop()
+
     assert answer.startswith(b"HTTP/1.1 504"), answer[:80]
     assert answer.count(b"HTTP/1.1 ") == 1
+
+
+async def test_a_request_timeout_within_the_page_deadline_is_a_504_too() -> None:
+    """The admin client's request timeout is as long as the page's deadline, and either could
+    fire first: the page was a 502 when the request's timer won. With a page deadline far
+    longer, the request's timeout always comes first, and the answer is still a 504."""
+    async with _mute_namesrv() as (namesrv, _):
+        settings = DashboardSettings(namesrv, page_deadline_ms=600_000)
+        server = DashboardServer(settings, "127.0.0.1", 0)
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), WAIT_S)
+            writer.close()
+            await writer.wait_closed()
+        finally:
+            await server.stop()
+
+    assert answer.startswith(b"HTTP/1.1 504"), answer[:80]
+    assert b"no response from" in answer

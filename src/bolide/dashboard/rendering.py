@@ -21,7 +21,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from bolide.base import limits
-from bolide.base.errors import BolideError, GroupNotFoundError, NotFoundError, TopicNotFoundError
+from bolide.base.errors import (
+    BolideError,
+    GroupNotFoundError,
+    NotFoundError,
+    RequestTimeoutError,
+    TopicNotFoundError,
+)
 from bolide.client.admin import AdminClient
 from bolide.client.security import TlsClientSettings
 from bolide.dashboard.auth import (
@@ -222,7 +228,17 @@ async def _guarded(
         )
     except BolideError as error:
         _log.warning("dashboard page %s failed: %s", request.url.path, error)
-        return dashboard.error(request, session, 502, str(error))
+        status = 504 if _no_answer_in_time(error) else 502
+        return dashboard.error(request, session, status, str(error))
+
+
+def _no_answer_in_time(error: BolideError) -> bool:
+    """A request that timed out, or a name-server round whose last try did: a 504 like the
+    page's own deadline. The admin client's request timeout is as long as that deadline, so
+    which of the two fires first is chance; the status must not depend on it."""
+    return isinstance(error, RequestTimeoutError) or isinstance(
+        error.__cause__, RequestTimeoutError
+    )
 
 
 async def post_allowed(request: Request, session: Session) -> bool:

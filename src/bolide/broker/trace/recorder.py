@@ -50,6 +50,7 @@ from bolide.broker.trace.records import (
     FAILED_CONTEXT_CODE,
     TIME_OUT_CONTEXT_CODE,
     arrival_records,
+    in_life_order,
     sub_after,
     transaction_end,
 )
@@ -252,7 +253,7 @@ class BrokerTrace:
             puts.append(self._recalls.popleft())
         self._take_pop_acks(results)  # after arrivals: a proxy's dead letter is acked after
         self._take_commits(results)
-        records = puts + deliveries + results  # a message's life in order, ties included
+        records = puts + in_life_order(deliveries, results)
         if not records:
             return 0
         return await self._write(records)

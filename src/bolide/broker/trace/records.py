@@ -24,7 +24,7 @@ host is the born host. The Pub of a dead letter or a delay arrival is timed at i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from bolide.base.errors import ProtocolError
 from bolide.protocol.address import format_socket_address
@@ -46,6 +46,7 @@ __all__ = [
     "SUCCESS_CONTEXT_CODE",
     "TIME_OUT_CONTEXT_CODE",
     "arrival_records",
+    "in_life_order",
     "sub_after",
     "transaction_end",
 ]
@@ -203,3 +204,25 @@ def transaction_end(
         transaction_state="COMMIT_MESSAGE" if committed else "ROLLBACK_MESSAGE",
         from_transaction_check=from_check,
     )
+
+
+def in_life_order(
+    deliveries: Sequence[TraceRecord], results: Sequence[TraceRecord]
+) -> list[TraceRecord]:
+    """``SubBefore`` records and results (``SubAfter``, each dead letter's ``Pub`` right after
+    its failure) of one step, merged by time as the message lived them.
+
+    Readers sort by time alone, so two records of one millisecond must be written in their
+    order: a result goes before the deliveries of its millisecond (the failure that made a
+    retry copy, before the copy's delivery; a came-back in place, before the next delivery)
+    unless it closes one of them (a delivery and its own result); a dead letter's ``Pub``
+    stays with its failure."""
+    opened = {(record.request_id, record.timestamp_ms) for record in deliveries}
+    ranked = [((record.timestamp_ms, 1), record) for record in deliveries]
+    tie = 0
+    for record in results:
+        if record.type is not TraceType.PUB:
+            tie = 2 if (record.request_id, record.timestamp_ms) in opened else 0
+        ranked.append(((record.timestamp_ms, tie), record))
+    ranked.sort(key=lambda item: item[0])  # stable: a failure keeps its Pub after it
+    return [record for _, record in ranked]
