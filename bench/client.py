@@ -286,7 +286,7 @@ def push_consumes(
             group,
             namesrv=namesrv,
             consume_from=bolide.aio.ConsumeFrom.FIRST_OFFSET,
-            consume_batch_max_size=batch,
+            options=bolide.aio.ConsumerOptions(consume_batch_max_size=batch),
         )
         consumer.subscribe(CONSUME_TOPIC)
         consumer.register_listener(on_async if listener_kind == "async" else on_sync)

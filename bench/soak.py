@@ -65,6 +65,7 @@ from bench.soak_spark import SparkProgress, SparkStream
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
@@ -154,8 +155,13 @@ class Soak:
                 self.ledger.got(stream, bytes(message.body))
             return ConsumeResult.SUCCESS
 
-        consumer = PushConsumer(group, self.namesrv, consume_from=ConsumeFrom.FIRST_OFFSET,
-                                consume_batch_max_size=1, **options)  # fmt: skip
+        consumer = PushConsumer(
+            group,
+            self.namesrv,
+            consume_from=ConsumeFrom.FIRST_OFFSET,
+            options=ConsumerOptions(consume_batch_max_size=1),
+            **options,
+        )
         consumer.subscribe(topic, "*")
         consumer.register_listener(listener)
         await consumer.start()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bolide.client.config import ConsumeFrom
     from bolide.client.consumer.consume_orderly import OrderlyContext
     from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
+    from bolide.client.consumer.options import ConsumerOptions
     from bolide.client.consumer.selector import MessageSelector
     from bolide.client.message import Message, MessageExt, SendResult, SendStatus
     from bolide.client.producer.transaction import LocalTransactionState, TransactionSendResult
@@ -40,6 +41,7 @@ _EXPORTS = {
     "ConsumeContext": "bolide.client.consumer.listener",
     "ConsumeFrom": "bolide.client.config",
     "ConsumeResult": "bolide.client.consumer.listener",
+    "ConsumerOptions": "bolide.client.consumer.options",
     "Message": "bolide.client.message",
     "MessageExt": "bolide.client.message",
     "MessageModel": "bolide.protocol.bodies",
@@ -67,6 +69,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
+    "ConsumerOptions",
     "LocalTransactionState",
     "Message",
     "MessageExt",

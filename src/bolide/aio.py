@@ -10,6 +10,7 @@ from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.consume_orderly import OrderlyContext
 from bolide.client.consumer.listener import ConsumeContext, ConsumeResult, OrderlyResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.consumer.selector import MessageSelector
@@ -32,6 +33,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeResult",
+    "ConsumerOptions",
     "LocalTransactionState",
     "Message",
     "MessageExt",

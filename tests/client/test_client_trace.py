@@ -15,6 +15,7 @@ from bolide.client.admin import AdminClient
 from bolide.client.admin.trace import message_trace
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult, OrderlyResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
@@ -174,7 +175,7 @@ async def test_orderly_push_consumer_traces_each_call(tmp_path: Path) -> None:
             cluster.namesrv_address,
             consume_from=ConsumeFrom.FIRST_OFFSET,
             orderly=True,
-            suspend_time_ms=10,
+            options=ConsumerOptions(suspend_time_ms=10),
             enable_trace=True,
         )
         consumer.subscribe(TOPIC)

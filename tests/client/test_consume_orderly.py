@@ -35,6 +35,7 @@ from bolide.client.consumer.consume_orderly import (
 )
 from bolide.client.consumer.listener import ConsumeResult, OrderlyResult, adapt_listener
 from bolide.client.consumer.offset_store import ReadOffsetType, RemoteOffsetStore
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.orderly_locks import QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.push_consumer import PushConsumer
@@ -613,15 +614,17 @@ def test_push_consumer_orderly_options_are_checked_and_retries_unbounded_by_defa
     assert orderly.orderly_max_reconsume_times is None, "unlimited, as RocketMQ"
     assert orderly.max_reconsume_times == limits.RECONSUME_DEFAULT_MAX_TIMES  # concurrent: 16
     assert (
-        PushConsumer("G", namesrv, orderly=True, max_reconsume_times=3).orderly_max_reconsume_times
+        PushConsumer(
+            "G", namesrv, orderly=True, options=ConsumerOptions(max_reconsume_times=3)
+        ).orderly_max_reconsume_times
         == 3
     )
     assert orderly.running_info().properties["PROP_CONSUMEORDERLY"] == "true"
     assert orderly.running_info().properties["maxReconsumeTimes"] == "-1"
     with pytest.raises(ConfigError):
-        PushConsumer("G", namesrv, orderly=True, suspend_time_ms=5)
+        ConsumerOptions(suspend_time_ms=5)
     with pytest.raises(ConfigError):
-        PushConsumer("G", namesrv, orderly=True, lock_renew_interval_ms=30_000)
+        ConsumerOptions(lock_renew_interval_ms=30_000)
     with pytest.raises(ConfigError):
         orderly.orderly_service  # noqa: B018  (only after start)
 

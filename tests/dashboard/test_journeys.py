@@ -14,6 +14,7 @@ from playwright.async_api import Page, expect
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeContext, ConsumeResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
@@ -41,7 +42,10 @@ async def _consume_and_commit(
     standalone: Standalone, group: str, topic: str, next_offset: int
 ) -> None:
     consumer = PullConsumer(
-        group, standalone.namesrv, consume_from=ConsumeFrom.FIRST_OFFSET, auto_commit=False
+        group,
+        standalone.namesrv,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+        options=ConsumerOptions(auto_commit=False),
     )
     consumer.subscribe(topic)
     await consumer.start()

@@ -32,6 +32,7 @@ import time
 from bolide.client.config import ClientConfig, ConsumeFrom
 from bolide.client.consumer.consume_orderly import OrderlyContext
 from bolide.client.consumer.listener import OrderlyResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.instance import ClientInstance
 from bolide.protocol.message import MessageExt
@@ -89,8 +90,10 @@ async def main(namesrv: str, group: str, topic: str, instance_name: str, seed: s
         instance=ClientInstance(config),
         consume_from=ConsumeFrom.FIRST_OFFSET,
         orderly=True,
-        lock_renew_interval_ms=LOCK_RENEW_INTERVAL_MS,
-        client_lock_max_live_ms=CLIENT_LOCK_MAX_LIVE_MS,
+        options=ConsumerOptions(
+            lock_renew_interval_ms=LOCK_RENEW_INTERVAL_MS,
+            client_lock_max_live_ms=CLIENT_LOCK_MAX_LIVE_MS,
+        ),
     )
     consumer.subscribe(topic)
     consumer.register_listener(listener)

@@ -21,6 +21,7 @@ from bolide.client.admin import (
 )
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageModel, MessageQueue, SubscriptionGroupConfig
@@ -281,7 +282,7 @@ async def test_progress_of_a_broadcasting_group_comes_from_the_clients(
     slow, fast = Inbox(hold=lambda m: m.queue_offset >= 1), Inbox()
     pushes = [
         consumer(cluster, "G_BCAST", inbox, name, message_model=MessageModel.BROADCASTING,
-                 offset_base_directory=tmp_path / name)
+                 options=ConsumerOptions(offset_base_directory=tmp_path / name))
         for inbox, name in ((slow, "slow"), (fast, "fast"))
     ]  # fmt: skip
     for push in pushes:

@@ -12,6 +12,7 @@ import pytest
 import bolide
 from bolide.base.errors import ConfigError
 from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
@@ -88,7 +89,7 @@ async def test_assign_seek_commit_pause_resume(cluster: Cluster, producer: Produ
         "lite-assign",
         namesrv=cluster.namesrv_address,
         consume_from=ConsumeFrom.FIRST_OFFSET,
-        auto_commit=False,
+        options=ConsumerOptions(auto_commit=False),
     )
     await consumer.assign([Q0])
     async with consumer:
@@ -180,7 +181,7 @@ def iterate_blocking(namesrv: str, count: int) -> list[str]:
         "lite-blocking-iter",
         namesrv=namesrv,
         consume_from=bolide.ConsumeFrom.FIRST_OFFSET,
-        auto_commit=False,
+        options=bolide.ConsumerOptions(auto_commit=False),
     )
     consumer.assign([Q0])
     with pytest.raises(ConfigError):

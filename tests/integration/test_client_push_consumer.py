@@ -17,6 +17,7 @@ from bolide.base.clock import ManualClock
 from bolide.client.config import ClientConfig, ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.offset_store import local_offsets_path
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.instance import ClientInstance
 from bolide.client.message import Message
@@ -131,7 +132,7 @@ async def test_broadcasting_gives_every_consumer_everything_and_keeps_offsets_lo
     options = {
         "message_model": MessageModel.BROADCASTING,
         "consume_from": ConsumeFrom.FIRST_OFFSET,
-        "offset_base_directory": tmp_path / "home",
+        "options": ConsumerOptions(offset_base_directory=tmp_path / "home"),
     }
     first = consumer(cluster, "g-broadcast", happy, instance_name="one", **options)
     second = consumer(cluster, "g-broadcast", grumpy, instance_name="two", **options)

@@ -28,6 +28,7 @@ from bolide.client.consumer.consume_orderly import (
     OrderlyContext,
 )
 from bolide.client.consumer.listener import OrderlyResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
@@ -242,7 +243,7 @@ async def test_a_failing_message_blocks_its_queue_then_goes_to_the_dlq(
     for body in (b"before", b"poison", b"after-1", b"after-2"):
         await producer.send(Message(TOPIC, body), queue=queue)
     listener = Orderly(fail=frozenset({b"poison"}))
-    push = orderly(cluster, "g-dlq", listener, max_reconsume_times=3)
+    push = orderly(cluster, "g-dlq", listener, options=ConsumerOptions(max_reconsume_times=3))
     async with push:
         await eventually(lambda: b"after-2" in listener.bodies(1))
         assert listener.bodies(1) == [b"before"] + [b"poison"] * 4 + [b"after-1", b"after-2"]

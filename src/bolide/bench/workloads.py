@@ -36,6 +36,7 @@ from bolide.bench.runtime import (
 )
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message, SendStatus
 from bolide.client.producer.producer import Producer
@@ -210,8 +211,10 @@ class ClientModeClients:
             self._namesrv,
             instance_name=_instance_name(f"consumer-{group}", index),
             consume_from=ConsumeFrom.FIRST_OFFSET,
-            pull_batch_size=self._settings.pull_batch,
-            consume_batch_max_size=self._settings.pull_batch,
+            options=ConsumerOptions(
+                pull_batch_size=self._settings.pull_batch,
+                consume_batch_max_size=self._settings.pull_batch,
+            ),
         )
         return _ClientReceiver(consumer, topic, on_bodies)
 

@@ -16,6 +16,7 @@ from bolide.base.clock import ManualClock
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message as ClientMessage
@@ -69,7 +70,10 @@ async def _traffic(cluster: Cluster) -> int:
             await producer.send(Message(TOPIC, b"x" * 100, keys=f"k{index}"), queue=queue)
     pulled = 0
     consumer = PullConsumer(
-        GROUP, cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET, auto_commit=False
+        GROUP,
+        cluster.namesrv_address,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+        options=ConsumerOptions(auto_commit=False),
     )
     consumer.subscribe(TOPIC)
     await consumer.start()

@@ -19,6 +19,7 @@ from bolide.base.clock import ManualClock
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.producer.producer import Producer
@@ -97,7 +98,10 @@ async def test_every_exporter_family_after_known_traffic(
     clock.advance_ms(ADMIN_STEP_MS)
     pulled_at_ms = clock.now_ms()
     consumer = PullConsumer(
-        GROUP, running.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET, auto_commit=False
+        GROUP,
+        running.namesrv_address,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+        options=ConsumerOptions(auto_commit=False),
     )
     consumer.subscribe(TOPIC)
     await consumer.start()
@@ -162,7 +166,7 @@ async def test_broadcasting_group_has_offsets_but_no_diff_or_latency(
         "ExactEveryone",
         running.namesrv_address,
         message_model=MessageModel.BROADCASTING,
-        offset_base_directory=tmp_path / "offsets",
+        options=ConsumerOptions(offset_base_directory=tmp_path / "offsets"),
     )
     consumer.subscribe(TOPIC)
     consumer.register_listener(_ignore)

@@ -15,6 +15,7 @@ import pytest
 
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.pull_consumer import PullConsumer
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import MessageQueue
@@ -63,7 +64,10 @@ async def _lagging_group(cluster: Cluster) -> None:
             queue = MessageQueue(TOPIC, "broker-a", index % 2)
             await producer.send(Message(TOPIC, b"x"), queue=queue)
     consumer = PullConsumer(
-        GROUP, cluster.namesrv_address, consume_from=ConsumeFrom.FIRST_OFFSET, auto_commit=False
+        GROUP,
+        cluster.namesrv_address,
+        consume_from=ConsumeFrom.FIRST_OFFSET,
+        options=ConsumerOptions(auto_commit=False),
     )
     consumer.subscribe(TOPIC)
     await consumer.start()

@@ -15,6 +15,7 @@ from bolide.client.admin import AdminClient
 from bolide.client.admin.trace import message_trace
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.listener import ConsumeResult
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.consumer.push_consumer import PushConsumer
 from bolide.client.message import Message as ClientMessage
 from bolide.client.producer.producer import Producer
@@ -59,7 +60,7 @@ async def _consume(
         group,
         cluster.namesrv_address,
         consume_from=ConsumeFrom.FIRST_OFFSET,
-        max_reconsume_times=max_reconsume_times,
+        options=ConsumerOptions(max_reconsume_times=max_reconsume_times),
     )
     consumer.subscribe(TOPIC)
     consumer.register_listener(listener)

@@ -5,7 +5,8 @@ producer does, so every behaviour lives once, in the core.
 A plain-function listener of a push consumer runs on the consumer's thread pool, never on
 the loop thread, so it may block (and may call a blocking producer). Options, errors and
 behaviour are those of :class:`~bolide.client.consumer.push_consumer.PushConsumer` and
-:class:`~bolide.client.consumer.pull_consumer.PullConsumer`.
+:class:`~bolide.client.consumer.pull_consumer.PullConsumer`; both take their tuning knobs in
+one :class:`~bolide.client.consumer.options.ConsumerOptions`.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ __all__ = ["PullConsumer", "PushConsumer"]
 
 class PushConsumer(ClientFacade[AsyncPushConsumer]):
     """``bolide.PushConsumer("billing", namesrv="127.0.0.1:9876", instance_name="worker-1",
-    consume_from=bolide.ConsumeFrom.FIRST_OFFSET)``; keyword options as the async core."""
+    consume_from=bolide.ConsumeFrom.FIRST_OFFSET)``; keywords as the async core's, tuning in
+    ``options=bolide.ConsumerOptions(...)``."""
 
-    def __init__(self, group: str, namesrv: str | Iterable[str], **options: Any) -> None:
+    def __init__(self, group: str, namesrv: str | Iterable[str], **keywords: Any) -> None:
         super().__init__(
-            AsyncPushConsumer(group, namesrv, **options), f"bolide-push-consumer-{group}"
+            AsyncPushConsumer(group, namesrv, **keywords), f"bolide-push-consumer-{group}"
         )
 
     @property
@@ -52,11 +54,11 @@ class PushConsumer(ClientFacade[AsyncPushConsumer]):
 
 class PullConsumer(ClientFacade[AsyncPullConsumer]):
     """``bolide.PullConsumer("reports", namesrv="127.0.0.1:9876")``; ``poll()`` blocks up to
-    its timeout. Keyword options as the async core."""
+    its timeout. Keywords as the async core's, tuning in ``options=bolide.ConsumerOptions(...)``."""
 
-    def __init__(self, group: str, namesrv: str | Iterable[str], **options: Any) -> None:
+    def __init__(self, group: str, namesrv: str | Iterable[str], **keywords: Any) -> None:
         super().__init__(
-            AsyncPullConsumer(group, namesrv, **options), f"bolide-pull-consumer-{group}"
+            AsyncPullConsumer(group, namesrv, **keywords), f"bolide-pull-consumer-{group}"
         )
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:

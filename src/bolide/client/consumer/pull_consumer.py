@@ -29,7 +29,6 @@ import datetime
 import logging
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bolide.base import limits
@@ -49,6 +48,7 @@ from bolide.client.consumer.offset_store import (
     RemoteOffsetStore,
     local_offsets_path,
 )
+from bolide.client.consumer.options import PUSH_ONLY_OPTIONS, ConsumerOptions
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import PullLoop, PullSettings
 from bolide.client.consumer.push_consumer import (
@@ -100,13 +100,17 @@ class _Batch:
 class PullConsumer(AsyncLifecycle):
     """A lite pull consumer of ``group`` (see the module docstring).
 
-    Options as :class:`~bolide.client.consumer.push_consumer.PushConsumer` where they
-    overlap; ``pull_batch_size`` (10) messages per pull and per poll, ``poll_timeout_ms``
-    (5 s), ``auto_commit`` (on) every ``auto_commit_interval_ms`` (5 s),
-    ``cache_max_messages`` (10,000 pulled but not polled, all queues together).
+    Keywords as :class:`~bolide.client.consumer.push_consumer.PushConsumer`'s (no listener,
+    orderly or trace). How it pulls and commits comes in ``options``
+    (:class:`~bolide.client.consumer.options.ConsumerOptions`, defaults when None):
+    ``pull_batch_size`` (10) messages per pull and per poll, ``poll_timeout_ms`` (5 s),
+    ``auto_commit`` (on) every ``auto_commit_interval_ms`` (5 s), ``cache_max_messages``
+    (10,000 pulled but not polled, all queues together), flow control per queue as the push
+    consumer's.
 
     Raises:
-        ConfigError: no group, neither ``namesrv`` nor ``instance``, an option out of range.
+        ConfigError: no group, neither ``namesrv`` nor ``instance``, ``options`` setting a
+            push consumer's knob (listener or orderly), or a bad namespace.
     """
 
     def __init__(
@@ -120,15 +124,7 @@ class PullConsumer(AsyncLifecycle):
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
         consume_timestamp: int | datetime.datetime | None = None,
-        allocate_strategy: AllocateStrategy | None = None,
-        pull_batch_size: int = limits.LITE_PULL_BATCH_SIZE_MESSAGES,
-        poll_timeout_ms: int = limits.LITE_PULL_POLL_TIMEOUT_MS,
-        auto_commit: bool = True,
-        auto_commit_interval_ms: int = limits.LITE_PULL_AUTO_COMMIT_INTERVAL_MS,
-        cache_max_messages: int = limits.LITE_PULL_CACHE_MAX_MESSAGES,
-        pull_threshold_messages: int = limits.PROCESS_QUEUE_MAX_MESSAGES,
-        pull_threshold_bytes: int = limits.PROCESS_QUEUE_MAX_BYTES,
-        offset_base_directory: Path | None = None,
+        options: ConsumerOptions | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
@@ -140,10 +136,10 @@ class PullConsumer(AsyncLifecycle):
         """Java's withNamespace: the group and topics go out as ``<namespace>%<name>``;
         messages, queues and assignments are shown without it."""
         group = with_namespace(self.namespace, group)
-        if not 1 <= pull_batch_size <= limits.CONSUME_BATCH_LIMIT_MESSAGES:
-            raise ConfigError(f"pull_batch_size must be within 1..1024, not {pull_batch_size}")
-        if min(poll_timeout_ms, auto_commit_interval_ms, cache_max_messages) <= 0:
-            raise ConfigError("timeouts, intervals and cache sizes must be positive")
+        options = options or ConsumerOptions()
+        options.refuse_unused(PUSH_ONLY_OPTIONS, "a lite pull consumer")
+        self.options = options
+        """The tuning knobs this consumer was made with (defaults when none were given)."""
         self.group = group
         self.instance = instance = client_instance_for(
             namesrv,
@@ -160,20 +156,23 @@ class PullConsumer(AsyncLifecycle):
         self.consume_timestamp_ms = resolve_consume_timestamp_ms(
             consume_timestamp, self.clock.now_ms()
         )
-        self.allocate_strategy: AllocateStrategy = allocate_strategy or AllocateAveragely()
-        self.poll_timeout_ms = poll_timeout_ms
-        self.auto_commit = auto_commit
-        self.auto_commit_interval_ms = auto_commit_interval_ms
-        self.cache_max_messages = cache_max_messages
+        self.allocate_strategy: AllocateStrategy = options.allocate_strategy or AllocateAveragely()
+        self.poll_timeout_ms = options.poll_timeout_ms
+        self.auto_commit = options.auto_commit
+        self.auto_commit_interval_ms = options.auto_commit_interval_ms
+        self.cache_max_messages = options.cache_max_messages
         self.pull_settings = PullSettings(
-            batch_size=pull_batch_size,
+            batch_size=options.pull_batch_size or limits.LITE_PULL_BATCH_SIZE_MESSAGES,
             suspend_timeout_ms=limits.LITE_PULL_SUSPEND_TIMEOUT_MS,
-            max_cached_messages=pull_threshold_messages,
-            max_cached_bytes=pull_threshold_bytes,
+            max_cached_messages=options.pull_threshold_messages,
+            max_cached_bytes=options.pull_threshold_bytes,
+            max_span_offsets=options.max_span_offsets,
             commit_offset_enabled=False,
             send_subscription=True,
         )
-        self.offset_base_directory = offset_base_directory or default_offset_base_directory()
+        self.offset_base_directory = (
+            options.offset_base_directory or default_offset_base_directory()
+        )
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._assign_mode: bool | None = None
         self._assigned: dict[MessageQueue, _Assigned] = {}

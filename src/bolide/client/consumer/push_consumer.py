@@ -69,6 +69,7 @@ from bolide.client.consumer.offset_store import (
     RemoteOffsetStore,
     local_offsets_path,
 )
+from bolide.client.consumer.options import LITE_PULL_ONLY_OPTIONS, ConsumerOptions
 from bolide.client.consumer.orderly_locks import InstanceLockClient, QueueLocker
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import MessageSink, PullLoop, PullSettings
@@ -159,32 +160,23 @@ def client_instance_for(
     return ClientInstance(config, clock=clock)
 
 
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be within {low}..{high}, not {value}")
-
-
 class PushConsumer(AsyncLifecycle):
     """A push consumer of ``group`` (see the module docstring).
 
-    Pass ``namesrv`` (``"host:port;host:port"``) or a shared ``instance``. Options, with
+    Pass ``namesrv`` (``"host:port;host:port"``) or a shared ``instance``. Keywords, with
     RocketMQ's defaults: ``message_model`` (CLUSTERING), ``consume_from`` (LAST_OFFSET) and
-    ``consume_timestamp`` (for TIMESTAMP; ms, datetime, default 30 min ago),
-    ``allocate_strategy`` (averagely), ``consume_thread_max`` (20 listener calls at once),
-    ``consume_batch_max_size`` (1 message per call), ``pull_batch_size`` (32),
-    ``max_reconsume_times`` (-1: 16 in concurrent mode, unlimited in orderly mode; then the
-    dead-letter queue), ``consume_timeout_ms`` (15 min), flow control per queue
-    ``pull_threshold_messages`` (1000), ``pull_threshold_bytes`` (100 MiB),
-    ``max_span_offsets`` (2000); ``offset_base_directory`` for broadcasting progress (default
-    ``~/.bolide``). Orderly mode: ``orderly`` (False), ``suspend_time_ms`` (1 s before a
-    suspended queue is consumed again), ``lock_renew_interval_ms`` (20 s) and
-    ``client_lock_max_live_ms`` (30 s; keep it under the broker's 60 s). ``namespace`` (none;
-    as Java's withNamespace: group and topics go out as ``<namespace>%<name>``, the listener
-    sees topics without it).
+    ``consume_timestamp`` (for TIMESTAMP; ms, datetime, default 30 min ago), ``orderly``
+    (False), ``namespace`` (none; as Java's withNamespace: group and topics go out as
+    ``<namespace>%<name>``, the listener sees topics without it), ``access_key`` /
+    ``secret_key``, ``tls``, ``enable_trace`` / ``trace_topic``. How it consumes — threads,
+    batch sizes, retries, flow control, the orderly lock timings, where broadcasting progress
+    is kept — comes in ``options``
+    (:class:`~bolide.client.consumer.options.ConsumerOptions`, defaults when None).
 
     Raises:
-        ConfigError: no group, neither ``namesrv`` nor ``instance``, an option out of range,
-            or a namespace with characters other than letters, digits, '-' and '_'.
+        ConfigError: no group, neither ``namesrv`` nor ``instance``, ``options`` setting a
+            lite pull consumer's knob, or a namespace with characters other than letters,
+            digits, '-' and '_'.
     """
 
     def __init__(
@@ -198,20 +190,8 @@ class PushConsumer(AsyncLifecycle):
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
         consume_timestamp: int | datetime.datetime | None = None,
-        allocate_strategy: AllocateStrategy | None = None,
-        consume_thread_max: int = limits.CONSUME_THREAD_MAX_COUNT,
-        consume_batch_max_size: int = limits.CONSUME_BATCH_MAX_MESSAGES,
-        pull_batch_size: int = limits.PULL_BATCH_SIZE_MESSAGES,
-        max_reconsume_times: int = -1,
-        consume_timeout_ms: int = limits.CONSUME_TIMEOUT_MS,
-        pull_threshold_messages: int = limits.PROCESS_QUEUE_MAX_MESSAGES,
-        pull_threshold_bytes: int = limits.PROCESS_QUEUE_MAX_BYTES,
-        max_span_offsets: int = limits.PROCESS_QUEUE_MAX_SPAN_OFFSETS,
-        offset_base_directory: Path | None = None,
         orderly: bool = False,
-        suspend_time_ms: int = limits.ORDERLY_SUSPEND_DEFAULT_MS,
-        lock_renew_interval_ms: int = limits.CLIENT_LOCK_RENEW_INTERVAL_MS,
-        client_lock_max_live_ms: int = limits.CLIENT_LOCK_MAX_LIVE_MS,
+        options: ConsumerOptions | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: TlsClientSettings | bool | None = None,
@@ -226,20 +206,10 @@ class PushConsumer(AsyncLifecycle):
         retry and dead-letter topics ``%RETRY%<namespace>%<group>``); the listener sees
         topics without it."""
         group = with_namespace(self.namespace, group)
-        _check_range("consume_thread_max", consume_thread_max, 1, limits.CONSUME_THREAD_LIMIT_COUNT)
-        batch_limit = limits.CONSUME_BATCH_LIMIT_MESSAGES
-        _check_range("consume_batch_max_size", consume_batch_max_size, 1, batch_limit)
-        _check_range("pull_batch_size", pull_batch_size, 1, batch_limit)
-        if max_reconsume_times < -1:
-            raise ConfigError(f"max_reconsume_times must be -1 or more, not {max_reconsume_times}")
-        if min(consume_timeout_ms, pull_threshold_messages, pull_threshold_bytes) <= 0:
-            raise ConfigError("timeouts and pull thresholds must be positive")
-        _check_range(
-            "suspend_time_ms", suspend_time_ms, limits.ORDERLY_SUSPEND_MIN_MS,
-            limits.ORDERLY_SUSPEND_MAX_MS,
-        )  # fmt: skip
-        if not 0 < lock_renew_interval_ms < client_lock_max_live_ms:
-            raise ConfigError("lock_renew_interval_ms must be positive and under the lock's life")
+        options = options or ConsumerOptions()
+        options.refuse_unused(LITE_PULL_ONLY_OPTIONS, "a push consumer")
+        self.options = options
+        """The tuning knobs this consumer was made with (defaults when none were given)."""
         self.group = group
         self.instance = instance = client_instance_for(
             namesrv,
@@ -256,10 +226,11 @@ class PushConsumer(AsyncLifecycle):
         self.consume_timestamp_ms = resolve_consume_timestamp_ms(
             consume_timestamp, self.clock.now_ms()
         )
-        self.allocate_strategy: AllocateStrategy = allocate_strategy or AllocateAveragely()
-        self.consume_thread_max = consume_thread_max
-        self.consume_batch_max_size = consume_batch_max_size
+        self.allocate_strategy: AllocateStrategy = options.allocate_strategy or AllocateAveragely()
+        self.consume_thread_max = options.consume_thread_max
+        self.consume_batch_max_size = options.consume_batch_max_size
         self.orderly = orderly
+        max_reconsume_times = options.max_reconsume_times
         self.max_reconsume_times = (
             limits.RECONSUME_DEFAULT_MAX_TIMES if max_reconsume_times == -1 else max_reconsume_times
         )
@@ -267,18 +238,20 @@ class PushConsumer(AsyncLifecycle):
         self.orderly_max_reconsume_times = (
             None if max_reconsume_times == -1 else max_reconsume_times
         )
-        self.suspend_time_ms = suspend_time_ms
-        self.lock_renew_interval_ms = lock_renew_interval_ms
-        self.client_lock_max_live_ms = client_lock_max_live_ms
-        self.consume_timeout_ms = consume_timeout_ms
+        self.suspend_time_ms = options.suspend_time_ms
+        self.lock_renew_interval_ms = options.lock_renew_interval_ms
+        self.client_lock_max_live_ms = options.client_lock_max_live_ms
+        self.consume_timeout_ms = options.consume_timeout_ms
         self.pull_settings = PullSettings(
-            batch_size=pull_batch_size,
-            max_cached_messages=pull_threshold_messages,
-            max_cached_bytes=pull_threshold_bytes,
-            max_span_offsets=max_span_offsets,
+            batch_size=options.pull_batch_size or limits.PULL_BATCH_SIZE_MESSAGES,
+            max_cached_messages=options.pull_threshold_messages,
+            max_cached_bytes=options.pull_threshold_bytes,
+            max_span_offsets=options.max_span_offsets,
             commit_offset_enabled=message_model is MessageModel.CLUSTERING,
         )
-        self.offset_base_directory = offset_base_directory or default_offset_base_directory()
+        self.offset_base_directory = (
+            options.offset_base_directory or default_offset_base_directory()
+        )
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._listener: AdaptedListener | None = None
         self._running = False
