@@ -9,8 +9,10 @@ Two ways to get queues:
 
 Behind the scenes one pull task per queue long-polls its broker and caches what it finds
 (flow control: per queue as the push consumer, and at most ``cache_max_messages`` pulled
-but not yet polled in all). :meth:`poll` returns the next cached batch (up to
-``pull_batch_size`` messages of one queue), waiting up to ``timeout_ms`` for one.
+but not yet polled in all; these knobs and the ones below are fields of
+:class:`~bolide.client.consumer.options.ConsumerOptions`). :meth:`poll` returns the next
+cached batch (up to ``pull_batch_size`` messages of one queue), waiting up to ``timeout_ms``
+for one.
 
 Progress: a queue's *position* moves past each batch :meth:`poll` returns. With
 ``auto_commit`` (the default) positions are committed into the offset store at the first

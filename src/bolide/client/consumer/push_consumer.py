@@ -23,8 +23,10 @@ long-polls every owned queue (:mod:`.pull_loop`), handing messages to the listen
 In clustering mode the group's retry topic ``%RETRY%<group>`` is subscribed automatically
 (failed messages come back through it, shown with their original topic); progress is kept on
 the broker (:class:`RemoteOffsetStore`). In broadcasting mode every consumer gets every
-message, keeps its progress in a local file (:class:`LocalFileOffsetStore`, under
-``offset_base_directory``) and logs and drops failures.
+message, keeps its progress in a local file (:class:`LocalFileOffsetStore`, under the
+options' ``offset_base_directory``) and logs and drops failures. The tuning knobs (threads,
+batches, retries, flow control, lock timings) come in one
+:class:`~bolide.client.consumer.options.ConsumerOptions`.
 
 With ``orderly=True`` (RocketMQ's orderly consumption, :mod:`.consume_orderly`) each queue is
 consumed by one member
@@ -119,7 +121,8 @@ def require_started(part: T | None, group: str, missing: str = "is not started")
 
 def default_offset_base_directory() -> Path:
     """``~/.bolide``: where broadcasting consumers keep their progress unless told otherwise.
-    Resolved by the facades (the one place that looks at the user's home)."""
+    Resolved by the consumers' constructors when the options name none (the one place that
+    looks at the user's home)."""
     return Path.home() / ".bolide"
 
 
