@@ -16,7 +16,11 @@ from bolide.base import limits
 from bolide.base.errors import ConfigError
 from bolide.client.admin import AdminClient
 from bolide.client.config import ConsumeFrom
-from bolide.client.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
+from bolide.client.consumer.allocate import (
+    AllocateAveragely,
+    AllocateAveragelyByCircle,
+    AllocateStrategy,
+)
 from bolide.client.consumer.listener import ConsumeResult
 from bolide.client.consumer.options import (
     LITE_PULL_ONLY_OPTIONS,
@@ -41,25 +45,30 @@ WAIT_S = 30.0
 # ---- defaults ------------------------------------------------------------------------------
 
 
+DEFAULTS: dict[str, Any] = {
+    "allocate_strategy": None,  # averagely
+    "pull_batch_size": None,  # each consumer's own default
+    "pull_threshold_messages": limits.PROCESS_QUEUE_MAX_MESSAGES,
+    "pull_threshold_bytes": limits.PROCESS_QUEUE_MAX_BYTES,
+    "max_span_offsets": limits.PROCESS_QUEUE_MAX_SPAN_OFFSETS,
+    "offset_base_directory": None,  # ~/.bolide
+    "consume_thread_max": limits.CONSUME_THREAD_MAX_COUNT,
+    "consume_batch_max_size": limits.CONSUME_BATCH_MAX_MESSAGES,
+    "max_reconsume_times": -1,
+    "consume_timeout_ms": limits.CONSUME_TIMEOUT_MS,
+    "suspend_time_ms": limits.ORDERLY_SUSPEND_DEFAULT_MS,
+    "lock_renew_interval_ms": limits.CLIENT_LOCK_RENEW_INTERVAL_MS,
+    "client_lock_max_live_ms": limits.CLIENT_LOCK_MAX_LIVE_MS,
+    "poll_timeout_ms": limits.LITE_PULL_POLL_TIMEOUT_MS,
+    "auto_commit": True,
+    "auto_commit_interval_ms": limits.LITE_PULL_AUTO_COMMIT_INTERVAL_MS,
+    "cache_max_messages": limits.LITE_PULL_CACHE_MAX_MESSAGES,
+}
+"""Every option's default, as base/limits names it."""
+
+
 def test_defaults_are_the_limits() -> None:
-    options = ConsumerOptions()
-    assert options.allocate_strategy is None
-    assert options.pull_batch_size is None  # each consumer's own default
-    assert options.pull_threshold_messages == limits.PROCESS_QUEUE_MAX_MESSAGES
-    assert options.pull_threshold_bytes == limits.PROCESS_QUEUE_MAX_BYTES
-    assert options.max_span_offsets == limits.PROCESS_QUEUE_MAX_SPAN_OFFSETS
-    assert options.offset_base_directory is None
-    assert options.consume_thread_max == limits.CONSUME_THREAD_MAX_COUNT
-    assert options.consume_batch_max_size == limits.CONSUME_BATCH_MAX_MESSAGES
-    assert options.max_reconsume_times == -1
-    assert options.consume_timeout_ms == limits.CONSUME_TIMEOUT_MS
-    assert options.suspend_time_ms == limits.ORDERLY_SUSPEND_DEFAULT_MS
-    assert options.lock_renew_interval_ms == limits.CLIENT_LOCK_RENEW_INTERVAL_MS
-    assert options.client_lock_max_live_ms == limits.CLIENT_LOCK_MAX_LIVE_MS
-    assert options.poll_timeout_ms == limits.LITE_PULL_POLL_TIMEOUT_MS
-    assert options.auto_commit is True
-    assert options.auto_commit_interval_ms == limits.LITE_PULL_AUTO_COMMIT_INTERVAL_MS
-    assert options.cache_max_messages == limits.LITE_PULL_CACHE_MAX_MESSAGES
+    assert dataclasses.asdict(ConsumerOptions()) == DEFAULTS
 
 
 def test_consumers_without_options_keep_their_defaults() -> None:
@@ -192,14 +201,29 @@ def test_the_package_exports_the_options() -> None:
 # ---- what each consumer makes of them ------------------------------------------------------
 
 
+SHARED_KNOBS: dict[str, Any] = {
+    "pull_batch_size": 7,
+    "pull_threshold_messages": 11,
+    "pull_threshold_bytes": 12,
+    "max_span_offsets": 13,
+}
+"""Values of the knobs both consumers use, each unlike its default."""
+
+
+def _assert_shared_knobs_taken(
+    consumer: PushConsumer | PullConsumer, strategy: AllocateStrategy, directory: Path
+) -> None:
+    assert consumer.allocate_strategy is strategy
+    settings = consumer.pull_settings
+    assert (settings.batch_size, settings.max_cached_messages) == (7, 11)
+    assert (settings.max_cached_bytes, settings.max_span_offsets) == (12, 13)
+    assert consumer.offset_base_directory == directory
+
+
 def test_the_push_consumer_takes_every_knob_it_uses(tmp_path: Path) -> None:
     strategy = AllocateAveragelyByCircle()
     options = ConsumerOptions(
         allocate_strategy=strategy,
-        pull_batch_size=7,
-        pull_threshold_messages=11,
-        pull_threshold_bytes=12,
-        max_span_offsets=13,
         offset_base_directory=tmp_path,
         consume_thread_max=3,
         consume_batch_max_size=4,
@@ -208,13 +232,10 @@ def test_the_push_consumer_takes_every_knob_it_uses(tmp_path: Path) -> None:
         suspend_time_ms=50,
         lock_renew_interval_ms=1_000,
         client_lock_max_live_ms=2_000,
+        **SHARED_KNOBS,
     )
     push = PushConsumer("G", NAMESRV, orderly=True, options=options)
-    assert push.allocate_strategy is strategy
-    settings = push.pull_settings
-    assert (settings.batch_size, settings.max_cached_messages) == (7, 11)
-    assert (settings.max_cached_bytes, settings.max_span_offsets) == (12, 13)
-    assert push.offset_base_directory == tmp_path
+    _assert_shared_knobs_taken(push, strategy, tmp_path)
     assert (push.consume_thread_max, push.consume_batch_max_size) == (3, 4)
     assert (push.max_reconsume_times, push.orderly_max_reconsume_times) == (5, 5)
     assert push.consume_timeout_ms == 6_000
@@ -229,22 +250,15 @@ def test_the_lite_pull_consumer_takes_every_knob_it_uses(tmp_path: Path) -> None
     strategy = AllocateAveragelyByCircle()
     options = ConsumerOptions(
         allocate_strategy=strategy,
-        pull_batch_size=7,
-        pull_threshold_messages=11,
-        pull_threshold_bytes=12,
-        max_span_offsets=13,
         offset_base_directory=tmp_path,
         poll_timeout_ms=100,
         auto_commit=False,
         auto_commit_interval_ms=200,
         cache_max_messages=300,
+        **SHARED_KNOBS,
     )
     lite = PullConsumer("G", NAMESRV, options=options)
-    assert lite.allocate_strategy is strategy
-    settings = lite.pull_settings
-    assert (settings.batch_size, settings.max_cached_messages) == (7, 11)
-    assert (settings.max_cached_bytes, settings.max_span_offsets) == (12, 13)
-    assert lite.offset_base_directory == tmp_path
+    _assert_shared_knobs_taken(lite, strategy, tmp_path)
     assert (lite.poll_timeout_ms, lite.auto_commit) == (100, False)
     assert (lite.auto_commit_interval_ms, lite.cache_max_messages) == (200, 300)
 
