@@ -35,30 +35,29 @@ from typing import Any
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import BolideError, ConfigError, NoRouteError
+from bolide.base.errors import ConfigError, NoRouteError
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
+from bolide.client.consumer.group_member import (
+    client_instance_for,
+    default_offset_base_directory,
+    offset_store_for,
+    refresh_routes,
+    register_on,
+    require_started,
+    resolve_consume_timestamp_ms,
+)
 from bolide.client.consumer.instance_ports import (
-    InstanceOffsetBroker,
     InstancePullClient,
     InstanceRebalanceClient,
 )
 from bolide.client.consumer.offset_store import (
-    LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
-    RemoteOffsetStore,
-    local_offsets_path,
 )
 from bolide.client.consumer.options import PUSH_ONLY_OPTIONS, ConsumerOptions
 from bolide.client.consumer.process_queue import ProcessQueue
 from bolide.client.consumer.pull_loop import PullLoop, PullSettings
-from bolide.client.consumer.push_consumer import (
-    client_instance_for,
-    default_offset_base_directory,
-    require_started,
-    resolve_consume_timestamp_ms,
-)
 from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
@@ -288,19 +287,10 @@ class PullConsumer(AsyncLifecycle):
             raise ConfigError("subscribe() or assign() before start()")
         self._build()
         await self._store().load()
-        await self.instance.acquire()
-        try:
-            self.instance.register_consumer(self)
-        except ConfigError:
-            await self.instance.release()
-            raise
+        await register_on(self.instance, self)
         self._running = True
         self._next_auto_commit_ms = self.clock.now_ms() + self.auto_commit_interval_ms
-        for topic in list(self._subscriptions):
-            try:
-                await self.instance.update_route(topic)
-            except BolideError as error:
-                _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+        await refresh_routes(self.instance, self.group, list(self._subscriptions), _log)
         await self.instance.send_heartbeat_to_all_brokers()
         if self._assign_mode:
             await self._apply_assignment(set(self._pending_assignment))
@@ -310,11 +300,9 @@ class PullConsumer(AsyncLifecycle):
 
     def _build(self) -> None:
         instance = self.instance
-        if self.message_model is MessageModel.CLUSTERING:
-            self._offset_store = RemoteOffsetStore(InstanceOffsetBroker(instance, self.group))
-        else:
-            path = local_offsets_path(self.offset_base_directory, instance.client_id, self.group)
-            self._offset_store = LocalFileOffsetStore(path)
+        self._offset_store = offset_store_for(
+            instance, self.group, self.message_model, self.offset_base_directory
+        )
         self._rebalancer = Rebalancer(
             self.group,
             client=InstanceRebalanceClient(instance),

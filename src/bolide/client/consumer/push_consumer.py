@@ -46,30 +46,34 @@ import asyncio
 import datetime
 import logging
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ConfigError, RemoteError
 from bolide.client import rpc
-from bolide.client.config import ConsumeFrom, build_client_config
+from bolide.client.config import ConsumeFrom
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
 from bolide.client.consumer.consume_orderly import OrderlyConsumeService
+from bolide.client.consumer.group_member import (
+    client_instance_for,
+    default_offset_base_directory,
+    offset_store_for,
+    refresh_routes,
+    register_on,
+    require_started,
+    resolve_consume_timestamp_ms,
+)
 from bolide.client.consumer.instance_ports import (
-    InstanceOffsetBroker,
     InstancePullClient,
     InstanceRebalanceClient,
     InstanceSendBack,
 )
 from bolide.client.consumer.listener import AdaptedListener, adapt_listener
 from bolide.client.consumer.offset_store import (
-    LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
-    RemoteOffsetStore,
-    local_offsets_path,
 )
 from bolide.client.consumer.options import LITE_PULL_ONLY_OPTIONS, ConsumerOptions
 from bolide.client.consumer.orderly_locks import InstanceLockClient, QueueLocker
@@ -95,72 +99,9 @@ from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC, is_retry_topic, retry_topic
 from bolide.remoting.tls import TlsClientSettings
 
-__all__ = [
-    "PushConsumer",
-    "client_instance_for",
-    "default_offset_base_directory",
-    "require_started",
-    "resolve_consume_timestamp_ms",
-]
+__all__ = ["PushConsumer"]
 
 _log = logging.getLogger("bolide.client.push_consumer")
-
-T = TypeVar("T")
-
-
-def require_started(part: T | None, group: str, missing: str = "is not started") -> T:
-    """``part`` of consumer ``group`` that exists only once started.
-
-    Raises:
-        ConfigError: ``part`` is None (``"consumer '<group>' <missing>"``).
-    """
-    if part is None:
-        raise ConfigError(f"consumer {group!r} {missing}")
-    return part
-
-
-def default_offset_base_directory() -> Path:
-    """``~/.bolide``: where broadcasting consumers keep their progress unless told otherwise.
-    Resolved by the consumers' constructors when the options name none (the one place that
-    looks at the user's home)."""
-    return Path.home() / ".bolide"
-
-
-def resolve_consume_timestamp_ms(
-    consume_timestamp: int | datetime.datetime | None, now_ms: int
-) -> int:
-    """CONSUME_FROM TIMESTAMP's start: ms since the epoch, a datetime (naive = local time),
-    or None for 30 minutes before ``now_ms`` (Java's default)."""
-    if consume_timestamp is None:
-        return now_ms - limits.CONSUME_TIMESTAMP_DEFAULT_AGO_MS
-    if isinstance(consume_timestamp, datetime.datetime):
-        return int(consume_timestamp.timestamp() * 1000)
-    return int(consume_timestamp)
-
-
-def client_instance_for(
-    namesrv: str | Iterable[str] | None,
-    instance_name: str | None,
-    instance: ClientInstance | None,
-    clock: Clock | None,
-    *,
-    access_key: str | None = None,
-    secret_key: str | None = None,
-    tls: TlsClientSettings | bool | None = None,
-) -> ClientInstance:
-    """``instance`` when given (shared), else a new one for ``namesrv``.
-
-    Raises:
-        ConfigError: neither is given, or a bad name server list.
-    """
-    if instance is not None:
-        return instance
-    if namesrv is None:
-        raise ConfigError("give the name server address (namesrv) or a client instance")
-    config = build_client_config(
-        namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
-    )
-    return ClientInstance(config, clock=clock)
 
 
 class PushConsumer(AsyncLifecycle):
@@ -377,12 +318,7 @@ class PushConsumer(AsyncLifecycle):
             raise ConfigError("subscribe to a topic before start()")
         self._build(self._listener)
         await self.offset_store.load()
-        await self.instance.acquire()
-        try:
-            self.instance.register_consumer(self)
-        except ConfigError:
-            await self.instance.release()
-            raise
+        await register_on(self.instance, self)
         if self._orderly is not None:
             self._orderly.trace = self.trace
             self._orderly.start()
@@ -393,11 +329,7 @@ class PushConsumer(AsyncLifecycle):
             await self.trace.start()
         self._running = True
         self._started_ms = self.clock.now_ms()
-        for topic in self.subscribed_topics():
-            try:
-                await self.instance.update_route(topic)
-            except BolideError as error:
-                _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+        await refresh_routes(self.instance, self.group, self.subscribed_topics(), _log)
         try:
             await self._check_selectors()
         except ConfigError:
@@ -440,18 +372,13 @@ class PushConsumer(AsyncLifecycle):
 
     def _build(self, listener: AdaptedListener) -> None:
         instance = self.instance
-        if self.message_model is MessageModel.CLUSTERING:
-            self._offset_store = RemoteOffsetStore(InstanceOffsetBroker(instance, self.group))
-            subscriptions = {
-                **self._subscriptions,
-                retry_topic(self.group): SubscriptionData.from_expression(
-                    retry_topic(self.group), "*", self.clock.now_ms()
-                ),
-            }
-        else:
-            path = local_offsets_path(self.offset_base_directory, instance.client_id, self.group)
-            self._offset_store = LocalFileOffsetStore(path)
-            subscriptions = dict(self._subscriptions)
+        self._offset_store = offset_store_for(
+            instance, self.group, self.message_model, self.offset_base_directory
+        )
+        subscriptions = dict(self._subscriptions)
+        if self.message_model is MessageModel.CLUSTERING:  # failed messages come back there
+            retry = retry_topic(self.group)
+            subscriptions[retry] = SubscriptionData.from_expression(retry, "*", self.clock.now_ms())
         self._send_back = InstanceSendBack(instance, self.group, self.namespace)
         if self.orderly:
             self._orderly = self._build_orderly(listener, self._offset_store, self._send_back)
@@ -575,11 +502,7 @@ class PushConsumer(AsyncLifecycle):
             return
 
         async def heartbeat_then_rebalance() -> None:
-            for topic in self.subscribed_topics():
-                try:
-                    await self.instance.update_route(topic)
-                except BolideError as error:
-                    _log.warning("%s: no route for %s yet: %s", self.group, topic, error)
+            await refresh_routes(self.instance, self.group, self.subscribed_topics(), _log)
             await self.instance.send_heartbeat_to_all_brokers()
             self.instance.rebalance_now()
 

@@ -1,0 +1,135 @@
+"""What the push and the lite pull consumer do the same way as members of a group: find their
+client instance, resolve where a new group starts, choose their offset store, register on
+the instance and refresh their topics' routes.
+
+The two consumers differ in what they do with messages (a listener, or ``poll()``); these
+steps are theirs alike, so they live here once rather than in one of them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TypeVar
+
+from bolide.base import limits
+from bolide.base.clock import Clock
+from bolide.base.errors import BolideError, ConfigError
+from bolide.client.config import build_client_config
+from bolide.client.consumer.instance_ports import InstanceOffsetBroker
+from bolide.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteOffsetStore,
+    local_offsets_path,
+)
+from bolide.client.instance import ClientInstance, InstanceConsumer
+from bolide.protocol.bodies import MessageModel
+from bolide.remoting.tls import TlsClientSettings
+
+__all__ = [
+    "client_instance_for",
+    "default_offset_base_directory",
+    "offset_store_for",
+    "refresh_routes",
+    "register_on",
+    "require_started",
+    "resolve_consume_timestamp_ms",
+]
+
+T = TypeVar("T")
+
+
+def require_started(part: T | None, group: str, missing: str = "is not started") -> T:
+    """``part`` of consumer ``group`` that exists only once started.
+
+    Raises:
+        ConfigError: ``part`` is None (``"consumer '<group>' <missing>"``).
+    """
+    if part is None:
+        raise ConfigError(f"consumer {group!r} {missing}")
+    return part
+
+
+def default_offset_base_directory() -> Path:
+    """``~/.bolide``: where broadcasting consumers keep their progress unless told otherwise.
+    Resolved by the consumers' constructors when the options name none (the one place that
+    looks at the user's home)."""
+    return Path.home() / ".bolide"
+
+
+def resolve_consume_timestamp_ms(
+    consume_timestamp: int | datetime.datetime | None, now_ms: int
+) -> int:
+    """CONSUME_FROM TIMESTAMP's start: ms since the epoch, a datetime (naive = local time),
+    or None for 30 minutes before ``now_ms`` (Java's default)."""
+    if consume_timestamp is None:
+        return now_ms - limits.CONSUME_TIMESTAMP_DEFAULT_AGO_MS
+    if isinstance(consume_timestamp, datetime.datetime):
+        return int(consume_timestamp.timestamp() * 1000)
+    return int(consume_timestamp)
+
+
+def client_instance_for(
+    namesrv: str | Iterable[str] | None,
+    instance_name: str | None,
+    instance: ClientInstance | None,
+    clock: Clock | None,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: TlsClientSettings | bool | None = None,
+) -> ClientInstance:
+    """``instance`` when given (shared), else a new one for ``namesrv``.
+
+    Raises:
+        ConfigError: neither is given, or a bad name server list.
+    """
+    if instance is not None:
+        return instance
+    if namesrv is None:
+        raise ConfigError("give the name server address (namesrv) or a client instance")
+    config = build_client_config(
+        namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
+    )
+    return ClientInstance(config, clock=clock)
+
+
+def offset_store_for(
+    instance: ClientInstance, group: str, message_model: MessageModel, base_directory: Path
+) -> OffsetStore:
+    """Where ``group``'s progress is kept: on the broker in clustering mode, in this client's
+    own file under ``base_directory`` in broadcasting mode (every member reads everything)."""
+    if message_model is MessageModel.CLUSTERING:
+        return RemoteOffsetStore(InstanceOffsetBroker(instance, group))
+    path = local_offsets_path(base_directory, instance.client_id, group)
+    return LocalFileOffsetStore(path)
+
+
+async def register_on(instance: ClientInstance, consumer: InstanceConsumer) -> None:
+    """Start using ``instance`` (the first user starts it) and register ``consumer`` there;
+    a refused registration gives the instance back before raising.
+
+    Raises:
+        ConfigError: the consumer's group already runs on the instance.
+    """
+    await instance.acquire()
+    try:
+        instance.register_consumer(consumer)
+    except ConfigError:
+        await instance.release()
+        raise
+
+
+async def refresh_routes(
+    instance: ClientInstance, group: str, topics: Iterable[str], log: logging.Logger
+) -> None:
+    """Fetch the route of each of ``topics`` now; a topic without a route yet is logged on
+    ``log`` and left to the periodic refresh (its queues come at a later rebalance)."""
+    for topic in topics:
+        try:
+            await instance.update_route(topic)
+        except BolideError as error:
+            log.warning("%s: no route for %s yet: %s", group, topic, error)
