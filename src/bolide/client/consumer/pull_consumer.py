@@ -37,16 +37,8 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError, NoRouteError
 from bolide.client.config import ConsumeFrom
+from bolide.client.consumer import group_member
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
-from bolide.client.consumer.group_member import (
-    client_instance_for,
-    default_offset_base_directory,
-    offset_store_for,
-    refresh_routes,
-    register_on,
-    require_started,
-    resolve_consume_timestamp_ms,
-)
 from bolide.client.consumer.instance_ports import (
     InstancePullClient,
     InstanceRebalanceClient,
@@ -142,7 +134,7 @@ class PullConsumer(AsyncLifecycle):
         self.options = options
         """The tuning knobs this consumer was made with (defaults when none were given)."""
         self.group = group
-        self.instance = instance = client_instance_for(
+        self.instance = instance = group_member.client_instance_for(
             namesrv,
             instance_name,
             instance,
@@ -154,7 +146,7 @@ class PullConsumer(AsyncLifecycle):
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from
-        self.consume_timestamp_ms = resolve_consume_timestamp_ms(
+        self.consume_timestamp_ms = group_member.resolve_consume_timestamp_ms(
             consume_timestamp, self.clock.now_ms()
         )
         self.allocate_strategy: AllocateStrategy = options.allocate_strategy or AllocateAveragely()
@@ -172,7 +164,7 @@ class PullConsumer(AsyncLifecycle):
             send_subscription=True,
         )
         self.offset_base_directory = (
-            options.offset_base_directory or default_offset_base_directory()
+            options.offset_base_directory or group_member.default_offset_base_directory()
         )
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._assign_mode: bool | None = None
@@ -287,10 +279,12 @@ class PullConsumer(AsyncLifecycle):
             raise ConfigError("subscribe() or assign() before start()")
         self._build()
         await self._store().load()
-        await register_on(self.instance, self)
+        await group_member.register_on(self.instance, self)
         self._running = True
         self._next_auto_commit_ms = self.clock.now_ms() + self.auto_commit_interval_ms
-        await refresh_routes(self.instance, self.group, list(self._subscriptions), _log)
+        await group_member.refresh_routes(
+            self.instance, self.group, list(self._subscriptions), _log
+        )
         await self.instance.send_heartbeat_to_all_brokers()
         if self._assign_mode:
             await self._apply_assignment(set(self._pending_assignment))
@@ -300,7 +294,7 @@ class PullConsumer(AsyncLifecycle):
 
     def _build(self) -> None:
         instance = self.instance
-        self._offset_store = offset_store_for(
+        self._offset_store = group_member.offset_store_for(
             instance, self.group, self.message_model, self.offset_base_directory
         )
         self._rebalancer = Rebalancer(
@@ -554,7 +548,7 @@ class PullConsumer(AsyncLifecycle):
         return state
 
     def _store(self) -> OffsetStore:
-        return require_started(self._offset_store, self.group)
+        return group_member.require_started(self._offset_store, self.group)
 
     def _require_running(self) -> None:
         if not self._running:

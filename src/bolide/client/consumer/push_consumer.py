@@ -53,18 +53,10 @@ from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ConfigError, RemoteError
 from bolide.client import rpc
 from bolide.client.config import ConsumeFrom
+from bolide.client.consumer import group_member
 from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
 from bolide.client.consumer.consume_orderly import OrderlyConsumeService
-from bolide.client.consumer.group_member import (
-    client_instance_for,
-    default_offset_base_directory,
-    offset_store_for,
-    refresh_routes,
-    register_on,
-    require_started,
-    resolve_consume_timestamp_ms,
-)
 from bolide.client.consumer.instance_ports import (
     InstancePullClient,
     InstanceRebalanceClient,
@@ -155,7 +147,7 @@ class PushConsumer(AsyncLifecycle):
         self.options = options
         """The tuning knobs this consumer was made with (defaults when none were given)."""
         self.group = group
-        self.instance = instance = client_instance_for(
+        self.instance = instance = group_member.client_instance_for(
             namesrv,
             instance_name,
             instance,
@@ -167,7 +159,7 @@ class PushConsumer(AsyncLifecycle):
         self.clock: Clock = instance.clock
         self.message_model = message_model
         self.consume_from = consume_from
-        self.consume_timestamp_ms = resolve_consume_timestamp_ms(
+        self.consume_timestamp_ms = group_member.resolve_consume_timestamp_ms(
             consume_timestamp, self.clock.now_ms()
         )
         self.allocate_strategy: AllocateStrategy = options.allocate_strategy or AllocateAveragely()
@@ -194,7 +186,7 @@ class PushConsumer(AsyncLifecycle):
             commit_offset_enabled=message_model is MessageModel.CLUSTERING,
         )
         self.offset_base_directory = (
-            options.offset_base_directory or default_offset_base_directory()
+            options.offset_base_directory or group_member.default_offset_base_directory()
         )
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._listener: AdaptedListener | None = None
@@ -279,24 +271,24 @@ class PushConsumer(AsyncLifecycle):
     @property
     def offset_store(self) -> OffsetStore:
         """The offset store (only after start)."""
-        return require_started(self._offset_store, self.group)
+        return group_member.require_started(self._offset_store, self.group)
 
     @property
     def rebalancer(self) -> Rebalancer:
         """The rebalance state (only after start)."""
-        return require_started(self._rebalancer, self.group)
+        return group_member.require_started(self._rebalancer, self.group)
 
     @property
     def orderly_service(self) -> OrderlyConsumeService:
         """The orderly consumption service (only after start, with ``orderly=True``)."""
-        return require_started(
+        return group_member.require_started(
             self._orderly, self.group, "is not an orderly consumer, or not started"
         )
 
     @property
     def consume_service(self) -> ConcurrentConsumeService:
         """The consumption service (only after start)."""
-        return require_started(self._consume, self.group)
+        return group_member.require_started(self._consume, self.group)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -318,7 +310,7 @@ class PushConsumer(AsyncLifecycle):
             raise ConfigError("subscribe to a topic before start()")
         self._build(self._listener)
         await self.offset_store.load()
-        await register_on(self.instance, self)
+        await group_member.register_on(self.instance, self)
         if self._orderly is not None:
             self._orderly.trace = self.trace
             self._orderly.start()
@@ -329,7 +321,7 @@ class PushConsumer(AsyncLifecycle):
             await self.trace.start()
         self._running = True
         self._started_ms = self.clock.now_ms()
-        await refresh_routes(self.instance, self.group, self.subscribed_topics(), _log)
+        await group_member.refresh_routes(self.instance, self.group, self.subscribed_topics(), _log)
         try:
             await self._check_selectors()
         except ConfigError:
@@ -372,7 +364,7 @@ class PushConsumer(AsyncLifecycle):
 
     def _build(self, listener: AdaptedListener) -> None:
         instance = self.instance
-        self._offset_store = offset_store_for(
+        self._offset_store = group_member.offset_store_for(
             instance, self.group, self.message_model, self.offset_base_directory
         )
         subscriptions = dict(self._subscriptions)
@@ -502,7 +494,9 @@ class PushConsumer(AsyncLifecycle):
             return
 
         async def heartbeat_then_rebalance() -> None:
-            await refresh_routes(self.instance, self.group, self.subscribed_topics(), _log)
+            await group_member.refresh_routes(
+                self.instance, self.group, self.subscribed_topics(), _log
+            )
             await self.instance.send_heartbeat_to_all_brokers()
             self.instance.rebalance_now()
 
