@@ -31,6 +31,37 @@ from bolide.client.consumer.allocate import AllocateStrategy
 __all__ = ["LITE_PULL_ONLY_OPTIONS", "PUSH_ONLY_OPTIONS", "ConsumerOptions"]
 
 
+_POSITIVE_OPTIONS = (
+    "pull_threshold_messages",
+    "pull_threshold_bytes",
+    "max_span_offsets",
+    "consume_timeout_ms",
+    "poll_timeout_ms",
+    "auto_commit_interval_ms",
+    "cache_max_messages",
+)
+"""Options that must be above 0 (a count, a size or a time)."""
+
+
+PUSH_ONLY_OPTIONS = frozenset(
+    {
+        "consume_thread_max",
+        "consume_batch_max_size",
+        "max_reconsume_times",
+        "consume_timeout_ms",
+        "suspend_time_ms",
+        "lock_renew_interval_ms",
+        "client_lock_max_live_ms",
+    }
+)
+"""The listener's and the orderly options: a lite pull consumer has no listener."""
+
+LITE_PULL_ONLY_OPTIONS = frozenset(
+    {"poll_timeout_ms", "auto_commit", "auto_commit_interval_ms", "cache_max_messages"}
+)
+"""``poll()`` and its commits: a push consumer has no ``poll()``."""
+
+
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise ConfigError(f"{name} must be within {low}..{high}, not {value}")
@@ -136,33 +167,3 @@ class ConsumerOptions:
         ]
         if set_names:
             raise ConfigError(f"{consumer} does not use the options {', '.join(set_names)}")
-
-
-_POSITIVE_OPTIONS = (
-    "pull_threshold_messages",
-    "pull_threshold_bytes",
-    "max_span_offsets",
-    "consume_timeout_ms",
-    "poll_timeout_ms",
-    "auto_commit_interval_ms",
-    "cache_max_messages",
-)
-"""Options that must be above 0 (a count, a size or a time)."""
-
-PUSH_ONLY_OPTIONS = frozenset(
-    {
-        "consume_thread_max",
-        "consume_batch_max_size",
-        "max_reconsume_times",
-        "consume_timeout_ms",
-        "suspend_time_ms",
-        "lock_renew_interval_ms",
-        "client_lock_max_live_ms",
-    }
-)
-"""The listener's and the orderly options: a lite pull consumer has no listener."""
-
-LITE_PULL_ONLY_OPTIONS = frozenset(
-    {"poll_timeout_ms", "auto_commit", "auto_commit_interval_ms", "cache_max_messages"}
-)
-"""``poll()`` and its commits: a push consumer has no ``poll()``."""
