@@ -174,15 +174,15 @@ def wire(name: str, *, default: Any = dataclasses.MISSING) -> Any:
     return dataclasses.field(default=default, metadata={_WIRE_NAME_KEY: name})
 
 
-Reader = Callable[[Mapping[str, str], str], Any]
-Writer = Callable[[Any], str]
+_Reader = Callable[[Mapping[str, str], str], Any]
+_Writer = Callable[[Any], str]
 
 
 class _WireField(NamedTuple):
     attribute: str
     name: str
-    read: Reader
-    write: Writer
+    read: _Reader
+    write: _Writer
     omitted_when_none: bool
 
 
@@ -274,7 +274,7 @@ def _wire_field(field: dataclasses.Field[Any], annotation: object) -> _WireField
     return _WireField(field.name, name, read, write, optional)
 
 
-def _with_default(read: Reader, default: object) -> Reader:
+def _with_default(read: _Reader, default: object) -> _Reader:
     def read_or_default(fields: Mapping[str, str], key: str) -> Any:
         value = read(fields, key)
         return default if value is None else value
@@ -295,8 +295,8 @@ def _same_text(value: str) -> str:
     return value
 
 
-_KINDS: dict[object, tuple[Reader, Reader, Writer, bool]] = {
-    # annotation: (read when required or optional, read before a default, write, optional)
+_KINDS: dict[object, tuple[_Reader, _Reader, _Writer, bool]] = {
+    # annotation: (read without a default, read before a default, write, left out when None)
     str: (required_str, optional_str, _same_text, False),
     int: (required_int, optional_int, str, False),
     bool: (_required_bool, _optional_bool, format_bool, False),
