@@ -189,8 +189,10 @@ class _WireField(NamedTuple):
 class _WirePlan(NamedTuple):
     fields: tuple[_WireField, ...]
     """In declaration order (the constructor's)."""
-    encoding_order: tuple[_WireField, ...]
-    """The fields always written, then those left out when ``None``, each in declaration order."""
+    always_written: tuple[_WireField, ...]
+    """Written first, in declaration order."""
+    omitted_when_none: tuple[_WireField, ...]
+    """Written after them unless ``None``, in declaration order."""
 
 
 class WireHeader:
@@ -212,10 +214,13 @@ class WireHeader:
 
     def to_ext_fields(self) -> dict[str, str]:
         """Java's form; ``None`` fields left out."""
-        fields: dict[str, str] = {}
-        for field in self._wire_plan.encoding_order:
+        plan = self._wire_plan
+        fields = {
+            field.name: field.write(getattr(self, field.attribute)) for field in plan.always_written
+        }
+        for field in plan.omitted_when_none:
             value = getattr(self, field.attribute)
-            if value is not None or not field.omitted_when_none:
+            if value is not None:
                 fields[field.name] = field.write(value)
         return fields
 
@@ -251,7 +256,7 @@ def wire_header(cls: type[H]) -> type[H]:
     plan = tuple(_wire_field(field, hints[field.name]) for field in declared)
     always = tuple(field for field in plan if not field.omitted_when_none)
     omittable = tuple(field for field in plan if field.omitted_when_none)
-    made._wire_plan = _WirePlan(plan, always + omittable)
+    made._wire_plan = _WirePlan(plan, always, omittable)
     return made
 
 
