@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from bolide.protocol.bodies.fastjson import BodyError, dumps
+from bolide.protocol.bodies.fastjson import dumps
 from bolide.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumeType,
@@ -33,7 +33,7 @@ from bolide.protocol.bodies.heartbeat import (
 from bolide.protocol.bodies.queue import MessageQueue
 from bolide.protocol.bodies.values import (
     as_object,
-    get_enum,
+    get_enum_or,
     get_float,
     get_int,
     get_list,
@@ -175,10 +175,7 @@ class Connection:
     def from_object(cls, value: Any) -> Self:
         """From the JSON object; an unknown language reads as OTHER. Raises :class:`BodyError`."""
         obj = as_object(value, "connection")
-        try:
-            language = get_enum(obj, "language", LanguageCode, LanguageCode.OTHER)
-        except BodyError:
-            language = LanguageCode.OTHER
+        language = get_enum_or(obj, "language", LanguageCode, LanguageCode.OTHER)
         return cls(
             get_str(obj, "clientId"),
             get_str(obj, "clientAddr", ""),

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from bolide.protocol.bodies.fastjson import BodyError, dumps
+from bolide.protocol.bodies.fastjson import dumps
 from bolide.protocol.bodies.values import (
     as_object,
-    get_enum,
+    get_enum_or,
     get_int,
     get_list,
     get_object,
@@ -45,10 +45,7 @@ class ProducerInfo:
     def from_object(cls, value: Any) -> Self:
         """From the JSON object (an unknown language reads as OTHER); raises BodyError."""
         obj = as_object(value, "producer info")
-        try:
-            language = get_enum(obj, "language", LanguageCode, LanguageCode.OTHER)
-        except BodyError:
-            language = LanguageCode.OTHER
+        language = get_enum_or(obj, "language", LanguageCode, LanguageCode.OTHER)
         return cls(
             get_str(obj, "clientId"),
             get_str(obj, "remoteIP", ""),

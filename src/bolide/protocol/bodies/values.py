@@ -18,6 +18,7 @@ __all__ = [
     "as_object",
     "get_bool",
     "get_enum",
+    "get_enum_or",
     "get_float",
     "get_int",
     "get_list",
@@ -153,6 +154,15 @@ def get_enum(obj: Mapping[Any, Any], key: str, enum_type: type[EnumT], default: 
         return enum_type(to_int(value, key))
     except (KeyError, ValueError) as error:
         raise BodyError(f"'{key}' is not a {enum_type.__name__}: {value!r}") from error
+
+
+def get_enum_or(obj: Mapping[Any, Any], key: str, enum_type: type[EnumT], fallback: EnumT) -> EnumT:
+    """The enum under ``key`` as :func:`get_enum` reads it, but ``fallback`` when missing or
+    not a member (a newer peer's value, e.g. a client language we do not list)."""
+    try:
+        return get_enum(obj, key, enum_type, fallback)
+    except BodyError:
+        return fallback
 
 
 def int_key(key: Any, what: str) -> int:

@@ -4,6 +4,22 @@ Each has ``to_ext_fields() -> dict[str, str]`` and ``from_ext_fields(fields)`` (
 :class:`HeaderError`, a :class:`~bolide.base.errors.ProtocolError`, for a missing required field
 or an unparsable number). Python names are snake_case; wire names are Java's exactly. Unknown
 keys (``AccessKey``, ``Signature``, ``OnsChannel``, ``bname``, …) are ignored.
+
+A header is declared, not coded: a :class:`~bolide.protocol.headers.fields.WireHeader`
+subclass under ``@wire_header`` names each field's wire key once, and both methods follow
+from the annotations and defaults (rules in :func:`~bolide.protocol.headers.fields.wire_header`)::
+
+    @wire_header
+    class GetConsumeStatsRequestHeader(WireHeader):
+        consumer_group: str = wire("consumerGroup")          # required
+        topic: str | None = wire("topic", default=None)      # optional, omitted when None
+
+A header with a rule of its own is written by hand as a frozen slots dataclass: the hot
+send and pull headers (:mod:`~bolide.protocol.headers.send`, :mod:`~bolide.protocol.headers.pull`,
+decoded on every message through a positional constructor), the send response, POP's request
+(a missing ``initMode`` reads 0 while the constructor defaults to 1), QUERY_MESSAGE's request
+(``_UNIQUE_KEY_QUERY`` written only when true) and the reply push (``unitMode`` true only as
+``"true"``).
 """
 
 from __future__ import annotations

@@ -14,17 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Self
-
-from bolide.protocol.headers.fields import (
-    format_bool,
-    optional_str,
-    parse_bool,
-    put_optional,
-    required_str,
-)
+from bolide.protocol.headers.fields import WireHeader, wire, wire_header
 
 __all__ = [
     "AccessConfigRequestHeader",
@@ -34,102 +24,43 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class AccessConfigRequestHeader:
+@wire_header
+class AccessConfigRequestHeader(WireHeader):
     """UPDATE_AND_CREATE_ACL_CONFIG (50): create or change one account. Fields left None are
-    not sent (an existing account keeps them)."""
+    not sent (an existing account keeps them); only ``accessKey`` is required."""
 
-    access_key: str
-    secret_key: str | None = None
-    white_remote_address: str | None = None
-    admin: bool = False
-    default_topic_perm: str | None = None
-    default_group_perm: str | None = None
-    topic_perms: str | None = None
-    group_perms: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError` without ``accessKey``."""
-        return cls(
-            required_str(fields, "accessKey"),
-            optional_str(fields, "secretKey"),
-            optional_str(fields, "whiteRemoteAddress"),
-            parse_bool(fields, "admin"),
-            optional_str(fields, "defaultTopicPerm"),
-            optional_str(fields, "defaultGroupPerm"),
-            optional_str(fields, "topicPerms"),
-            optional_str(fields, "groupPerms"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"accessKey": self.access_key, "admin": format_bool(self.admin)}
-        put_optional(fields, "secretKey", self.secret_key)
-        put_optional(fields, "whiteRemoteAddress", self.white_remote_address)
-        put_optional(fields, "defaultTopicPerm", self.default_topic_perm)
-        put_optional(fields, "defaultGroupPerm", self.default_group_perm)
-        put_optional(fields, "topicPerms", self.topic_perms)
-        put_optional(fields, "groupPerms", self.group_perms)
-        return fields
+    access_key: str = wire("accessKey")
+    secret_key: str | None = wire("secretKey", default=None)
+    white_remote_address: str | None = wire("whiteRemoteAddress", default=None)
+    admin: bool = wire("admin", default=False)
+    default_topic_perm: str | None = wire("defaultTopicPerm", default=None)
+    default_group_perm: str | None = wire("defaultGroupPerm", default=None)
+    topic_perms: str | None = wire("topicPerms", default=None)
+    group_perms: str | None = wire("groupPerms", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteAccessConfigRequestHeader:
+@wire_header
+class DeleteAccessConfigRequestHeader(WireHeader):
     """DELETE_ACL_CONFIG (51)."""
 
-    access_key: str
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(required_str(fields, "accessKey"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"accessKey": self.access_key}
+    access_key: str = wire("accessKey")
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateGlobalWhiteAddrsRequestHeader:
-    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53); ``global_white_addrs`` comma-separated."""
+@wire_header
+class UpdateGlobalWhiteAddrsRequestHeader(WireHeader):
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53); ``global_white_addrs`` comma-separated. Both
+    fields read as ``""`` when missing."""
 
-    global_white_addrs: str
-    acl_file_full_path: str = ""
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(fields.get("globalWhiteAddrs", ""), fields.get("aclFileFullPath", ""))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "globalWhiteAddrs": self.global_white_addrs,
-            "aclFileFullPath": self.acl_file_full_path,
-        }
+    global_white_addrs: str = wire("globalWhiteAddrs", default="")
+    acl_file_full_path: str = wire("aclFileFullPath", default="")
 
 
-@dataclass(frozen=True, slots=True)
-class AclInfoResponseHeader:
+@wire_header
+class AclInfoResponseHeader(WireHeader):
     """The GET_BROKER_CLUSTER_ACL_INFO (52) response header."""
 
-    version: str
-    broker_name: str
-    broker_addr: str
-    cluster_name: str
-    all_acl_file_version: str = ""
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(
-            required_str(fields, "version"),
-            required_str(fields, "brokerName"),
-            required_str(fields, "brokerAddr"),
-            required_str(fields, "clusterName"),
-            fields.get("allAclFileVersion", ""),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "version": self.version,
-            "brokerName": self.broker_name,
-            "brokerAddr": self.broker_addr,
-            "clusterName": self.cluster_name,
-            "allAclFileVersion": self.all_acl_file_version,
-        }
+    version: str = wire("version")
+    broker_name: str = wire("brokerName")
+    broker_addr: str = wire("brokerAddr")
+    cluster_name: str = wire("clusterName")
+    all_acl_file_version: str = wire("allAclFileVersion", default="")

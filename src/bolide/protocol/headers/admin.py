@@ -7,19 +7,7 @@ connection list (203) header is :class:`~bolide.protocol.headers.client.Consumer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Self
-
-from bolide.protocol.headers.fields import (
-    format_bool,
-    optional_int,
-    optional_str,
-    parse_bool,
-    put_optional,
-    required_int,
-    required_str,
-)
+from bolide.protocol.headers.fields import WireHeader, wire, wire_header
 
 __all__ = [
     "CloneGroupOffsetRequestHeader",
@@ -35,67 +23,31 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class CreateTopicRequestHeader:
+@wire_header
+class CreateTopicRequestHeader(WireHeader):
     """UPDATE_AND_CREATE_TOPIC (17). ``perm`` uses the PermName bits (READ 4, WRITE 2,
-    INHERIT 1); ``topic_filter_type`` is ``SINGLE_TAG`` or ``MULTI_TAG``."""
+    INHERIT 1); ``topic_filter_type`` is ``SINGLE_TAG`` or ``MULTI_TAG``. ``topicFilterType``
+    and ``order`` are required by Java but default here (``SINGLE_TAG``, false) when a tool
+    leaves them out."""
 
-    topic: str
-    default_topic: str
-    read_queue_count: int
-    write_queue_count: int
-    perm: int
-    topic_filter_type: str = "SINGLE_TAG"
-    order: bool = False
-    topic_sys_flag: int | None = None
-    attributes: str | None = None
+    topic: str = wire("topic")
+    default_topic: str = wire("defaultTopic")
+    read_queue_count: int = wire("readQueueNums")
+    write_queue_count: int = wire("writeQueueNums")
+    perm: int = wire("perm")
+    topic_filter_type: str = wire("topicFilterType", default="SINGLE_TAG")
+    order: bool = wire("order", default=False)
+    topic_sys_flag: int | None = wire("topicSysFlag", default=None)
+    attributes: str | None = wire("attributes", default=None)
     """5.x topic attributes, ``+message.type=FIFO`` form."""
 
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`. ``topicFilterType`` and ``order`` are required
-        by Java but default here (``SINGLE_TAG``, false) when a tool leaves them out."""
-        return cls(
-            required_str(fields, "topic"),
-            required_str(fields, "defaultTopic"),
-            required_int(fields, "readQueueNums"),
-            required_int(fields, "writeQueueNums"),
-            required_int(fields, "perm"),
-            optional_str(fields, "topicFilterType") or "SINGLE_TAG",
-            parse_bool(fields, "order"),
-            optional_int(fields, "topicSysFlag"),
-            optional_str(fields, "attributes"),
-        )
 
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {
-            "topic": self.topic,
-            "defaultTopic": self.default_topic,
-            "readQueueNums": str(self.read_queue_count),
-            "writeQueueNums": str(self.write_queue_count),
-            "perm": str(self.perm),
-            "topicFilterType": self.topic_filter_type,
-            "order": format_bool(self.order),
-        }
-        put_optional(fields, "topicSysFlag", self.topic_sys_flag)
-        put_optional(fields, "attributes", self.attributes)
-        return fields
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRequestHeader:
+@wire_header
+class TopicRequestHeader(WireHeader):
     """``topic`` alone: DELETE_TOPIC_IN_BROKER (215), GET_TOPIC_STATS_INFO (202) and
     QUERY_TOPIC_CONSUME_BY_WHO (300) use identical Java classes."""
 
-    topic: str
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "topic"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"topic": self.topic}
+    topic: str = wire("topic")
 
 
 DeleteTopicRequestHeader = TopicRequestHeader
@@ -103,104 +55,45 @@ GetTopicStatsInfoRequestHeader = TopicRequestHeader
 QueryTopicConsumeByWhoRequestHeader = TopicRequestHeader
 
 
-@dataclass(frozen=True, slots=True)
-class GetConsumeStatsRequestHeader:
+@wire_header
+class GetConsumeStatsRequestHeader(WireHeader):
     """GET_CONSUME_STATS (208); without ``topic``, every topic the group has offsets for."""
 
-    consumer_group: str
-    topic: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "consumerGroup"), optional_str(fields, "topic"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"consumerGroup": self.consumer_group}
-        put_optional(fields, "topic", self.topic)
-        return fields
+    consumer_group: str = wire("consumerGroup")
+    topic: str | None = wire("topic", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class GetProducerConnectionListRequestHeader:
+@wire_header
+class GetProducerConnectionListRequestHeader(WireHeader):
     """GET_PRODUCER_CONNECTION_LIST (204)."""
 
-    producer_group: str
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "producerGroup"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"producerGroup": self.producer_group}
+    producer_group: str = wire("producerGroup")
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteSubscriptionGroupRequestHeader:
+@wire_header
+class DeleteSubscriptionGroupRequestHeader(WireHeader):
     """DELETE_SUBSCRIPTIONGROUP (207); ``remove_offset`` also drops the group's offsets."""
 
-    group_name: str
-    remove_offset: bool = False
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "groupName"), parse_bool(fields, "removeOffset"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"groupName": self.group_name, "removeOffset": format_bool(self.remove_offset)}
+    group_name: str = wire("groupName")
+    remove_offset: bool = wire("removeOffset", default=False)
 
 
-@dataclass(frozen=True, slots=True)
-class CloneGroupOffsetRequestHeader:
+@wire_header
+class CloneGroupOffsetRequestHeader(WireHeader):
     """CLONE_GROUP_OFFSET (314): copy ``src_group``'s offsets (of ``topic``, or all) to
     ``dest_group``; ``offline`` says the source group is offline."""
 
-    src_group: str
-    dest_group: str
-    topic: str | None = None
-    offline: bool = False
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "srcGroup"),
-            required_str(fields, "destGroup"),
-            optional_str(fields, "topic"),
-            parse_bool(fields, "offline"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {
-            "srcGroup": self.src_group,
-            "destGroup": self.dest_group,
-            "offline": format_bool(self.offline),
-        }
-        put_optional(fields, "topic", self.topic)
-        return fields
+    src_group: str = wire("srcGroup")
+    dest_group: str = wire("destGroup")
+    topic: str | None = wire("topic", default=None)
+    offline: bool = wire("offline", default=False)
 
 
-@dataclass(frozen=True, slots=True)
-class QueryCorrectionOffsetHeader:
+@wire_header
+class QueryCorrectionOffsetHeader(WireHeader):
     """QUERY_CORRECTION_OFFSET (308): the lowest committed offset per queue of ``topic`` over
     its groups but ``filter_groups`` (comma-separated), compared with ``compare_group``'s."""
 
-    topic: str
-    compare_group: str
-    filter_groups: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "topic"),
-            required_str(fields, "compareGroup"),
-            optional_str(fields, "filterGroups"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"topic": self.topic, "compareGroup": self.compare_group}
-        put_optional(fields, "filterGroups", self.filter_groups)
-        return fields
+    topic: str = wire("topic")
+    compare_group: str = wire("compareGroup")
+    filter_groups: str | None = wire("filterGroups", default=None)

@@ -5,18 +5,7 @@ consume directly (309). HEART_BEAT (34) has no header: its data is the body.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Self
-
-from bolide.protocol.headers.fields import (
-    format_bool,
-    optional_str,
-    parse_bool,
-    put_optional,
-    required_int,
-    required_str,
-)
+from bolide.protocol.headers.fields import WireHeader, wire, wire_header
 
 __all__ = [
     "ConsumeMessageDirectlyResultRequestHeader",
@@ -31,45 +20,22 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class UnregisterClientRequestHeader:
+@wire_header
+class UnregisterClientRequestHeader(WireHeader):
     """UNREGISTER_CLIENT (35). Wire key ``clientID`` has a capital D. C++ sends the group it
     does not use as ``""``, which reads as ``None``."""
 
-    client_id: str
-    producer_group: str | None = None
-    consumer_group: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "clientID"),
-            optional_str(fields, "producerGroup"),
-            optional_str(fields, "consumerGroup"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"clientID": self.client_id}
-        put_optional(fields, "producerGroup", self.producer_group)
-        put_optional(fields, "consumerGroup", self.consumer_group)
-        return fields
+    client_id: str = wire("clientID")
+    producer_group: str | None = wire("producerGroup", default=None)
+    consumer_group: str | None = wire("consumerGroup", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRequestHeader:
+@wire_header
+class ConsumerGroupRequestHeader(WireHeader):
     """``consumerGroup`` alone: GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY_CONSUMER_IDS_CHANGED
     (40) and GET_CONSUMER_CONNECTION_LIST (203) use identical Java classes."""
 
-    consumer_group: str
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "consumerGroup"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"consumerGroup": self.consumer_group}
+    consumer_group: str = wire("consumerGroup")
 
 
 GetConsumerListByGroupRequestHeader = ConsumerGroupRequestHeader
@@ -77,37 +43,19 @@ NotifyConsumerIdsChangedRequestHeader = ConsumerGroupRequestHeader
 GetConsumerConnectionListRequestHeader = ConsumerGroupRequestHeader
 
 
-@dataclass(frozen=True, slots=True)
-class ResetOffsetRequestHeader:
+@wire_header
+class ResetOffsetRequestHeader(WireHeader):
     """RESET_CONSUMER_CLIENT_OFFSET (220) and INVOKE_BROKER_TO_RESET_OFFSET (222).
 
     ``timestamp_ms`` -1 means "to the max offset". ``is_force`` (wire ``isForce``): when
-    false a queue is only moved backwards.
+    false a queue is only moved backwards; a missing ``isForce`` reads false. Java's form
+    (:meth:`to_ext_fields`) writes it ``"true"``/``"false"``.
     """
 
-    topic: str
-    group: str
-    timestamp_ms: int
-    is_force: bool
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "topic"),
-            required_str(fields, "group"),
-            required_int(fields, "timestamp"),
-            parse_bool(fields, "isForce"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        """Java form: ``isForce`` is ``"true"``/``"false"``."""
-        return {
-            "topic": self.topic,
-            "group": self.group,
-            "timestamp": str(self.timestamp_ms),
-            "isForce": format_bool(self.is_force),
-        }
+    topic: str = wire("topic")
+    group: str = wire("group")
+    timestamp_ms: int = wire("timestamp")
+    is_force: bool = wire("isForce", default=False)
 
     def to_cpp_ext_fields(self) -> dict[str, str]:
         """Form for a C++ consumer, which reads ``isForce`` with atoi: ``"1"``/``"0"``."""
@@ -116,76 +64,29 @@ class ResetOffsetRequestHeader:
         return fields
 
 
-@dataclass(frozen=True, slots=True)
-class GetConsumerStatusRequestHeader:
+@wire_header
+class GetConsumerStatusRequestHeader(WireHeader):
     """GET_CONSUMER_STATUS_FROM_CLIENT (221) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223)."""
 
-    topic: str
-    group: str
-    client_addr: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "topic"),
-            required_str(fields, "group"),
-            optional_str(fields, "clientAddr"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"topic": self.topic, "group": self.group}
-        put_optional(fields, "clientAddr", self.client_addr)
-        return fields
+    topic: str = wire("topic")
+    group: str = wire("group")
+    client_addr: str | None = wire("clientAddr", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class GetConsumerRunningInfoRequestHeader:
+@wire_header
+class GetConsumerRunningInfoRequestHeader(WireHeader):
     """GET_CONSUMER_RUNNING_INFO (307), admin→broker and forwarded broker→client."""
 
-    consumer_group: str
-    client_id: str
-    jstack_enable: bool = False
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "consumerGroup"),
-            required_str(fields, "clientId"),
-            parse_bool(fields, "jstackEnable"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "consumerGroup": self.consumer_group,
-            "clientId": self.client_id,
-            "jstackEnable": format_bool(self.jstack_enable),
-        }
+    consumer_group: str = wire("consumerGroup")
+    client_id: str = wire("clientId")
+    jstack_enable: bool = wire("jstackEnable", default=False)
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumeMessageDirectlyResultRequestHeader:
+@wire_header
+class ConsumeMessageDirectlyResultRequestHeader(WireHeader):
     """CONSUME_MESSAGE_DIRECTLY (309); the body is the raw stored message."""
 
-    consumer_group: str
-    client_id: str | None = None
-    msg_id: str | None = None
-    broker_name: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "consumerGroup"),
-            optional_str(fields, "clientId"),
-            optional_str(fields, "msgId"),
-            optional_str(fields, "brokerName"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"consumerGroup": self.consumer_group}
-        put_optional(fields, "clientId", self.client_id)
-        put_optional(fields, "msgId", self.msg_id)
-        put_optional(fields, "brokerName", self.broker_name)
-        return fields
+    consumer_group: str = wire("consumerGroup")
+    client_id: str | None = wire("clientId", default=None)
+    msg_id: str | None = wire("msgId", default=None)
+    broker_name: str | None = wire("brokerName", default=None)

@@ -13,15 +13,21 @@ differ from Java:
 
 Writing emits Java's form: numbers in base 10, booleans ``"true"``/``"false"``, absent
 (``None``) optional fields left out.
+
+Most headers follow these rules field by field and are declared, not written: a subclass of
+:class:`WireHeader` decorated with :func:`wire_header` names each field's wire key once with
+:func:`wire`, and gets ``from_ext_fields``/``to_ext_fields`` derived from its annotations and
+defaults (see :func:`wire_header`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, Self, TypeVar, overload
 
-from bolide.base.errors import ProtocolError
+from bolide.base.errors import InvariantViolationError, ProtocolError, invariant
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -30,6 +36,8 @@ __all__ = [
     "TRUE_TEXTS",
     "Header",
     "HeaderError",
+    "WireHeader",
+    "decode_header",
     "format_bool",
     "frozen_constructor",
     "optional_int",
@@ -38,6 +46,8 @@ __all__ = [
     "put_optional",
     "required_int",
     "required_str",
+    "wire",
+    "wire_header",
 ]
 
 T = TypeVar("T", bound="DataclassInstance")
@@ -138,3 +148,164 @@ def frozen_constructor(cls: type[T]) -> Callable[..., T]:
         return instance
 
     return construct
+
+
+# -- The declarative codec -------------------------------------------------------------------
+
+_WIRE_NAME_KEY = "bolide.wire_name"
+"""Key of a header field's wire name in its ``dataclasses.Field.metadata``."""
+
+V = TypeVar("V")
+H = TypeVar("H", bound="WireHeader")
+
+
+@overload
+def wire(name: str) -> Any: ...
+
+
+@overload
+def wire(name: str, *, default: V) -> V: ...
+
+
+def wire(name: str, *, default: Any = dataclasses.MISSING) -> Any:
+    """Declare a :func:`wire_header` field: its Java wire key ``name`` and, when given, its
+    ``default`` (the value when the key is missing or empty; no default: the key is
+    required)."""
+    return dataclasses.field(default=default, metadata={_WIRE_NAME_KEY: name})
+
+
+_Reader = Callable[[Mapping[str, str], str], Any]
+_Writer = Callable[[Any], str]
+
+
+class _WireField(NamedTuple):
+    attribute: str
+    name: str
+    read: _Reader
+    write: _Writer
+    omitted_when_none: bool
+
+
+class _WirePlan(NamedTuple):
+    fields: tuple[_WireField, ...]
+    """In declaration order (the constructor's)."""
+    always_written: tuple[_WireField, ...]
+    """Written first, in declaration order."""
+    omitted_when_none: tuple[_WireField, ...]
+    """Written after them unless ``None``, in declaration order."""
+
+
+class WireHeader:
+    """Base of a header declared with :func:`wire_header`: ``from_ext_fields`` and
+    ``to_ext_fields`` follow the class's plan. A header with one special rule may override
+    either, calling :func:`decode_header` for the rest."""
+
+    __slots__ = ()
+    _wire_plan: ClassVar[_WirePlan]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, *values: Any) -> None: ...
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
+        """Decode; raises :class:`HeaderError` (required field missing, bad number)."""
+        return decode_header(cls, fields)
+
+    def to_ext_fields(self) -> dict[str, str]:
+        """Java's form; ``None`` fields left out."""
+        plan = self._wire_plan
+        fields = {
+            field.name: field.write(getattr(self, field.attribute)) for field in plan.always_written
+        }
+        for field in plan.omitted_when_none:
+            value = getattr(self, field.attribute)
+            if value is not None:
+                fields[field.name] = field.write(value)
+        return fields
+
+
+def decode_header(cls: type[H], fields: Mapping[str, str]) -> H:
+    """An instance of the :func:`wire_header` class ``cls`` read from ``fields`` by its plan;
+    raises :class:`HeaderError`."""
+    return cls(*[field.read(fields, field.name) for field in cls._wire_plan.fields])
+
+
+@typing.dataclass_transform(frozen_default=True, field_specifiers=(wire,))
+def wire_header(cls: type[H]) -> type[H]:
+    """Make ``cls`` (a :class:`WireHeader` whose fields are all declared with :func:`wire`) a
+    frozen slots dataclass and compute once how it reads and writes its fields.
+
+    By annotation and default:
+
+    * ``str``/``int``/``bool`` without a default: required (a missing key raises
+      :class:`HeaderError` naming it; a ``bool`` is then read as :func:`parse_bool` reads);
+    * the same with a default: that default when the key is missing or empty;
+    * ``str | None``/``int | None``/``bool | None`` with default ``None``: ``None`` when the
+      key is missing or empty, and left out of the encoding when ``None``.
+
+    Encoding writes numbers with ``str``, booleans with :func:`format_bool`: first every field
+    always written, then the ones left out when ``None``, each group in declaration order (the
+    order of the hand-written headers before them, which golden frames pin). A field of
+    another type or an optional one with a default other than ``None`` is a bug:
+    :class:`~bolide.base.errors.InvariantViolationError`.
+    """
+    made = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    hints = typing.get_type_hints(made)
+    declared = dataclasses.fields(typing.cast("type[DataclassInstance]", made))
+    plan = tuple(_wire_field(field, hints[field.name]) for field in declared)
+    always = tuple(field for field in plan if not field.omitted_when_none)
+    omittable = tuple(field for field in plan if field.omitted_when_none)
+    made._wire_plan = _WirePlan(plan, always, omittable)
+    return made
+
+
+def _wire_field(field: dataclasses.Field[Any], annotation: object) -> _WireField:
+    name = field.metadata.get(_WIRE_NAME_KEY)
+    kind = _KINDS.get(annotation)
+    if not isinstance(name, str) or kind is None:
+        raise InvariantViolationError(
+            f"header field {field.name!r} needs wire(...) and one of the annotations "
+            f"str, int, bool (or X | None), not {annotation}"
+        )
+    required_read, default_read, write, optional = kind
+    if optional:
+        invariant(field.default is None, f"header field {field.name!r}: default must be None")
+        read = required_read
+    elif field.default is dataclasses.MISSING:
+        read = required_read
+    else:
+        read = _with_default(default_read, field.default)
+    return _WireField(field.name, name, read, write, optional)
+
+
+def _with_default(read: _Reader, default: object) -> _Reader:
+    def read_or_default(fields: Mapping[str, str], key: str) -> Any:
+        value = read(fields, key)
+        return default if value is None else value
+
+    return read_or_default
+
+
+def _required_bool(fields: Mapping[str, str], key: str) -> bool:
+    return required_str(fields, key).lower() in TRUE_TEXTS
+
+
+def _optional_bool(fields: Mapping[str, str], key: str) -> bool | None:
+    value = fields.get(key)
+    return None if not value else value.lower() in TRUE_TEXTS
+
+
+def _same_text(value: str) -> str:
+    return value
+
+
+_KINDS: dict[object, tuple[_Reader, _Reader, _Writer, bool]] = {
+    # annotation: (read without a default, read before a default, write, left out when None)
+    str: (required_str, optional_str, _same_text, False),
+    int: (required_int, optional_int, str, False),
+    bool: (_required_bool, _optional_bool, format_bool, False),
+    str | None: (optional_str, optional_str, _same_text, True),
+    int | None: (optional_int, optional_int, str, True),
+    bool | None: (_optional_bool, _optional_bool, format_bool, True),
+}

@@ -5,11 +5,7 @@ Every response value is written as a string (the C++ client reads only strings).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Self
-
-from bolide.protocol.headers.fields import required_int, required_str
+from bolide.protocol.headers.fields import WireHeader, wire, wire_header
 
 __all__ = [
     "GetEarliestMsgStoretimeRequestHeader",
@@ -28,74 +24,32 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class QueryConsumerOffsetRequestHeader:
+@wire_header
+class QueryConsumerOffsetRequestHeader(WireHeader):
     """QUERY_CONSUMER_OFFSET (14): the committed offset of (group, topic, queue)."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "consumerGroup"),
-            required_str(fields, "topic"),
-            required_int(fields, "queueId"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "consumerGroup": self.consumer_group,
-            "topic": self.topic,
-            "queueId": str(self.queue_id),
-        }
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateConsumerOffsetRequestHeader:
+@wire_header
+class UpdateConsumerOffsetRequestHeader(WireHeader):
     """UPDATE_CONSUMER_OFFSET (15): store ``commit_offset`` for (group, topic, queue)."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    commit_offset: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "consumerGroup"),
-            required_str(fields, "topic"),
-            required_int(fields, "queueId"),
-            required_int(fields, "commitOffset"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "consumerGroup": self.consumer_group,
-            "topic": self.topic,
-            "queueId": str(self.queue_id),
-            "commitOffset": str(self.commit_offset),
-        }
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    commit_offset: int = wire("commitOffset")
 
 
-@dataclass(frozen=True, slots=True)
-class QueueRequestHeader:
+@wire_header
+class QueueRequestHeader(WireHeader):
     """``topic`` + ``queueId``: the header of GET_MAX_OFFSET (30), GET_MIN_OFFSET (31) and
     GET_EARLIEST_MSG_STORETIME (32), whose Java classes are identical."""
 
-    topic: str
-    queue_id: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "topic"), required_int(fields, "queueId"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"topic": self.topic, "queueId": str(self.queue_id)}
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
 
 
 GetMaxOffsetRequestHeader = QueueRequestHeader
@@ -103,45 +57,21 @@ GetMinOffsetRequestHeader = QueueRequestHeader
 GetEarliestMsgStoretimeRequestHeader = QueueRequestHeader
 
 
-@dataclass(frozen=True, slots=True)
-class SearchOffsetRequestHeader:
+@wire_header
+class SearchOffsetRequestHeader(WireHeader):
     """SEARCH_OFFSET_BY_TIMESTAMP (29): the queue offset stored nearest ``timestamp_ms``."""
 
-    topic: str
-    queue_id: int
-    timestamp_ms: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "topic"),
-            required_int(fields, "queueId"),
-            required_int(fields, "timestamp"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "topic": self.topic,
-            "queueId": str(self.queue_id),
-            "timestamp": str(self.timestamp_ms),
-        }
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    timestamp_ms: int = wire("timestamp")
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetResponseHeader:
+@wire_header
+class OffsetResponseHeader(WireHeader):
     """``offset``: the response header of codes 14, 29, 30 and 31 (identical Java classes).
     For GET_MAX_OFFSET it is the next offset to be written (exclusive)."""
 
-    offset: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_int(fields, "offset"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"offset": str(self.offset)}
+    offset: int = wire("offset")
 
 
 QueryConsumerOffsetResponseHeader = OffsetResponseHeader
@@ -150,17 +80,9 @@ GetMaxOffsetResponseHeader = OffsetResponseHeader
 GetMinOffsetResponseHeader = OffsetResponseHeader
 
 
-@dataclass(frozen=True, slots=True)
-class GetEarliestMsgStoretimeResponseHeader:
+@wire_header
+class GetEarliestMsgStoretimeResponseHeader(WireHeader):
     """GET_EARLIEST_MSG_STORETIME response: store time (ms) of the message at the min offset,
     -1 when the queue does not exist."""
 
-    timestamp_ms: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_int(fields, "timestamp"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"timestamp": str(self.timestamp_ms)}
+    timestamp_ms: int = wire("timestamp")

@@ -20,12 +20,15 @@ from typing import Final, Self
 
 from bolide.protocol.headers.fields import (
     HeaderError,
+    WireHeader,
     format_bool,
     optional_int,
     optional_str,
     parse_bool,
     required_int,
     required_str,
+    wire,
+    wire_header,
 )
 
 __all__ = [
@@ -183,127 +186,50 @@ class PopMessageRequestHeader:
         return fields
 
 
-@dataclass(frozen=True, slots=True)
-class PopMessageResponseHeader:
+@wire_header
+class PopMessageResponseHeader(WireHeader):
     """POP_MESSAGE response: when the batch was popped, for how long it is invisible, and how
-    many messages are left (``restNum``)."""
+    many messages are left (``restNum``). The three ``…Info`` texts read as ``""`` when
+    missing."""
 
-    pop_time_ms: int
-    invisible_time_ms: int
-    revive_queue_id: int
-    rest_count: int
-    start_offset_info: str = ""
-    message_offset_info: str = ""
-    order_count_info: str = ""
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(
-            required_int(fields, "popTime"),
-            required_int(fields, "invisibleTime"),
-            required_int(fields, "reviveQid"),
-            required_int(fields, "restNum"),
-            fields.get("startOffsetInfo", ""),
-            fields.get("msgOffsetInfo", ""),
-            fields.get("orderCountInfo", ""),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "popTime": str(self.pop_time_ms),
-            "invisibleTime": str(self.invisible_time_ms),
-            "reviveQid": str(self.revive_queue_id),
-            "restNum": str(self.rest_count),
-            "startOffsetInfo": self.start_offset_info,
-            "msgOffsetInfo": self.message_offset_info,
-            "orderCountInfo": self.order_count_info,
-        }
+    pop_time_ms: int = wire("popTime")
+    invisible_time_ms: int = wire("invisibleTime")
+    revive_queue_id: int = wire("reviveQid")
+    rest_count: int = wire("restNum")
+    start_offset_info: str = wire("startOffsetInfo", default="")
+    message_offset_info: str = wire("msgOffsetInfo", default="")
+    order_count_info: str = wire("orderCountInfo", default="")
 
 
-@dataclass(frozen=True, slots=True)
-class AckMessageRequestHeader:
+@wire_header
+class AckMessageRequestHeader(WireHeader):
     """ACK_MESSAGE (200051): ``extra_info`` is the receipt handle; ``offset`` the message's
     queue offset."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    extra_info: str
-    offset: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(
-            required_str(fields, "consumerGroup"),
-            required_str(fields, "topic"),
-            required_int(fields, "queueId"),
-            required_str(fields, "extraInfo"),
-            required_int(fields, "offset"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "consumerGroup": self.consumer_group,
-            "topic": self.topic,
-            "queueId": str(self.queue_id),
-            "extraInfo": self.extra_info,
-            "offset": str(self.offset),
-        }
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    extra_info: str = wire("extraInfo")
+    offset: int = wire("offset")
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeInvisibleTimeRequestHeader:
+@wire_header
+class ChangeInvisibleTimeRequestHeader(WireHeader):
     """CHANGE_MESSAGE_INVISIBLETIME (200053): make the message invisible for
     ``invisible_time_ms`` from now."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    extra_info: str
-    offset: int
-    invisible_time_ms: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(
-            required_str(fields, "consumerGroup"),
-            required_str(fields, "topic"),
-            required_int(fields, "queueId"),
-            required_str(fields, "extraInfo"),
-            required_int(fields, "offset"),
-            required_int(fields, "invisibleTime"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "consumerGroup": self.consumer_group,
-            "topic": self.topic,
-            "queueId": str(self.queue_id),
-            "extraInfo": self.extra_info,
-            "offset": str(self.offset),
-            "invisibleTime": str(self.invisible_time_ms),
-        }
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    extra_info: str = wire("extraInfo")
+    offset: int = wire("offset")
+    invisible_time_ms: int = wire("invisibleTime")
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeInvisibleTimeResponseHeader:
+@wire_header
+class ChangeInvisibleTimeResponseHeader(WireHeader):
     """The new pop time and invisible time; the client builds the new handle from them."""
 
-    pop_time_ms: int
-    invisible_time_ms: int
-    revive_queue_id: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(
-            required_int(fields, "popTime"),
-            required_int(fields, "invisibleTime"),
-            required_int(fields, "reviveQid"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "popTime": str(self.pop_time_ms),
-            "invisibleTime": str(self.invisible_time_ms),
-            "reviveQid": str(self.revive_queue_id),
-        }
+    pop_time_ms: int = wire("popTime")
+    invisible_time_ms: int = wire("invisibleTime")
+    revive_queue_id: int = wire("reviveQid")

@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self
 
-from bolide.protocol.headers.fields import parse_bool, required_int, required_str
+from bolide.protocol.headers.fields import (
+    WireHeader,
+    parse_bool,
+    required_int,
+    required_str,
+    wire,
+    wire_header,
+)
 
 __all__ = [
     "UNIQUE_KEY_QUERY_KEY",
@@ -19,20 +26,12 @@ UNIQUE_KEY_QUERY_KEY = "_UNIQUE_KEY_QUERY"
 """Extra extFields key of QUERY_MESSAGE: ``"true"`` when ``key`` is a UNIQ_KEY."""
 
 
-@dataclass(frozen=True, slots=True)
-class ViewMessageRequestHeader:
+@wire_header
+class ViewMessageRequestHeader(WireHeader):
     """VIEW_MESSAGE_BY_ID (33): ``commit_log_offset`` is wire ``offset``, taken from the offset
     message id."""
 
-    commit_log_offset: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_int(fields, "offset"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"offset": str(self.commit_log_offset)}
+    commit_log_offset: int = wire("offset")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,23 +71,9 @@ class QueryMessageRequestHeader:
         return fields
 
 
-@dataclass(frozen=True, slots=True)
-class QueryMessageResponseHeader:
+@wire_header
+class QueryMessageResponseHeader(WireHeader):
     """QUERY_MESSAGE response: how far the index had been built."""
 
-    index_last_update_timestamp_ms: int
-    index_last_update_phy_offset: int
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_int(fields, "indexLastUpdateTimestamp"),
-            required_int(fields, "indexLastUpdatePhyoffset"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {
-            "indexLastUpdateTimestamp": str(self.index_last_update_timestamp_ms),
-            "indexLastUpdatePhyoffset": str(self.index_last_update_phy_offset),
-        }
+    index_last_update_timestamp_ms: int = wire("indexLastUpdateTimestamp")
+    index_last_update_phy_offset: int = wire("indexLastUpdatePhyoffset")

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self
 
-from bolide.protocol.headers.fields import HeaderError, optional_str, required_str
+from bolide.protocol.headers.fields import HeaderError, WireHeader, wire, wire_header
 
 __all__ = ["RecallHandle", "RecallMessageRequestHeader", "RecallMessageResponseHeader"]
 
@@ -42,34 +41,17 @@ class RecallHandle:
         return cls(parts[1], parts[2], int(parts[3]), parts[4])
 
 
-@dataclass(frozen=True, slots=True)
-class RecallMessageRequestHeader:
-    topic: str
-    recall_handle: str
-    producer_group: str | None = None
+@wire_header
+class RecallMessageRequestHeader(WireHeader):
+    """RECALL_MESSAGE (370) request: the topic and the recall handle of the message."""
 
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(
-            required_str(fields, "topic"),
-            required_str(fields, "recallHandle"),
-            optional_str(fields, "producerGroup"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {"topic": self.topic, "recallHandle": self.recall_handle}
-        if self.producer_group is not None:
-            fields["producerGroup"] = self.producer_group
-        return fields
+    topic: str = wire("topic")
+    recall_handle: str = wire("recallHandle")
+    producer_group: str | None = wire("producerGroup", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class RecallMessageResponseHeader:
-    msg_id: str
+@wire_header
+class RecallMessageResponseHeader(WireHeader):
+    """RECALL_MESSAGE answer: the recalled message's id."""
 
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls(required_str(fields, "msgId"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"msgId": self.msg_id}
+    msg_id: str = wire("msgId")

@@ -20,6 +20,7 @@ from typing import NamedTuple, Self, final
 
 from bolide.protocol.headers.fields import (
     TRUE_TEXTS,
+    WireHeader,
     format_bool,
     frozen_constructor,
     optional_int,
@@ -28,6 +29,8 @@ from bolide.protocol.headers.fields import (
     put_optional,
     required_int,
     required_str,
+    wire,
+    wire_header,
 )
 
 __all__ = [
@@ -262,111 +265,40 @@ class SendMessageResponseHeader:
         return fields
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerSendMsgBackRequestHeader:
+@wire_header
+class ConsumerSendMsgBackRequestHeader(WireHeader):
     """CONSUMER_SEND_MSG_BACK (36). ``commit_log_offset`` is wire ``offset``; ``delay_level``
     0 lets the broker choose (3 + reconsume times), < 0 sends straight to the DLQ."""
 
-    commit_log_offset: int
-    group: str
-    delay_level: int
-    origin_msg_id: str | None = None
-    origin_topic: str | None = None
-    unit_mode: bool = False
-    max_reconsume_times: int | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_int(fields, "offset"),
-            required_str(fields, "group"),
-            required_int(fields, "delayLevel"),
-            optional_str(fields, "originMsgId"),
-            optional_str(fields, "originTopic"),
-            parse_bool(fields, "unitMode"),
-            optional_int(fields, "maxReconsumeTimes"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {
-            "offset": str(self.commit_log_offset),
-            "group": self.group,
-            "delayLevel": str(self.delay_level),
-            "unitMode": format_bool(self.unit_mode),
-        }
-        put_optional(fields, "originMsgId", self.origin_msg_id)
-        put_optional(fields, "originTopic", self.origin_topic)
-        put_optional(fields, "maxReconsumeTimes", self.max_reconsume_times)
-        return fields
+    commit_log_offset: int = wire("offset")
+    group: str = wire("group")
+    delay_level: int = wire("delayLevel")
+    origin_msg_id: str | None = wire("originMsgId", default=None)
+    origin_topic: str | None = wire("originTopic", default=None)
+    unit_mode: bool = wire("unitMode", default=False)
+    max_reconsume_times: int | None = wire("maxReconsumeTimes", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class EndTransactionRequestHeader:
+@wire_header
+class EndTransactionRequestHeader(WireHeader):
     """END_TRANSACTION (37). ``commit_or_rollback``: 0 unknown, 8 commit, 12 rollback (the
     message sysFlag transaction values); ``msg_id`` is the UNIQ_KEY."""
 
-    producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
-    commit_or_rollback: int
-    msg_id: str
-    from_transaction_check: bool = False
-    transaction_id: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "producerGroup"),
-            required_int(fields, "tranStateTableOffset"),
-            required_int(fields, "commitLogOffset"),
-            required_int(fields, "commitOrRollback"),
-            required_str(fields, "msgId"),
-            parse_bool(fields, "fromTransactionCheck"),
-            optional_str(fields, "transactionId"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {
-            "producerGroup": self.producer_group,
-            "tranStateTableOffset": str(self.tran_state_table_offset),
-            "commitLogOffset": str(self.commit_log_offset),
-            "commitOrRollback": str(self.commit_or_rollback),
-            "msgId": self.msg_id,
-            "fromTransactionCheck": format_bool(self.from_transaction_check),
-        }
-        put_optional(fields, "transactionId", self.transaction_id)
-        return fields
+    producer_group: str = wire("producerGroup")
+    tran_state_table_offset: int = wire("tranStateTableOffset")
+    commit_log_offset: int = wire("commitLogOffset")
+    commit_or_rollback: int = wire("commitOrRollback")
+    msg_id: str = wire("msgId")
+    from_transaction_check: bool = wire("fromTransactionCheck", default=False)
+    transaction_id: str | None = wire("transactionId", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class CheckTransactionStateRequestHeader:
+@wire_header
+class CheckTransactionStateRequestHeader(WireHeader):
     """CHECK_TRANSACTION_STATE (39), broker to producer; ``msg_id`` is the UNIQ_KEY."""
 
-    tran_state_table_offset: int
-    commit_log_offset: int
-    msg_id: str | None = None
-    transaction_id: str | None = None
-    offset_msg_id: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_int(fields, "tranStateTableOffset"),
-            required_int(fields, "commitLogOffset"),
-            optional_str(fields, "msgId"),
-            optional_str(fields, "transactionId"),
-            optional_str(fields, "offsetMsgId"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {
-            "tranStateTableOffset": str(self.tran_state_table_offset),
-            "commitLogOffset": str(self.commit_log_offset),
-        }
-        put_optional(fields, "msgId", self.msg_id)
-        put_optional(fields, "transactionId", self.transaction_id)
-        put_optional(fields, "offsetMsgId", self.offset_msg_id)
-        return fields
+    tran_state_table_offset: int = wire("tranStateTableOffset")
+    commit_log_offset: int = wire("commitLogOffset")
+    msg_id: str | None = wire("msgId", default=None)
+    transaction_id: str | None = wire("transactionId", default=None)
+    offset_msg_id: str | None = wire("offsetMsgId", default=None)

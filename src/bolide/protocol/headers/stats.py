@@ -4,16 +4,7 @@ answers ``version`` (the config's DataVersion as JSON text)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Self
-
-from bolide.protocol.headers.fields import (
-    optional_str,
-    put_optional,
-    required_int,
-    required_str,
-)
+from bolide.protocol.headers.fields import WireHeader, wire, wire_header
 
 __all__ = [
     "QueryConsumeQueueRequestHeader",
@@ -22,68 +13,31 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ViewBrokerStatsDataRequestHeader:
+@wire_header
+class ViewBrokerStatsDataRequestHeader(WireHeader):
     """VIEW_BROKER_STATS_DATA (315): a stats name (TOPIC_PUT_NUMS, GROUP_GET_NUMS, ...) and
     its key (a topic, ``topic@group``, the cluster name)."""
 
-    stats_name: str
-    stats_key: str
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "statsName"), required_str(fields, "statsKey"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"statsName": self.stats_name, "statsKey": self.stats_key}
+    stats_name: str = wire("statsName")
+    stats_key: str = wire("statsKey")
 
 
-@dataclass(frozen=True, slots=True)
-class QueryConsumeTimeSpanRequestHeader:
+@wire_header
+class QueryConsumeTimeSpanRequestHeader(WireHeader):
     """QUERY_CONSUME_TIME_SPAN (303): per queue of ``topic``, the store times of its oldest
     and newest message and of the group's next message."""
 
-    topic: str
-    group: str
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(required_str(fields, "topic"), required_str(fields, "group"))
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {"topic": self.topic, "group": self.group}
+    topic: str = wire("topic")
+    group: str = wire("group")
 
 
-@dataclass(frozen=True, slots=True)
-class QueryConsumeQueueRequestHeader:
+@wire_header
+class QueryConsumeQueueRequestHeader(WireHeader):
     """QUERY_CONSUME_QUEUE (321): ``count`` consume-queue entries of one queue from ``index``;
     with ``consumerGroup``, its subscription of the topic too."""
 
-    topic: str
-    queue_id: int
-    index: int
-    count: int
-    consumer_group: str | None = None
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        """Decode; raises :class:`HeaderError`."""
-        return cls(
-            required_str(fields, "topic"),
-            required_int(fields, "queueId"),
-            required_int(fields, "index"),
-            required_int(fields, "count"),
-            optional_str(fields, "consumerGroup"),
-        )
-
-    def to_ext_fields(self) -> dict[str, str]:
-        fields = {
-            "topic": self.topic,
-            "queueId": str(self.queue_id),
-            "index": str(self.index),
-            "count": str(self.count),
-        }
-        put_optional(fields, "consumerGroup", self.consumer_group)
-        return fields
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    index: int = wire("index")
+    count: int = wire("count")
+    consumer_group: str | None = wire("consumerGroup", default=None)
