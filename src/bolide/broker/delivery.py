@@ -7,6 +7,9 @@
   what was delivered: after a restart, :func:`scan_delivery_markers` reads the records written
   since the last durable progress and moves the progress past every delivery it finds, so a
   message is delivered exactly once even after ``kill -9``.
+* :func:`markers_since` scans from the progress a service loaded; :func:`put_round` stores a
+  round of due deliveries and settles each; :func:`flush_store_logged` flushes the store before
+  the progress file is written at stop.
 * :class:`DurableLedger` keeps the progress that may be persisted: a delivery counts only once
   the commit log is flushed past its record. Persisting more (a delivery whose record a power
   loss could still take away) would lose that message; persisting less only means a longer
@@ -17,11 +20,12 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
 from bolide.base import limits
-from bolide.base.errors import ProtocolError
+from bolide.base.errors import ProtocolError, StoreError
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,
@@ -30,7 +34,7 @@ from bolide.protocol.record import (
     encode_properties,
     read_record_header,
 )
-from bolide.store.api import MessageStore, PutRequest
+from bolide.store.api import MessageStore, PutRequest, PutResult
 
 __all__ = [
     "DELIVERED_FROM",
@@ -38,8 +42,11 @@ __all__ = [
     "DeliveryMarker",
     "DurableLedger",
     "delivery_request",
+    "flush_store_logged",
     "level_marker",
+    "markers_since",
     "parse_marker",
+    "put_round",
     "scan_delivery_markers",
     "timer_marker",
 ]
@@ -130,6 +137,42 @@ def delivery_request(record: memoryview, *, drop: tuple[str, ...], marker: str) 
     )
 
 
+async def put_round(
+    store: MessageStore,
+    requests: list[PutRequest | None],
+    settle: Callable[[int, PutResult | None], bool],
+) -> int:
+    """Store the due ``requests`` (None: undeliverable, skipped) in one put round and settle
+    each in order with ``settle(index, result)`` (result None: skipped), which says whether
+    it is done with. Returns how many, from the first, are done with (stored, or dropped);
+    the rest are to be retried later (the store stopped appending at a refusal: nothing
+    after it stored; or ``settle`` asked for a retry)."""
+    # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
+    # passes its record, and the next due messages go in without waiting for the disk.
+    puts = [request for request in requests if request is not None]
+    results = iter(await store.put_message_list(puts, wait_flushed=False))
+    for index, request in enumerate(requests):
+        result = None if request is None else next(results)
+        if request is not None and result is None:
+            return index  # not tried: a refusal before it
+        if not settle(index, result):
+            return index
+    return len(requests)
+
+
+async def flush_store_logged(
+    flush_store: Callable[[], Awaitable[None]] | None, file_name: str
+) -> None:
+    """Flush the store (when it has a flush) before ``file_name`` is written at stop, so the
+    final progress counts every delivery; a failure is logged (the file is written anyway)."""
+    if flush_store is None:
+        return
+    try:
+        await flush_store()
+    except (OSError, StoreError) as error:
+        _log.error("store not flushed before writing %s: %s", file_name, error)
+
+
 class DurableLedger(Generic[T]):
     """Progress values in delivery order, each with the commit-log offset where the record of
     that delivery ends; :meth:`durable` answers the newest value whose record is flushed.
@@ -211,6 +254,18 @@ def scan_delivery_markers(
                 markers.append(marker)
         offset += header.total_size
     return markers
+
+
+def markers_since(
+    store: MessageStore, durable_offset: int, segment_bytes: int
+) -> list[DeliveryMarker]:
+    """The delivery markers of the records written since ``durable_offset``, the commit-log
+    offset a loaded progress file counted (negative: no file loaded, nothing to scan)."""
+    if durable_offset < 0:
+        return []
+    stats = store.stats()
+    start = max(durable_offset, stats.commit_log_min_offset)
+    return scan_delivery_markers(store, start, stats.commit_log_max_offset, segment_bytes)
 
 
 def _marker_of(properties_bytes: bytes) -> DeliveryMarker | None:

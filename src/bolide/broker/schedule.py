@@ -37,15 +37,17 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import BolideError, ConfigError, ProtocolError, StoreError
+from bolide.base.errors import BolideError, ConfigError, ProtocolError
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter, parse_delay_levels
 from bolide.broker.delivery import (
     DurableLedger,
     delivery_request,
+    flush_store_logged,
     level_marker,
-    scan_delivery_markers,
+    markers_since,
+    put_round,
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
@@ -280,11 +282,7 @@ class ScheduleMessageService:
         await self._writer.flush()
 
     async def _flush_then_persist(self) -> None:
-        if self._flush_store is not None:
-            try:
-                await self._flush_store()
-            except (OSError, StoreError) as error:
-                _log.error("store not flushed before writing delayOffset.json: %s", error)
+        await flush_store_logged(self._flush_store, "delayOffset.json")
         await self._persist_logged()
 
     async def _persist_logged(self) -> None:
@@ -314,13 +312,7 @@ class ScheduleMessageService:
         return range(1, highest + 1)
 
     def _recover_from_commit_log(self) -> None:
-        if self._loaded_durable_offset < 0:
-            return
-        stats = self._store.stats()
-        start = max(self._loaded_durable_offset, stats.commit_log_min_offset)
-        markers = scan_delivery_markers(
-            self._store, start, stats.commit_log_max_offset, self._segment_bytes
-        )
+        markers = markers_since(self._store, self._loaded_durable_offset, self._segment_bytes)
         moved = 0
         for marker in markers:
             if marker.level > 0 and marker.queue_offset >= self._offsets.get(marker.level, 0):
@@ -407,18 +399,12 @@ class ScheduleMessageService:
             self._delivery_request(level, first_offset + index, commit_log_offset, size)
             for index, (commit_log_offset, size) in enumerate(entries)
         ]
-        # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
-        # passes its record, and the next due messages go in without waiting for the disk.
-        puts = [request for request in requests if request is not None]
-        results = iter(await self._store.put_message_list(puts, wait_flushed=False))
-        for index, request in enumerate(requests):
-            queue_offset = first_offset + index
-            result = None if request is None else next(results)
-            if request is not None and result is None:
-                return False  # not tried: a refusal before it
-            if not self._settle(level, queue_offset, result):
-                return False
-        return True
+        done = await put_round(
+            self._store,
+            requests,
+            lambda index, result: self._settle(level, first_offset + index, result),
+        )
+        return done == len(requests)
 
     def _delivery_request(
         self, level: int, queue_offset: int, commit_log_offset: int, size: int

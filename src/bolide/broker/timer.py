@@ -49,7 +49,6 @@ from bolide.base.errors import (
     BolideError,
     InvalidMessageError,
     ProtocolError,
-    StoreError,
     StoreIOError,
 )
 from bolide.base.fileio import read_with_backup
@@ -59,7 +58,9 @@ from bolide.broker.delivery import (
     TIMER_OUT_MS,
     DurableLedger,
     delivery_request,
-    scan_delivery_markers,
+    flush_store_logged,
+    markers_since,
+    put_round,
     timer_marker,
 )
 from bolide.protocol.message import PropertyKey
@@ -317,11 +318,7 @@ class TimerMessageService:
         services = [service for service in (self._deliverer, self._persister) if service]
         await asyncio.gather(*(service.stop() for service in services))
         self._deliverer = self._persister = None
-        if self._flush_store is not None:
-            try:
-                await self._flush_store()
-            except (OSError, StoreError) as error:
-                _log.error("store not flushed before writing timer progress: %s", error)
+        await flush_store_logged(self._flush_store, "timerProgress.json")
         await self._persist_logged()
         self._log.close()
 
@@ -410,13 +407,7 @@ class TimerMessageService:
         return 1
 
     def _recover_from_commit_log(self) -> None:
-        if self._loaded_durable_offset < 0:
-            return
-        stats = self._store.stats()
-        start = max(self._loaded_durable_offset, stats.commit_log_min_offset)
-        markers = scan_delivery_markers(
-            self._store, start, stats.commit_log_max_offset, self._segment_bytes
-        )
+        markers = markers_since(self._store, self._loaded_durable_offset, self._segment_bytes)
         found = [(m.deliver_ms, m.queue_offset) for m in markers if m.level == 0]
         if found and max(found) > self._delivered:
             self._delivered = max(found)
@@ -508,17 +499,9 @@ class TimerMessageService:
         as undeliverable); the rest are to be retried later (the store stopped appending at a
         refusal: nothing after it was stored)."""
         requests = [self._delivery_request(item) for item in items]
-        # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
-        # passes its record, and the next due messages go in without waiting for the disk.
-        puts = [request for request in requests if request is not None]
-        results = iter(await self._store.put_message_list(puts, wait_flushed=False))
-        for index, (item, request) in enumerate(zip(items, requests, strict=True)):
-            result = None if request is None else next(results)
-            if request is not None and result is None:
-                return index  # not tried: a refusal before it
-            if not self._settle(item, result):
-                return index
-        return len(items)
+        return await put_round(
+            self._store, requests, lambda index, result: self._settle(items[index], result)
+        )
 
     async def recall(self, topic: str, unique_key: str, deliver_ms: int) -> PutResult | None:
         """Cancel the timer message ``unique_key`` of ``topic`` due at ``deliver_ms`` (RocketMQ
