@@ -26,6 +26,7 @@ from typing import Final, Generic, TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, StoreError
+from bolide.broker.copies import put_copy
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,
@@ -124,17 +125,7 @@ def delivery_request(record: memoryview, *, drop: tuple[str, ...], marker: str) 
         properties.pop(name, None)
     properties[PropertyKey.WAIT] = "false"
     properties[DELIVERED_FROM] = marker
-    return PutRequest(
-        topic=topic,
-        queue_id=int(queue_text),
-        body=message.body,
-        flag=message.flag,
-        properties=encode_properties(properties),
-        sys_flag=message.sys_flag,
-        born_timestamp_ms=message.born_timestamp_ms,
-        born_host=message.born_host,
-        reconsume_times=message.reconsume_times,
-    )
+    return put_copy(message, topic, int(queue_text), encode_properties(properties))
 
 
 async def put_round(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from bolide.base.errors import ProtocolError
+from bolide.broker.copies import put_copy
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
 from bolide.broker.schedule import DelayLevels, schedule_target
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -39,7 +40,7 @@ from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.record import decode_record, encode_properties
 from bolide.protocol.system_topics import dlq_topic, retry_topic
-from bolide.store.api import MessageStore, PutRequest, PutResult
+from bolide.store.api import MessageStore, PutResult
 
 __all__ = [
     "SEND_BACK_DELAY_LEVEL_BASE",
@@ -235,15 +236,11 @@ class SendBackService:
             level = self._levels.clamp(plan.delay_level)
             store_topic, store_queue_id = schedule_target(properties, topic, queue_id, level)
         result = await self._store.put_message(
-            PutRequest(
-                topic=store_topic,
-                queue_id=store_queue_id,
-                body=original.body,
-                flag=original.flag,
-                properties=encode_properties(properties),
-                sys_flag=original.sys_flag,
-                born_timestamp_ms=original.born_timestamp_ms,
-                born_host=original.born_host,
+            put_copy(
+                original,
+                store_topic,
+                store_queue_id,
+                encode_properties(properties),
                 reconsume_times=plan.reconsume_times,
             )
         )

@@ -33,6 +33,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import CrashHandler, Service
+from bolide.broker.copies import record_copy
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.log import PopLog
@@ -47,7 +48,7 @@ from bolide.protocol.headers.pop import (
     ReceiptHandle,
 )
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.record import decode_record, decode_records, encode_properties, encode_record
+from bolide.protocol.record import decode_record, decode_records
 from bolide.protocol.system_topics import (
     RETRY_GROUP_TOPIC_PREFIX,
     is_pop_retry_topic_v2,
@@ -370,22 +371,12 @@ class PopService:
         )
         properties = dict(message.properties)
         properties[POP_CK_PROPERTY] = handle.encode()
-        return encode_record(
-            topic=message.topic.encode(),
-            body=message.body,
-            flag=message.flag,
-            properties=encode_properties(properties).encode(),
+        return record_copy(
+            message,
+            topic=message.topic,
             queue_id=message.queue_id,
-            queue_offset=message.queue_offset,
-            commit_log_offset=message.commit_log_offset,
-            sys_flag=message.sys_flag,
-            born_timestamp_ms=message.born_timestamp_ms,
-            born_host=message.born_host,
-            store_timestamp_ms=message.store_timestamp_ms,
-            store_host=message.store_host,
+            properties=properties,
             reconsume_times=message.reconsume_times + attempts - 1,
-            prepared_transaction_offset=message.prepared_transaction_offset,
-            body_crc=message.body_crc,
         )
 
     # --- ack and change -------------------------------------------------------------------------
