@@ -77,40 +77,36 @@ def lower_enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
 
 
 def parse_credentials(key: str, text: str) -> tuple[str, str]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("accessKey"), str)
-        or not isinstance(value.get("secretKey"), str)
-    ):
-        # never echo the text: it holds a secret
-        raise ConfigError(
-            f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
-        )
-    return value["accessKey"], value["secretKey"]
+    return _secret_pair(key, text, ("accessKey", "secretKey"), non_empty=False)
 
 
 def parse_optional_user(key: str, text: str) -> tuple[str, str] | None:
     """initAuthenticationUser: JSON ``{"username": "...", "password": "..."}`` (empty: none)."""
     if not text:
         return None
+    return _secret_pair(key, text, ("username", "password"), non_empty=True)
+
+
+def _secret_pair(
+    key: str, text: str, names: tuple[str, str], *, non_empty: bool
+) -> tuple[str, str]:
+    """The two string members ``names`` of the JSON object ``text`` (with ``non_empty``,
+    neither may be empty).
+
+    Raises:
+        ConfigError: naming the expected form; never echoing ``text`` (it holds a secret).
+    """
     try:
         value = json.loads(text)
     except ValueError:
         value = None
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("username"), str)
-        or not isinstance(value.get("password"), str)
-        or not value["username"]
-        or not value["password"]
+    first, second = (value.get(name) if isinstance(value, dict) else None for name in names)
+    if not (isinstance(first, str) and isinstance(second, str)) or (
+        non_empty and not (first and second)
     ):
-        # never echo the text: it holds a password
-        raise ConfigError(f'broker config {key}: expected {{"username": "...", "password": "..."}}')
-    return value["username"], value["password"]
+        expected = ", ".join(f'"{name}": "..."' for name in names)
+        raise ConfigError(f"broker config {key}: expected {{{expected}}}")
+    return first, second
 
 
 def render_user(value: object) -> str:
