@@ -26,7 +26,7 @@ from typing import Final, Generic, TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import ProtocolError, StoreError
-from bolide.broker.copies import put_copy
+from bolide.broker.held_messages import put_copy
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,

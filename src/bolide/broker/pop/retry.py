@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bolide.broker.copies import put_copy
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
+from bolide.broker.held_messages import put_copy
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
 from bolide.broker.topics import TopicConfigManager, is_writeable

@@ -33,7 +33,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import CrashHandler, Service
-from bolide.broker.copies import record_copy
+from bolide.broker.held_messages import read_message, record_copy
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.log import PopLog
@@ -350,14 +350,7 @@ class PopService:
         return picked
 
     def _read_one(self, commit_log_offset: int) -> MessageExt | None:
-        record = self._store.read_record(commit_log_offset)
-        if record is None:
-            return None
-        try:
-            return decode_record(record, decompress=False)[0]
-        except ProtocolError as error:
-            _log.error("POP: record at %d unreadable: %s", commit_log_offset, error)
-            return None
+        return read_message(self._store, commit_log_offset, log=_log, reader="POP")
 
     def _encode(self, message: MessageExt, attempts: int, batch: ReceiptHandle) -> bytes:
         """The record handed over, with its own receipt handle (``batch`` with the message's

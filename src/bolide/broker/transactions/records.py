@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from bolide.base.errors import ProtocolError
-from bolide.broker.copies import put_copy, record_copy
+from bolide.broker.held_messages import put_copy, record_copy
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.headers import CheckTransactionStateRequestHeader
 from bolide.protocol.message import (

@@ -1,5 +1,7 @@
-"""A stored message written again: the copies the broker makes of records it holds.
+"""The messages the broker holds, read back and written again.
 
+* :func:`read_message`: a stored message read back by its commit-log offset (a send-back's
+  original, a POP delivery, a transaction's half).
 * :func:`put_copy`: the put storing a message again elsewhere — a retry or dead-letter copy
   (retry.py, pop/retry.py), a delayed or timer message's delivery (delivery.py), a
   transaction's commit, renewal, discard or resume (transactions/records.py).
@@ -9,13 +11,37 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
+from bolide.base.errors import ProtocolError
 from bolide.protocol.message import MessageExt
-from bolide.protocol.record import encode_properties, encode_record
-from bolide.store.api import PutRequest
+from bolide.protocol.record import decode_record, encode_properties, encode_record
+from bolide.store.api import MessageStore, PutRequest
 
-__all__ = ["put_copy", "record_copy"]
+__all__ = ["put_copy", "read_message", "record_copy"]
+
+
+def read_message(
+    store: MessageStore,
+    commit_log_offset: int,
+    *,
+    log: logging.Logger | None = None,
+    reader: str = "",
+) -> MessageExt | None:
+    """The message stored at ``commit_log_offset``, its body as stored (not decompressed);
+    None when the store no longer holds it or it cannot be decoded (then logged as an error
+    on ``log``, naming the ``reader``, when a log is given)."""
+    record = store.read_record(commit_log_offset)
+    if record is None:
+        return None
+    try:
+        message, _ = decode_record(record, decompress=False)
+    except ProtocolError as error:
+        if log is not None:
+            log.error("%s: record at %d unreadable: %s", reader, commit_log_offset, error)
+        return None
+    return message
 
 
 def put_copy(
