@@ -402,17 +402,7 @@ class PopService:
             return None
         self.log.append(record)
         await self.log.sync()
-        return ReceiptHandle(
-            handle.start_offset,
-            now_ms,
-            invisible_time_ms,
-            handle.revive_queue_id,
-            handle.topic_type,
-            handle.broker_name,
-            handle.queue_id,
-            handle.queue_offset,
-            handle.commit_log_offset,
-        )
+        return dataclasses.replace(handle, pop_time_ms=now_ms, invisible_time_ms=invisible_time_ms)
 
     def reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Admin offset reset: the group pops ``topic`` queue by queue from ``offsets``."""
