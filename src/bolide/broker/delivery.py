@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,20 +36,23 @@ from bolide.protocol.record import (
     encode_properties,
     read_record_header,
 )
-from bolide.store.api import MessageStore, PutRequest, PutResult
+from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 
 __all__ = [
     "DELIVERED_FROM",
     "TIMER_OUT_MS",
     "DeliveryMarker",
     "DurableLedger",
+    "Settlement",
     "delivery_request",
     "flush_store_logged",
     "level_marker",
     "markers_since",
     "parse_marker",
     "put_round",
+    "read_delivery",
     "scan_delivery_markers",
+    "settle",
     "timer_marker",
 ]
 
@@ -64,6 +68,10 @@ _LEVEL_PREFIX = "L"
 _TIMER_PREFIX = "T"
 
 T = TypeVar("T")
+
+# A put that can never succeed (the record grew past a limit): retrying would block delivery.
+_PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
+_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 
 
 def level_marker(level: int, queue_offset: int) -> str:
@@ -126,6 +134,67 @@ def delivery_request(record: memoryview, *, drop: tuple[str, ...], marker: str) 
     properties[PropertyKey.WAIT] = "false"
     properties[DELIVERED_FROM] = marker
     return put_copy(message, topic, int(queue_text), encode_properties(properties))
+
+
+def read_delivery(
+    store: MessageStore,
+    commit_log_offset: int,
+    size: int,
+    *,
+    drop: tuple[str, ...],
+    marker: str,
+    log: logging.Logger,
+    entry: str,
+) -> PutRequest | None:
+    """The :func:`delivery_request` of the waiting record of ``size`` bytes at
+    ``commit_log_offset``; None, logged on ``log`` naming the ``entry``, when the store no
+    longer holds it (retention) or it cannot be delivered."""
+    record = store.read_record(commit_log_offset)
+    if record is None or len(record) != size:
+        log.error("%s: record at %d is gone (retention?); skipped", entry, commit_log_offset)
+        return None
+    try:
+        return delivery_request(record, drop=drop, marker=marker)
+    except ProtocolError as error:
+        log.error("%s: dropped: %s", entry, error)
+        return None
+
+
+class Settlement(enum.Enum):
+    """What a due entry's put came to (:func:`settle`)."""
+
+    STORED = "STORED"
+    """Delivered: the ledger counts it once the commit log is flushed past its record."""
+    PASSED = "PASSED"
+    """Done with, nothing written: undeliverable, or a put that can never succeed (dropped)."""
+    RETRY = "RETRY"
+    """The put failed for now: the entry is to be retried later; the ledger did not move."""
+
+
+def settle(
+    ledger: DurableLedger[T],
+    progress: T,
+    result: PutResult | None,
+    *,
+    log: logging.Logger,
+    entry: str,
+) -> Settlement:
+    """Move ``ledger`` to ``progress`` by the put ``result`` of a due ``entry`` (None: it was
+    undeliverable, skipped), unless the put is to be retried; a drop or a retry is logged on
+    ``log`` naming the ``entry``."""
+    if result is None:
+        ledger.advanced(progress)
+        return Settlement.PASSED
+    if result.status in _STORED:
+        ledger.delivered(progress, result.commit_log_offset + result.wrote_bytes)
+        return Settlement.STORED
+    if result.status in _PERMANENT_FAILURES:
+        log.error("%s: %s (%s); message dropped", entry, result.status.name, result.remark)
+        ledger.advanced(progress)
+        return Settlement.PASSED
+    log.warning("%s: put failed (%s %s); retrying later", entry, result.status.name,
+                result.remark)  # fmt: skip
+    return Settlement.RETRY
 
 
 async def put_round(

@@ -37,21 +37,23 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import BolideError, ConfigError, ProtocolError
+from bolide.base.errors import BolideError, ConfigError
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter, parse_delay_levels
 from bolide.broker.delivery import (
     DurableLedger,
-    delivery_request,
+    Settlement,
     flush_store_logged,
     level_marker,
     markers_since,
     put_round,
+    read_delivery,
+    settle,
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
+from bolide.store.api import MessageStore, PutRequest, PutResult
 from bolide.store.config_files import parse_fastjson
 
 __all__ = [
@@ -65,9 +67,6 @@ __all__ = [
 _log = logging.getLogger("bolide.broker.schedule")
 
 _DROPPED_ON_DELIVERY = (PropertyKey.DELAY,)
-# A put that can never succeed (the record grew past a limit): retrying would block the level.
-_PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
-_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,44 +409,29 @@ class ScheduleMessageService:
         self, level: int, queue_offset: int, commit_log_offset: int, size: int
     ) -> PutRequest | None:
         """The put of the entry's record on its real topic; None when it cannot be delivered."""
-        record = self._store.read_record(commit_log_offset)
-        if record is None or len(record) != size:
-            _log.error(
-                "schedule level %d offset %d: record at %d is gone (retention?); skipped",
-                level, queue_offset, commit_log_offset,
-            )  # fmt: skip
-            return None
-        try:
-            return delivery_request(
-                record, drop=_DROPPED_ON_DELIVERY, marker=level_marker(level, queue_offset)
-            )
-        except ProtocolError as error:
-            _log.error("schedule level %d offset %d: dropped: %s", level, queue_offset, error)
-            return None
+        return read_delivery(
+            self._store,
+            commit_log_offset,
+            size,
+            drop=_DROPPED_ON_DELIVERY,
+            marker=level_marker(level, queue_offset),
+            log=_log,
+            entry=f"schedule level {level} offset {queue_offset}",
+        )
 
     def _settle(self, level: int, queue_offset: int, result: PutResult | None) -> bool:
         """Move ``level`` past the entry at ``queue_offset`` given its put's ``result`` (None:
         undeliverable, skipped). False when the put should be retried later."""
-        ledger = self._ledgers[level]
-        if result is None:
-            self._offsets[level] = queue_offset + 1
-            ledger.advanced(queue_offset + 1)
-            return True
-        if result.status in _STORED:
-            self._offsets[level] = queue_offset + 1
-            ledger.delivered(queue_offset + 1, result.commit_log_offset + result.wrote_bytes)
+        settlement = settle(
+            self._ledgers[level],
+            queue_offset + 1,
+            result,
+            log=_log,
+            entry=f"schedule level {level} offset {queue_offset}",
+        )
+        if settlement is Settlement.RETRY:
+            return False
+        self._offsets[level] = queue_offset + 1
+        if settlement is Settlement.STORED:
             self.delivered_count += 1
-            return True
-        if result.status in _PERMANENT_FAILURES:
-            _log.error(
-                "schedule level %d offset %d: %s (%s); message dropped",
-                level, queue_offset, result.status.name, result.remark,
-            )  # fmt: skip
-            self._offsets[level] = queue_offset + 1
-            ledger.advanced(queue_offset + 1)
-            return True
-        _log.warning(
-            "schedule level %d offset %d: put failed (%s %s); retrying later",
-            level, queue_offset, result.status.name, result.remark,
-        )  # fmt: skip
-        return False
+        return True

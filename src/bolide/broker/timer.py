@@ -57,16 +57,18 @@ from bolide.broker.config import ConfigFileWriter
 from bolide.broker.delivery import (
     TIMER_OUT_MS,
     DurableLedger,
-    delivery_request,
+    Settlement,
     flush_store_logged,
     markers_since,
     put_round,
+    read_delivery,
+    settle,
     timer_marker,
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import decode_properties, read_record_header
 from bolide.protocol.system_topics import TIMER_TOPIC
-from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
+from bolide.store.api import MessageStore, PutRequest, PutResult
 from bolide.store.config_files import parse_fastjson
 from bolide.store.timer_log import TimerEntry, TimerLog
 
@@ -94,8 +96,6 @@ _REINDEX_BATCH_ENTRIES = 4_096
 TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 """Property of a recall marker: the UNIQ_KEY of the timer message it cancels (RocketMQ 5)."""
 
-_PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
-_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 _NOTHING_DELIVERED: tuple[int, int] = (0, -1)
 
 _HeapItem = tuple[int, int, int, int]
@@ -551,42 +551,30 @@ class TimerMessageService:
 
     def _delivery_request_of(self, item: _HeapItem) -> PutRequest | None:
         _, queue_offset, commit_log_offset, size = item
-        record = self._store.read_record(commit_log_offset)
-        if record is None or len(record) != size:
-            _log.error("timer message %d: record at %d is gone (retention?); skipped",
-                       queue_offset, commit_log_offset)  # fmt: skip
-            return None
-        try:
-            return delivery_request(
-                record, drop=TIMER_TRIGGER_PROPERTIES, marker=timer_marker(queue_offset)
-            )
-        except ProtocolError as error:
-            _log.error("timer message %d dropped: %s", queue_offset, error)
-            return None
+        return read_delivery(
+            self._store,
+            commit_log_offset,
+            size,
+            drop=TIMER_TRIGGER_PROPERTIES,
+            marker=timer_marker(queue_offset),
+            log=_log,
+            entry=f"timer message {queue_offset}",
+        )
 
     def _settle(self, item: _HeapItem, result: PutResult | None) -> bool:
         """Move past ``item`` given its put's ``result`` (None: undeliverable, skipped). False
         when the put should be retried later."""
         deliver_ms, queue_offset, _, _ = item
-        key = (deliver_ms, queue_offset)
-        if result is None:
-            self._delivered = max(self._delivered, key)
-            self._ledger.advanced(self._delivered)
-            return True
-        if result.status in _STORED:
-            self._delivered = max(self._delivered, key)
-            self._ledger.delivered(self._delivered, result.commit_log_offset + result.wrote_bytes)
+        progress = max(self._delivered, (deliver_ms, queue_offset))
+        settlement = settle(
+            self._ledger, progress, result, log=_log, entry=f"timer message {queue_offset}"
+        )
+        if settlement is Settlement.RETRY:
+            return False
+        self._delivered = progress
+        if settlement is Settlement.STORED:
             self.delivered_count += 1
-            return True
-        if result.status in _PERMANENT_FAILURES:
-            _log.error("timer message %d: %s (%s); dropped",
-                       queue_offset, result.status.name, result.remark)  # fmt: skip
-            self._delivered = max(self._delivered, key)
-            self._ledger.advanced(self._delivered)
-            return True
-        _log.warning("timer message %d: put failed (%s %s); retrying later",
-                     queue_offset, result.status.name, result.remark)  # fmt: skip
-        return False
+        return True
 
 
 def _scan_log(
