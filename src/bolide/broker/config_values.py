@@ -110,9 +110,7 @@ def _secret_pair(
 
 
 def render_user(value: object) -> str:
-    if not isinstance(value, tuple):
-        return ""
-    return json.dumps({"username": value[0], "password": "******"})
+    return _masked_pair(value, ("username", "password"))
 
 
 def parse_optional_secret(key: str, text: str) -> str | None:
@@ -125,10 +123,15 @@ def render_secret(value: object) -> str:
 
 
 def render_credentials(value: object) -> str:
+    return _masked_pair(value, ("accessKey", "secretKey"))
+
+
+def _masked_pair(value: object, names: tuple[str, str]) -> str:
+    """The pair ``value`` as the JSON object of ``names``, its second (secret) member masked:
+    GET_BROKER_CONFIG shows the settings to any signed account. Empty for no pair."""
     if not isinstance(value, tuple):
         return ""
-    # GET_BROKER_CONFIG shows the settings to any signed account: never the secret.
-    return json.dumps({"accessKey": value[0], "secretKey": "******"})
+    return json.dumps({names[0]: value[0], names[1]: "******"})
 
 
 def parse_optional_path(key: str, text: str) -> Path | None:
