@@ -487,6 +487,17 @@ class Broker:
         context.pop = service
         return service
 
+    def _periodic(
+        self, name: str, step: Callable[[], Awaitable[int | None]], interval_ms: int
+    ) -> Service:
+        """A started service running ``step`` every ``interval_ms`` on the broker's clock (a
+        crash of it stops the broker)."""
+        service = Service(
+            name, step, interval_ms=interval_ms, clock=self._clock, on_crash=self._service_crashed
+        )
+        service.start()
+        return service
+
     def _start_services(self, context: BrokerContext) -> None:
         config = self.config
         context.long_polling.start()
@@ -501,31 +512,16 @@ class Broker:
             on_crash=self._service_crashed,
         )
         self._offset_flush.start()
-        self._client_scan = Service(
-            "broker-client-expiry",
-            self._expire_clients,
-            interval_ms=limits.CLIENT_HOUSEKEEPING_INTERVAL_MS,
-            clock=self._clock,
-            on_crash=self._service_crashed,
+        self._client_scan = self._periodic(
+            "broker-client-expiry", self._expire_clients, limits.CLIENT_HOUSEKEEPING_INTERVAL_MS
         )
-        self._client_scan.start()
-        self._stats_sampler = Service(
-            "broker-stats-sampler",
-            _sample(context),
-            interval_ms=limits.STATS_MINUTE_SAMPLE_INTERVAL_MS,
-            clock=self._clock,
-            on_crash=self._service_crashed,
+        self._stats_sampler = self._periodic(
+            "broker-stats-sampler", _sample(context), limits.STATS_MINUTE_SAMPLE_INTERVAL_MS
         )
-        self._stats_sampler.start()
         restore_history(context)
-        self._stats_history = Service(
-            "broker-stats-history",
-            _sample_history(context),
-            interval_ms=limits.STATS_HISTORY_INTERVAL_MS,
-            clock=self._clock,
-            on_crash=self._service_crashed,
+        self._stats_history = self._periodic(
+            "broker-stats-history", _sample_history(context), limits.STATS_HISTORY_INTERVAL_MS
         )
-        self._stats_history.start()
         self._registration = NameServerRegistration(
             BrokerIdentity(
                 cluster_name=config.broker_cluster_name,
@@ -589,15 +585,11 @@ class Broker:
             await _logged("stopping replication", replication.stop())
         await self._pool.close(timeout_ms)
         await self._security.stop(timeout_ms)
-        client_scan, self._client_scan = self._client_scan, None
-        if client_scan is not None:
-            await client_scan.stop(timeout_ms)
-        sampler, self._stats_sampler = self._stats_sampler, None
-        if sampler is not None:
-            await sampler.stop(timeout_ms)
-        history, self._stats_history = self._stats_history, None
-        if history is not None:
-            await history.stop(timeout_ms)
+        periodic = (self._client_scan, self._stats_sampler, self._stats_history)
+        self._client_scan = self._stats_sampler = self._stats_history = None
+        for service in periodic:
+            if service is not None:
+                await service.stop(timeout_ms)
         if self.metrics is not None:
             await self.metrics.stop()
         await self.server.stop(timeout_ms)

@@ -77,46 +77,40 @@ def lower_enum_parser(kind: type[enum.Enum]) -> Callable[[str, str], Any]:
 
 
 def parse_credentials(key: str, text: str) -> tuple[str, str]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("accessKey"), str)
-        or not isinstance(value.get("secretKey"), str)
-    ):
-        # never echo the text: it holds a secret
-        raise ConfigError(
-            f'broker config {key}: expected {{"accessKey": "...", "secretKey": "..."}}'
-        )
-    return value["accessKey"], value["secretKey"]
+    return _secret_pair(key, text, ("accessKey", "secretKey"), non_empty=False)
 
 
 def parse_optional_user(key: str, text: str) -> tuple[str, str] | None:
     """initAuthenticationUser: JSON ``{"username": "...", "password": "..."}`` (empty: none)."""
     if not text:
         return None
+    return _secret_pair(key, text, ("username", "password"), non_empty=True)
+
+
+def _secret_pair(
+    key: str, text: str, names: tuple[str, str], *, non_empty: bool
+) -> tuple[str, str]:
+    """The two string members ``names`` of the JSON object ``text`` (with ``non_empty``,
+    neither may be empty).
+
+    Raises:
+        ConfigError: naming the expected form; never echoing ``text`` (it holds a secret).
+    """
     try:
         value = json.loads(text)
     except ValueError:
         value = None
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("username"), str)
-        or not isinstance(value.get("password"), str)
-        or not value["username"]
-        or not value["password"]
+    first, second = (value.get(name) if isinstance(value, dict) else None for name in names)
+    if not (isinstance(first, str) and isinstance(second, str)) or (
+        non_empty and not (first and second)
     ):
-        # never echo the text: it holds a password
-        raise ConfigError(f'broker config {key}: expected {{"username": "...", "password": "..."}}')
-    return value["username"], value["password"]
+        expected = ", ".join(f'"{name}": "..."' for name in names)
+        raise ConfigError(f"broker config {key}: expected {{{expected}}}")
+    return first, second
 
 
 def render_user(value: object) -> str:
-    if not isinstance(value, tuple):
-        return ""
-    return json.dumps({"username": value[0], "password": "******"})
+    return _masked_pair(value, ("username", "password"))
 
 
 def parse_optional_secret(key: str, text: str) -> str | None:
@@ -129,10 +123,15 @@ def render_secret(value: object) -> str:
 
 
 def render_credentials(value: object) -> str:
+    return _masked_pair(value, ("accessKey", "secretKey"))
+
+
+def _masked_pair(value: object, names: tuple[str, str]) -> str:
+    """The pair ``value`` as the JSON object of ``names``, its second (secret) member masked:
+    GET_BROKER_CONFIG shows the settings to any signed account. Empty for no pair."""
     if not isinstance(value, tuple):
         return ""
-    # GET_BROKER_CONFIG shows the settings to any signed account: never the secret.
-    return json.dumps({"accessKey": value[0], "secretKey": "******"})
+    return json.dumps({names[0]: value[0], names[1]: "******"})
 
 
 def parse_optional_path(key: str, text: str) -> Path | None:

@@ -7,6 +7,9 @@
   what was delivered: after a restart, :func:`scan_delivery_markers` reads the records written
   since the last durable progress and moves the progress past every delivery it finds, so a
   message is delivered exactly once even after ``kill -9``.
+* :func:`markers_since` scans from the progress a service loaded; :func:`put_round` stores a
+  round of due deliveries and settles each; :func:`flush_store_logged` flushes the store before
+  the progress file is written at stop.
 * :class:`DurableLedger` keeps the progress that may be persisted: a delivery counts only once
   the commit log is flushed past its record. Persisting more (a delivery whose record a power
   loss could still take away) would lose that message; persisting less only means a longer
@@ -16,12 +19,15 @@
 from __future__ import annotations
 
 import collections
+import enum
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
 from bolide.base import limits
-from bolide.base.errors import ProtocolError
+from bolide.base.errors import ProtocolError, StoreError
+from bolide.broker.held_messages import put_copy
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import (
     NAME_VALUE_SEPARATOR,
@@ -30,17 +36,23 @@ from bolide.protocol.record import (
     encode_properties,
     read_record_header,
 )
-from bolide.store.api import MessageStore, PutRequest
+from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 
 __all__ = [
     "DELIVERED_FROM",
     "TIMER_OUT_MS",
     "DeliveryMarker",
     "DurableLedger",
+    "Settlement",
     "delivery_request",
+    "flush_store_logged",
     "level_marker",
+    "markers_since",
     "parse_marker",
+    "put_round",
+    "read_delivery",
     "scan_delivery_markers",
+    "settle",
     "timer_marker",
 ]
 
@@ -56,6 +68,10 @@ _LEVEL_PREFIX = "L"
 _TIMER_PREFIX = "T"
 
 T = TypeVar("T")
+
+# A put that can never succeed (the record grew past a limit): retrying would block delivery.
+_PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
+_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 
 
 def level_marker(level: int, queue_offset: int) -> str:
@@ -117,17 +133,104 @@ def delivery_request(record: memoryview, *, drop: tuple[str, ...], marker: str) 
         properties.pop(name, None)
     properties[PropertyKey.WAIT] = "false"
     properties[DELIVERED_FROM] = marker
-    return PutRequest(
-        topic=topic,
-        queue_id=int(queue_text),
-        body=message.body,
-        flag=message.flag,
-        properties=encode_properties(properties),
-        sys_flag=message.sys_flag,
-        born_timestamp_ms=message.born_timestamp_ms,
-        born_host=message.born_host,
-        reconsume_times=message.reconsume_times,
-    )
+    return put_copy(message, topic, int(queue_text), encode_properties(properties))
+
+
+def read_delivery(
+    store: MessageStore,
+    commit_log_offset: int,
+    size: int,
+    *,
+    drop: tuple[str, ...],
+    marker: str,
+    log: logging.Logger,
+    entry: str,
+) -> PutRequest | None:
+    """The :func:`delivery_request` of the waiting record of ``size`` bytes at
+    ``commit_log_offset``; None, logged on ``log`` naming the ``entry``, when the store no
+    longer holds it (retention) or it cannot be delivered."""
+    record = store.read_record(commit_log_offset)
+    if record is None or len(record) != size:
+        log.error("%s: record at %d is gone (retention?); skipped", entry, commit_log_offset)
+        return None
+    try:
+        return delivery_request(record, drop=drop, marker=marker)
+    except ProtocolError as error:
+        log.error("%s: dropped: %s", entry, error)
+        return None
+
+
+class Settlement(enum.Enum):
+    """What a due entry's put came to (:func:`settle`)."""
+
+    STORED = "STORED"
+    """Delivered: the ledger counts it once the commit log is flushed past its record."""
+    PASSED = "PASSED"
+    """Done with, nothing written: undeliverable, or a put that can never succeed (dropped)."""
+    RETRY = "RETRY"
+    """The put failed for now: the entry is to be retried later; the ledger did not move."""
+
+
+def settle(
+    ledger: DurableLedger[T],
+    progress: T,
+    result: PutResult | None,
+    *,
+    log: logging.Logger,
+    entry: str,
+) -> Settlement:
+    """Move ``ledger`` to ``progress`` by the put ``result`` of a due ``entry`` (None: it was
+    undeliverable, skipped), unless the put is to be retried; a drop or a retry is logged on
+    ``log`` naming the ``entry``."""
+    if result is None:
+        ledger.advanced(progress)
+        return Settlement.PASSED
+    if result.status in _STORED:
+        ledger.delivered(progress, result.commit_log_offset + result.wrote_bytes)
+        return Settlement.STORED
+    if result.status in _PERMANENT_FAILURES:
+        log.error("%s: %s (%s); message dropped", entry, result.status.name, result.remark)
+        ledger.advanced(progress)
+        return Settlement.PASSED
+    log.warning("%s: put failed (%s %s); retrying later", entry, result.status.name,
+                result.remark)  # fmt: skip
+    return Settlement.RETRY
+
+
+async def put_round(
+    store: MessageStore,
+    requests: list[PutRequest | None],
+    settle: Callable[[int, PutResult | None], bool],
+) -> int:
+    """Store the due ``requests`` (None: undeliverable, skipped) in one put round and settle
+    each in order with ``settle(index, result)`` (result None: skipped), which says whether
+    it is done with. Returns how many, from the first, are done with (stored, or dropped);
+    the rest are to be retried later (the store stopped appending at a refusal: nothing
+    after it stored; or ``settle`` asked for a retry)."""
+    # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
+    # passes its record, and the next due messages go in without waiting for the disk.
+    puts = [request for request in requests if request is not None]
+    results = iter(await store.put_message_list(puts, wait_flushed=False))
+    for index, request in enumerate(requests):
+        result = None if request is None else next(results)
+        if request is not None and result is None:
+            return index  # not tried: a refusal before it
+        if not settle(index, result):
+            return index
+    return len(requests)
+
+
+async def flush_store_logged(
+    flush_store: Callable[[], Awaitable[None]] | None, file_name: str
+) -> None:
+    """Flush the store (when it has a flush) before ``file_name`` is written at stop, so the
+    final progress counts every delivery; a failure is logged (the file is written anyway)."""
+    if flush_store is None:
+        return
+    try:
+        await flush_store()
+    except (OSError, StoreError) as error:
+        _log.error("store not flushed before writing %s: %s", file_name, error)
 
 
 class DurableLedger(Generic[T]):
@@ -211,6 +314,18 @@ def scan_delivery_markers(
                 markers.append(marker)
         offset += header.total_size
     return markers
+
+
+def markers_since(
+    store: MessageStore, durable_offset: int, segment_bytes: int
+) -> list[DeliveryMarker]:
+    """The delivery markers of the records written since ``durable_offset``, the commit-log
+    offset a loaded progress file counted (negative: no file loaded, nothing to scan)."""
+    if durable_offset < 0:
+        return []
+    stats = store.stats()
+    start = max(durable_offset, stats.commit_log_min_offset)
+    return scan_delivery_markers(store, start, stats.commit_log_max_offset, segment_bytes)
 
 
 def _marker_of(properties_bytes: bytes) -> DeliveryMarker | None:

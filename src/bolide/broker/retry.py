@@ -29,17 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from bolide.base.errors import ProtocolError
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
+from bolide.broker.held_messages import put_copy, read_message
 from bolide.broker.schedule import DelayLevels, schedule_target
 from bolide.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
 from bolide.broker.topics import TopicConfigManager, is_writeable
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.record import decode_record, encode_properties
+from bolide.protocol.record import encode_properties
 from bolide.protocol.system_topics import dlq_topic, retry_topic
-from bolide.store.api import MessageStore, PutRequest, PutResult
+from bolide.store.api import MessageStore, PutResult
 
 __all__ = [
     "SEND_BACK_DELAY_LEVEL_BASE",
@@ -196,15 +196,7 @@ class SendBackService:
         return await self._put(retry.config.topic_name, queue_id, original, plan)
 
     def _original(self, commit_log_offset: int) -> MessageExt | None:
-        record = self._store.read_record(commit_log_offset)
-        if record is None:
-            return None
-        try:
-            message, _ = decode_record(record, decompress=False)
-        except ProtocolError as error:
-            _log.error("send-back: record at %d unreadable: %s", commit_log_offset, error)
-            return None
-        return message
+        return read_message(self._store, commit_log_offset, log=_log, reader="send-back")
 
     async def _store_dead_letter(
         self, group: str, original: MessageExt, plan: SendBackPlan
@@ -235,15 +227,11 @@ class SendBackService:
             level = self._levels.clamp(plan.delay_level)
             store_topic, store_queue_id = schedule_target(properties, topic, queue_id, level)
         result = await self._store.put_message(
-            PutRequest(
-                topic=store_topic,
-                queue_id=store_queue_id,
-                body=original.body,
-                flag=original.flag,
-                properties=encode_properties(properties),
-                sys_flag=original.sys_flag,
-                born_timestamp_ms=original.born_timestamp_ms,
-                born_host=original.born_host,
+            put_copy(
+                original,
+                store_topic,
+                store_queue_id,
+                encode_properties(properties),
                 reconsume_times=plan.reconsume_times,
             )
         )

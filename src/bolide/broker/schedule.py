@@ -37,19 +37,23 @@ import orjson
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import BolideError, ConfigError, ProtocolError, StoreError
+from bolide.base.errors import BolideError, ConfigError
 from bolide.base.fileio import read_with_backup
 from bolide.base.service import Service
 from bolide.broker.config import ConfigFileWriter, parse_delay_levels
 from bolide.broker.delivery import (
     DurableLedger,
-    delivery_request,
+    Settlement,
+    flush_store_logged,
     level_marker,
-    scan_delivery_markers,
+    markers_since,
+    put_round,
+    read_delivery,
+    settle,
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
-from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
+from bolide.store.api import MessageStore, PutRequest, PutResult
 from bolide.store.config_files import parse_fastjson
 
 __all__ = [
@@ -63,9 +67,6 @@ __all__ = [
 _log = logging.getLogger("bolide.broker.schedule")
 
 _DROPPED_ON_DELIVERY = (PropertyKey.DELAY,)
-# A put that can never succeed (the record grew past a limit): retrying would block the level.
-_PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
-_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,11 +281,7 @@ class ScheduleMessageService:
         await self._writer.flush()
 
     async def _flush_then_persist(self) -> None:
-        if self._flush_store is not None:
-            try:
-                await self._flush_store()
-            except (OSError, StoreError) as error:
-                _log.error("store not flushed before writing delayOffset.json: %s", error)
+        await flush_store_logged(self._flush_store, "delayOffset.json")
         await self._persist_logged()
 
     async def _persist_logged(self) -> None:
@@ -314,13 +311,7 @@ class ScheduleMessageService:
         return range(1, highest + 1)
 
     def _recover_from_commit_log(self) -> None:
-        if self._loaded_durable_offset < 0:
-            return
-        stats = self._store.stats()
-        start = max(self._loaded_durable_offset, stats.commit_log_min_offset)
-        markers = scan_delivery_markers(
-            self._store, start, stats.commit_log_max_offset, self._segment_bytes
-        )
+        markers = markers_since(self._store, self._loaded_durable_offset, self._segment_bytes)
         moved = 0
         for marker in markers:
             if marker.level > 0 and marker.queue_offset >= self._offsets.get(marker.level, 0):
@@ -407,61 +398,40 @@ class ScheduleMessageService:
             self._delivery_request(level, first_offset + index, commit_log_offset, size)
             for index, (commit_log_offset, size) in enumerate(entries)
         ]
-        # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
-        # passes its record, and the next due messages go in without waiting for the disk.
-        puts = [request for request in requests if request is not None]
-        results = iter(await self._store.put_message_list(puts, wait_flushed=False))
-        for index, request in enumerate(requests):
-            queue_offset = first_offset + index
-            result = None if request is None else next(results)
-            if request is not None and result is None:
-                return False  # not tried: a refusal before it
-            if not self._settle(level, queue_offset, result):
-                return False
-        return True
+        done = await put_round(
+            self._store,
+            requests,
+            lambda index, result: self._settle(level, first_offset + index, result),
+        )
+        return done == len(requests)
 
     def _delivery_request(
         self, level: int, queue_offset: int, commit_log_offset: int, size: int
     ) -> PutRequest | None:
         """The put of the entry's record on its real topic; None when it cannot be delivered."""
-        record = self._store.read_record(commit_log_offset)
-        if record is None or len(record) != size:
-            _log.error(
-                "schedule level %d offset %d: record at %d is gone (retention?); skipped",
-                level, queue_offset, commit_log_offset,
-            )  # fmt: skip
-            return None
-        try:
-            return delivery_request(
-                record, drop=_DROPPED_ON_DELIVERY, marker=level_marker(level, queue_offset)
-            )
-        except ProtocolError as error:
-            _log.error("schedule level %d offset %d: dropped: %s", level, queue_offset, error)
-            return None
+        return read_delivery(
+            self._store,
+            commit_log_offset,
+            size,
+            drop=_DROPPED_ON_DELIVERY,
+            marker=level_marker(level, queue_offset),
+            log=_log,
+            entry=f"schedule level {level} offset {queue_offset}",
+        )
 
     def _settle(self, level: int, queue_offset: int, result: PutResult | None) -> bool:
         """Move ``level`` past the entry at ``queue_offset`` given its put's ``result`` (None:
         undeliverable, skipped). False when the put should be retried later."""
-        ledger = self._ledgers[level]
-        if result is None:
-            self._offsets[level] = queue_offset + 1
-            ledger.advanced(queue_offset + 1)
-            return True
-        if result.status in _STORED:
-            self._offsets[level] = queue_offset + 1
-            ledger.delivered(queue_offset + 1, result.commit_log_offset + result.wrote_bytes)
+        settlement = settle(
+            self._ledgers[level],
+            queue_offset + 1,
+            result,
+            log=_log,
+            entry=f"schedule level {level} offset {queue_offset}",
+        )
+        if settlement is Settlement.RETRY:
+            return False
+        self._offsets[level] = queue_offset + 1
+        if settlement is Settlement.STORED:
             self.delivered_count += 1
-            return True
-        if result.status in _PERMANENT_FAILURES:
-            _log.error(
-                "schedule level %d offset %d: %s (%s); message dropped",
-                level, queue_offset, result.status.name, result.remark,
-            )  # fmt: skip
-            self._offsets[level] = queue_offset + 1
-            ledger.advanced(queue_offset + 1)
-            return True
-        _log.warning(
-            "schedule level %d offset %d: put failed (%s %s); retrying later",
-            level, queue_offset, result.status.name, result.remark,
-        )  # fmt: skip
-        return False
+        return True

@@ -248,40 +248,34 @@ def _not(value: Any) -> bool | None:
     return None if value is None else not value
 
 
+def _junction(word: str, parts: list[Evaluate], *, deciding: bool) -> Evaluate:
+    """OR (``deciding`` True) or AND (False) of ``parts`` in SQL's three-valued logic: the
+    first part worth ``deciding`` decides; otherwise unknown (None) when a part is unknown,
+    else ``not deciding``."""
+    if len(parts) == 1:
+        return parts[0]
+    conditions = _conditions(word, parts)
+
+    def evaluate(properties: Mapping[str, str]) -> bool | None:
+        unknown = False
+        for part in conditions:
+            value: bool | None = part(properties)
+            if value is deciding:
+                return deciding
+            unknown |= value is None
+        return None if unknown else not deciding
+
+    return evaluate
+
+
 class _Compiler(lark.Transformer[lark.Token, Evaluate]):
     """The parse tree to nested closures over a message's properties."""
 
     def or_(self, parts: list[Evaluate]) -> Evaluate:
-        if len(parts) == 1:
-            return parts[0]
-        parts = _conditions("OR", parts)
-
-        def evaluate(properties: Mapping[str, str]) -> bool | None:
-            unknown = False
-            for part in parts:
-                value = part(properties)
-                if value is True:
-                    return True
-                unknown |= value is None
-            return None if unknown else False
-
-        return evaluate
+        return _junction("OR", parts, deciding=True)
 
     def and_(self, parts: list[Evaluate]) -> Evaluate:
-        if len(parts) == 1:
-            return parts[0]
-        parts = _conditions("AND", parts)
-
-        def evaluate(properties: Mapping[str, str]) -> bool | None:
-            unknown = False
-            for part in parts:
-                value = part(properties)
-                if value is False:
-                    return False
-                unknown |= value is None
-            return None if unknown else True
-
-        return evaluate
+        return _junction("AND", parts, deciding=False)
 
     def not_(self, parts: list[Evaluate]) -> Evaluate:
         (inner,) = _conditions("NOT", parts)

@@ -47,6 +47,11 @@ MESSAGE_SIZE_BOUNDS_BYTES = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024**
 """RocketMQ 5's ``rocketmq_message_size`` buckets: 1 KB, 4 KB, 512 KB, 1 MB, 2 MB, 4 MB."""
 
 
+_TOPIC_PUT = (StatsName.TOPIC_PUT_NUMS, StatsName.TOPIC_PUT_SIZE)
+_GROUP_GET = (StatsName.GROUP_GET_NUMS, StatsName.GROUP_GET_SIZE)
+"""The (message count, bytes) statistics a put of a topic and a pull of a group add to."""
+
+
 def _local_day(now_ms: int) -> datetime.date:
     return datetime.datetime.fromtimestamp(now_ms / 1000).date()
 
@@ -90,8 +95,6 @@ class BrokerStats:
         )
         self._topic_put_nums = self.table.cells(StatsName.TOPIC_PUT_NUMS)
         self._topic_put_size = self.table.cells(StatsName.TOPIC_PUT_SIZE)
-        self._group_get_nums = self.table.cells(StatsName.GROUP_GET_NUMS)
-        self._group_get_size = self.table.cells(StatsName.GROUP_GET_SIZE)
         self._day = _local_day(self.boot_timestamp_ms)
         self._next_day_ms = _next_local_midnight_ms(self._day)
         self.put_total_messages = 0
@@ -118,14 +121,7 @@ class BrokerStats:
         self.put_total_messages += message_count
         self.put_total_bytes += size_bytes
         if topic:
-            cell = self._topic_put_nums.get(topic)
-            if cell is None:
-                now_ms = self._clock.now_ms()
-                self.table.add(StatsName.TOPIC_PUT_NUMS, topic, message_count, now_ms)
-                self.table.add(StatsName.TOPIC_PUT_SIZE, topic, size_bytes, now_ms)
-            else:
-                cell.add(message_count)
-                self._topic_put_size[topic].add(size_bytes)
+            self._add_count_and_size(_TOPIC_PUT, topic, message_count, size_bytes)
         if elapsed_us >= 0:
             self.put_latency_us.observe(elapsed_us)
         if message_count > 0:
@@ -170,15 +166,23 @@ class BrokerStats:
         self.get_total_bytes += size_bytes
         self.get_found_requests += 1
         if group:
-            key = f"{topic}@{group}"
-            cell = self._group_get_nums.get(key)
-            if cell is None:
-                now_ms = self._clock.now_ms()
-                self.table.add(StatsName.GROUP_GET_NUMS, key, message_count, now_ms)
-                self.table.add(StatsName.GROUP_GET_SIZE, key, size_bytes, now_ms)
-            else:
-                cell.add(message_count)
-                self._group_get_size[key].add(size_bytes)
+            self._add_count_and_size(_GROUP_GET, f"{topic}@{group}", message_count, size_bytes)
+
+    def _add_count_and_size(
+        self, names: tuple[StatsName, StatsName], key: str, message_count: int, size_bytes: int
+    ) -> None:
+        """Add ``message_count`` and ``size_bytes`` to ``key``'s cells of ``names`` (a count
+        and a size statistic), creating both at their first use."""
+        count_name, size_name = names
+        count_cell = self.table.find(count_name, key)
+        size_cell = self.table.find(size_name, key)
+        if count_cell is None or size_cell is None:
+            now_ms = self._clock.now_ms()
+            self.table.add(count_name, key, message_count, now_ms)
+            self.table.add(size_name, key, size_bytes, now_ms)
+        else:
+            count_cell.add(message_count)
+            size_cell.add(size_bytes)
 
     def record_get_miss(self) -> None:
         """A pull found nothing (after its long poll, if any)."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from pathlib import Path
 
 from bolide.base import limits
@@ -29,7 +28,7 @@ from bolide.base.errors import ConfigError
 from bolide.base.fileio import read_with_backup
 from bolide.broker.config import BrokerConfig
 from bolide.broker.config_table import ConfigTable
-from bolide.broker.topics import TopicValidation, TopicValidationCode
+from bolide.broker.topics import TopicValidation, validate_name
 from bolide.protocol.bodies.config import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.system_topics import SYSTEM_GROUPS, is_system_consumer_group
@@ -43,25 +42,12 @@ __all__ = [
 _log = logging.getLogger("bolide.broker.subscription_groups")
 
 
-_GROUP_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
 _JAVA_INT_MAX = 2**31 - 1  # the group's numeric settings are Java ints
 
 
 def validate_group(group: str) -> TopicValidation:
     """Check a group name: ``^[%|a-zA-Z0-9_-]+$``, at most ``GROUP_NAME_MAX_CHARS`` characters."""
-    if not group or group.isspace():
-        return TopicValidation(TopicValidationCode.BLANK, "the group name is blank")
-    if _GROUP_PATTERN.fullmatch(group) is None:
-        return TopicValidation(
-            TopicValidationCode.ILLEGAL_CHARACTERS,
-            f"the group name {group!r} has characters outside ^[%|a-zA-Z0-9_-]+$",
-        )
-    if len(group) > limits.GROUP_NAME_MAX_CHARS:
-        return TopicValidation(
-            TopicValidationCode.TOO_LONG,
-            f"the group name is longer than {limits.GROUP_NAME_MAX_CHARS} characters",
-        )
-    return TopicValidation(TopicValidationCode.VALID)
+    return validate_name("group", group, limits.GROUP_NAME_MAX_CHARS)
 
 
 class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig]):

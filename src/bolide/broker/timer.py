@@ -49,7 +49,6 @@ from bolide.base.errors import (
     BolideError,
     InvalidMessageError,
     ProtocolError,
-    StoreError,
     StoreIOError,
 )
 from bolide.base.fileio import read_with_backup
@@ -58,14 +57,18 @@ from bolide.broker.config import ConfigFileWriter
 from bolide.broker.delivery import (
     TIMER_OUT_MS,
     DurableLedger,
-    delivery_request,
-    scan_delivery_markers,
+    Settlement,
+    flush_store_logged,
+    markers_since,
+    put_round,
+    read_delivery,
+    settle,
     timer_marker,
 )
 from bolide.protocol.message import PropertyKey
 from bolide.protocol.record import decode_properties, read_record_header
 from bolide.protocol.system_topics import TIMER_TOPIC
-from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
+from bolide.store.api import MessageStore, PutRequest, PutResult
 from bolide.store.config_files import parse_fastjson
 from bolide.store.timer_log import TimerEntry, TimerLog
 
@@ -93,8 +96,6 @@ _REINDEX_BATCH_ENTRIES = 4_096
 TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 """Property of a recall marker: the UNIQ_KEY of the timer message it cancels (RocketMQ 5)."""
 
-_PERMANENT_FAILURES = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
-_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 _NOTHING_DELIVERED: tuple[int, int] = (0, -1)
 
 _HeapItem = tuple[int, int, int, int]
@@ -317,11 +318,7 @@ class TimerMessageService:
         services = [service for service in (self._deliverer, self._persister) if service]
         await asyncio.gather(*(service.stop() for service in services))
         self._deliverer = self._persister = None
-        if self._flush_store is not None:
-            try:
-                await self._flush_store()
-            except (OSError, StoreError) as error:
-                _log.error("store not flushed before writing timer progress: %s", error)
+        await flush_store_logged(self._flush_store, "timerProgress.json")
         await self._persist_logged()
         self._log.close()
 
@@ -410,13 +407,7 @@ class TimerMessageService:
         return 1
 
     def _recover_from_commit_log(self) -> None:
-        if self._loaded_durable_offset < 0:
-            return
-        stats = self._store.stats()
-        start = max(self._loaded_durable_offset, stats.commit_log_min_offset)
-        markers = scan_delivery_markers(
-            self._store, start, stats.commit_log_max_offset, self._segment_bytes
-        )
+        markers = markers_since(self._store, self._loaded_durable_offset, self._segment_bytes)
         found = [(m.deliver_ms, m.queue_offset) for m in markers if m.level == 0]
         if found and max(found) > self._delivered:
             self._delivered = max(found)
@@ -508,17 +499,9 @@ class TimerMessageService:
         as undeliverable); the rest are to be retried later (the store stopped appending at a
         refusal: nothing after it was stored)."""
         requests = [self._delivery_request(item) for item in items]
-        # Not waiting for the fsync: the ledger counts a delivery once the flushed offset
-        # passes its record, and the next due messages go in without waiting for the disk.
-        puts = [request for request in requests if request is not None]
-        results = iter(await self._store.put_message_list(puts, wait_flushed=False))
-        for index, (item, request) in enumerate(zip(items, requests, strict=True)):
-            result = None if request is None else next(results)
-            if request is not None and result is None:
-                return index  # not tried: a refusal before it
-            if not self._settle(item, result):
-                return index
-        return len(items)
+        return await put_round(
+            self._store, requests, lambda index, result: self._settle(items[index], result)
+        )
 
     async def recall(self, topic: str, unique_key: str, deliver_ms: int) -> PutResult | None:
         """Cancel the timer message ``unique_key`` of ``topic`` due at ``deliver_ms`` (RocketMQ
@@ -568,42 +551,30 @@ class TimerMessageService:
 
     def _delivery_request_of(self, item: _HeapItem) -> PutRequest | None:
         _, queue_offset, commit_log_offset, size = item
-        record = self._store.read_record(commit_log_offset)
-        if record is None or len(record) != size:
-            _log.error("timer message %d: record at %d is gone (retention?); skipped",
-                       queue_offset, commit_log_offset)  # fmt: skip
-            return None
-        try:
-            return delivery_request(
-                record, drop=TIMER_TRIGGER_PROPERTIES, marker=timer_marker(queue_offset)
-            )
-        except ProtocolError as error:
-            _log.error("timer message %d dropped: %s", queue_offset, error)
-            return None
+        return read_delivery(
+            self._store,
+            commit_log_offset,
+            size,
+            drop=TIMER_TRIGGER_PROPERTIES,
+            marker=timer_marker(queue_offset),
+            log=_log,
+            entry=f"timer message {queue_offset}",
+        )
 
     def _settle(self, item: _HeapItem, result: PutResult | None) -> bool:
         """Move past ``item`` given its put's ``result`` (None: undeliverable, skipped). False
         when the put should be retried later."""
         deliver_ms, queue_offset, _, _ = item
-        key = (deliver_ms, queue_offset)
-        if result is None:
-            self._delivered = max(self._delivered, key)
-            self._ledger.advanced(self._delivered)
-            return True
-        if result.status in _STORED:
-            self._delivered = max(self._delivered, key)
-            self._ledger.delivered(self._delivered, result.commit_log_offset + result.wrote_bytes)
+        progress = max(self._delivered, (deliver_ms, queue_offset))
+        settlement = settle(
+            self._ledger, progress, result, log=_log, entry=f"timer message {queue_offset}"
+        )
+        if settlement is Settlement.RETRY:
+            return False
+        self._delivered = progress
+        if settlement is Settlement.STORED:
             self.delivered_count += 1
-            return True
-        if result.status in _PERMANENT_FAILURES:
-            _log.error("timer message %d: %s (%s); dropped",
-                       queue_offset, result.status.name, result.remark)  # fmt: skip
-            self._delivered = max(self._delivered, key)
-            self._ledger.advanced(self._delivered)
-            return True
-        _log.warning("timer message %d: put failed (%s %s); retrying later",
-                     queue_offset, result.status.name, result.remark)  # fmt: skip
-        return False
+        return True
 
 
 def _scan_log(

@@ -93,6 +93,7 @@ __all__ = [
     "is_writeable",
     "perm_to_text",
     "retry_topic",
+    "validate_name",
     "validate_topic",
 ]
 
@@ -102,7 +103,8 @@ _log = logging.getLogger("bolide.broker.topics")
 # reply- and trace-topic names of its own configuration.
 _FIXED_SYSTEM_TOPICS = SYSTEM_TOPICS - {DEFAULT_TRACE_TOPIC}
 
-_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
+_NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+", re.ASCII)
+"""The characters a topic or group name may hold."""
 _RETRY_QUEUE_NUMS_FALLBACK = 1
 _DLQ_QUEUE_NUMS = 1
 _FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -168,17 +170,22 @@ def validate_topic(topic: str) -> TopicValidation:
 
     The send path answers SYSTEM_ERROR with ``reason`` as the remark when this fails.
     """
-    if not topic or topic.isspace():
-        return TopicValidation(TopicValidationCode.BLANK, "the topic name is blank")
-    if _TOPIC_PATTERN.fullmatch(topic) is None:
+    return validate_name("topic", topic, limits.TOPIC_NAME_MAX_CHARS)
+
+
+def validate_name(kind: str, name: str, max_chars: int) -> TopicValidation:
+    """Check the ``kind`` (topic, group) name ``name``: not blank, only characters of
+    ``^[%|a-zA-Z0-9_-]+$``, at most ``max_chars`` of them; ``reason`` names the ``kind``."""
+    if not name or name.isspace():
+        return TopicValidation(TopicValidationCode.BLANK, f"the {kind} name is blank")
+    if _NAME_PATTERN.fullmatch(name) is None:
         return TopicValidation(
             TopicValidationCode.ILLEGAL_CHARACTERS,
-            f"the topic name {topic!r} has characters outside ^[%|a-zA-Z0-9_-]+$",
+            f"the {kind} name {name!r} has characters outside ^[%|a-zA-Z0-9_-]+$",
         )
-    if len(topic) > limits.TOPIC_NAME_MAX_CHARS:
+    if len(name) > max_chars:
         return TopicValidation(
-            TopicValidationCode.TOO_LONG,
-            f"the topic name is longer than {limits.TOPIC_NAME_MAX_CHARS} characters",
+            TopicValidationCode.TOO_LONG, f"the {kind} name is longer than {max_chars} characters"
         )
     return _VALID
 

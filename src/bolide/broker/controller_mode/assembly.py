@@ -14,6 +14,7 @@ from bolide.base.clock import Clock
 from bolide.base.service import CrashHandler
 from bolide.broker.config import BrokerConfig
 from bolide.broker.context import BrokerContext
+from bolide.broker.controller_mode.broker_roles import RoleParts
 from bolide.broker.controller_mode.epoch_roles import EpochBrokerRoles
 from bolide.broker.controller_mode.metrics import ControllerModeCollector
 from bolide.broker.controller_mode.replicas_manager import ReplicasManager
@@ -44,8 +45,7 @@ def follow_controller(
     the name servers waits until the controller gives a role. Returns the started manager
     (the caller stops it first at shutdown)."""
     replication.on_released = context.long_polling.check_now  # reads past confirm
-    roles = EpochBrokerRoles(
-        settings,
+    parts = RoleParts(
         replication=replication,
         store=store,
         registration=registration,
@@ -54,9 +54,8 @@ def follow_controller(
         broker_ip=config.broker_ip1,
         ha_port=ha_port,
         clock=clock,
-        enter_epoch=context.topics.enter_epoch,
-        own_id=own_id,
     )
+    roles = EpochBrokerRoles(settings, parts, enter_epoch=context.topics.enter_epoch, own_id=own_id)
     manager = ReplicasManager(
         settings,
         cluster_name=config.broker_cluster_name,

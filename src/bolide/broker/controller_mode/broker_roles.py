@@ -27,37 +27,43 @@ from bolide.broker.ha.replication import Replication
 from bolide.broker.registration import NameServerRegistration
 from bolide.store.file_store import FileMessageStore
 
-__all__ = ["BrokerRoles"]
+__all__ = ["BrokerRoles", "RoleParts"]
 
 _log = logging.getLogger("bolide.broker.controller_mode")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleParts:
+    """The parts of a broker that its role changes move."""
+
+    replication: Replication
+    store: FileMessageStore
+    registration: Callable[[], NameServerRegistration]
+    """The broker's name-server registration (built after the roles, hence a callable)."""
+    start_registration: Callable[[], Awaitable[object]]
+    """Start registering periodically; called at the first role (once)."""
+    start_master_services: Callable[[], Awaitable[None]]
+    """Start delayed delivery and transaction checks on becoming master."""
+    broker_ip: str
+    ha_port: Callable[[], int]
+    """The HA listener's port (known once it listens)."""
+    clock: Clock
 
 
 class BrokerRoles:
     """Role changes and replica progress for one broker (see the module docstring)."""
 
-    def __init__(
-        self,
-        settings: ControllerModeSettings,
-        *,
-        replication: Replication,
-        store: FileMessageStore,
-        registration: Callable[[], NameServerRegistration],
-        start_registration: Callable[[], Awaitable[object]],
-        start_master_services: Callable[[], Awaitable[None]],
-        broker_ip: str,
-        ha_port: Callable[[], int],
-        clock: Clock,
-    ) -> None:
+    def __init__(self, settings: ControllerModeSettings, parts: RoleParts) -> None:
         self._settings = settings
-        self._replication = replication
-        self._store = store
-        self._registration = registration
-        self._start_registration = start_registration
-        self._start_master_services = start_master_services
+        self._replication = parts.replication
+        self._store = parts.store
+        self._registration = parts.registration
+        self._start_registration = parts.start_registration
+        self._start_master_services = parts.start_master_services
+        self._broker_ip = parts.broker_ip
+        self._ha_port = parts.ha_port
+        self._clock = parts.clock
         self._registration_started = False
-        self._broker_ip = broker_ip
-        self._ha_port = ha_port
-        self._clock = clock
         self._sync_state_set: frozenset[int] = frozenset()
         self._fence: str | None = None
         self._caught_up_at_ms: int | None = None

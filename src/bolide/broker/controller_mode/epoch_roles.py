@@ -18,15 +18,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 
-from bolide.base.clock import Clock
-from bolide.broker.controller_mode.broker_roles import BrokerRoles
+from bolide.broker.controller_mode.broker_roles import BrokerRoles, RoleParts
 from bolide.broker.controller_mode.epochs import ConfirmOffset
 from bolide.broker.controller_mode.settings import ControllerModeSettings
-from bolide.broker.ha.replication import Replication
-from bolide.broker.registration import NameServerRegistration
-from bolide.store.file_store import FileMessageStore
 
 __all__ = ["EpochBrokerRoles"]
 
@@ -38,37 +34,22 @@ class EpochBrokerRoles(BrokerRoles):
     def __init__(
         self,
         settings: ControllerModeSettings,
+        parts: RoleParts,
         *,
-        replication: Replication,
-        store: FileMessageStore,
-        registration: Callable[[], NameServerRegistration],
-        start_registration: Callable[[], Awaitable[object]],
-        start_master_services: Callable[[], Awaitable[None]],
-        broker_ip: str,
-        ha_port: Callable[[], int],
-        clock: Clock,
         enter_epoch: Callable[[int], None],
         own_id: Callable[[], int | None],
     ) -> None:
-        super().__init__(
-            settings,
-            replication=replication,
-            store=store,
-            registration=registration,
-            start_registration=start_registration,
-            start_master_services=start_master_services,
-            broker_ip=broker_ip,
-            ha_port=ha_port,
-            clock=clock,
-        )
+        super().__init__(settings, parts)
         self._enter_epoch = enter_epoch
         self._own_id = own_id
         self._followed: tuple[str, int] | None = None
         self._caught_up_at_ms_by_id: dict[int, int] = {}
-        self.confirm = ConfirmOffset(replication, store, lambda: self._sync_state_set, own_id)
-        replication.confirm_offset = self.confirm
-        store.confirm_offset = self.confirm  # readUnCommitted=false: reads stop at it
-        replication.required_acks = self._required_acks
+        self.confirm = ConfirmOffset(
+            parts.replication, parts.store, lambda: self._sync_state_set, own_id
+        )
+        parts.replication.confirm_offset = self.confirm
+        parts.store.confirm_offset = self.confirm  # readUnCommitted=false: reads stop at it
+        parts.replication.required_acks = self._required_acks
 
     async def become_master(self, master_epoch: int, sync_state_set: frozenset[int]) -> None:
         """Append the epoch (raises EpochOrderError when it is not newer than the file's

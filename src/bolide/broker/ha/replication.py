@@ -106,7 +106,9 @@ class Replication:
             return
         self._start_slave()
 
-    def _start_slave(self) -> None:
+    def _start_slave(self) -> SlaveSynchronize:
+        """Refuse puts, start copying from the master and syncing its metadata; returns the
+        metadata sync."""
         self._store.refuse_puts = SLAVE_PUT_REFUSAL
         self.slave = HaSlave(
             self._store,
@@ -124,6 +126,7 @@ class Replication:
             on_crash=self._on_crash,
         )
         self.sync.start()
+        return self.sync
 
     async def _start_master(self) -> None:
         self.master = HaMaster(
@@ -188,17 +191,7 @@ class Replication:
         self.role = BrokerRole.SLAVE
         self.master_address = master_address
         self.master_ha_address = master_ha_address
-        self._start_slave()
-        if self.sync is None:
-            self.sync = SlaveSynchronize(
-                self._context,
-                self._pool,
-                lambda: self.master_address,
-                clock=self._clock,
-                on_crash=self._on_crash,
-            )
-            self.sync.start()
-        self.sync.sync_soon()
+        self._start_slave().sync_soon()
 
     # --- what the broker asks -------------------------------------------------------------
 

@@ -165,11 +165,7 @@ class HaSlave:
         decoder = FrameDecoder()
         replica = self._store.replica
         while True:
-            async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
-                data = await reader.read(limits.HA_READ_BUFFER_BYTES)
-            if not data:
-                raise ConnectionResetError("the master closed the connection")
-            self._last_frame_ms = self._clock.monotonic_ms()
+            data = await self._read(reader)
             for offset, body in decoder.feed(data):
                 if not replica.in_step(offset):
                     raise ReplicaOffsetError(
@@ -221,14 +217,24 @@ class HaSlave:
         await self._report(writer)
         self._take_frames(epochs, frames)
         while True:
-            async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
-                data = await reader.read(limits.HA_READ_BUFFER_BYTES)
-            if not data:
-                raise ConnectionResetError("the master closed the connection")
-            self._last_frame_ms = self._clock.monotonic_ms()
+            data = await self._read(reader)
             self._take_frames(epochs, decoder.feed(data))
             if store.commit_log_max_offset > self._reported:
                 await self._report(writer)
+
+    async def _read(self, reader: asyncio.StreamReader) -> bytes:
+        """The master's next bytes.
+
+        Raises:
+            TimeoutError: none within the housekeeping interval.
+            ConnectionResetError: the master closed the connection.
+        """
+        async with asyncio.timeout(self._housekeeping_interval_ms / 1000):
+            data = await reader.read(limits.HA_READ_BUFFER_BYTES)
+        if not data:
+            raise ConnectionResetError("the master closed the connection")
+        self._last_frame_ms = self._clock.monotonic_ms()
+        return data
 
     def _take_frames(self, epochs: EpochFile, frames: list[TransferFrame]) -> None:
         replica = self._store.replica

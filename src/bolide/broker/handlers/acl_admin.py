@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import orjson
 
@@ -35,11 +37,16 @@ from bolide.protocol.headers.acl import (
     UpdateGlobalWhiteAddrsRequestHeader,
 )
 from bolide.protocol.headers.fields import HeaderError
-from bolide.remoting import Connection, Dispatcher
+from bolide.remoting import Connection, Dispatcher, Handler
 
 __all__ = ["AclAdminHandlers"]
 
 _log = logging.getLogger("bolide.broker.acl")
+
+_T = TypeVar("_T")
+
+_AclHandler = Callable[[AclFile, RemotingCommand], Coroutine[Any, Any, RemotingCommand]]
+"""``handler(acl_file, request) -> response``: one admin request on the accounts file."""
 
 _DISABLED = "ACL is not enabled on this broker (broker.conf aclEnable=false)"
 
@@ -53,23 +60,47 @@ class AclAdminHandlers:
         self._lock = asyncio.Lock()
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Register codes 50-54 in the ``admin`` family."""
-        for code, handler in (
-            (RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, self.update_account),
-            (RequestCode.DELETE_ACL_CONFIG, self.delete_account),
-            (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, self.acl_info),
-            (RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, self.update_white_addresses),
-            (RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, self.acl_config),
-        ):
-            dispatcher.register(code, handler, family="admin")
+        """Register codes 50-54 in the ``admin`` family, each refused while the ACL is off."""
+        routes: tuple[tuple[int, int, _AclHandler], ...] = (
+            (
+                RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+                ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+                self.update_account,
+            ),
+            (
+                RequestCode.DELETE_ACL_CONFIG,
+                ResponseCode.DELETE_ACL_CONFIG_FAILED,
+                self.delete_account,
+            ),
+            (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, ResponseCode.SYSTEM_ERROR, self.acl_info),
+            (
+                RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+                self.update_white_addresses,
+            ),
+            (RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, ResponseCode.SYSTEM_ERROR, self.acl_config),
+        )
+        for code, failed, handler in routes:
+            dispatcher.register(code, self._when_enabled(failed, handler), family="admin")
 
-    async def update_account(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
+    def _when_enabled(self, failed: int, handler: _AclHandler) -> Handler:
+        """``handler`` on the accounts file; while the ACL is off, ``failed`` saying so."""
+
+        async def handle(connection: Connection, request: RemotingCommand) -> RemotingCommand:
+            del connection
+            if self._file is None:
+                return request.make_response(failed, _DISABLED)
+            return await handler(self._file, request)
+
+        return handle
+
+    async def _change(self, change: Callable[..., _T], *arguments: Any) -> _T:
+        """``change(*arguments)`` on a worker thread, one change of the file at a time."""
+        async with self._lock:
+            return await asyncio.to_thread(change, *arguments)
+
+    async def update_account(self, acl_file: AclFile, request: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
-        acl_file = self._file
-        if acl_file is None:
-            return request.make_response(failed, _DISABLED)
         try:
             header = AccessConfigRequestHeader.from_ext_fields(request.ext_fields)
         except HeaderError as error:
@@ -85,24 +116,17 @@ class AclAdminHandlers:
             "groupPerms": _split(header.group_perms),
         }
         try:
-            async with self._lock:
-                await asyncio.to_thread(acl_file.update_account, entry)
+            await self._change(acl_file.update_account, entry)
         except (AclConfigError, OSError) as error:
             return request.make_response(failed, f"accessKey {header.access_key}: {error}")
         _log.info("ACL account %s created or updated by %s", header.access_key, _who(request))
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def delete_account(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
+    async def delete_account(self, acl_file: AclFile, request: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
-        acl_file = self._file
-        if acl_file is None:
-            return request.make_response(failed, _DISABLED)
         try:
             header = DeleteAccessConfigRequestHeader.from_ext_fields(request.ext_fields)
-            async with self._lock:
-                deleted = await asyncio.to_thread(acl_file.delete_account, header.access_key)
+            deleted = await self._change(acl_file.delete_account, header.access_key)
         except (HeaderError, AclConfigError, OSError) as error:
             return request.make_response(failed, str(error))
         if not deleted:
@@ -113,29 +137,23 @@ class AclAdminHandlers:
         return request.make_response(ResponseCode.SUCCESS)
 
     async def update_white_addresses(
-        self, connection: Connection, request: RemotingCommand
+        self, acl_file: AclFile, request: RemotingCommand
     ) -> RemotingCommand:
-        failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
-        acl_file = self._file
-        if acl_file is None:
-            return request.make_response(failed, _DISABLED)
         header = UpdateGlobalWhiteAddrsRequestHeader.from_ext_fields(request.ext_fields)
         try:
-            async with self._lock:
-                patterns = await asyncio.to_thread(
-                    acl_file.update_global_white_addresses,
-                    _split(header.global_white_addrs) or [],
-                    header.acl_file_full_path,
-                )
+            patterns = await self._change(
+                acl_file.update_global_white_addresses,
+                _split(header.global_white_addrs) or [],
+                header.acl_file_full_path,
+            )
         except (AclConfigError, OSError) as error:
-            return request.make_response(failed, str(error))
+            return request.make_response(
+                ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, str(error)
+            )
         _log.info("ACL global white list set to %s by %s", patterns, _who(request))
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def acl_info(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        acl_file = self._file
-        if acl_file is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, _DISABLED)
+    async def acl_info(self, acl_file: AclFile, request: RemotingCommand) -> RemotingCommand:
         rules = acl_file.validator.rules
         version = orjson.dumps(
             {"counter": rules.data_version_counter, "timestamp": rules.data_version_timestamp_ms}
@@ -155,10 +173,7 @@ class AclAdminHandlers:
         )
         return request.make_response(ResponseCode.SUCCESS, ext_fields=header.to_ext_fields())
 
-    async def acl_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        acl_file = self._file
-        if acl_file is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, _DISABLED)
+    async def acl_config(self, acl_file: AclFile, request: RemotingCommand) -> RemotingCommand:
         rules = acl_file.validator.rules
         body = {
             "globalWhiteAddrs": [pattern.text for pattern in rules.global_white_addresses],

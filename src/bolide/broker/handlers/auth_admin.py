@@ -22,7 +22,8 @@ user answers SYSTEM_ERROR with the reason and changes nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import orjson
 
@@ -34,6 +35,8 @@ from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Connection, Dispatcher
 
 __all__ = ["AuthAdminHandlers"]
+
+_V = TypeVar("_V")
 
 R = RequestCode
 
@@ -79,9 +82,7 @@ class AuthAdminHandlers:
         auth = self._store()
         body = _body(request)
         name = request.ext_fields.get("username") or body.get("username") or ""
-        old = auth.users.get(name)
-        if old is None:
-            raise AclConfigError(f"user {name} is not found")
+        old = _found(auth.users, name, f"user {name} is not found")
         password = body.get("password") or old.password
         kind, status = body.get("userType"), body.get("userStatus")
         auth.put_user(
@@ -102,9 +103,7 @@ class AuthAdminHandlers:
 
     async def get_user(self, request: RemotingCommand) -> RemotingCommand:
         name = _field(request, "username")
-        user = self._store().users.get(name)
-        if user is None:
-            raise AclConfigError(f"user {name} is not found")
+        user = _found(self._store().users, name, f"user {name} is not found")
         return _answer(request, user.to_object(with_password=False))
 
     async def list_users(self, request: RemotingCommand) -> RemotingCommand:
@@ -132,9 +131,7 @@ class AuthAdminHandlers:
     async def delete_acl(self, request: RemotingCommand) -> RemotingCommand:
         auth = self._store()
         subject = _field(request, "subject")
-        old = auth.acls.get(subject)
-        if old is None:
-            raise AclConfigError(f"the acl of {subject} is not found")
+        old = _found(auth.acls, subject, f"the acl of {subject} is not found")
         kind = request.ext_fields.get("policyType")
         resource = request.ext_fields.get("resource") or None
         if kind is None and resource is None:
@@ -146,9 +143,7 @@ class AuthAdminHandlers:
 
     async def get_acl(self, request: RemotingCommand) -> RemotingCommand:
         subject = _field(request, "subject")
-        acl = self._store().acls.get(subject)
-        if acl is None:
-            raise AclConfigError(f"the acl of {subject} is not found")
+        acl = _found(self._store().acls, subject, f"the acl of {subject} is not found")
         return _answer(request, acl.to_object())
 
     async def list_acls(self, request: RemotingCommand) -> RemotingCommand:
@@ -203,6 +198,14 @@ def _user_exists(auth: AuthV2, subject: str) -> None:
     name = subject.removeprefix("User:")
     if name not in auth.users or subject_of(name) != subject:
         raise AclConfigError(f"{subject}: no such user")
+
+
+def _found(table: Mapping[str, _V], key: str, missing: str) -> _V:
+    """``table[key]``; AclConfigError saying ``missing`` when there is none."""
+    found = table.get(key)
+    if found is None:
+        raise AclConfigError(missing)
+    return found
 
 
 def _answer(request: RemotingCommand, body: object) -> RemotingCommand:

@@ -24,6 +24,7 @@ change of a stale handle                    NO_MESSAGE "the receipt handle is ex
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 from bolide.base import limits
 from bolide.broker.config import BrokerConfig
@@ -52,6 +53,8 @@ from bolide.remoting import Connection, Dispatcher
 __all__ = ["PARSE_FAILED_REMARK", "PopHandlers"]
 
 _log = logging.getLogger("bolide.broker.pop")
+
+_H = TypeVar("_H", AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader)
 
 PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
 """Java's remark on a POP whose expression does not parse (Bolide adds where, after it)."""
@@ -131,10 +134,7 @@ class PopHandlers:
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
                 f"topicConfig.readQueueNums:[{topic.read_queue_count}]",
             )
-        if not 0 <= header.invisible_time_ms <= limits.POP_INVISIBLE_TIME_MAX_MS:
-            raise RefusedError(
-                ResponseCode.SYSTEM_ERROR, f"invisibleTime {header.invisible_time_ms} is illegal"
-            )
+        _check_invisible_time(header.invisible_time_ms)
         if not 0 < header.max_messages <= limits.POP_BATCH_MAX_MESSAGES:
             raise RefusedError(
                 ResponseCode.SYSTEM_ERROR,
@@ -174,14 +174,9 @@ class PopHandlers:
     ) -> RemotingCommand:
         del connection
         try:
-            header = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
-            handle = ReceiptHandle.decode(header.extra_info)
-        except HeaderError as error:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
-        if self._context.topics.find(header.topic) is None:
-            return request.make_response(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist"
-            )
+            header, handle = self._receipt(request, AckMessageRequestHeader)
+        except RefusedError as refused:
+            return request.make_response(refused.code, refused.remark)
         try:
             acked = await self._service.ack(header.consumer_group, header.topic, handle)
         except OSError as error:
@@ -190,23 +185,30 @@ class PopHandlers:
             self._context.trace.pop_acked(*_traced(header.consumer_group, header.topic, handle))
         return request.make_response(ResponseCode.SUCCESS)
 
+    def _receipt(self, request: RemotingCommand, header_type: type[_H]) -> tuple[_H, ReceiptHandle]:
+        """The header of an ack or a change and its decoded receipt handle.
+
+        Raises:
+            RefusedError: SYSTEM_ERROR naming a bad header field or handle; TOPIC_NOT_EXIST.
+        """
+        try:
+            header = header_type.from_ext_fields(request.ext_fields)
+            handle = ReceiptHandle.decode(header.extra_info)
+        except HeaderError as error:
+            raise RefusedError(ResponseCode.SYSTEM_ERROR, str(error)) from error
+        if self._context.topics.find(header.topic) is None:
+            raise RefusedError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        return header, handle
+
     async def change_invisible_time(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         del connection
         try:
-            header = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)
-            handle = ReceiptHandle.decode(header.extra_info)
-        except HeaderError as error:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
-        if self._context.topics.find(header.topic) is None:
-            return request.make_response(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist"
-            )
-        if not 0 <= header.invisible_time_ms <= limits.POP_INVISIBLE_TIME_MAX_MS:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"invisibleTime {header.invisible_time_ms} is illegal"
-            )
+            header, handle = self._receipt(request, ChangeInvisibleTimeRequestHeader)
+            _check_invisible_time(header.invisible_time_ms)
+        except RefusedError as refused:
+            return request.make_response(refused.code, refused.remark)
         try:
             new_handle = await self._service.change_invisible_time(
                 header.consumer_group, header.topic, handle, header.invisible_time_ms
@@ -221,6 +223,14 @@ class PopHandlers:
             new_handle.pop_time_ms, new_handle.invisible_time_ms, new_handle.revive_queue_id
         ).to_ext_fields()
         return request.make_response(ResponseCode.SUCCESS, None, fields)
+
+
+def _check_invisible_time(invisible_time_ms: int) -> None:
+    """Raises RefusedError (SYSTEM_ERROR) outside [0, POP_INVISIBLE_TIME_MAX_MS]."""
+    if not 0 <= invisible_time_ms <= limits.POP_INVISIBLE_TIME_MAX_MS:
+        raise RefusedError(
+            ResponseCode.SYSTEM_ERROR, f"invisibleTime {invisible_time_ms} is illegal"
+        )
 
 
 def _traced(group: str, topic: str, handle: ReceiptHandle) -> tuple[str, str, int, int]:

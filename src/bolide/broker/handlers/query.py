@@ -41,8 +41,8 @@ class QueryHandlers:
     def install(self, dispatcher: Dispatcher) -> None:
         """Register codes 29-33 and 12 in the ``query`` family."""
         routes = (
-            (RequestCode.GET_MAX_OFFSET, self.get_max_offset),
-            (RequestCode.GET_MIN_OFFSET, self.get_min_offset),
+            (RequestCode.GET_MAX_OFFSET, self.get_queue_bound),
+            (RequestCode.GET_MIN_OFFSET, self.get_queue_bound),
             (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset_by_timestamp),
             (RequestCode.GET_EARLIEST_MSG_STORETIME, self.get_earliest_msg_store_time),
             (RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id),
@@ -51,21 +51,15 @@ class QueryHandlers:
         for code, handler in routes:
             dispatcher.register(code, handler, family="query")
 
-    async def get_max_offset(
+    async def get_queue_bound(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
+        """GET_MAX_OFFSET: the next offset to be written; GET_MIN_OFFSET: the smallest readable."""
         del connection
         header = QueueRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self._context.store.max_offset(header.topic, header.queue_id)
-        return _offset_response(request, offset)
-
-    async def get_min_offset(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        del connection
-        header = QueueRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self._context.store.min_offset(header.topic, header.queue_id)
-        return _offset_response(request, offset)
+        store = self._context.store
+        read = store.max_offset if request.code == RequestCode.GET_MAX_OFFSET else store.min_offset
+        return _offset_response(request, read(header.topic, header.queue_id))
 
     async def search_offset_by_timestamp(
         self, connection: Connection, request: RemotingCommand

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
 
 from bolide.base.errors import BolideError
 from bolide.broker.context import (
@@ -59,7 +60,7 @@ from bolide.broker.handlers.send_properties import (
 from bolide.broker.handlers.send_rules import MULTI_TAG_FILTER, BatchPreparer, any_writable_queue
 from bolide.broker.schedule import schedule_target
 from bolide.broker.timer import TIMER_OUT_MS, TIMER_TRIGGER_PROPERTIES, TimerPropertyError
-from bolide.broker.topics import TopicConfig, is_writeable, validate_topic
+from bolide.broker.topics import TopicConfig, TopicCreation, is_writeable, validate_topic
 from bolide.broker.transactions.records import half_target, is_transaction_half
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -187,19 +188,16 @@ class SendHandlers:
         if header.unit_mode:
             is_retry = is_retry_topic(header.topic)
             topic_sys_flag = _TOPIC_SYS_FLAG_UNIT_SUB if is_retry else _TOPIC_SYS_FLAG_UNIT
-        try:
-            creation = await context.topics.create_topic_in_send(
+        creation = await _recorded(
+            context,
+            context.topics.create_topic_in_send(
                 header.topic,
                 header.default_topic,
                 header.default_topic_queue_count,
                 topic_sys_flag=topic_sys_flag,
-            )
-        except OSError as error:
-            raise RefusedError(
-                ResponseCode.SYSTEM_ERROR, f"cannot record topic {header.topic}: {error}"
-            ) from error
-        if creation.created:
-            context.register_soon()
+            ),
+            f"topic {header.topic}",
+        )
         if creation.config is None:
             raise RefusedError(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -356,14 +354,9 @@ class SendHandlers:
             max_times = header.max_reconsume_times
         if (header.reconsume_times or 0) < max_times:
             return header.topic, queue_id
-        try:
-            creation = await context.topics.create_dlq_topic(group)
-        except OSError as error:
-            raise RefusedError(
-                ResponseCode.SYSTEM_ERROR, f"cannot record DLQ of {group}: {error}"
-            ) from error
-        if creation.created:
-            context.register_soon()
+        creation = await _recorded(
+            context, context.topics.create_dlq_topic(group), f"DLQ of {group}"
+        )
         dlq = creation.config
         if dlq is None:
             raise RefusedError(ResponseCode.SYSTEM_ERROR, f"topic {dlq_topic(group)} not exist")
@@ -433,6 +426,23 @@ class SendHandlers:
                 header.reconsume_times, config, queue_id, entries, extra_properties,
             )
         )  # fmt: skip
+
+
+async def _recorded(
+    context: BrokerContext, creating: Awaitable[TopicCreation], what: str
+) -> TopicCreation:
+    """The outcome of ``creating`` a topic; a new one is announced to the name servers soon.
+
+    Raises:
+        RefusedError: SYSTEM_ERROR, the topic (``what``) could not be recorded on disk.
+    """
+    try:
+        creation = await creating
+    except OSError as error:
+        raise RefusedError(ResponseCode.SYSTEM_ERROR, f"cannot record {what}: {error}") from error
+    if creation.created:
+        context.register_soon()
+    return creation
 
 
 def _put_request(

@@ -15,9 +15,8 @@ import asyncio
 import shutil
 
 from bolide.base import limits
-from bolide.base.errors import ProtocolError
 from bolide.broker.context import BrokerContext
-from bolide.protocol.record import decode_record
+from bolide.broker.held_messages import read_message
 from bolide.protocol.system_topics import TIMER_TOPIC
 
 __all__ = ["PMDT_BUCKETS", "runtime_numbers", "runtime_table"]
@@ -108,14 +107,8 @@ def runtime_numbers(context: BrokerContext) -> dict[str, float]:
 def _earliest_store_time_ms(context: BrokerContext, commit_log_min_offset: int) -> int | None:
     """Store time of the oldest record the commit log still holds (None: empty or unreadable;
     one record read per call)."""
-    record = context.store.read_record(commit_log_min_offset)
-    if record is None:
-        return None
-    try:
-        message, _ = decode_record(record, decompress=False)
-    except ProtocolError:
-        return None
-    return message.store_timestamp_ms
+    message = read_message(context.store, commit_log_min_offset)
+    return None if message is None else message.store_timestamp_ms
 
 
 def _rates_text(context: BrokerContext) -> dict[str, str]:

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 
 from bolide.broker.delivery import DELIVERED_FROM, TIMER_OUT_MS
+from bolide.broker.held_messages import put_copy
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer import TIMER_TRIGGER_PROPERTIES
 from bolide.broker.topics import TopicConfigManager, is_writeable
@@ -29,7 +30,7 @@ from bolide.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from bolide.protocol.headers.pop import FIRST_POP_TIME_PROPERTY
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.system_topics import pop_retry_topic
-from bolide.store.api import MessageStore, PutRequest
+from bolide.store.api import MessageStore
 
 __all__ = ["POP_RETRY_QUEUE_ID", "PopRetry"]
 
@@ -106,15 +107,11 @@ class PopRetry:
         properties.setdefault(FIRST_POP_TIME_PROPERTY, str(first_pop_time_ms))
         properties.setdefault(PropertyKey.RETRY_TOPIC, topic)
         result = await self._store.put_message(
-            PutRequest(
-                topic=retry_topic,
-                queue_id=POP_RETRY_QUEUE_ID,
-                body=message.body,
-                flag=message.flag,
-                properties=properties,
-                sys_flag=message.sys_flag,
-                born_timestamp_ms=message.born_timestamp_ms,
-                born_host=message.born_host,
+            put_copy(
+                message,
+                retry_topic,
+                POP_RETRY_QUEUE_ID,
+                properties,
                 reconsume_times=message.reconsume_times + deliveries,
             )
         )

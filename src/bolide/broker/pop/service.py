@@ -33,6 +33,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import CrashHandler, Service
+from bolide.broker.held_messages import read_message, record_copy
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.pop.filter import MATCH_ALL, PopFilter
 from bolide.broker.pop.log import PopLog
@@ -47,7 +48,7 @@ from bolide.protocol.headers.pop import (
     ReceiptHandle,
 )
 from bolide.protocol.message import MessageExt, PropertyKey
-from bolide.protocol.record import decode_record, decode_records, encode_properties, encode_record
+from bolide.protocol.record import decode_record, decode_records
 from bolide.protocol.system_topics import (
     RETRY_GROUP_TOPIC_PREFIX,
     is_pop_retry_topic_v2,
@@ -349,14 +350,7 @@ class PopService:
         return picked
 
     def _read_one(self, commit_log_offset: int) -> MessageExt | None:
-        record = self._store.read_record(commit_log_offset)
-        if record is None:
-            return None
-        try:
-            return decode_record(record, decompress=False)[0]
-        except ProtocolError as error:
-            _log.error("POP: record at %d unreadable: %s", commit_log_offset, error)
-            return None
+        return read_message(self._store, commit_log_offset, log=_log, reader="POP")
 
     def _encode(self, message: MessageExt, attempts: int, batch: ReceiptHandle) -> bytes:
         """The record handed over, with its own receipt handle (``batch`` with the message's
@@ -370,22 +364,12 @@ class PopService:
         )
         properties = dict(message.properties)
         properties[POP_CK_PROPERTY] = handle.encode()
-        return encode_record(
-            topic=message.topic.encode(),
-            body=message.body,
-            flag=message.flag,
-            properties=encode_properties(properties).encode(),
+        return record_copy(
+            message,
+            topic=message.topic,
             queue_id=message.queue_id,
-            queue_offset=message.queue_offset,
-            commit_log_offset=message.commit_log_offset,
-            sys_flag=message.sys_flag,
-            born_timestamp_ms=message.born_timestamp_ms,
-            born_host=message.born_host,
-            store_timestamp_ms=message.store_timestamp_ms,
-            store_host=message.store_host,
+            properties=properties,
             reconsume_times=message.reconsume_times + attempts - 1,
-            prepared_transaction_offset=message.prepared_transaction_offset,
-            body_crc=message.body_crc,
         )
 
     # --- ack and change -------------------------------------------------------------------------
@@ -418,17 +402,7 @@ class PopService:
             return None
         self.log.append(record)
         await self.log.sync()
-        return ReceiptHandle(
-            handle.start_offset,
-            now_ms,
-            invisible_time_ms,
-            handle.revive_queue_id,
-            handle.topic_type,
-            handle.broker_name,
-            handle.queue_id,
-            handle.queue_offset,
-            handle.commit_log_offset,
-        )
+        return dataclasses.replace(handle, pop_time_ms=now_ms, invisible_time_ms=invisible_time_ms)
 
     def reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Admin offset reset: the group pops ``topic`` queue by queue from ``offsets``."""

@@ -137,20 +137,21 @@ class PopState:
 
     def dead_lettered(self, key: PopKey, offset: int) -> dict[str, Any]:
         """The message went to the DLQ: it is done for the group."""
-        queue = self.queues.get(key)
-        if queue is not None:
-            queue.in_flight.pop(offset, None)
-            queue.came_back.pop(offset, None)
-        return {"t": "dlq", "k": list(key), "o": offset}
+        return self._done("dlq", key, offset)
 
     def finished(self, key: PopKey, offset: int) -> dict[str, Any]:
         """The message is done for the group without an ack: its retry copy was stored, or
         it came back and is not what the group now asks for (Apache acks a NO_MATCH)."""
+        return self._done("skip", key, offset)
+
+    def _done(self, entry_type: str, key: PopKey, offset: int) -> dict[str, Any]:
+        """Forget the message at ``offset`` (in flight or come back); the log entry of type
+        ``entry_type`` saying so."""
         queue = self.queues.get(key)
         if queue is not None:
             queue.in_flight.pop(offset, None)
             queue.came_back.pop(offset, None)
-        return {"t": "skip", "k": list(key), "o": offset}
+        return {"t": entry_type, "k": list(key), "o": offset}
 
     def reset(self, key: PopKey, offset: int) -> dict[str, Any]:
         """Start again at ``offset``: every in-flight and returned message is forgotten."""

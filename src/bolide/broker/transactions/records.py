@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from bolide.base.errors import ProtocolError
+from bolide.broker.held_messages import put_copy, record_copy
 from bolide.protocol.address import SocketAddress
 from bolide.protocol.headers import CheckTransactionStateRequestHeader
 from bolide.protocol.message import (
@@ -39,7 +40,7 @@ from bolide.protocol.message import (
     PropertyKey,
     reset_transaction_type,
 )
-from bolide.protocol.record import encode_properties, encode_record
+from bolide.protocol.record import encode_properties
 from bolide.protocol.system_topics import (
     TRANS_CHECK_GROUP,
     TRANS_CHECK_MAX_TIME_TOPIC,
@@ -176,29 +177,13 @@ def _int_or(text: str | None, default: int) -> int:
         return default
 
 
-def _put_of(
-    message: MessageExt, topic: str, queue_id: int, properties: dict[str, str]
-) -> PutRequest:
-    return PutRequest(
-        topic=topic,
-        queue_id=queue_id,
-        body=message.body,
-        flag=message.flag,
-        properties=encode_properties(properties),
-        sys_flag=message.sys_flag,
-        born_timestamp_ms=message.born_timestamp_ms,
-        born_host=message.born_host,
-        reconsume_times=message.reconsume_times,
-    )
-
-
 def commit_request(message: MessageExt, half: HalfRecord) -> PutRequest:
     """The committed message (endMessageTransaction): real topic and queue, sysFlag COMMIT,
     PREPARED TRANSACTION OFFSET = the half's commit-log offset; body stored as it was."""
     properties = dict(message.properties)
     for name in _COMMIT_DROPS:
         properties.pop(name, None)
-    request = _put_of(message, half.real_topic, half.real_queue_id, properties)
+    request = put_copy(message, half.real_topic, half.real_queue_id, encode_properties(properties))
     request.sys_flag = reset_transaction_type(message.sys_flag, MessageSysFlag.TRANSACTION_COMMIT)
     request.prepared_transaction_offset = message.commit_log_offset
     return request
@@ -211,13 +196,13 @@ def renew_request(message: MessageExt, check_times: int, origin_queue_offset: in
     properties = dict(message.properties)
     properties[CHECK_TIMES] = str(check_times)
     properties[PREPARED_QUEUE_OFFSET] = str(origin_queue_offset)
-    return _put_of(message, TRANS_HALF_TOPIC, HALF_QUEUE_ID, properties)
+    return put_copy(message, TRANS_HALF_TOPIC, HALF_QUEUE_ID, encode_properties(properties))
 
 
 def discard_request(message: MessageExt) -> PutRequest:
     """The half given up after too many checks (resolveDiscardMsg), to
     TRANS_CHECK_MAX_TIME_TOPIC queue 0 with its properties as they were."""
-    return _put_of(message, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(message.properties))
+    return put_copy(message, TRANS_CHECK_MAX_TIME_TOPIC, 0, encode_properties(message.properties))
 
 
 def resume_request(message: MessageExt) -> PutRequest:
@@ -227,7 +212,7 @@ def resume_request(message: MessageExt) -> PutRequest:
     properties = dict(message.properties)
     properties[CHECK_TIMES] = "0"
     properties.pop(PREPARED_QUEUE_OFFSET, None)
-    return _put_of(message, TRANS_HALF_TOPIC, HALF_QUEUE_ID, properties)
+    return put_copy(message, TRANS_HALF_TOPIC, HALF_QUEUE_ID, encode_properties(properties))
 
 
 def op_request(half_queue_offset: int, now_ms: int, store_host: SocketAddress) -> PutRequest:
@@ -265,21 +250,11 @@ def check_request(message: MessageExt, half: HalfRecord) -> tuple[dict[str, str]
         transaction_id=half.unique_key or None,
         offset_msg_id=message.offset_msg_id,
     )
-    body = encode_record(
-        topic=half.real_topic.encode("utf-8"),
-        body=message.body,
-        flag=message.flag,
-        properties=encode_properties(message.properties).encode("utf-8"),
+    body = record_copy(
+        message,
+        topic=half.real_topic,
         queue_id=half.real_queue_id,
-        queue_offset=message.queue_offset,
-        commit_log_offset=message.commit_log_offset,
-        sys_flag=message.sys_flag,
-        born_timestamp_ms=message.born_timestamp_ms,
-        born_host=message.born_host,
-        store_timestamp_ms=message.store_timestamp_ms,
-        store_host=message.store_host,
+        properties=message.properties,
         reconsume_times=message.reconsume_times,
-        prepared_transaction_offset=message.prepared_transaction_offset,
-        body_crc=message.body_crc,
     )
     return header.to_ext_fields(), body

@@ -39,6 +39,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ProtocolError
 from bolide.base.service import Service
+from bolide.broker.held_messages import read_message
 from bolide.broker.offsets import ConsumerOffsetManager
 from bolide.broker.outbound import check_transaction_state_request
 from bolide.broker.producers import ProducerManager
@@ -600,14 +601,7 @@ class TransactionService:
     # --- helpers ----------------------------------------------------------------------------
 
     def _read_message(self, commit_log_offset: int) -> MessageExt | None:
-        raw = self._store.read_record(commit_log_offset)
-        if raw is None:
-            return None
-        try:
-            message, _ = decode_record(raw, decompress=False)
-        except ProtocolError:
-            return None
-        return message
+        return read_message(self._store, commit_log_offset)
 
     def _read_half(self, commit_log_offset: int) -> HalfRecord | None:
         message = self._read_message(commit_log_offset)
