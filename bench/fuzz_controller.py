@@ -35,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.fuzz_support import (
     INTERESTING_INTS,
+    Fuzzer,
     Mutator,
     ServerUnderTest,
     main,
@@ -60,7 +61,7 @@ from bolide.protocol.headers.controller import (
 from bolide.remoting import ClientPool
 from bolide.testing.etcd import EtcdCluster
 
-__all__ = ["ControllerUnderTest", "attack", "liveness", "prepare"]
+__all__ = ["FUZZER", "ControllerUnderTest", "attack", "liveness", "prepare"]
 
 CONCURRENT_EXCHANGES = 48
 """Connections the fuzzer keeps busy at once."""
@@ -296,5 +297,8 @@ async def _heartbeat_table_entries(metrics_address: str) -> float:
     raise LookupError("no bolide_controller_heartbeat_table_entries on /metrics")
 
 
+FUZZER = Fuzzer("controller", attack, liveness, prepare, ControllerUnderTest)
+"""What ``python bench/fuzz_controller.py`` and tests/fuzz/ run."""
+
 if __name__ == "__main__":
-    sys.exit(main("controller", attack, liveness, prepare, ControllerUnderTest))
+    sys.exit(main(FUZZER))

@@ -15,11 +15,11 @@ import re
 import sys
 
 from bench.fuzz_http import HttpTarget, http_attack, http_get, status_of
-from bench.fuzz_support import ServerUnderTest, main
+from bench.fuzz_support import Fuzzer, ServerUnderTest, main
 from bolide.client.admin import AdminClient
 from bolide.protocol.bodies import SubscriptionGroupConfig
 
-__all__ = ["attack", "liveness", "prepare"]
+__all__ = ["FUZZER", "attack", "liveness", "prepare"]
 
 TOPIC, GROUP = "FuzzHttp", "FuzzHttpGroup"
 PATHS = (
@@ -62,5 +62,8 @@ async def liveness(server: ServerUnderTest) -> bool:
     return status_of(await http_get(server, "dashboard", "/")) == 200
 
 
+FUZZER = Fuzzer("dashboard", attack, liveness, prepare)
+"""What ``python bench/fuzz_dashboard.py`` and tests/fuzz/ run."""
+
 if __name__ == "__main__":
-    sys.exit(main("dashboard", attack, liveness, prepare))
+    sys.exit(main(FUZZER))

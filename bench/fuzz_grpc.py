@@ -25,11 +25,11 @@ from google.protobuf import descriptor as pb_descriptor
 from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
-from bench.fuzz_support import INTERESTING_INTS, Mutator, ServerUnderTest, exchange, main
+from bench.fuzz_support import INTERESTING_INTS, Fuzzer, Mutator, ServerUnderTest, exchange, main
 from bolide.client.admin import AdminClient
 from bolide.protocol.bodies import SubscriptionGroupConfig
 
-__all__ = ["attack", "liveness", "prepare"]
+__all__ = ["FUZZER", "attack", "liveness", "prepare"]
 
 CONCURRENT_CALLS = 256
 """Calls in flight at once on the one HTTP/2 channel (a long poll holds its call for
@@ -253,5 +253,8 @@ async def liveness(server: ServerUnderTest) -> bool:
     return bool(response.status.code == definition_pb2.OK)
 
 
+FUZZER = Fuzzer("grpc", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES)
+"""What ``python bench/fuzz_grpc.py`` and tests/fuzz/ run."""
+
 if __name__ == "__main__":
-    sys.exit(main("grpc", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES))
+    sys.exit(main(FUZZER))

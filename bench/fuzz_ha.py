@@ -16,7 +16,7 @@ import random
 import struct
 import sys
 
-from bench.fuzz_support import INTERESTING_INTS, Mutator, ServerUnderTest, exchange, main
+from bench.fuzz_support import INTERESTING_INTS, Fuzzer, Mutator, ServerUnderTest, exchange, main
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
 from bolide.protocol.bodies import KVTable
@@ -24,7 +24,7 @@ from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import ClientPool
 
-__all__ = ["attack", "liveness", "prepare"]
+__all__ = ["FUZZER", "attack", "liveness", "prepare"]
 
 CONCURRENT_EXCHANGES = 256
 """Connections posing as slaves at once."""
@@ -98,5 +98,8 @@ async def liveness(server: ServerUnderTest) -> bool:
     return bool(offset == 0 and size > 0)
 
 
+FUZZER = Fuzzer("ha", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES)
+"""What ``python bench/fuzz_ha.py`` and tests/fuzz/ run."""
+
 if __name__ == "__main__":
-    sys.exit(main("ha", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES))
+    sys.exit(main(FUZZER))

@@ -13,9 +13,9 @@ import random
 import sys
 
 from bench.fuzz_http import HttpTarget, http_attack, http_get, status_of
-from bench.fuzz_support import ServerUnderTest, main
+from bench.fuzz_support import Fuzzer, ServerUnderTest, main
 
-__all__ = ["attack", "liveness"]
+__all__ = ["FUZZER", "attack", "liveness"]
 
 _target = HttpTarget(
     "metrics", ("/metrics", "/", "/metrics?name[]=rocketmq_brokeruptime", "/favicon.ico"),
@@ -32,5 +32,8 @@ async def liveness(server: ServerUnderTest) -> bool:
     return status_of(answer) == 200 and b"rocketmq_" in answer
 
 
+FUZZER = Fuzzer("metrics", attack, liveness)
+"""What ``python bench/fuzz_metrics.py`` and tests/fuzz/ run."""
+
 if __name__ == "__main__":
-    sys.exit(main("metrics", attack, liveness))
+    sys.exit(main(FUZZER))

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 
-from bench.fuzz_support import Mutator, ServerUnderTest, main, remoting_round, run_bounded
+from bench.fuzz_support import Fuzzer, Mutator, ServerUnderTest, main, remoting_round, run_bounded
 from bolide.client.admin import AdminClient
 from bolide.client.message import Message
 from bolide.client.producer.producer import Producer
@@ -28,7 +28,7 @@ from bolide.protocol.command import FLAG_ONEWAY, RemotingCommand
 from bolide.protocol.frame import SerializeType
 from bolide.remoting import ClientPool
 
-__all__ = ["attack", "liveness", "prepare"]
+__all__ = ["FUZZER", "attack", "liveness", "prepare"]
 
 CONCURRENT_EXCHANGES = 256
 """Connections the fuzzer keeps busy at once."""
@@ -191,5 +191,8 @@ async def liveness(server: ServerUnderTest) -> bool:
     return codes == {ResponseCode.SUCCESS}
 
 
+FUZZER = Fuzzer("remoting", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES)
+"""What ``python bench/fuzz_remoting.py`` and tests/fuzz/ run."""
+
 if __name__ == "__main__":
-    sys.exit(main("remoting", attack, liveness, prepare, round_exchanges=ROUND_EXCHANGES))
+    sys.exit(main(FUZZER))

@@ -13,8 +13,8 @@ then measures again and prints::
     verdict: ok | FAILED (why)
 
 The exit status is 1 on a crash, a server that stopped serving, an unhandled exception in
-the server's log or connections the server left open; 0 otherwise. ``run_fuzzer`` is what
-tests/fuzz/ call with a small budget.
+the server's log or connections the server left open; 0 otherwise. Each fuzzer declares itself as a
+:class:`Fuzzer` (``FUZZER``), which tests/fuzz/ run with a small budget.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ __all__ = [
     "INTERESTING_TEXTS",
     "Attack",
     "FuzzReport",
+    "Fuzzer",
     "Mutator",
     "ServerUnderTest",
     "exchange",
     "main",
-    "run_fuzzer",
 ]
 
 START_TIMEOUT_S = 120.0
@@ -570,39 +570,40 @@ async def _run(
     return report
 
 
-def run_fuzzer(
-    listener: str, attack: Attack, liveness: Liveness, *, seed: int, seconds: float,
-    max_requests: int, prepare: Prepare | None = None,
-    server_factory: ServerFactory = ServerUnderTest, round_exchanges: int = ROUND_EXCHANGES,
-) -> FuzzReport:  # fmt: skip
-    """One fuzz run against a fresh server in a temporary directory (removed after)."""
-    root = Path(tempfile.mkdtemp(prefix=f"bolide-fuzz-{listener}-"))
-    try:
-        return remoting_loop.run(
-            _run(listener, attack, liveness, seed, seconds, max_requests, prepare, root,
-                 server_factory, round_exchanges)
-        )  # fmt: skip
-    finally:
-        if os.environ.get("BOLIDE_FUZZ_KEEP_LOG"):
-            shutil.copy(root / "stderr.log", os.environ["BOLIDE_FUZZ_KEEP_LOG"])
-        shutil.rmtree(root, ignore_errors=True)
+@dataclass(frozen=True)
+class Fuzzer:
+    """One listener's fuzzer, as bench/fuzz_<listener>.py declares it (``FUZZER``): what its
+    command line and its CI-sized test in tests/fuzz/ both run."""
+
+    listener: str
+    attack: Attack
+    liveness: Liveness
+    prepare: Prepare | None = None
+    server_factory: ServerFactory = ServerUnderTest
+    round_exchanges: int = ROUND_EXCHANGES
+
+    def run(self, *, seed: int, seconds: float, max_requests: int) -> FuzzReport:
+        """One run against a fresh server in a temporary directory (removed after)."""
+        root = Path(tempfile.mkdtemp(prefix=f"bolide-fuzz-{self.listener}-"))
+        try:
+            return remoting_loop.run(
+                _run(self.listener, self.attack, self.liveness, seed, seconds, max_requests,
+                     self.prepare, root, self.server_factory, self.round_exchanges)
+            )  # fmt: skip
+        finally:
+            if os.environ.get("BOLIDE_FUZZ_KEEP_LOG"):
+                shutil.copy(root / "stderr.log", os.environ["BOLIDE_FUZZ_KEEP_LOG"])
+            shutil.rmtree(root, ignore_errors=True)
 
 
-def main(
-    listener: str, attack: Attack, liveness: Liveness, prepare: Prepare | None = None,
-    server_factory: ServerFactory = ServerUnderTest, round_exchanges: int = ROUND_EXCHANGES,
-) -> int:  # fmt: skip
+def main(fuzzer: Fuzzer) -> int:
     """The command line of every fuzzer: ``--seed``, ``--seconds``, ``--requests``."""
-    parser = argparse.ArgumentParser(description=f"Fuzz Bolide's {listener} listener.")
+    parser = argparse.ArgumentParser(description=f"Fuzz Bolide's {fuzzer.listener} listener.")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--requests", type=int, default=10**9)
     options = parser.parse_args()
-    report = run_fuzzer(
-        listener, attack, liveness, seed=options.seed, seconds=options.seconds,
-        max_requests=options.requests, prepare=prepare, server_factory=server_factory,
-        round_exchanges=round_exchanges,
-    )  # fmt: skip
+    report = fuzzer.run(seed=options.seed, seconds=options.seconds, max_requests=options.requests)
     for line in report.lines():
         print(line, flush=True)
     return 0 if report.ok else 1
