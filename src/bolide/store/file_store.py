@@ -25,7 +25,6 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import (
     DiskFullError,
-    ProtocolError,
     StoreError,
     invariant,
 )
@@ -33,7 +32,6 @@ from bolide.base.fileio import fsync_directory
 from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.store import appender, retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
@@ -52,7 +50,7 @@ from bolide.store.checkpoint import Checkpoint, CheckpointFile
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
-from bolide.store.dispatch import matches_key
+from bolide.store.dispatch import answers_key_query
 from bolide.store.file_ops import DiskUsage, FileOps
 from bolide.store.file_queue_reads import get_from_queue
 from bolide.store.file_store_replication import ReplicationAccess
@@ -651,16 +649,9 @@ class FileMessageStore(ReplicationAccess, QueueTimeQueries):
 
         def accept(commit_log_offset: int) -> bool:
             record = self._commit_log.read_record(commit_log_offset)
-            if record is None:
-                return False
-            try:
-                header = read_record_header(record)
-                properties = read_record_properties(record, header)
-            except ProtocolError:
-                return False
-            if header.topic != topic or not begin_ms <= header.store_timestamp_ms <= end_ms:
-                return False
-            if not matches_key(properties, key, unique=unique):
+            if record is None or not answers_key_query(
+                record, topic, key, begin_ms, end_ms, unique=unique
+            ):
                 return False
             records[commit_log_offset] = record
             return True

@@ -18,9 +18,8 @@ from typing import Any
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import ProtocolError
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.record import read_record_header, read_record_properties
+from bolide.protocol.record import read_record_header
 from bolide.store import retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
@@ -35,7 +34,7 @@ from bolide.store.api import (
     StoreStats,
 )
 from bolide.store.config import StoreConfig
-from bolide.store.dispatch import gets_queue_entry, matches_key, queue_tags_code
+from bolide.store.dispatch import answers_key_query, gets_queue_entry, queue_tags_code
 from bolide.store.file_ops import DiskUsage
 from bolide.store.index_file import index_key_hash
 from bolide.store.queue_reads import (
@@ -395,14 +394,7 @@ class MemoryMessageStore(QueueTimeQueries):
             record = self._records.get(offset)
             if record is None:
                 continue
-            try:
-                header = read_record_header(record)
-                properties = read_record_properties(record, header)
-            except ProtocolError:
-                continue
-            if header.topic != topic or not begin_ms <= header.store_timestamp_ms <= end_ms:
-                continue
-            if matches_key(properties, key, unique=unique):
+            if answers_key_query(record, topic, key, begin_ms, end_ms, unique=unique):
                 found.append(memoryview(record))
                 if len(found) >= max_count:
                     break
