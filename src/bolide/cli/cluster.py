@@ -44,10 +44,7 @@ def register(root: typer.Typer) -> None:
 
 @cluster_app.command("list")
 @admin_options
-def cluster_list(
-    *,
-    command: AdminCommand,
-) -> None:
+def cluster_list(*, command: AdminCommand) -> None:
     """Every broker of every cluster: role, address, replication lag (bytes and ms behind the
     master), version, messages in and out today."""
     output = command.output

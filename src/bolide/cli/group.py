@@ -214,11 +214,7 @@ def _new_start(start_offset: int | None) -> str:
 
 @app.command("connections")
 @admin_options
-def connections(
-    group: GroupArgument,
-    *,
-    command: AdminCommand,
-) -> None:
+def connections(group: GroupArgument, *, command: AdminCommand) -> None:
     """The group's online clients (id, address, language, version) and subscriptions."""
     output = command.output
 

@@ -140,12 +140,7 @@ def update(
 
 @app.command("delete")
 @admin_options
-def delete(
-    topic: TopicArgument,
-    cluster: ClusterOption = None,
-    *,
-    command: AdminCommand,
-) -> None:
+def delete(topic: TopicArgument, cluster: ClusterOption = None, *, command: AdminCommand) -> None:
     """Delete a topic (its queues and every group's offsets on it) from brokers and name
     servers."""
     command.change_brokers(
@@ -188,11 +183,7 @@ def list_topics(
 
 @app.command("route")
 @admin_options
-def route(
-    topic: TopicArgument,
-    *,
-    command: AdminCommand,
-) -> None:
+def route(topic: TopicArgument, *, command: AdminCommand) -> None:
     """Which brokers hold the topic, with how many queues and which permission."""
     output = command.output
     data = command.run(lambda admin: admin.topic_route(topic))
@@ -244,11 +235,7 @@ def route(
 
 @app.command("status")
 @admin_options
-def status(
-    topic: TopicArgument,
-    *,
-    command: AdminCommand,
-) -> None:
+def status(topic: TopicArgument, *, command: AdminCommand) -> None:
     """Per queue: min and max offset, messages held, time of the last message."""
     output = command.output
     statuses = command.run(lambda admin: admin.topic_status(topic))
@@ -274,11 +261,7 @@ def status(
 
 @app.command("consumers")
 @admin_options
-def consumers(
-    topic: TopicArgument,
-    *,
-    command: AdminCommand,
-) -> None:
+def consumers(topic: TopicArgument, *, command: AdminCommand) -> None:
     """The consumer groups of a topic (subscribed now or holding offsets on it)."""
     output = command.output
     groups = command.run(lambda admin: admin.topic_consumer_groups(topic))
