@@ -1,4 +1,5 @@
-"""The command line's pure parts: time arguments, permissions, topic kinds, exit codes."""
+"""The command line's pure parts: time arguments, permissions, topic kinds, exit codes, the
+admin options every admin command gets."""
 
 from __future__ import annotations
 
@@ -6,16 +7,27 @@ import datetime
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from bolide.base.errors import (
     GroupNotFoundError,
+    InvariantViolationError,
     MessageNotFoundError,
     NameServerUnavailableError,
     RemoteError,
     RequestTimeoutError,
     TopicNotFoundError,
 )
-from bolide.cli.common import ExitCode, exit_code_of, format_time_ms, parse_time_ms
+from bolide.cli.common import (
+    DEFAULT_NAMESRV,
+    DEFAULT_TIMEOUT_MS,
+    AdminCommand,
+    ExitCode,
+    admin_options,
+    exit_code_of,
+    format_time_ms,
+    parse_time_ms,
+)
 from bolide.cli.topic import parse_perm, perm_text, topic_kind
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST
 
@@ -105,3 +117,33 @@ def test_security_options_are_hoisted_from_anywhere() -> None:
         "list",
         "--access-key",
     ]
+
+
+def test_admin_options_reach_the_command_as_one_admin_command() -> None:
+    seen: list[tuple[str, str, int, bool]] = []
+
+    @admin_options
+    def show(name: str, *, command: AdminCommand) -> None:
+        """Record what the command got."""
+        seen.append((name, command.namesrv, command.timeout_ms, command.json_output))
+
+    app = typer.Typer()
+    app.command("show")(show)
+    app.command("other")(show)  # two commands: typer keeps "show" a subcommand
+    runner = CliRunner(env={"BOLIDE_NAMESRV": None})
+    given = runner.invoke(app, ["show", "x", "-n", "h:1", "--timeout-ms", "5", "--json"])
+    defaults = runner.invoke(app, ["show", "y"])
+    too_small = runner.invoke(app, ["show", "z", "--timeout-ms", "0"])
+    assert given.exit_code == defaults.exit_code == 0, (given.output, defaults.output)
+    assert too_small.exit_code == 2
+    assert seen == [("x", "h:1", 5, True), ("y", DEFAULT_NAMESRV, DEFAULT_TIMEOUT_MS, False)]
+    help_text = runner.invoke(app, ["show", "--help"], env={"COLUMNS": "120"}).output
+    assert "--namesrv" in help_text and "--json" in help_text and "--command" not in help_text
+
+
+def test_admin_options_need_the_command_parameter() -> None:
+    def no_command(name: str) -> None:
+        """A command that forgot its AdminCommand."""
+
+    with pytest.raises(InvariantViolationError, match="no parameter 'command'"):
+        admin_options(no_command)

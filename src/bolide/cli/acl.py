@@ -20,23 +20,16 @@ from bolide.acl.migration import acl_of_account, user_of_account
 from bolide.base.clock import SystemClock
 from bolide.cli import users
 from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
+    AdminCommand,
     BrokerOption,
     ClusterOption,
     ExitCode,
-    JsonOption,
-    NamesrvOption,
-    Output,
-    TimeoutOption,
-    admin_session,
+    admin_options,
     fail,
-    report_brokers,
 )
 from bolide.client.admin import AdminClient
 from bolide.client.admin import acl as admin_acl
 from bolide.client.admin import auth as admin_auth
-from bolide.protocol.headers.acl import AclInfoResponseHeader
 
 __all__ = ["register"]
 
@@ -52,23 +45,21 @@ def register(root: typer.Typer) -> None:
 
 
 @app.command("list")
+@admin_options
 def list_accounts(
     show_secrets: Annotated[
         bool, typer.Option("--show-secrets", help="Print secret keys too.")
     ] = False,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """The accounts and the global white list of each broker."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> dict[str, admin_acl.BrokerAclConfig]:
-        return await admin_acl.acl_config(admin, cluster=cluster, brokers=broker or ())
-
-    configs = admin_session(output, namesrv, timeout_ms, action)
+    output = command.output
+    configs = command.run(
+        lambda admin: admin_acl.acl_config(admin, cluster=cluster, brokers=broker or ())
+    )
     documents: dict[str, Any] = {}
     for name, config in configs.items():
         accounts = [_shown(account, show_secrets) for account in config.accounts]
@@ -99,20 +90,18 @@ def _shown(account: dict[str, Any], show_secrets: bool) -> dict[str, Any]:
 
 
 @app.command("version")
+@admin_options
 def version(
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """The data version of each broker's accounts file (it moves with every change)."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> dict[str, AclInfoResponseHeader]:
-        return await admin_acl.acl_info(admin, cluster=cluster, brokers=broker or ())
-
-    infos = admin_session(output, namesrv, timeout_ms, action)
+    output = command.output
+    infos = command.run(
+        lambda admin: admin_acl.acl_info(admin, cluster=cluster, brokers=broker or ())
+    )
     rows = [[name, i.broker_addr, i.cluster_name, i.version] for name, i in infos.items()]
     if output.json_output:
         output.json({row[0]: {"brokerAddr": row[1], "clusterName": row[2], "version": row[3]}
@@ -122,6 +111,7 @@ def version(
 
 
 @app.command("update")
+@admin_options
 def update(
     access_key: Annotated[str, typer.Argument(help="The account's access key.")],
     account_secret: Annotated[
@@ -148,12 +138,10 @@ def update(
     ] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Create an account or change it (options left out keep their value)."""
-    output = Output(json_output)
     change = admin_acl.AclAccountUpdate(
         access_key=access_key,
         secret_key=account_secret,
@@ -164,38 +152,34 @@ def update(
         topic_perms=topic_perm,
         group_perms=group_perm,
     )
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_acl.update_acl_account(
+    command.change_brokers(
+        lambda admin: admin_acl.update_acl_account(
             admin, change, cluster=cluster, brokers=broker or ()
-        )
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "account", access_key, brokers, "updated on")
+        ),
+        "account", access_key, "updated on",
+    )  # fmt: skip
 
 
 @app.command("delete")
+@admin_options
 def delete(
     access_key: Annotated[str, typer.Argument(help="The account's access key.")],
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Delete an account."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_acl.delete_acl_account(
+    command.change_brokers(
+        lambda admin: admin_acl.delete_acl_account(
             admin, access_key, cluster=cluster, brokers=broker or ()
-        )
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "account", access_key, brokers, "deleted on")
+        ),
+        "account", access_key, "deleted on",
+    )  # fmt: skip
 
 
 @app.command("white-list")
+@admin_options
 def white_list(
     patterns: Annotated[
         list[str] | None,
@@ -203,24 +187,21 @@ def white_list(
     ] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Replace the global white list (peers matching it skip every ACL check)."""
-    output = Output(json_output)
     chosen = patterns or []
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_acl.update_global_white_addresses(
+    command.change_brokers(
+        lambda admin: admin_acl.update_global_white_addresses(
             admin, chosen, cluster=cluster, brokers=broker or ()
-        )
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "globalWhiteAddrs", ",".join(chosen), brokers, "set on")
+        ),
+        "globalWhiteAddrs", ",".join(chosen), "set on",
+    )  # fmt: skip
 
 
 @app.command("migrate")
+@admin_options
 def migrate_file(
     acl_file: Annotated[Path, typer.Argument(help="The ACL 1.0 file (plain_acl.yml).")],
     dry_run: Annotated[
@@ -228,13 +209,12 @@ def migrate_file(
     ] = False,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """ACL 1.0 accounts -> ACL 2.0 users and policies (as migrateAuthFromV1Enabled); the
     file's ``acl/`` directory is read too, as the broker reads it."""
-    output = Output(json_output)
+    output = command.output
     try:
         rules, _, _ = AclFile(acl_file, None, SystemClock()).read()
     except (AclConfigError, OSError) as error:
@@ -266,7 +246,7 @@ def migrate_file(
             await admin_auth.put_acl_info(admin, acl_info, cluster=cluster, brokers=brokers)
         return done
 
-    done = admin_session(output, namesrv, timeout_ms, action)
+    done = command.run(action)
     if output.json_output:
         output.json({**done, "dryRun": dry_run})
         return

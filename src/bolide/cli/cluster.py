@@ -14,19 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
-    ExitCode,
-    JsonOption,
-    NamesrvOption,
-    Output,
-    TimeoutOption,
-    admin_session,
-    fail,
-)
+from bolide.cli.common import AdminCommand, ExitCode, admin_options, fail
 from bolide.client.admin import AdminClient
-from bolide.client.admin.views import BrokerSummary
 
 __all__ = ["broker_group", "register"]
 
@@ -54,20 +43,13 @@ def register(root: typer.Typer) -> None:
 
 
 @cluster_app.command("list")
-def cluster_list(
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
+@admin_options
+def cluster_list(*, command: AdminCommand) -> None:
     """Every broker of every cluster: role, address, replication lag (bytes and ms behind the
     master), version, messages in and out today."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[BrokerSummary]:
-        return await admin.list_brokers()
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    brokers = command.run(lambda admin: admin.list_brokers())
+    if output.json_output:
         output.json([broker.to_dict() for broker in brokers])
         return
     output.table(
@@ -104,18 +86,18 @@ def cluster_list(
     )
 
 
+@admin_options
 def broker_status(
     broker: Annotated[
         str | None,
         typer.Argument(help="Broker name or host:port (default: every broker)."),
     ] = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """A broker's runtime figures (GET_BROKER_RUNTIME_INFO): version, uptime, messages put
     and got, commit-log offsets, flush backlog, parked pulls..."""
-    output = Output(json_output)
+    output = command.output
 
     async def action(admin: AdminClient) -> dict[str, dict[str, str] | str]:
         if broker is not None:
@@ -130,8 +112,8 @@ def broker_status(
             for (name, address), info in zip(targets.items(), infos, strict=True)
         }
 
-    tables = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    tables = command.run(action)
+    if output.json_output:
         output.json(tables)
     else:
         for title, table in tables.items():

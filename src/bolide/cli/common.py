@@ -1,6 +1,7 @@
-"""What every admin command shares: the ``--namesrv`` / ``--json`` / ``--timeout-ms`` options,
-running an :class:`~bolide.client.admin.AdminClient` session, output (rich tables or JSON),
-time arguments, and the exit codes.
+"""What every admin command shares: the ``--namesrv`` / ``--json`` / ``--timeout-ms`` options
+(:func:`admin_options` adds them to a command as one :class:`AdminCommand`), running an
+:class:`~bolide.client.admin.AdminClient` session, output (rich tables or JSON), time arguments,
+and the exit codes.
 
 Exit codes (docs/cli.md)::
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
+import inspect
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -37,6 +40,7 @@ from bolide.base.errors import (
     NotFoundError,
     RequestTimeoutError,
     TopicNotFoundError,
+    invariant,
 )
 from bolide.cli.security import client_options
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
@@ -44,6 +48,7 @@ from bolide.remoting.loop import run
 
 __all__ = [
     "DEFAULT_NAMESRV",
+    "AdminCommand",
     "BrokerOption",
     "ClusterOption",
     "ExitCode",
@@ -51,6 +56,7 @@ __all__ = [
     "NamesrvOption",
     "Output",
     "TimeoutOption",
+    "admin_options",
     "admin_session",
     "fail",
     "format_time_ms",
@@ -221,6 +227,87 @@ def describe(error: BolideError) -> str:
             text = f"{text} ({cause})"
         text = f"cannot reach the cluster: {text}"
     return text
+
+
+class AdminCommand:
+    """What ``--namesrv``, ``--timeout-ms`` and ``--json`` give an admin command: where it writes
+    (:attr:`output`) and sessions with an AdminClient against those name servers (:meth:`run`).
+    """
+
+    def __init__(self, namesrv: str, timeout_ms: int, json_output: bool) -> None:
+        self.namesrv = namesrv
+        self.timeout_ms = timeout_ms
+        self.output = Output(json_output)
+
+    @property
+    def json_output(self) -> bool:
+        """Whether ``--json`` was given."""
+        return self.output.json_output
+
+    def run(self, action: Callable[[AdminClient], Awaitable[T]]) -> T:
+        """``action``'s result in a fresh admin session (errors end the command: see
+        :func:`admin_session`)."""
+        return admin_session(self.output, self.namesrv, self.timeout_ms, action)
+
+    def change_brokers(
+        self,
+        action: Callable[[AdminClient], Awaitable[list[str]]],
+        kind: str,
+        name: str,
+        done: str,
+        *,
+        no_broker: str = "",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Run ``action``, a change that returns the brokers it was applied on, and report them
+        (see :func:`report_brokers`)."""
+        brokers = self.run(action)
+        report_brokers(self.output, kind, name, brokers, done, no_broker=no_broker, extra=extra)
+
+
+_ADMIN_PARAMETERS = (
+    inspect.Parameter(
+        "namesrv", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_NAMESRV, annotation=NamesrvOption
+    ),
+    inspect.Parameter(
+        "timeout_ms",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=DEFAULT_TIMEOUT_MS,
+        annotation=TimeoutOption,
+    ),
+    inspect.Parameter(
+        "json_output", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOption
+    ),
+)
+_COMMAND_PARAMETER = "command"
+
+
+def admin_options(function: Callable[..., None]) -> Callable[..., None]:
+    """An admin command with the options every one takes, for ``app.command(...)``.
+
+    ``function`` declares its own arguments and options and, last, the keyword-only parameter
+    ``command: AdminCommand``; typer sees ``--namesrv``, ``--timeout-ms`` and ``--json`` in its
+    place (last in the help, as everywhere) and the command gets them as one AdminCommand.
+    """
+    signature = inspect.signature(function, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != _COMMAND_PARAMETER]
+    invariant(
+        len(own) == len(signature.parameters) - 1,
+        f"{function.__name__} has no parameter {_COMMAND_PARAMETER!r} for the admin options",
+    )
+
+    @functools.wraps(function)
+    def with_options(**values: Any) -> None:
+        command = AdminCommand(
+            values.pop("namesrv"), values.pop("timeout_ms"), values.pop("json_output")
+        )
+        function(**values, **{_COMMAND_PARAMETER: command})
+
+    # Typer reads the options from the signature: the command's own, then the admin options.
+    with_options.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own, *_ADMIN_PARAMETERS]
+    )
+    return with_options
 
 
 # --- times ---------------------------------------------------------------------------------------

@@ -7,20 +7,14 @@ from typing import Annotated, Any
 import typer
 
 from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
+    AdminCommand,
     BrokerOption,
     ClusterOption,
-    JsonOption,
-    NamesrvOption,
-    Output,
-    TimeoutOption,
-    admin_session,
+    admin_options,
     format_time_ms,
-    report_brokers,
 )
 from bolide.client.admin import START_BY_CONSUME_FROM, AdminClient
-from bolide.client.admin.views import GroupProgress, GroupSummary, connection_to_dict
+from bolide.client.admin.views import connection_to_dict
 from bolide.protocol.bodies import ConsumerConnection, ConsumerRunningInfo, SubscriptionGroupConfig
 
 __all__ = ["register"]
@@ -71,6 +65,7 @@ def _settings(
 
 
 @app.command("create")
+@admin_options
 def create(
     group: GroupArgument,
     retry_max_times: RetryMaxOption = None,
@@ -80,27 +75,22 @@ def create(
     orderly: OrderlyOption = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Create a subscription group (or replace its settings); unset options take RocketMQ's
     defaults (16 retries, 1 retry queue, consume and broadcast allowed)."""
-    output = Output(json_output)
     config = SubscriptionGroupConfig(
         group, **_settings(retry_max_times, retry_queues, broadcast, consume, orderly)
     )
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.create_group(config, cluster=cluster, brokers=broker or ())
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(
-        output, "group", group, brokers, "created on", extra={"config": config.to_object()}
-    )
+    command.change_brokers(
+        lambda admin: admin.create_group(config, cluster=cluster, brokers=broker or ()),
+        "group", group, "created on", extra={"config": config.to_object()},
+    )  # fmt: skip
 
 
 @app.command("update")
+@admin_options
 def update(
     group: GroupArgument,
     retry_max_times: RetryMaxOption = None,
@@ -108,61 +98,49 @@ def update(
     broadcast: BroadcastOption = None,
     consume: ConsumeOption = None,
     orderly: OrderlyOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Change settings of an existing group; the others stay."""
-    output = Output(json_output)
     changes = _settings(retry_max_times, retry_queues, broadcast, consume, orderly)
     if not changes:
         raise typer.BadParameter("nothing to change: give at least one setting")
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.update_group(group, **changes)
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "group", group, brokers, "updated on")
+    command.change_brokers(
+        lambda admin: admin.update_group(group, **changes), "group", group, "updated on"
+    )
 
 
 @app.command("delete")
+@admin_options
 def delete(
     group: GroupArgument,
     keep_offsets: Annotated[
         bool, typer.Option("--keep-offsets", help="Keep the group's committed offsets.")
     ] = False,
     cluster: ClusterOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Delete a subscription group (and its offsets unless --keep-offsets)."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.delete_group(group, remove_offsets=not keep_offsets, cluster=cluster)
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "group", group, brokers, "deleted from", no_broker="the brokers")
+    command.change_brokers(
+        lambda admin: admin.delete_group(group, remove_offsets=not keep_offsets, cluster=cluster),
+        "group", group, "deleted from", no_broker="the brokers",
+    )  # fmt: skip
 
 
 @app.command("list")
+@admin_options
 def list_groups(
     show_all: Annotated[
         bool, typer.Option("--all", "-a", help="Include the brokers' built-in groups.")
     ] = False,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Subscription groups, where they are, who is online, their retry settings."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[GroupSummary]:
-        return await admin.list_groups(include_system=show_all)
-
-    groups = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    groups = command.run(lambda admin: admin.list_groups(include_system=show_all))
+    if output.json_output:
         output.json([group.to_dict() for group in groups])
         return
     output.table(
@@ -185,22 +163,18 @@ def list_groups(
 
 
 @app.command("progress")
+@admin_options
 def progress(
     group: GroupArgument,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Per queue: broker offset, consumer offset, lag, and the client owning it (for a
     broadcasting group, each client's own offsets)."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> GroupProgress:
-        return await admin.group_progress(group, topic=topic)
-
-    result = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    result = command.run(lambda admin: admin.group_progress(group, topic=topic))
+    if output.json_output:
         output.json(result.to_dict())
         return
     state = (
@@ -239,14 +213,10 @@ def _new_start(start_offset: int | None) -> str:
 
 
 @app.command("connections")
-def connections(
-    group: GroupArgument,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
+@admin_options
+def connections(group: GroupArgument, *, command: AdminCommand) -> None:
     """The group's online clients (id, address, language, version) and subscriptions."""
-    output = Output(json_output)
+    output = command.output
 
     async def action(admin: AdminClient) -> ConsumerConnection | None:
         found = await admin.consumer_connections(group)
@@ -254,15 +224,15 @@ def connections(
             await admin.ensure_group(group)
         return found
 
-    found = admin_session(output, namesrv, timeout_ms, action)
+    found = command.run(action)
     if found is None:
-        if json_output:
+        if output.json_output:
             output.json({"group": group, "online": False, "clients": [], "subscriptions": {}})
         else:
             output.line(f"group {group} is not online: no client of it is connected")
         return
     subscriptions = {topic: data.sub_string for topic, data in found.subscription_table.items()}
-    if json_output:
+    if output.json_output:
         output.json(
             {
                 "group": group,
@@ -287,17 +257,17 @@ def connections(
 
 
 @app.command("running-info")
+@admin_options
 def running_info(
     group: GroupArgument,
     client: Annotated[
         str | None, typer.Option("--client", help="Only this client id (default: every one).")
     ] = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """What each client reports: its settings, and per queue its cache and consumed offset."""
-    output = Output(json_output)
+    output = command.output
 
     async def action(admin: AdminClient) -> dict[str, ConsumerRunningInfo | str]:
         if client is not None:
@@ -313,8 +283,8 @@ def running_info(
             for each, info in zip(ids, infos, strict=True)
         }
 
-    reports = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    reports = command.run(action)
+    if output.json_output:
         output.json({client_id: _report_dict(info) for client_id, info in reports.items()})
         return
     if not reports:

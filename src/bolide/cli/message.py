@@ -12,14 +12,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from bolide.base import limits
 from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
+    AdminCommand,
     ExitCode,
-    JsonOption,
-    NamesrvOption,
     Output,
-    TimeoutOption,
-    admin_session,
+    admin_options,
     fail,
     format_time_ms,
     parse_time_ms,
@@ -27,7 +23,7 @@ from bolide.cli.common import (
 from bolide.client.admin import AdminClient, ProgressCallback
 from bolide.client.admin.trace import MessageTrace, format_duration_ms, message_trace
 from bolide.client.admin.views import ResendOutcome, message_to_dict
-from bolide.client.message import Message, SendResult
+from bolide.client.message import Message
 from bolide.protocol.message import MessageExt
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 
@@ -109,6 +105,7 @@ class _Bar:
 
 
 @app.command("send")
+@admin_options
 def send(
     topic: TopicArgument,
     body: Annotated[str | None, typer.Argument(help="Body text (or use --body-file).")] = None,
@@ -121,12 +118,11 @@ def send(
         list[str] | None, typer.Option("--property", "-p", help="name=value; repeatable.")
     ] = None,
     delay_level: Annotated[int | None, typer.Option("--delay-level", min=1)] = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Send one message."""
-    output = Output(json_output)
+    output = command.output
     if (body is None) == (body_file is None):
         raise typer.BadParameter("give the body as an argument or with --body-file, not both")
     if body_file is not None:
@@ -141,13 +137,9 @@ def send(
         properties[name] = value
     message = Message(topic, data, properties=properties, tags=tags, keys=keys,
                       delay_level=delay_level)  # fmt: skip
-
-    async def action(admin: AdminClient) -> SendResult:
-        return await admin.send_message(message)
-
-    result = admin_session(output, namesrv, timeout_ms, action)
+    result = command.run(lambda admin: admin.send_message(message))
     queue = result.queue
-    if json_output:
+    if output.json_output:
         output.json(
             {
                 "status": result.status.name,
@@ -167,6 +159,7 @@ def send(
 
 
 @app.command("get")
+@admin_options
 def get(
     msg_id: Annotated[str, typer.Argument(help="Message id (UNIQ_KEY) or offset message id.")],
     topic: Annotated[
@@ -174,18 +167,13 @@ def get(
         typer.Option("--topic", "-t", help="The topic: needed for a message id (UNIQ_KEY)."),
     ] = None,
     body_limit: BodyLimitOption = 1 << 20,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Show one message with its properties, found by id."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[MessageExt]:
-        return await admin.get_message(msg_id, topic=topic)
-
-    messages = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    messages = command.run(lambda admin: admin.get_message(msg_id, topic=topic))
+    if output.json_output:
         output.json([message_to_dict(m, body_limit_bytes=body_limit) for m in messages])
         return
     for message in messages:
@@ -200,6 +188,7 @@ def get(
 
 
 @app.command("query")
+@admin_options
 def query(
     topic: TopicArgument,
     key: Annotated[str | None, typer.Option("--key", "-k", help="A key (KEYS).")] = None,
@@ -211,12 +200,11 @@ def query(
         int | None, typer.Option("--max", min=1, help="Messages at most (key: 64, time: 2000).")
     ] = None,
     body_limit: BodyLimitOption = _DEFAULT_BODY_LIMIT_BYTES,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Find messages of TOPIC by key (--key) or stored in a time range (--begin [--end])."""
-    output = Output(json_output)
+    output = command.output
     now_ms = _now_ms()
     if (key is None) == (begin is None):
         raise typer.BadParameter("give either --key or --begin")
@@ -235,7 +223,7 @@ def query(
                 topic, max(1, begin_ms), end_ms, max_count=limit, on_progress=on_progress
             )
 
-        messages = admin_session(output, namesrv, timeout_ms, action)
+        messages = command.run(action)
     what = (
         f"key {key}"
         if key is not None
@@ -245,6 +233,7 @@ def query(
 
 
 @app.command("tail")
+@admin_options
 def tail(
     topic: TopicArgument,
     start: Annotated[
@@ -255,13 +244,12 @@ def tail(
         int | None, typer.Option("--count", min=1, help="Stop after this many messages.")
     ] = None,
     body_limit: BodyLimitOption = _DEFAULT_BODY_LIMIT_BYTES,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Print messages of TOPIC as they arrive (one JSON object per line with --json); stop
     with Ctrl-C or after --count."""
-    output = Output(json_output)
+    output = command.output
     start_ms = parse_time_ms(start, _now_ms())
 
     async def action(admin: AdminClient) -> int:
@@ -278,7 +266,7 @@ def tail(
         return seen
 
     try:
-        admin_session(output, namesrv, timeout_ms, action)
+        command.run(action)
     except typer.Exit as stop:
         if stop.exit_code != 130:  # Ctrl-C is how a tail normally ends
             raise
@@ -296,6 +284,7 @@ def _print_tailed(output: Output, message: MessageExt, body_limit: int) -> None:
 
 
 @app.command("resend")
+@admin_options
 def resend(
     group: Annotated[str, typer.Argument(help="Consumer group whose dead letters go back.")],
     msg_id: Annotated[
@@ -304,14 +293,13 @@ def resend(
     begin: Annotated[str | None, typer.Option("--begin", help="Dead letters stored since.")] = None,
     end: Annotated[str | None, typer.Option("--end", help="... and before (default now).")] = None,
     max_count: Annotated[int, typer.Option("--max", min=1)] = limits.ADMIN_RESEND_MAX_MESSAGES,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Send dead letters (%DLQ%GROUP) back to GROUP: its consumers get them again with their
     original topic and a fresh retry count. Without --msg-id, every dead letter in the time
     range (default: all)."""
-    output = Output(json_output)
+    output = command.output
     now_ms = _now_ms()
     begin_ms = parse_time_ms(begin, now_ms) if begin is not None else 0
     end_ms = parse_time_ms(end, now_ms) if end is not None else None
@@ -327,9 +315,9 @@ def resend(
                 on_progress=on_progress,
             )
 
-        outcomes = admin_session(output, namesrv, timeout_ms, action)
+        outcomes = command.run(action)
     failed = [outcome for outcome in outcomes if outcome.error is not None]
-    if json_output:
+    if output.json_output:
         output.json({"group": group, "resent": [o.to_dict() for o in outcomes]})
     else:
         output.table(
@@ -342,30 +330,26 @@ def resend(
 
 
 @app.command("trace")
+@admin_options
 def trace(
     msg_id: Annotated[str, typer.Argument(help="Message id (UNIQ_KEY), as producers show it.")],
     trace_topic: Annotated[
         str, typer.Option("--trace-topic", help="Where the trace records are.")
     ] = DEFAULT_TRACE_TOPIC,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Show a message's life from its trace records (written by trace-enabled clients or by a
     broker with traceOnBrokerEnable=true): put, deliveries per group, results, retries, dead
     letter. ``--json``: a list of steps, each with ``type`` (Pub, SubBefore, SubAfter,
     EndTransaction, Recall), ``time`` (ms), ``group``, ``client``, ``status``."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> MessageTrace:
-        return await message_trace(admin, msg_id, trace_topic)
-
-    found = admin_session(output, namesrv, timeout_ms, action)
+    output = command.output
+    found = command.run(lambda admin: message_trace(admin, msg_id, trace_topic))
     for problem in found.undecodable:
         output.note(f"a trace message that does not decode was skipped: {problem}")
     if not found.steps:
         fail(output, f"no trace records of {msg_id} in {trace_topic}", ExitCode.NOT_FOUND)
-    if json_output:
+    if output.json_output:
         output.json([step.to_json_object() for step in found.steps])
     else:
         _show_trace(output, found)

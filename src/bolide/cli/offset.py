@@ -7,19 +7,8 @@ from typing import Annotated
 
 import typer
 
-from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
-    JsonOption,
-    NamesrvOption,
-    Output,
-    TimeoutOption,
-    admin_session,
-    format_time_ms,
-    parse_time_ms,
-)
+from bolide.cli.common import AdminCommand, admin_options, format_time_ms, parse_time_ms
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
-from bolide.client.admin.views import ResetResult
 
 __all__ = ["register"]
 
@@ -40,6 +29,7 @@ def _describe_target(timestamp_ms: int) -> str:
 
 
 @app.command("reset")
+@admin_options
 def reset(
     group: Annotated[str, typer.Argument(help="Consumer group.")],
     topic: Annotated[str, typer.Argument(help="Topic whose offsets move.")],
@@ -55,20 +45,15 @@ def reset(
         bool,
         typer.Option("--force/--no-force", help="--no-force only moves queues backwards."),
     ] = True,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Move GROUP on TOPIC to a point in time. Online consumers (Bolide, Java, C++) are told
     at once; an offline group resumes there when it starts."""
-    output = Output(json_output)
+    output = command.output
     timestamp_ms = parse_time_ms(to, time.time_ns() // 1_000_000)
-
-    async def action(admin: AdminClient) -> ResetResult:
-        return await admin.reset_offset(group, topic, timestamp_ms, force=force)
-
-    result = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    result = command.run(lambda admin: admin.reset_offset(group, topic, timestamp_ms, force=force))
+    if output.json_output:
         output.json(result.to_dict())
         return
     output.table(
@@ -89,23 +74,23 @@ def reset(
 
 
 @app.command("clone")
+@admin_options
 def clone(
     source_group: Annotated[str, typer.Argument(help="Group whose offsets are copied.")],
     destination_group: Annotated[str, typer.Argument(help="Group that gets them.")],
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Copy a group's committed offsets (of one topic, or all) to another group."""
-    output = Output(json_output)
+    output = command.output
 
     async def action(admin: AdminClient) -> list[str]:
         await admin.ensure_group(source_group)
         return await admin.clone_offsets(source_group, destination_group, topic=topic)
 
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    brokers = command.run(action)
+    if output.json_output:
         output.json({"source": source_group, "destination": destination_group, "brokers": brokers})
     else:
         output.line(

@@ -20,6 +20,10 @@ from bolide.base.clock import SystemClock
 from bolide.base.errors import ConfigError
 from bolide.cli.runtime import (
     DEFAULT_DATA_DIR,
+    TlsCertOption,
+    TlsClientAuthOption,
+    TlsKeyOption,
+    TlsTrustCertOption,
     configure_file_logging,
     print_ready,
     run_until_signalled,
@@ -116,14 +120,10 @@ def proxy(
     tls_mode: Annotated[
         str, typer.Option("--tls-mode", help="gRPC port: disabled, permissive or enforcing.")
     ] = "disabled",
-    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="Server cert (PEM).")] = None,
-    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="Server key (PEM).")] = None,
-    tls_trust_cert: Annotated[
-        Path | None, typer.Option("--tls-trust-cert", help="CA bundle for client certs.")
-    ] = None,
-    tls_need_client_auth: Annotated[
-        str, typer.Option("--tls-need-client-auth", help="none, optional or require.")
-    ] = "none",
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    tls_trust_cert: TlsTrustCertOption = None,
+    tls_need_client_auth: TlsClientAuthOption = "none",
 ) -> None:
     """Run the 5.x gRPC proxy in front of the name servers' brokers."""
     server_tls = tls_server_from_flags(

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -29,6 +29,10 @@ from bolide.remoting.tls import ClientAuth, TlsMode, TlsServerSettings
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "TlsCertOption",
+    "TlsClientAuthOption",
+    "TlsKeyOption",
+    "TlsTrustCertOption",
     "advertised_address",
     "advertised_host",
     "configure_console_logging",
@@ -43,6 +47,15 @@ _log = logging.getLogger("bolide.cli")
 DEFAULT_DATA_DIR = Path("./data")
 _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+TlsCertOption = Annotated[Path | None, typer.Option("--tls-cert", help="Server cert (PEM).")]
+TlsKeyOption = Annotated[Path | None, typer.Option("--tls-key", help="Server key (PEM).")]
+TlsTrustCertOption = Annotated[
+    Path | None, typer.Option("--tls-trust-cert", help="CA bundle for client certs.")
+]
+TlsClientAuthOption = Annotated[
+    str, typer.Option("--tls-need-client-auth", help="none, optional or require.")
+]
 
 
 def tls_server_from_flags(

@@ -51,6 +51,10 @@ from bolide.cli.dashboard import dashboard as dashboard_command
 from bolide.cli.proxy import DEFAULT_PROXY_PORT, MinInvisibleOption, start_proxy
 from bolide.cli.runtime import (
     DEFAULT_DATA_DIR,
+    TlsCertOption,
+    TlsClientAuthOption,
+    TlsKeyOption,
+    TlsTrustCertOption,
     advertised_address,
     advertised_host,
     configure_file_logging,
@@ -209,14 +213,10 @@ def namesrv(
     tls_mode: Annotated[
         str, typer.Option("--tls-mode", help="disabled, permissive or enforcing.")
     ] = "disabled",
-    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="Server cert (PEM).")] = None,
-    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="Server key (PEM).")] = None,
-    tls_trust_cert: Annotated[
-        Path | None, typer.Option("--tls-trust-cert", help="CA bundle for client certs.")
-    ] = None,
-    tls_need_client_auth: Annotated[
-        str, typer.Option("--tls-need-client-auth", help="none, optional or require.")
-    ] = "none",
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    tls_trust_cert: TlsTrustCertOption = None,
+    tls_need_client_auth: TlsClientAuthOption = "none",
     controller_etcd: Annotated[
         str | None,
         typer.Option(

@@ -7,22 +7,15 @@ from typing import Annotated
 import typer
 
 from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
+    AdminCommand,
     BrokerOption,
     ClusterOption,
-    JsonOption,
-    NamesrvOption,
-    Output,
-    TimeoutOption,
-    admin_session,
+    admin_options,
     format_time_ms,
-    report_brokers,
 )
 from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
-from bolide.client.admin.views import QueueStatus
 from bolide.client.rpc import admin as admin_rpc
-from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicRouteData
+from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES
 from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
 
@@ -73,6 +66,7 @@ def topic_kind(topic: str, internal_names: set[str]) -> str:
 
 
 @app.command("create")
+@admin_options
 def create(
     topic: TopicArgument,
     queues: Annotated[int, typer.Option("--queues", "-q", min=1, help="Read and write queues.")] = (
@@ -92,21 +86,18 @@ def create(
     ] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Create a topic (or replace its settings) on every broker, or on those chosen."""
-    output = Output(json_output)
     permission = parse_perm(perm)
     if message_type is not None and message_type.upper() not in MESSAGE_TYPES:
         raise typer.BadParameter(
             f"--type {message_type!r}: give one of {', '.join(t.lower() for t in MESSAGE_TYPES)}"
         )
     attributes = {} if message_type is None else {MESSAGE_TYPE_ATTRIBUTE: message_type.upper()}
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.create_topic(
+    command.change_brokers(
+        lambda admin: admin.create_topic(
             topic,
             queue_count=queues,
             read_queue_count=read_queues,
@@ -116,13 +107,13 @@ def create(
             cluster=cluster,
             brokers=broker or (),
             attributes=attributes,
-        )
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "topic", topic, brokers, "created on")
+        ),
+        "topic", topic, "created on",
+    )  # fmt: skip
 
 
 @app.command("update")
+@admin_options
 def update(
     topic: TopicArgument,
     queues: Annotated[int | None, typer.Option("--queues", "-q", min=1)] = None,
@@ -130,57 +121,45 @@ def update(
     write_queues: Annotated[int | None, typer.Option("--write-queues", min=1)] = None,
     perm: PermOption = None,
     order: Annotated[bool | None, typer.Option("--order/--no-order")] = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Change queue counts, permission or order of an existing topic (others stay)."""
-    output = Output(json_output)
     permission = parse_perm(perm)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.update_topic(
+    command.change_brokers(
+        lambda admin: admin.update_topic(
             topic,
             read_queue_count=read_queues if read_queues is not None else queues,
             write_queue_count=write_queues if write_queues is not None else queues,
             perm=permission,
             order=order,
-        )
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "topic", topic, brokers, "updated on")
+        ),
+        "topic", topic, "updated on",
+    )  # fmt: skip
 
 
 @app.command("delete")
-def delete(
-    topic: TopicArgument,
-    cluster: ClusterOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
+@admin_options
+def delete(topic: TopicArgument, cluster: ClusterOption = None, *, command: AdminCommand) -> None:
     """Delete a topic (its queues and every group's offsets on it) from brokers and name
     servers."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.delete_topic(topic, cluster=cluster)
-
-    brokers = admin_session(output, namesrv, timeout_ms, action)
-    report_brokers(output, "topic", topic, brokers, "deleted from", no_broker="no broker")
+    command.change_brokers(
+        lambda admin: admin.delete_topic(topic, cluster=cluster),
+        "topic", topic, "deleted from", no_broker="no broker",
+    )  # fmt: skip
 
 
 @app.command("list")
+@admin_options
 def list_topics(
     show_all: Annotated[
         bool, typer.Option("--all", "-a", help="Include retry, dead-letter and system topics.")
     ] = False,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Topics the name servers route, with their kind and 5.x message type."""
-    output = Output(json_output)
+    output = command.output
 
     async def action(admin: AdminClient) -> tuple[list[str], set[str], dict[str, str]]:
         info = await admin.cluster_info()
@@ -192,30 +171,22 @@ def list_topics(
             types.update({name: config.message_type for name, config in table.items()})
         return await admin.topic_list(), internal, types
 
-    topics, internal, types = admin_session(output, namesrv, timeout_ms, action)
+    topics, internal, types = command.run(action)
     rows = [(topic, topic_kind(topic, internal), types.get(topic, "")) for topic in topics]
     if not show_all:
         rows = [row for row in rows if row[1] == "normal"]
-    if json_output:
+    if output.json_output:
         output.json([{"topic": t, "kind": kind, "messageType": m} for t, kind, m in rows])
     else:
         output.table(None, ("topic", "kind", "message type"), rows)
 
 
 @app.command("route")
-def route(
-    topic: TopicArgument,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
+@admin_options
+def route(topic: TopicArgument, *, command: AdminCommand) -> None:
     """Which brokers hold the topic, with how many queues and which permission."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> TopicRouteData:
-        return await admin.topic_route(topic)
-
-    data = admin_session(output, namesrv, timeout_ms, action)
+    output = command.output
+    data = command.run(lambda admin: admin.topic_route(topic))
     brokers = {broker.broker_name: broker for broker in data.broker_datas}
     entries = []
     for queue_data in sorted(data.queue_datas, key=lambda item: item.broker_name):
@@ -226,7 +197,7 @@ def route(
             else {}
         )
         entries.append((queue_data, broker.cluster if broker else "", addresses))
-    if json_output:
+    if output.json_output:
         output.json(
             {
                 "topic": topic,
@@ -263,20 +234,12 @@ def route(
 
 
 @app.command("status")
-def status(
-    topic: TopicArgument,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
+@admin_options
+def status(topic: TopicArgument, *, command: AdminCommand) -> None:
     """Per queue: min and max offset, messages held, time of the last message."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[QueueStatus]:
-        return await admin.topic_status(topic)
-
-    statuses = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    statuses = command.run(lambda admin: admin.topic_status(topic))
+    if output.json_output:
         output.json({"topic": topic, "queues": [row.to_dict() for row in statuses]})
         return
     output.table(
@@ -297,20 +260,12 @@ def status(
 
 
 @app.command("consumers")
-def consumers(
-    topic: TopicArgument,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
+@admin_options
+def consumers(topic: TopicArgument, *, command: AdminCommand) -> None:
     """The consumer groups of a topic (subscribed now or holding offsets on it)."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin.topic_consumer_groups(topic)
-
-    groups = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    groups = command.run(lambda admin: admin.topic_consumer_groups(topic))
+    if output.json_output:
         output.json({"topic": topic, "groups": groups})
     else:
         output.table(f"consumers of {topic}", ("group",), [(group,) for group in groups])

@@ -13,18 +13,13 @@ from typing import Annotated
 import typer
 
 from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
+    AdminCommand,
     BrokerOption,
     ClusterOption,
-    JsonOption,
-    NamesrvOption,
     Output,
-    TimeoutOption,
-    admin_session,
+    admin_options,
     format_time_ms,
 )
-from bolide.client.admin import AdminClient
 from bolide.protocol.bodies.transaction import HALF_MESSAGE_LIST_MAX_COUNT, HalfMessageList
 
 __all__ = ["register"]
@@ -38,6 +33,7 @@ def register(root: typer.Typer) -> None:
 
 
 @app.command("list")
+@admin_options
 def list_pending(
     group: Annotated[
         str | None, typer.Option("--group", "-g", help="Only this producer group.")
@@ -57,17 +53,15 @@ def list_pending(
     ] = False,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Pending (undecided) transactions, oldest first, with age and check count; with
     --given-up, the newest given up to TRANS_CHECK_MAX_TIME_TOPIC (resume them with
     ``bolide transaction resume OFFSET_MSG_ID``)."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> dict[str, HalfMessageList]:
-        return await admin.pending_transactions(
+    output = command.output
+    listings = command.run(
+        lambda admin: admin.pending_transactions(
             group=group,
             topic=topic,
             max_count=limit,
@@ -75,9 +69,8 @@ def list_pending(
             cluster=cluster,
             brokers=broker or (),
         )
-
-    listings = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    )
+    if output.json_output:
         _json(output, listings, given_up)
     elif given_up:
         _given_up_table(output, listings)
@@ -129,23 +122,19 @@ def _pending_table(output: Output, listings: dict[str, HalfMessageList]) -> None
 
 
 @app.command("resume")
+@admin_options
 def resume(
     offset_msg_id: Annotated[
         str, typer.Argument(help="Offset message id of a given-up message (list --given-up).")
     ],
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Check a given-up transaction again (RocketMQ's resumeCheckHalfMessage): it becomes
     pending with its check count reset, and its producers are asked again."""
-    output = Output(json_output)
-
-    async def action(admin: AdminClient) -> str:
-        return await admin.resume_transaction(offset_msg_id)
-
-    address = admin_session(output, namesrv, timeout_ms, action)
-    if json_output:
+    output = command.output
+    address = command.run(lambda admin: admin.resume_transaction(offset_msg_id))
+    if output.json_output:
         output.json({"offsetMsgId": offset_msg_id, "broker": address, "resumed": True})
     else:
         output.line(f"transaction {offset_msg_id} resumed on {address}: it will be checked again")

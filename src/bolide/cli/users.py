@@ -12,19 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bolide.cli.common import (
-    DEFAULT_NAMESRV,
-    DEFAULT_TIMEOUT_MS,
-    BrokerOption,
-    ClusterOption,
-    JsonOption,
-    NamesrvOption,
-    Output,
-    TimeoutOption,
-    admin_session,
-    report_brokers,
-)
-from bolide.client.admin import AdminClient
+from bolide.cli.common import AdminCommand, BrokerOption, ClusterOption, Output, admin_options
 from bolide.client.admin import auth as admin_auth
 
 __all__ = ["policy_app", "register"]
@@ -51,40 +39,29 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="user")
 
 
-def _run(
-    json_output: bool,
-    namesrv: str,
-    timeout_ms: int,
-    action: Callable[[AdminClient], Awaitable[Any]],
-) -> tuple[Output, Any]:
-    output = Output(json_output)
-    return output, admin_session(output, namesrv, timeout_ms, action)
-
-
 @app.command("create")
+@admin_options
 def create_user(
     username: UserArgument,
     password: Annotated[str, typer.Option("--password", help="The user's password (secret).")],
     super_user: Annotated[bool, typer.Option("--super", help="A Super user.")] = False,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Create a user (Normal unless --super)."""
     kind = "Super" if super_user else "Normal"
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_auth.create_user(
+    command.change_brokers(
+        lambda admin: admin_auth.create_user(
             admin, username, password, user_type=kind, cluster=cluster, brokers=broker or ()
-        )
-
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "user", username, brokers, "created on")
+        ),
+        "user", username, "created on",
+    )  # fmt: skip
 
 
 @app.command("update")
+@admin_options
 def update_user(
     username: UserArgument,
     password: Annotated[str | None, typer.Option("--password", help="A new password.")] = None,
@@ -92,76 +69,69 @@ def update_user(
     status: Annotated[str | None, typer.Option("--status", help="enable or disable.")] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Change a user's password, type or status (what is not given stays)."""
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_auth.update_user(
+    command.change_brokers(
+        lambda admin: admin_auth.update_user(
             admin, username, password=password, user_type=user_type, status=status,
             cluster=cluster, brokers=broker or (),
-        )  # fmt: skip
-
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "user", username, brokers, "updated on")
+        ),
+        "user", username, "updated on",
+    )  # fmt: skip
 
 
 @app.command("delete")
+@admin_options
 def delete_user(
     username: UserArgument,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Delete a user and its policies."""
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_auth.delete_user(admin, username, cluster=cluster, brokers=broker or ())
-
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "user", username, brokers, "deleted on")
+    command.change_brokers(
+        lambda admin: admin_auth.delete_user(
+            admin, username, cluster=cluster, brokers=broker or ()
+        ),
+        "user", username, "deleted on",
+    )  # fmt: skip
 
 
 @app.command("get")
+@admin_options
 def get_user(
     username: UserArgument,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """One user (its password is never shown)."""
-
-    async def action(admin: AdminClient) -> dict[str, Any]:
-        return await admin_auth.get_user(admin, username, cluster=cluster, brokers=broker or ())
-
-    output, user = _run(json_output, namesrv, timeout_ms, action)
-    _users(output, [user])
+    user = command.run(
+        lambda admin: admin_auth.get_user(admin, username, cluster=cluster, brokers=broker or ())
+    )
+    _users(command.output, [user])
 
 
 @app.command("list")
+@admin_options
 def list_users(
     name_filter: Annotated[str, typer.Option("--filter", help="Part of the name.")] = "",
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """The users (whose name contains --filter)."""
-
-    async def action(admin: AdminClient) -> list[dict[str, Any]]:
-        return await admin_auth.list_users(
+    users = command.run(
+        lambda admin: admin_auth.list_users(
             admin, name_filter, cluster=cluster, brokers=broker or ()
         )
-
-    output, users = _run(json_output, namesrv, timeout_ms, action)
-    _users(output, users)
+    )
+    _users(command.output, users)
 
 
 def _users(output: Output, users: list[dict[str, Any]]) -> None:
@@ -184,75 +154,52 @@ def _entries(
     ]
 
 
-def _write_policy(
-    write: Callable[..., Awaitable[list[str]]],
-    verb: str,
-    username: str,
-    entries: list[dict[str, Any]],
-    policy_type: str,
-    cluster: str | None,
-    broker: list[str] | None,
-    namesrv: str,
-    timeout_ms: int,
-    json_output: bool,
-) -> None:
-    """Create or update (``write``) a user's ACL entries on the brokers and report where."""
+def _policy_writer(
+    write: Callable[..., Awaitable[list[str]]], verb: str, help_text: str
+) -> Callable[..., None]:
+    """The ``acl policy create`` or ``update`` command: ``write`` a user's ACL entries (one per
+    --resource) on the brokers and report where (``verb``)."""
 
-    async def action(admin: AdminClient) -> list[str]:
-        return await write(
-            admin, username, entries, policy_type=policy_type, cluster=cluster,
-            brokers=broker or (),
+    @admin_options
+    def write_policy(
+        username: UserArgument,
+        resource: ResourceOption,
+        actions: ActionsOption,
+        source_ip: SourceIpOption = None,
+        decision: DecisionOption = "Allow",
+        policy_type: PolicyTypeOption = "Custom",
+        cluster: ClusterOption = None,
+        broker: BrokerOption = None,
+        *,
+        command: AdminCommand,
+    ) -> None:
+        entries = _entries(resource, actions, source_ip, decision)
+        command.change_brokers(
+            lambda admin: write(
+                admin, username, entries, policy_type=policy_type, cluster=cluster,
+                brokers=broker or (),
+            ),
+            "acl", f"User:{username}", verb,
         )  # fmt: skip
 
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "acl", f"User:{username}", brokers, verb)
+    write_policy.__doc__ = help_text
+    return write_policy
 
 
-@policy_app.command("create")
-def create_policy(
-    username: UserArgument,
-    resource: ResourceOption,
-    actions: ActionsOption,
-    source_ip: SourceIpOption = None,
-    decision: DecisionOption = "Allow",
-    policy_type: PolicyTypeOption = "Custom",
-    cluster: ClusterOption = None,
-    broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
-    """Create a user's ACL with one entry per --resource."""
-    entries = _entries(resource, actions, source_ip, decision)
-    _write_policy(
-        admin_auth.create_acl, "created on", username, entries, policy_type, cluster, broker,
-        namesrv, timeout_ms, json_output,
-    )  # fmt: skip
-
-
-@policy_app.command("update")
-def update_policy(
-    username: UserArgument,
-    resource: ResourceOption,
-    actions: ActionsOption,
-    source_ip: SourceIpOption = None,
-    decision: DecisionOption = "Allow",
-    policy_type: PolicyTypeOption = "Custom",
-    cluster: ClusterOption = None,
-    broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
-) -> None:
-    """Add or replace entries of a user's ACL (by resource)."""
-    entries = _entries(resource, actions, source_ip, decision)
-    _write_policy(
-        admin_auth.update_acl, "updated on", username, entries, policy_type, cluster, broker,
-        namesrv, timeout_ms, json_output,
-    )  # fmt: skip
+policy_app.command("create")(
+    _policy_writer(
+        admin_auth.create_acl, "created on", "Create a user's ACL with one entry per --resource."
+    )
+)
+policy_app.command("update")(
+    _policy_writer(
+        admin_auth.update_acl, "updated on", "Add or replace entries of a user's ACL (by resource)."
+    )
+)
 
 
 @policy_app.command("delete")
+@admin_options
 def delete_policy(
     username: UserArgument,
     resource: Annotated[
@@ -263,41 +210,37 @@ def delete_policy(
     ] = None,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """Delete a user's ACL, or some of its entries."""
-
-    async def action(admin: AdminClient) -> list[str]:
-        return await admin_auth.delete_acl(
+    command.change_brokers(
+        lambda admin: admin_auth.delete_acl(
             admin, username, policy_type=policy_type, resource=resource, cluster=cluster,
             brokers=broker or (),
-        )  # fmt: skip
-
-    output, brokers = _run(json_output, namesrv, timeout_ms, action)
-    report_brokers(output, "acl", f"User:{username}", brokers, "deleted on")
+        ),
+        "acl", f"User:{username}", "deleted on",
+    )  # fmt: skip
 
 
 @policy_app.command("get")
+@admin_options
 def get_policy(
     username: UserArgument,
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """A user's ACL."""
-
-    async def action(admin: AdminClient) -> dict[str, Any]:
-        return await admin_auth.get_acl(admin, username, cluster=cluster, brokers=broker or ())
-
-    output, acl = _run(json_output, namesrv, timeout_ms, action)
-    _acls(output, [acl])
+    acl = command.run(
+        lambda admin: admin_auth.get_acl(admin, username, cluster=cluster, brokers=broker or ())
+    )
+    _acls(command.output, [acl])
 
 
 @policy_app.command("list")
+@admin_options
 def list_policies(
     subject_filter: Annotated[str, typer.Option("--subject", help="Part of the subject.")] = "",
     resource_filter: Annotated[
@@ -305,19 +248,16 @@ def list_policies(
     ] = "",
     cluster: ClusterOption = None,
     broker: BrokerOption = None,
-    namesrv: NamesrvOption = DEFAULT_NAMESRV,
-    timeout_ms: TimeoutOption = DEFAULT_TIMEOUT_MS,
-    json_output: JsonOption = False,
+    *,
+    command: AdminCommand,
 ) -> None:
     """The ACLs (filtered by subject and resource)."""
-
-    async def action(admin: AdminClient) -> list[dict[str, Any]]:
-        return await admin_auth.list_acls(
+    acls = command.run(
+        lambda admin: admin_auth.list_acls(
             admin, subject_filter, resource_filter, cluster=cluster, brokers=broker or ()
         )
-
-    output, acls = _run(json_output, namesrv, timeout_ms, action)
-    _acls(output, acls)
+    )
+    _acls(command.output, acls)
 
 
 def _acls(output: Output, acls: list[dict[str, Any]]) -> None:

@@ -220,37 +220,16 @@ class ClientInstance:
         if self._pool is not None:
             return
         dispatcher = Dispatcher()
-        dispatcher.register(
-            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify, family=BROKER_REQUEST_FAMILY
-        )
-        dispatcher.register(
-            RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset, family=BROKER_REQUEST_FAMILY
-        )
-        dispatcher.register(
-            RequestCode.GET_CONSUMER_RUNNING_INFO,
-            self._on_running_info,
-            family=BROKER_REQUEST_FAMILY,
-        )
-        dispatcher.register(
-            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
-            self._on_consumer_status,
-            family=BROKER_REQUEST_FAMILY,
-        )
-        dispatcher.register(
-            RequestCode.CHECK_TRANSACTION_STATE,
-            self._on_check_transaction,
-            family=BROKER_REQUEST_FAMILY,
-        )
-        dispatcher.register(
-            RequestCode.CONSUME_MESSAGE_DIRECTLY,
-            self._on_consume_directly,
-            family=BROKER_REQUEST_FAMILY,
-        )
-        dispatcher.register(
-            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
-            lambda _connection, request: answer_pushed_reply(self.replies, request),
-            family=BROKER_REQUEST_FAMILY,
-        )
+        for code, handler in (
+            (RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify),
+            (RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset),
+            (RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info),
+            (RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._on_consumer_status),
+            (RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction),
+            (RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly),
+            (RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_pushed_reply),
+        ):
+            dispatcher.register(code, handler, family=BROKER_REQUEST_FAMILY)
         credentials = self.config.credentials
         self._pool = ClientPool(
             dispatcher,
@@ -737,6 +716,11 @@ class ClientInstance:
         }
         body = GetConsumerStatusBody(message_queue_table=table)
         return request.make_response(ResponseCode.SUCCESS, body=body.to_json())
+
+    async def _on_pushed_reply(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        return await answer_pushed_reply(self.replies, request)
 
     async def _on_consume_directly(
         self, connection: Connection, request: RemotingCommand

@@ -57,6 +57,7 @@ from bolide.store.segment import (
     allocate_pool,
     discard_when_made,
     remove_leftovers,
+    wait_made,
 )
 
 _log = logging.getLogger("bolide.store.commit_log")
@@ -281,13 +282,7 @@ class CommitLog:
 
     def wait_spare(self) -> MappedSegment | None:
         """The spare once made (tests and benches); None when there is none or it failed."""
-        spare = self._spare
-        if spare is None:
-            return None
-        try:
-            return spare.result()
-        except Exception:
-            return None
+        return wait_made(self._spare)
 
     def _take_spare(self, start_offset: int) -> MappedSegment | None:
         """The spare for ``start_offset`` when it is made, or None: none, another offset,

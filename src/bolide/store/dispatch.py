@@ -7,6 +7,7 @@ import zlib
 from collections.abc import Mapping
 
 from bolide.base import limits
+from bolide.base.errors import ProtocolError
 from bolide.protocol.message import (
     KEY_SEPARATOR,
     TRANSACTION_MASK,
@@ -14,6 +15,7 @@ from bolide.protocol.message import (
     PropertyKey,
     tags_code,
 )
+from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.protocol.system_topics import SCHEDULE_TOPIC
 
 _NO_QUEUE_ENTRY = frozenset(
@@ -88,3 +90,19 @@ def matches_key(properties: Mapping[str, str], key: str, *, unique: bool) -> boo
     if unique:
         return properties.get(PropertyKey.UNIQ_KEY) == key
     return key in properties.get(PropertyKey.KEYS, "").split(KEY_SEPARATOR)
+
+
+def answers_key_query(
+    record: bytes | memoryview, topic: str, key: str, begin_ms: int, end_ms: int, *, unique: bool
+) -> bool:
+    """Whether a record the key index points at answers a query of both stores' query_by_key:
+    of ``topic``, stored within [begin_ms, end_ms] (ms), and :func:`matches_key`. A record that
+    does not decode (index hash collisions may point anywhere) does not answer."""
+    try:
+        header = read_record_header(record)
+        properties = read_record_properties(record, header)
+    except ProtocolError:
+        return False
+    if header.topic != topic or not begin_ms <= header.store_timestamp_ms <= end_ms:
+        return False
+    return matches_key(properties, key, unique=unique)

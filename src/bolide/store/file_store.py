@@ -25,7 +25,6 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import (
     DiskFullError,
-    ProtocolError,
     StoreError,
     invariant,
 )
@@ -33,7 +32,6 @@ from bolide.base.fileio import fsync_directory
 from bolide.base.histogram import BucketCounts
 from bolide.base.service import Service
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.record import read_record_header, read_record_properties
 from bolide.store import appender, retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
@@ -52,13 +50,13 @@ from bolide.store.checkpoint import Checkpoint, CheckpointFile
 from bolide.store.commit_log import CommitLog
 from bolide.store.config import FlushDiskType, StoreConfig
 from bolide.store.consume_queue import ConsumeQueue, ConsumeQueueTable
-from bolide.store.dispatch import matches_key
+from bolide.store.dispatch import answers_key_query
 from bolide.store.file_ops import DiskUsage, FileOps
 from bolide.store.file_queue_reads import get_from_queue
 from bolide.store.file_store_replication import ReplicationAccess
 from bolide.store.flush import FlushBatch, GroupCommit, PipelinedFlusher, run_batch
 from bolide.store.index_file import KeyIndex, index_key_hash
-from bolide.store.queue_reads import lower_bound_by_time
+from bolide.store.queue_reads import QueueTimeQueries
 from bolide.store.records import RecordBuilder, RejectedError
 from bolide.store.recovery import Recovery
 from bolide.store.replica import ReplicaWriter
@@ -82,7 +80,7 @@ FLUSH_LATENCY_BOUNDS_US = (
 """fsync round buckets (µs): one fdatasync costs ~200 µs on this machine's disk."""
 
 
-class FileMessageStore(ReplicationAccess):
+class FileMessageStore(ReplicationAccess, QueueTimeQueries):
     """The file-backed :class:`~bolide.store.api.MessageStore`.
 
     ``clock`` gives store timestamps, retention time and the loops' intervals; ``store_host``
@@ -625,37 +623,8 @@ class FileMessageStore(ReplicationAccess):
             confirm_offset=None if confirm_offset is None else confirm_offset(),
         )
 
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        queue = self._queue(topic, queue_id)
-        return 0 if queue is None else queue.max_offset
-
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        queue = self._queue(topic, queue_id)
-        return 0 if queue is None else queue.min_offset
-
-    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        queue = self._queue(topic, queue_id)
-        entry = None if queue is None else queue.entry(queue_offset)
-        if entry is None:
-            return -1
-        return self._commit_log.store_timestamp(entry[0])
-
-    def earliest_store_time(self, topic: str, queue_id: int) -> int:
-        queue = self._queue(topic, queue_id)
-        if queue is None:
-            return -1
-        return self.store_time_at(topic, queue_id, queue.min_offset)
-
-    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        queue = self._queue(topic, queue_id)
-        if queue is None:
-            return 0
-        return lower_bound_by_time(
-            queue.min_offset,
-            queue.max_offset,
-            lambda offset: self.store_time_at(topic, queue_id, offset),
-            timestamp_ms,
-        )
+    def _store_time(self, commit_log_offset: int) -> int:
+        return self._commit_log.store_timestamp(commit_log_offset)
 
     def read_record(self, commit_log_offset: int) -> memoryview | None:
         if not self._running:
@@ -680,16 +649,9 @@ class FileMessageStore(ReplicationAccess):
 
         def accept(commit_log_offset: int) -> bool:
             record = self._commit_log.read_record(commit_log_offset)
-            if record is None:
-                return False
-            try:
-                header = read_record_header(record)
-                properties = read_record_properties(record, header)
-            except ProtocolError:
-                return False
-            if header.topic != topic or not begin_ms <= header.store_timestamp_ms <= end_ms:
-                return False
-            if not matches_key(properties, key, unique=unique):
+            if record is None or not answers_key_query(
+                record, topic, key, begin_ms, end_ms, unique=unique
+            ):
                 return False
             records[commit_log_offset] = record
             return True

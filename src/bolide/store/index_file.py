@@ -52,7 +52,7 @@ from bolide.base import compiled, limits
 from bolide.base.errors import CorruptDataError, StoreIOError, invariant
 from bolide.store.config import parse_segment_file_name, segment_file_name
 from bolide.store.file_ops import FileOps
-from bolide.store.segment import MappedSegment, allocate_pool, remove_leftovers
+from bolide.store.segment import MappedSegment, allocate_pool, remove_leftovers, wait_made
 
 _log = logging.getLogger("bolide.store.index")
 
@@ -297,13 +297,7 @@ class KeyIndex:
 
     def wait_spare(self) -> MappedSegment | None:
         """The spare once made (tests and benches); None when none or it failed."""
-        spare = self._spare
-        if spare is None:
-            return None
-        try:
-            return spare.result()
-        except Exception:
-            return None
+        return wait_made(self._spare)
 
     def load(self) -> None:
         """Map every index file.

@@ -18,9 +18,8 @@ from typing import Any
 
 from bolide.base import limits
 from bolide.base.clock import Clock
-from bolide.base.errors import ProtocolError
 from bolide.protocol.address import SocketAddress
-from bolide.protocol.record import read_record_header, read_record_properties
+from bolide.protocol.record import read_record_header
 from bolide.store import retention
 from bolide.store.api import (
     MESSAGE_REFUSALS,
@@ -35,10 +34,15 @@ from bolide.store.api import (
     StoreStats,
 )
 from bolide.store.config import StoreConfig
-from bolide.store.dispatch import gets_queue_entry, matches_key, queue_tags_code
+from bolide.store.dispatch import answers_key_query, gets_queue_entry, queue_tags_code
 from bolide.store.file_ops import DiskUsage
 from bolide.store.index_file import index_key_hash
-from bolide.store.queue_reads import check_offset, collect, lower_bound_by_time, scan_limit_entries
+from bolide.store.queue_reads import (
+    QueueTimeQueries,
+    check_offset,
+    collect,
+    scan_limit_entries,
+)
 from bolide.store.records import PreparedRecord, RecordBuilder, RejectedError
 
 _log = logging.getLogger("bolide.store.memory")
@@ -61,7 +65,7 @@ class _Queue:
         return self.entries[queue_offset - self.base_offset]
 
 
-class MemoryMessageStore:
+class MemoryMessageStore(QueueTimeQueries):
     """A :class:`~bolide.store.api.MessageStore` in memory, for tests and as the reference.
 
     ``config`` supplies sizes and limits (its directory is ignored). ``disk_usage``, when
@@ -360,41 +364,11 @@ class MemoryMessageStore:
             tag_codes=tag_codes,
         )
 
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        queue = self._queue(topic, queue_id)
-        return 0 if queue is None else queue.max_offset
-
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        queue = self._queue(topic, queue_id)
-        return 0 if queue is None else queue.min_offset
-
     def _store_time(self, commit_log_offset: int) -> int:
         record = self._records.get(commit_log_offset)
         if record is None:
             return -1
         return read_record_header(record).store_timestamp_ms
-
-    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        queue = self._queue(topic, queue_id)
-        entry = None if queue is None else queue.entry(queue_offset)
-        return -1 if entry is None else self._store_time(entry[0])
-
-    def earliest_store_time(self, topic: str, queue_id: int) -> int:
-        queue = self._queue(topic, queue_id)
-        if queue is None:
-            return -1
-        return self.store_time_at(topic, queue_id, queue.min_offset)
-
-    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        queue = self._queue(topic, queue_id)
-        if queue is None:
-            return 0
-        return lower_bound_by_time(
-            queue.min_offset,
-            queue.max_offset,
-            lambda offset: self.store_time_at(topic, queue_id, offset),
-            timestamp_ms,
-        )
 
     def read_record(self, commit_log_offset: int) -> memoryview | None:
         if not self._running:
@@ -420,14 +394,7 @@ class MemoryMessageStore:
             record = self._records.get(offset)
             if record is None:
                 continue
-            try:
-                header = read_record_header(record)
-                properties = read_record_properties(record, header)
-            except ProtocolError:
-                continue
-            if header.topic != topic or not begin_ms <= header.store_timestamp_ms <= end_ms:
-                continue
-            if matches_key(properties, key, unique=unique):
+            if answers_key_query(record, topic, key, begin_ms, end_ms, unique=unique):
                 found.append(memoryview(record))
                 if len(found) >= max_count:
                     break

@@ -1,4 +1,5 @@
-"""The read rules both stores share: GET statuses, the pull scan, the time search.
+"""The read rules both stores share: GET statuses, the pull scan, the time search, and the
+offset and store-time queries of a queue (:class:`QueueTimeQueries`).
 
 Keeping them in one place makes the memory twin and the file store answer a pull the same way;
 what differs between them is only where entries and records come from.
@@ -7,6 +8,7 @@ what differs between them is only where entries and records come from.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from bolide.base import limits
 from bolide.store.api import GetResult, GetStatus
@@ -37,6 +39,68 @@ def confirmed_max_offset(
         else:
             high = middle
     return low
+
+
+class QueueView(Protocol):
+    """What the offset and time queries read of one queue (both stores' queues have it)."""
+
+    @property
+    def min_offset(self) -> int: ...
+
+    @property
+    def max_offset(self) -> int: ...
+
+    def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """(commit-log offset, size, tags code) at ``queue_offset``; None outside [min, max)."""
+        ...
+
+
+class QueueTimeQueries:
+    """Mixed into both stores: the MessageStore queries of a queue's offsets and store times,
+    answered the same way from what each store gives (:meth:`_queue`, :meth:`_store_time`)."""
+
+    def _queue(self, topic: str, queue_id: int) -> QueueView | None:
+        """The queue; None when it does not exist or the store is not running."""
+        raise NotImplementedError
+
+    def _store_time(self, commit_log_offset: int) -> int:
+        """Store time (ms) of the record at ``commit_log_offset``; -1 when there is none."""
+        raise NotImplementedError
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """See MessageStore.max_offset."""
+        queue = self._queue(topic, queue_id)
+        return 0 if queue is None else queue.max_offset
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """See MessageStore.min_offset."""
+        queue = self._queue(topic, queue_id)
+        return 0 if queue is None else queue.min_offset
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """See MessageStore.store_time_at."""
+        queue = self._queue(topic, queue_id)
+        entry = None if queue is None else queue.entry(queue_offset)
+        return -1 if entry is None else self._store_time(entry[0])
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        """See MessageStore.earliest_store_time."""
+        queue = self._queue(topic, queue_id)
+        if queue is None:
+            return -1
+        return self.store_time_at(topic, queue_id, queue.min_offset)
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """See MessageStore.offset_for_timestamp."""
+        queue = self._queue(topic, queue_id)
+        if queue is None:
+            return 0
+        return lower_bound_by_time(
+            queue.min_offset,
+            queue.max_offset,
+            lambda offset: self.store_time_at(topic, queue_id, offset),
+            timestamp_ms,
+        )
 
 
 def scan_limit_entries(max_count: int) -> int:

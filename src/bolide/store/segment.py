@@ -500,6 +500,17 @@ def discard_when_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
         spare.add_done_callback(_delete_made)
 
 
+def wait_made(spare: concurrent.futures.Future[MappedSegment] | None) -> MappedSegment | None:
+    """The spare once made (tests and benches wait for it); None when there is none or making
+    it failed."""
+    if spare is None:
+        return None
+    try:
+        return spare.result()
+    except Exception:
+        return None
+
+
 def _delete_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
     with contextlib.suppress(Exception, concurrent.futures.CancelledError):
         spare.result().delete_quietly()

@@ -61,15 +61,6 @@ class AclAccountUpdate:
         )
 
 
-async def _targets(
-    admin: AdminSession, cluster: str | None, brokers: Iterable[str]
-) -> dict[str, str]:
-    chosen = list(brokers)
-    if chosen:
-        return await admin.resolve_brokers(chosen)
-    return await admin.master_addresses(cluster=cluster)
-
-
 async def update_acl_account(
     admin: AdminSession,
     update: AclAccountUpdate,
@@ -79,7 +70,7 @@ async def update_acl_account(
 ) -> list[str]:
     """UPDATE_AND_CREATE_ACL_CONFIG on each target broker; returns the broker names. Raises
     RemoteError (the first refusal) or transport errors."""
-    targets = await _targets(admin, cluster, brokers)
+    targets = await admin.targets(cluster, brokers)
     for name in sorted(targets):
         await update_acl_config(admin.pool, targets[name], update.header(), admin.timeout_ms)
     return sorted(targets)
@@ -89,7 +80,7 @@ async def delete_acl_account(
     admin: AdminSession, access_key: str, *, cluster: str | None = None, brokers: Iterable[str] = ()
 ) -> list[str]:
     """DELETE_ACL_CONFIG on each target broker; returns the broker names."""
-    targets = await _targets(admin, cluster, brokers)
+    targets = await admin.targets(cluster, brokers)
     for name in sorted(targets):
         await delete_acl_config(admin.pool, targets[name], access_key, admin.timeout_ms)
     return sorted(targets)
@@ -103,7 +94,7 @@ async def update_global_white_addresses(
     brokers: Iterable[str] = (),
 ) -> list[str]:
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (the whole list) on each target broker."""
-    targets = await _targets(admin, cluster, brokers)
+    targets = await admin.targets(cluster, brokers)
     for name in sorted(targets):
         address = targets[name]
         await update_global_white_addrs(admin.pool, address, list(patterns), admin.timeout_ms)
@@ -115,7 +106,7 @@ async def acl_info(
 ) -> dict[str, AclInfoResponseHeader]:
     """GET_BROKER_CLUSTER_ACL_INFO of each target broker: broker name -> data version."""
     found: dict[str, AclInfoResponseHeader] = {}
-    for name, address in sorted((await _targets(admin, cluster, brokers)).items()):
+    for name, address in sorted((await admin.targets(cluster, brokers)).items()):
         found[name] = await get_acl_info(admin.pool, address, admin.timeout_ms)
     return found
 
@@ -126,6 +117,6 @@ async def acl_config(
     """GET_BROKER_CLUSTER_ACL_CONFIG of each target broker. Raises ProtocolError for a body
     that is not the expected JSON."""
     found: dict[str, BrokerAclConfig] = {}
-    for name, address in sorted((await _targets(admin, cluster, brokers)).items()):
+    for name, address in sorted((await admin.targets(cluster, brokers)).items()):
         found[name] = await get_acl_config(admin.pool, address, admin.timeout_ms)
     return found

@@ -50,15 +50,6 @@ def acl_entry(
     }
 
 
-async def _targets(
-    admin: AdminSession, cluster: str | None, brokers: Iterable[str]
-) -> dict[str, str]:
-    chosen = list(brokers)
-    if chosen:
-        return await admin.resolve_brokers(chosen)
-    return await admin.master_addresses(cluster=cluster)
-
-
 async def _write(
     admin: AdminSession,
     code: RequestCode,
@@ -67,7 +58,7 @@ async def _write(
     cluster: str | None,
     brokers: Iterable[str],
 ) -> list[str]:
-    targets = await _targets(admin, cluster, brokers)
+    targets = await admin.targets(cluster, brokers)
     for name in sorted(targets):
         await auth_write(admin.pool, targets[name], code, fields, body, admin.timeout_ms)
     return sorted(targets)
@@ -80,7 +71,7 @@ async def _read(
     cluster: str | None,
     brokers: Iterable[str],
 ) -> Any:
-    targets = await _targets(admin, cluster, brokers)
+    targets = await admin.targets(cluster, brokers)
     if not targets:
         raise ProtocolError("no broker to ask")
     address = targets[sorted(targets)[0]]

@@ -102,7 +102,7 @@ class AdminClient(AdminSession):
         cluster), transport errors.
         """
         topic = self.ns(topic)
-        targets = await self._targets(cluster, brokers)
+        targets = await self.targets(cluster, brokers)
         config = TopicConfig(
             topic,
             read_queue_count if read_queue_count is not None else queue_count,
@@ -175,7 +175,7 @@ class AdminClient(AdminSession):
         """Create (or replace) a subscription group on the given brokers, else those of
         ``cluster``, else every master; returns the broker names."""
         config = dataclasses.replace(config, group_name=self.ns(config.group_name))
-        targets = await self._targets(cluster, brokers)
+        targets = await self.targets(cluster, brokers)
         await self._on_each(
             targets,
             lambda _name, address: requests.create_or_update_group(

@@ -26,7 +26,7 @@ async def run_maintenance(
 ) -> dict[str, str]:
     """``code`` (306, 316 or 329) on the given brokers, else every master of ``cluster``,
     else every master; broker name -> its remark. Raises the first broker's failure."""
-    targets = await admin._targets(cluster, brokers)
+    targets = await admin.targets(cluster, brokers)
     return await admin._on_each(
         targets,
         lambda _name, address: requests.run_maintenance(

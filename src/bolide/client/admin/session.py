@@ -418,7 +418,9 @@ class AdminSession(AsyncLifecycle):
         """Send one message with the admin's producer."""
         return await (await self.producer()).send(message)
 
-    async def _targets(self, cluster: str | None, brokers: Iterable[str]) -> dict[str, str]:
+    async def targets(self, cluster: str | None, brokers: Iterable[str]) -> dict[str, str]:
+        """The brokers a change goes to, name -> address: those of ``brokers`` (names or
+        host:port) when any are given, else every master (of ``cluster``)."""
         chosen = list(brokers)
         if chosen:
             return await self.resolve_brokers(chosen)

@@ -29,7 +29,7 @@ async def pending_transactions(
     """See :meth:`AdminClient.pending_transactions`."""
     header = QueryHalfMessagesRequestHeader(group, topic, max_count, given_up)
     return await admin._on_each(
-        await admin._targets(cluster, brokers),
+        await admin.targets(cluster, brokers),
         lambda name, address: query_half_messages(admin.pool, address, header, admin.timeout_ms),
         "listing pending transactions",
     )

@@ -93,10 +93,9 @@ def _sorted_inputs(
     return sorted_queues, sorted_ids, sorted_ids.index(current_client_id)
 
 
-class AllocateAveragely:
-    """Contiguous ranges; the first ``len(queues) % len(ids)`` consumers get one more."""
-
-    name = "AVG"
+class _ShareOfSortedInputs:
+    """A strategy computed on sorted, de-duplicated inputs: :meth:`share` gives the current
+    consumer's queues, called only when it is listed and there are queues."""
 
     def allocate(
         self,
@@ -109,6 +108,23 @@ class AllocateAveragely:
         if inputs is None:
             return []
         sorted_queues, sorted_ids, index = inputs
+        return self.share(sorted_queues, sorted_ids, index)
+
+    def share(
+        self, sorted_queues: list[MessageQueue], sorted_ids: list[str], index: int
+    ) -> list[MessageQueue]:
+        """The queues of ``sorted_ids[index]``, sorted (both lists non-empty)."""
+        raise NotImplementedError
+
+
+class AllocateAveragely(_ShareOfSortedInputs):
+    """Contiguous ranges; the first ``len(queues) % len(ids)`` consumers get one more."""
+
+    name = "AVG"
+
+    def share(
+        self, sorted_queues: list[MessageQueue], sorted_ids: list[str], index: int
+    ) -> list[MessageQueue]:
         queue_count, id_count = len(sorted_queues), len(sorted_ids)
         remainder = queue_count % id_count
         takes_extra = remainder > 0 and index < remainder
@@ -121,22 +137,14 @@ class AllocateAveragely:
         return [sorted_queues[(start + i) % queue_count] for i in range(max(0, count))]
 
 
-class AllocateAveragelyByCircle:
+class AllocateAveragelyByCircle(_ShareOfSortedInputs):
     """Round robin: consumer ``i`` of ``k`` takes queues ``i, i + k, i + 2k, ...``."""
 
     name = "AVG_BY_CIRCLE"
 
-    def allocate(
-        self,
-        consumer_group: str,
-        current_client_id: str,
-        queues: Collection[MessageQueue],
-        client_ids: Collection[str],
+    def share(
+        self, sorted_queues: list[MessageQueue], sorted_ids: list[str], index: int
     ) -> list[MessageQueue]:
-        inputs = _sorted_inputs(current_client_id, queues, client_ids)
-        if inputs is None:
-            return []
-        sorted_queues, sorted_ids, index = inputs
         return sorted_queues[index :: len(sorted_ids)]
 
 
@@ -153,7 +161,7 @@ def _queue_ring_key(queue: MessageQueue) -> str:
     )
 
 
-class AllocateConsistentHash:
+class AllocateConsistentHash(_ShareOfSortedInputs):
     """A hash ring: each consumer has ``virtual_nodes_count`` points (key ``"<id>-<i>"``); a
     queue belongs to the first point at or after its own hash, wrapping around.
 
@@ -168,17 +176,10 @@ class AllocateConsistentHash:
             raise ConfigError(f"virtual nodes must be positive, not {virtual_nodes_count}")
         self._virtual_nodes_count = virtual_nodes_count
 
-    def allocate(
-        self,
-        consumer_group: str,
-        current_client_id: str,
-        queues: Collection[MessageQueue],
-        client_ids: Collection[str],
+    def share(
+        self, sorted_queues: list[MessageQueue], sorted_ids: list[str], index: int
     ) -> list[MessageQueue]:
-        inputs = _sorted_inputs(current_client_id, queues, client_ids)
-        if inputs is None:
-            return []
-        sorted_queues, sorted_ids, _ = inputs
+        current_client_id = sorted_ids[index]
         ring = sorted(
             (_md5_ring_hash(f"{client_id}-{replica}"), client_id)
             for client_id in sorted_ids
@@ -255,22 +256,16 @@ def sticky_assignment(
     return owners
 
 
-class AllocateSticky:
+class AllocateSticky(_ShareOfSortedInputs):
     """Balanced rendezvous hashing (see the module docstring and :func:`sticky_assignment`)."""
 
     name = "STICKY"
 
-    def allocate(
-        self,
-        consumer_group: str,
-        current_client_id: str,
-        queues: Collection[MessageQueue],
-        client_ids: Collection[str],
+    def share(
+        self, sorted_queues: list[MessageQueue], sorted_ids: list[str], index: int
     ) -> list[MessageQueue]:
-        if _sorted_inputs(current_client_id, queues, client_ids) is None:
-            return []
-        owners = sticky_assignment(queues, client_ids)
-        return sorted(queue for queue, owner in owners.items() if owner == current_client_id)
+        owners = sticky_assignment(sorted_queues, sorted_ids)
+        return sorted(queue for queue, owner in owners.items() if owner == sorted_ids[index])
 
 
 def allocate_all(

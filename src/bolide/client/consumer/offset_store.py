@@ -129,6 +129,16 @@ class _MemoryTable:
     def clone_offset_table(self, topic: str) -> dict[MessageQueue, int]:
         return {queue: offset for queue, offset in self.offsets.items() if queue.topic == topic}
 
+    def _answer_from_memory(self, queue: MessageQueue, read_type: ReadOffsetType) -> int | None:
+        """What ``read_offset`` answers from memory: the offset held (unless READ_FROM_STORE),
+        OFFSET_NOT_FOUND when READ_FROM_MEMORY finds none; None when the store must be read."""
+        if read_type is ReadOffsetType.READ_FROM_STORE:
+            return None
+        offset = self.offsets.get(queue)
+        if offset is not None:
+            return offset
+        return OFFSET_NOT_FOUND if read_type is ReadOffsetType.READ_FROM_MEMORY else None
+
 
 class RemoteOffsetStore(_MemoryTable):
     """Clustering progress: memory, synchronised to the broker (module docstring)."""
@@ -143,12 +153,9 @@ class RemoteOffsetStore(_MemoryTable):
     async def read_offset(self, queue: MessageQueue, read_type: ReadOffsetType) -> int:
         """See :meth:`OffsetStore.read_offset`. A broker answer other than SUCCESS gives
         OFFSET_NOT_FOUND; no answer gives OFFSET_READ_FAILED (Java's -1 and -2)."""
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            offset = self.offsets.get(queue)
-            if offset is not None:
-                return offset
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return OFFSET_NOT_FOUND
+        in_memory = self._answer_from_memory(queue, read_type)
+        if in_memory is not None:
+            return in_memory
         try:
             offset = await self._broker.query_consumer_offset(queue)
         except RemoteError as error:
@@ -226,12 +233,9 @@ class LocalFileOffsetStore(_MemoryTable):
     async def read_offset(self, queue: MessageQueue, read_type: ReadOffsetType) -> int:
         """See :meth:`OffsetStore.read_offset`; reading from the store re-reads the file
         (an unreadable file counts as OFFSET_READ_FAILED)."""
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            offset = self.offsets.get(queue)
-            if offset is not None:
-                return offset
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return OFFSET_NOT_FOUND
+        in_memory = self._answer_from_memory(queue, read_type)
+        if in_memory is not None:
+            return in_memory
         try:
             stored = await asyncio.to_thread(self._read_file)
         except (CorruptDataError, OSError) as error:

@@ -255,14 +255,8 @@ class Producer(AsyncLifecycle):
                 raise ConfigError("send to a queue or by a sharding key, not both")
             return await self.send_orderly(message, sharding_key, timeout_ms=timeout_ms)
         prepared = self._prepare(message)
-        queue = self._queue_in(queue)
-        if self.batcher is not None and message.properties.get(PropertyKey.MSG_TYPE) != "reply":
-            result = await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
-        elif queue is not None:
-            result = await self._send_to_queue(prepared, queue, timeout_ms)
-        else:
-            result = await self._send_with_retries(prepared, timeout_ms)
-        return self._result_out(result)
+        is_reply = message.properties.get(PropertyKey.MSG_TYPE) == "reply"
+        return await self._send_request(prepared, queue, timeout_ms, may_batch=not is_reply)
 
     async def _send_traced(
         self,
@@ -299,15 +293,27 @@ class Producer(AsyncLifecycle):
         self._require_running()
         for message in messages:
             message.topic = with_namespace(self.namespace, message.topic)
-        queue = self._queue_in(queue)
         keys = [self._unique_keys.next_id() for _ in messages]
         prepared = prepare_batch(messages, keys, self.instance.clock.now_ms(), self.settings)
-        if self.batcher is not None:  # in its lane, to keep the order; it goes alone
+        # In the batcher's lane when there is one, to keep the order; it goes alone.
+        return await self._send_request(prepared, queue, timeout_ms, may_batch=True)
+
+    async def _send_request(
+        self,
+        prepared: PreparedSend,
+        queue: MessageQueue | None,
+        timeout_ms: int | None,
+        *,
+        may_batch: bool,
+    ) -> SendResult:
+        """Send one prepared request: through the batcher when there is one and ``may_batch``,
+        else to ``queue`` (caller's view, namespace added here), else with retries over the
+        topic's queues; the result as the caller sees it."""
+        queue = self._queue_in(queue)
+        if may_batch and self.batcher is not None:
             result = await self.batcher.send(prepared, queue, timeout_ms or self.send_timeout_ms)
-        elif queue is not None:
-            result = await self._send_to_queue(prepared, queue, timeout_ms)
         else:
-            result = await self._send_with_retries(prepared, timeout_ms)
+            result = await self._send_prepared(prepared, queue, timeout_ms)
         return self._result_out(result)
 
     async def send_orderly(
@@ -434,9 +440,10 @@ class Producer(AsyncLifecycle):
         return address
 
     async def _send_prepared(
-        self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int
+        self, prepared: PreparedSend, queue: MessageQueue | None, timeout_ms: int | None
     ) -> SendResult:
-        """One request of the batcher: to ``queue``, or with retries to a queue picked here."""
+        """One request sent now (the batcher's, or a send without it): to ``queue``, or with
+        retries to a queue picked here."""
         if queue is not None:
             return await self._send_to_queue(prepared, queue, timeout_ms)
         return await self._send_with_retries(prepared, timeout_ms)
