@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from bolide.client.producer.producer import Producer
+from bolide.client.rpc.admin import get_all_topic_config
 from bolide.protocol.bodies import KVTable
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -20,6 +21,7 @@ from bolide.remoting import ClientPool
 from bolide.store.epoch_file import EpochEntry, EpochFile
 from bolide.testing.etcd import EtcdCluster
 from tests.controller.test_failover_processes import (
+    TOPIC,
     broker_conf,
     cluster_masters,
     controller_and_name_server,
@@ -76,6 +78,15 @@ async def test_deposed_master_truncates_through_the_autoswitch_handshake(
 
                     await until_true(both_in_sync, "the replica joined the SyncStateSet")
                     await send_until_acked(producer, "acked-by-both")
+
+                    async def replica_holds_the_topic() -> bool:
+                        topics = await get_all_topic_config(pool, second_address, 3_000)
+                        return TOPIC in topics
+
+                    # Both brokers die below, so the name server forgets broker-a's queues:
+                    # the replica, elected, brings the topic back only if its metadata sync
+                    # (3 s after its start, then every 10 s, as Java's) copied the topic.
+                    await until_true(replica_holds_the_topic, "the replica copied the topic")
                     replica = await runtime(second_address)
                     assert replica["haEpochEntries"] == "1-0"
                     # the replica dies; the master, alone in the SyncStateSet, takes sends
