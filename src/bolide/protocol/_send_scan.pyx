@@ -37,6 +37,31 @@ cdef inline const uint8_t* _ws(const uint8_t* p, const uint8_t* end) noexcept:
     return p
 
 
+cdef inline const uint8_t* _past_colon(const uint8_t* p, const uint8_t* end) noexcept:
+    """From just after an object's key: past the ``:`` and the whitespace around it; NULL
+    when no ``:`` follows."""
+    p = _ws(p, end)
+    if p >= end or p[0] != 58:
+        return NULL
+    return _ws(p + 1, end)
+
+
+cdef inline const uint8_t* _past_member(
+    const uint8_t* p, const uint8_t* end, int close, bint* closed
+) noexcept:
+    """From just after a member's value: past the ``,`` and whitespace to the next member, or
+    past ``close`` (then ``closed`` is set); NULL when neither follows."""
+    p = _ws(p, end)
+    if p >= end:
+        return NULL
+    if p[0] == close:
+        closed[0] = True
+        return p + 1
+    if p[0] != 44:
+        return NULL
+    return _ws(p + 1, end)
+
+
 cdef inline int _hex4(const uint8_t* p) noexcept:
     cdef int value = 0, i, c
     for i in range(4):
@@ -249,6 +274,7 @@ cdef const uint8_t* _skip_container(
     """Check the array or object at ``p`` (its values are not kept)."""
     cdef bint is_object = p[0] == 123
     cdef int close = 125 if is_object else 93
+    cdef bint closed = False
     cdef _Value value
     p = _ws(p + 1, end)
     if p < end and p[0] == close:
@@ -260,23 +286,17 @@ cdef const uint8_t* _skip_container(
             p = _string(p, end, out, &value.length, &value.high)
             if p == NULL or (value.high and not _utf8_ok(out, value.length)):
                 return NULL
-            p = _ws(p, end)
-            if p >= end or p[0] != 58:
+            p = _past_colon(p, end)
+            if p == NULL:
                 return NULL
-            p = _ws(p + 1, end)
         p = _read_value(p, end, out, &value, depth)
         if p == NULL:
             return NULL
         if value.kind == _KIND_STRING and value.high and not _utf8_ok(out, value.length):
             return NULL
-        p = _ws(p, end)
-        if p >= end:
-            return NULL
-        if p[0] == close:
-            return p + 1
-        if p[0] != 44:
-            return NULL
-        p = _ws(p + 1, end)
+        p = _past_member(p, end, close, &closed)
+        if p == NULL or closed:
+            return p
 
 
 # Slot states: no such key; a value taken; a value of a type not taken (null, true, ...); an
@@ -384,6 +404,7 @@ cdef const uint8_t* _ext_fields(
     14-27); ``bad`` collects other keys whose (last) value is not a string or an integer."""
     cdef Py_ssize_t length = 0
     cdef bint high = False
+    cdef bint closed = False
     cdef int index
     cdef _Value value
     for index in range(2 * _FIELDS):
@@ -405,10 +426,10 @@ cdef const uint8_t* _ext_fields(
             if index >= 0:
                 index += _FIELDS
         key = None if index >= 0 else PyBytes_FromStringAndSize(<const char*>out, length)
-        p = _ws(p, end)
-        if p >= end or p[0] != 58:
+        p = _past_colon(p, end)
+        if p == NULL:
             return NULL
-        p = _read_value(_ws(p + 1, end), end, out, &value, 0)
+        p = _read_value(p, end, out, &value, 0)
         if p == NULL:
             return NULL
         if index >= 0:
@@ -421,14 +442,9 @@ cdef const uint8_t* _ext_fields(
                 bad.pop(key, None)
         else:
             bad[key] = True
-        p = _ws(p, end)
-        if p >= end:
-            return NULL
-        if p[0] == 125:
-            return p + 1
-        if p[0] != 44:
-            return NULL
-        p = _ws(p + 1, end)
+        p = _past_member(p, end, 125, &closed)
+        if p == NULL or closed:
+            return p
 
 
 cdef enum:
@@ -471,6 +487,7 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
     cdef dict bad = {}
     cdef Py_ssize_t length = 0
     cdef bint high = False
+    cdef bint closed = False
     cdef int index
     language = None
     for index in range(8):
@@ -488,10 +505,9 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
         index = _top_index(out, length)
         if index < 0:
             return None  # a key the scan does not take (or not valid UTF-8)
-        p = _ws(p, end)
-        if p >= end or p[0] != 58:
+        p = _past_colon(p, end)
+        if p == NULL:
             return None
-        p = _ws(p + 1, end)
         if index == _TOP_EXT and p < end and p[0] == 123:
             p = _ext_fields(p, end, out, &slots, texts, bad)
             top_state[index] = _OK
@@ -517,15 +533,12 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
                 top_state[index] = _OK
         if p == NULL:
             return None
-        p = _ws(p, end)
-        if p >= end:
+        p = _past_member(p, end, 125, &closed)
+        if p == NULL:
             return None
-        if p[0] == 125:
+        if closed:
             break
-        if p[0] != 44:
-            return None
-        p = _ws(p + 1, end)
-    if _ws(p + 1, end) != end:
+    if _ws(p, end) != end:
         return None
     return _assemble(top_state, top_number, language, &slots, texts, bad)
 
