@@ -323,11 +323,12 @@ cdef struct _Slots:
     int64_t number[28]
 
 
-cdef inline int _v1_index(const uint8_t* key, Py_ssize_t length):
+cdef inline int _name_index(tuple names, const uint8_t* key, Py_ssize_t length):
+    """The position of ``key`` in ``names`` (bytes), -1 when it is not one of them."""
     cdef int index
     cdef bytes name
-    for index in range(_FIELDS):
-        name = <bytes>_V1_NAMES[index]
+    for index in range(len(names)):
+        name = <bytes>names[index]
         if len(name) == length and memcmp(<const char*>name, key, length) == 0:
             return index
     return -1
@@ -422,7 +423,7 @@ cdef const uint8_t* _ext_fields(
         if length == 1 and 97 <= out[0] <= 110:
             index = out[0] - 97
         else:
-            index = _v1_index(out, length)
+            index = _name_index(_V1_NAMES, out, length)
             if index >= 0:
                 index += _FIELDS
         key = None if index >= 0 else PyBytes_FromStringAndSize(<const char*>out, length)
@@ -458,24 +459,11 @@ cdef enum:
     _TOP_EXT = 7
 
 
-cdef int _top_index(const uint8_t* key, Py_ssize_t length) noexcept:
-    if length == 4 and memcmp(key, b"code", 4) == 0:
-        return _TOP_CODE
-    if length == 9 and memcmp(key, b"extFields", 9) == 0:
-        return _TOP_EXT
-    if length == 4 and memcmp(key, b"flag", 4) == 0:
-        return _TOP_FLAG
-    if length == 8 and memcmp(key, b"language", 8) == 0:
-        return _TOP_LANGUAGE
-    if length == 6 and memcmp(key, b"opaque", 6) == 0:
-        return _TOP_OPAQUE
-    if length == 6 and memcmp(key, b"remark", 6) == 0:
-        return _TOP_REMARK
-    if length == 23 and memcmp(key, b"serializeTypeCurrentRPC", 23) == 0:
-        return _TOP_STAMP
-    if length == 7 and memcmp(key, b"version", 7) == 0:
-        return _TOP_VERSION
-    return -1
+# The header's keys the scan takes, in the order of the _TOP_* indexes.
+cdef tuple _TOP_NAMES = (
+    b"code", b"flag", b"language", b"opaque", b"remark", b"serializeTypeCurrentRPC", b"version",
+    b"extFields",
+)
 
 
 cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
@@ -502,7 +490,7 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
         p = _string(p, end, out, &length, &high)
         if p == NULL:
             return None
-        index = _top_index(out, length)
+        index = _name_index(_TOP_NAMES, out, length)
         if index < 0:
             return None  # a key the scan does not take (or not valid UTF-8)
         p = _past_colon(p, end)
