@@ -162,6 +162,15 @@ cdef const uint8_t* _string(
     return NULL
 
 
+cdef inline const uint8_t* _digits(const uint8_t* p, const uint8_t* end) noexcept:
+    """Past the one or more ASCII digits at ``p``; NULL when no digit is there."""
+    if p >= end or not 48 <= p[0] <= 57:
+        return NULL
+    while p < end and 48 <= p[0] <= 57:
+        p += 1
+    return p
+
+
 cdef const uint8_t* _number(
     const uint8_t* p, const uint8_t* end, int64_t* value, bint* integral
 ) noexcept:
@@ -187,20 +196,17 @@ cdef const uint8_t* _number(
         return NULL
     integral[0] = digits <= _MAX_DIGITS
     if p < end and p[0] == 46:
-        p += 1
-        if p >= end or not 48 <= p[0] <= 57:
+        p = _digits(p + 1, end)
+        if p == NULL:
             return NULL
-        while p < end and 48 <= p[0] <= 57:
-            p += 1
         integral[0] = False
     if p < end and (p[0] == 101 or p[0] == 69):
         p += 1
         if p < end and (p[0] == 43 or p[0] == 45):
             p += 1
-        if p >= end or not 48 <= p[0] <= 57:
+        p = _digits(p, end)
+        if p == NULL:
             return NULL
-        while p < end and 48 <= p[0] <= 57:
-            p += 1
         integral[0] = False
     value[0] = -magnitude if negative else magnitude
     return p
