@@ -22,12 +22,7 @@ from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
 from bolide.client.admin.operations import is_system_group
 from bolide.protocol.bodies import ConsumerRunningInfo, MessageQueue
 from bolide.protocol.message import MessageExt
-from bolide.protocol.system_topics import (
-    SCHEDULE_TOPIC,
-    is_dlq_topic,
-    is_retry_topic,
-    is_system_topic,
-)
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 
 __all__ = [
     "BrokerRow",
@@ -41,7 +36,6 @@ __all__ = [
     "last_elections",
     "member_rows",
     "parse_time_ms",
-    "topic_kind",
 ]
 
 T = TypeVar("T")
@@ -69,18 +63,6 @@ async def gather(calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
                 return error
 
     return list(await asyncio.gather(*(one(call) for call in calls)))
-
-
-def topic_kind(topic: str, system_names: frozenset[str] = frozenset()) -> str:
-    """normal, retry, dlq or system (RocketMQ's system topics and ``system_names``: the
-    cluster and broker names, which name servers list as topics)."""
-    if is_retry_topic(topic):
-        return "retry"
-    if is_dlq_topic(topic):
-        return "dlq"
-    if is_system_topic(topic) or topic in system_names:
-        return "system"
-    return "normal"
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*(ms|s|m|h|d)$")
