@@ -8,8 +8,8 @@ unavailable instead of holding the page.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
+import functools
 import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.base.gathering import gather_bounded
 from bolide.client import admin_stats
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
 from bolide.client.admin.operations import is_system_group
@@ -53,16 +54,15 @@ class PageError(Exception):
 async def gather(calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
     """Run ``calls``, at most DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS at a time; each result
     is the value or the operating error it raised."""
-    gate = asyncio.Semaphore(limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
+    starts = [functools.partial(_outcome, call) for call in calls]
+    return await gather_bounded(starts, limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
 
-    async def one(call: Awaitable[T]) -> T | BolideError:
-        async with gate:
-            try:
-                return await call
-            except BolideError as error:
-                return error
 
-    return list(await asyncio.gather(*(one(call) for call in calls)))
+async def _outcome(call: Awaitable[T]) -> T | BolideError:
+    try:
+        return await call
+    except BolideError as error:
+        return error
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*(ms|s|m|h|d)$")
