@@ -30,10 +30,8 @@ from bolide.controller.handlers import (
 from bolide.controller.heartbeats import HeartbeatTable
 from bolide.controller.replicas import ReplicaSet
 from bolide.controller.settings import DEFAULT_CONTROLLER_PORT, ControllerSettings
-from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.controller import MasterInfoHeader
 from bolide.remoting import Connection, Dispatcher, RemotingServer
 
 __all__ = ["Controller"]
@@ -237,13 +235,8 @@ class Controller:
 
     async def _notify(self, replica_set: ReplicaSet) -> None:
         """NOTIFY_BROKER_ROLE_CHANGED (1008, oneway) to every live member of the set."""
-        header = MasterInfoHeader(
-            replica_set.master_broker_id,
-            replica_set.master_address,
-            replica_set.master_epoch,
-            replica_set.sync_state_set_epoch,
-        )
-        body = SyncStateSet(replica_set.sync_state_set, replica_set.sync_state_set_epoch)
+        header = replica_set.master_info()
+        body = replica_set.sync_state_body()
         for info in self.heartbeats.alive_in(replica_set.broker_name):
             if info.connection is None or info.connection.is_closed:
                 continue

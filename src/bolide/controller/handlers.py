@@ -287,7 +287,7 @@ class ControllerHandlers:
                 sync_state_set_epoch=replica_set.sync_state_set_epoch + 1,
             )
             answer = AlterSyncStateSetResponseHeader(changed.sync_state_set_epoch)
-            body = SyncStateSet(changed.sync_state_set, changed.sync_state_set_epoch)
+            body = changed.sync_state_body()
             return Decision(
                 request.make_response(
                     ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields(), body=body.to_json()
@@ -387,7 +387,7 @@ class ControllerHandlers:
                 updated.cluster_name,
                 updated.broker_name,
             )
-            body = SyncStateSet(updated.sync_state_set, updated.sync_state_set_epoch).to_json()
+            body = updated.sync_state_body().to_json()
             response = request.make_response(
                 ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields(), body=body
             )
@@ -406,13 +406,8 @@ class ControllerHandlers:
                 ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
                 f"broker set {header.broker_name} is not known",
             )
-        answer = MasterInfoHeader(
-            replica_set.master_broker_id,
-            replica_set.master_address,
-            replica_set.master_epoch,
-            replica_set.sync_state_set_epoch,
-        )
-        body = SyncStateSet(replica_set.sync_state_set, replica_set.sync_state_set_epoch)
+        answer = replica_set.master_info()
+        body = replica_set.sync_state_body()
         return request.make_response(
             ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields(), body=body.to_json()
         )
@@ -540,12 +535,7 @@ def _candidate(heartbeats: HeartbeatTable, broker_name: str, broker_id: int) -> 
 
 def _election_response(request: RemotingCommand, outcome: ElectionOutcome) -> RemotingCommand:
     replica_set = outcome.replica_set
-    header = MasterInfoHeader(
-        replica_set.master_broker_id,
-        replica_set.master_address,
-        replica_set.master_epoch,
-        replica_set.sync_state_set_epoch,
-    )
+    header = replica_set.master_info()
     body = ElectMasterResponseBody(
         BrokerMemberGroup(
             replica_set.cluster_name,

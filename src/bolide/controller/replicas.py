@@ -18,8 +18,10 @@ from typing import Any, Self
 
 import orjson
 
+from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.bodies.fastjson import BodyError
 from bolide.protocol.codes import ResponseCode
+from bolide.protocol.headers.controller import MasterInfoHeader
 
 __all__ = [
     "CONTROLLER_TRIGGER_BROKER_ID",
@@ -66,6 +68,20 @@ class ReplicaSet:
             return None
         replica = self.replicas.get(self.master_broker_id)
         return None if replica is None else replica.address
+
+    def master_info(self) -> MasterInfoHeader:
+        """The master's id, address and epochs as the controller answers them (no cluster or
+        broker name)."""
+        return MasterInfoHeader(
+            self.master_broker_id,
+            self.master_address,
+            self.master_epoch,
+            self.sync_state_set_epoch,
+        )
+
+    def sync_state_body(self) -> SyncStateSet:
+        """The SyncStateSet with its epoch, as a body."""
+        return SyncStateSet(self.sync_state_set, self.sync_state_set_epoch)
 
     def replace(self, **changes: Any) -> ReplicaSet:
         """A copy with ``changes`` (field names) applied."""

@@ -8,8 +8,8 @@ unavailable instead of holding the page.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
+import functools
 import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -17,17 +17,13 @@ from typing import TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.base.gathering import gather_bounded
 from bolide.client import admin_stats
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
 from bolide.client.admin.operations import is_system_group
 from bolide.protocol.bodies import ConsumerRunningInfo, MessageQueue
 from bolide.protocol.message import MessageExt
-from bolide.protocol.system_topics import (
-    SCHEDULE_TOPIC,
-    is_dlq_topic,
-    is_retry_topic,
-    is_system_topic,
-)
+from bolide.protocol.system_topics import SCHEDULE_TOPIC
 
 __all__ = [
     "BrokerRow",
@@ -41,7 +37,6 @@ __all__ = [
     "last_elections",
     "member_rows",
     "parse_time_ms",
-    "topic_kind",
 ]
 
 T = TypeVar("T")
@@ -59,28 +54,15 @@ class PageError(Exception):
 async def gather(calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
     """Run ``calls``, at most DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS at a time; each result
     is the value or the operating error it raised."""
-    gate = asyncio.Semaphore(limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
-
-    async def one(call: Awaitable[T]) -> T | BolideError:
-        async with gate:
-            try:
-                return await call
-            except BolideError as error:
-                return error
-
-    return list(await asyncio.gather(*(one(call) for call in calls)))
+    starts = [functools.partial(_outcome, call) for call in calls]
+    return await gather_bounded(starts, limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
 
 
-def topic_kind(topic: str, system_names: frozenset[str] = frozenset()) -> str:
-    """normal, retry, dlq or system (RocketMQ's system topics and ``system_names``: the
-    cluster and broker names, which name servers list as topics)."""
-    if is_retry_topic(topic):
-        return "retry"
-    if is_dlq_topic(topic):
-        return "dlq"
-    if is_system_topic(topic) or topic in system_names:
-        return "system"
-    return "normal"
+async def _outcome(call: Awaitable[T]) -> T | BolideError:
+    try:
+        return await call
+    except BolideError as error:
+        return error
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*(ms|s|m|h|d)$")

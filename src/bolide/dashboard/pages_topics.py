@@ -13,10 +13,11 @@ from starlette.routing import Route
 from bolide.base.errors import BolideError
 from bolide.client import admin_stats
 from bolide.dashboard.auth import Session
-from bolide.dashboard.data import PageError, gather, topic_kind
+from bolide.dashboard.data import PageError, gather
 from bolide.dashboard.history_svg import history_chart_svg, merge_points
 from bolide.dashboard.rendering import Dashboard, form_text, page
 from bolide.protocol.message import Message
+from bolide.protocol.system_topics import topic_kind
 
 __all__ = ["topic_routes"]
 

@@ -17,7 +17,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from bolide.client.admin import AdminClient
 from bolide.dashboard.app import DashboardSettings, create_app
-from bolide.remoting import listening_socket
+from bolide.remoting import SocketServer, listening_socket
 
 __all__ = ["DashboardServer"]
 
@@ -59,32 +59,20 @@ class _ClosingH11Protocol(H11Protocol):
         super().data_received(data)
 
 
-class DashboardServer:
+class DashboardServer(SocketServer):
     """The dashboard on ``host:port`` over the name servers of ``settings``."""
 
     def __init__(self, settings: DashboardSettings, host: str, port: int) -> None:
+        super().__init__(host, port)
         self._settings = settings
-        self._host = host
-        self._requested_port = port
-        self._socket: socket.socket | None = None
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._admin: AdminClient | None = None
         self._app: Any = None
 
-    @property
-    def port(self) -> int:
-        if self._socket is None:
-            return self._requested_port
-        return int(self._socket.getsockname()[1])
-
-    @property
-    def address(self) -> str:
-        return f"{self._host}:{self.port}"
-
     async def start(self) -> None:
         """Bind, start the admin client and serve; raises OSError when the port is taken."""
-        self._socket = sock = listening_socket(self._host, self._requested_port)
+        self._socket = sock = listening_socket(self.host, self._requested_port)
         admin = AdminClient(self._settings.namesrv, tls=self._settings.tls)
         await admin.start()
         self._admin = admin

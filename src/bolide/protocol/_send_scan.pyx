@@ -37,6 +37,31 @@ cdef inline const uint8_t* _ws(const uint8_t* p, const uint8_t* end) noexcept:
     return p
 
 
+cdef inline const uint8_t* _past_colon(const uint8_t* p, const uint8_t* end) noexcept:
+    """From just after an object's key: past the ``:`` and the whitespace around it; NULL
+    when no ``:`` follows."""
+    p = _ws(p, end)
+    if p >= end or p[0] != 58:
+        return NULL
+    return _ws(p + 1, end)
+
+
+cdef inline const uint8_t* _past_member(
+    const uint8_t* p, const uint8_t* end, int close, bint* closed
+) noexcept:
+    """From just after a member's value: past the ``,`` and whitespace to the next member, or
+    past ``close`` (then ``closed`` is set); NULL when neither follows."""
+    p = _ws(p, end)
+    if p >= end:
+        return NULL
+    if p[0] == close:
+        closed[0] = True
+        return p + 1
+    if p[0] != 44:
+        return NULL
+    return _ws(p + 1, end)
+
+
 cdef inline int _hex4(const uint8_t* p) noexcept:
     cdef int value = 0, i, c
     for i in range(4):
@@ -137,6 +162,15 @@ cdef const uint8_t* _string(
     return NULL
 
 
+cdef inline const uint8_t* _digits(const uint8_t* p, const uint8_t* end) noexcept:
+    """Past the one or more ASCII digits at ``p``; NULL when no digit is there."""
+    if p >= end or not 48 <= p[0] <= 57:
+        return NULL
+    while p < end and 48 <= p[0] <= 57:
+        p += 1
+    return p
+
+
 cdef const uint8_t* _number(
     const uint8_t* p, const uint8_t* end, int64_t* value, bint* integral
 ) noexcept:
@@ -162,20 +196,17 @@ cdef const uint8_t* _number(
         return NULL
     integral[0] = digits <= _MAX_DIGITS
     if p < end and p[0] == 46:
-        p += 1
-        if p >= end or not 48 <= p[0] <= 57:
+        p = _digits(p + 1, end)
+        if p == NULL:
             return NULL
-        while p < end and 48 <= p[0] <= 57:
-            p += 1
         integral[0] = False
     if p < end and (p[0] == 101 or p[0] == 69):
         p += 1
         if p < end and (p[0] == 43 or p[0] == 45):
             p += 1
-        if p >= end or not 48 <= p[0] <= 57:
+        p = _digits(p, end)
+        if p == NULL:
             return NULL
-        while p < end and 48 <= p[0] <= 57:
-            p += 1
         integral[0] = False
     value[0] = -magnitude if negative else magnitude
     return p
@@ -249,6 +280,7 @@ cdef const uint8_t* _skip_container(
     """Check the array or object at ``p`` (its values are not kept)."""
     cdef bint is_object = p[0] == 123
     cdef int close = 125 if is_object else 93
+    cdef bint closed = False
     cdef _Value value
     p = _ws(p + 1, end)
     if p < end and p[0] == close:
@@ -260,23 +292,17 @@ cdef const uint8_t* _skip_container(
             p = _string(p, end, out, &value.length, &value.high)
             if p == NULL or (value.high and not _utf8_ok(out, value.length)):
                 return NULL
-            p = _ws(p, end)
-            if p >= end or p[0] != 58:
+            p = _past_colon(p, end)
+            if p == NULL:
                 return NULL
-            p = _ws(p + 1, end)
         p = _read_value(p, end, out, &value, depth)
         if p == NULL:
             return NULL
         if value.kind == _KIND_STRING and value.high and not _utf8_ok(out, value.length):
             return NULL
-        p = _ws(p, end)
-        if p >= end:
-            return NULL
-        if p[0] == close:
-            return p + 1
-        if p[0] != 44:
-            return NULL
-        p = _ws(p + 1, end)
+        p = _past_member(p, end, close, &closed)
+        if p == NULL or closed:
+            return p
 
 
 # Slot states: no such key; a value taken; a value of a type not taken (null, true, ...); an
@@ -303,11 +329,12 @@ cdef struct _Slots:
     int64_t number[28]
 
 
-cdef inline int _v1_index(const uint8_t* key, Py_ssize_t length):
+cdef inline int _name_index(tuple names, const uint8_t* key, Py_ssize_t length):
+    """The position of ``key`` in ``names`` (bytes), -1 when it is not one of them."""
     cdef int index
     cdef bytes name
-    for index in range(_FIELDS):
-        name = <bytes>_V1_NAMES[index]
+    for index in range(len(names)):
+        name = <bytes>names[index]
         if len(name) == length and memcmp(<const char*>name, key, length) == 0:
             return index
     return -1
@@ -384,6 +411,7 @@ cdef const uint8_t* _ext_fields(
     14-27); ``bad`` collects other keys whose (last) value is not a string or an integer."""
     cdef Py_ssize_t length = 0
     cdef bint high = False
+    cdef bint closed = False
     cdef int index
     cdef _Value value
     for index in range(2 * _FIELDS):
@@ -401,14 +429,14 @@ cdef const uint8_t* _ext_fields(
         if length == 1 and 97 <= out[0] <= 110:
             index = out[0] - 97
         else:
-            index = _v1_index(out, length)
+            index = _name_index(_V1_NAMES, out, length)
             if index >= 0:
                 index += _FIELDS
         key = None if index >= 0 else PyBytes_FromStringAndSize(<const char*>out, length)
-        p = _ws(p, end)
-        if p >= end or p[0] != 58:
+        p = _past_colon(p, end)
+        if p == NULL:
             return NULL
-        p = _read_value(_ws(p + 1, end), end, out, &value, 0)
+        p = _read_value(p, end, out, &value, 0)
         if p == NULL:
             return NULL
         if index >= 0:
@@ -421,14 +449,9 @@ cdef const uint8_t* _ext_fields(
                 bad.pop(key, None)
         else:
             bad[key] = True
-        p = _ws(p, end)
-        if p >= end:
-            return NULL
-        if p[0] == 125:
-            return p + 1
-        if p[0] != 44:
-            return NULL
-        p = _ws(p + 1, end)
+        p = _past_member(p, end, 125, &closed)
+        if p == NULL or closed:
+            return p
 
 
 cdef enum:
@@ -442,24 +465,11 @@ cdef enum:
     _TOP_EXT = 7
 
 
-cdef int _top_index(const uint8_t* key, Py_ssize_t length) noexcept:
-    if length == 4 and memcmp(key, b"code", 4) == 0:
-        return _TOP_CODE
-    if length == 9 and memcmp(key, b"extFields", 9) == 0:
-        return _TOP_EXT
-    if length == 4 and memcmp(key, b"flag", 4) == 0:
-        return _TOP_FLAG
-    if length == 8 and memcmp(key, b"language", 8) == 0:
-        return _TOP_LANGUAGE
-    if length == 6 and memcmp(key, b"opaque", 6) == 0:
-        return _TOP_OPAQUE
-    if length == 6 and memcmp(key, b"remark", 6) == 0:
-        return _TOP_REMARK
-    if length == 23 and memcmp(key, b"serializeTypeCurrentRPC", 23) == 0:
-        return _TOP_STAMP
-    if length == 7 and memcmp(key, b"version", 7) == 0:
-        return _TOP_VERSION
-    return -1
+# The header's keys the scan takes, in the order of the _TOP_* indexes.
+cdef tuple _TOP_NAMES = (
+    b"code", b"flag", b"language", b"opaque", b"remark", b"serializeTypeCurrentRPC", b"version",
+    b"extFields",
+)
 
 
 cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
@@ -471,6 +481,7 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
     cdef dict bad = {}
     cdef Py_ssize_t length = 0
     cdef bint high = False
+    cdef bint closed = False
     cdef int index
     language = None
     for index in range(8):
@@ -485,13 +496,12 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
         p = _string(p, end, out, &length, &high)
         if p == NULL:
             return None
-        index = _top_index(out, length)
+        index = _name_index(_TOP_NAMES, out, length)
         if index < 0:
             return None  # a key the scan does not take (or not valid UTF-8)
-        p = _ws(p, end)
-        if p >= end or p[0] != 58:
+        p = _past_colon(p, end)
+        if p == NULL:
             return None
-        p = _ws(p + 1, end)
         if index == _TOP_EXT and p < end and p[0] == 123:
             p = _ext_fields(p, end, out, &slots, texts, bad)
             top_state[index] = _OK
@@ -517,15 +527,12 @@ cdef object _scan(const uint8_t* p, const uint8_t* end, uint8_t* out):
                 top_state[index] = _OK
         if p == NULL:
             return None
-        p = _ws(p, end)
-        if p >= end:
+        p = _past_member(p, end, 125, &closed)
+        if p == NULL:
             return None
-        if p[0] == 125:
+        if closed:
             break
-        if p[0] != 44:
-            return None
-        p = _ws(p + 1, end)
-    if _ws(p + 1, end) != end:
+    if _ws(p, end) != end:
         return None
     return _assemble(top_state, top_number, language, &slots, texts, bad)
 

@@ -27,6 +27,8 @@ Groups
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
     "BENCHMARK_TOPIC",
@@ -66,6 +68,7 @@ __all__ = [
     "pop_retry_topic",
     "retry_topic",
     "revive_log_topic",
+    "topic_kind",
 ]
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
@@ -207,6 +210,19 @@ def is_send_forbidden_topic(topic: str) -> bool:
 def is_system_topic(topic: str) -> bool:
     """A topic the broker owns by name alone (a broker also owns its cluster/broker names)."""
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def topic_kind(topic: str, system_names: Collection[str] = ()) -> str:
+    """How the admin tools list ``topic``: ``retry``, ``dlq``, ``system`` (RocketMQ's system
+    topics and ``system_names``: the cluster and broker names, which name servers list as
+    topics) or ``normal``."""
+    if is_retry_topic(topic):
+        return "retry"
+    if is_dlq_topic(topic):
+        return "dlq"
+    if is_system_topic(topic) or topic in system_names:
+        return "system"
+    return "normal"
 
 
 def is_system_consumer_group(group: str) -> bool:

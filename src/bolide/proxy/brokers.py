@@ -110,18 +110,24 @@ class BrokerDirectory:
 
     async def topic_config(self, topic: str) -> TopicConfig | None:
         """The topic's settings on the first broker that has it (None: unknown)."""
-        for broker in await self.brokers(topic):
-            table = await self._cached(self._topics, broker.address, self._fetch_topics)
-            config = table.get(topic)
-            if config is not None:
-                return config
-        return None
+        return await self._first_config(topic, topic, self._topics, self._fetch_topics)
 
     async def group_config(self, topic: str, group: str) -> SubscriptionGroupConfig | None:
         """The group's settings on the brokers of ``topic`` (None: not created yet)."""
+        return await self._first_config(topic, group, self._groups, self._fetch_groups)
+
+    async def _first_config(
+        self,
+        topic: str,
+        name: str,
+        cache: dict[str, tuple[float, dict[str, T]]],
+        fetch: Callable[[str], Awaitable[dict[str, T]]],
+    ) -> T | None:
+        """``name``'s entry in the first (cached) config table of a broker of ``topic`` that
+        holds it; None when none does."""
         for broker in await self.brokers(topic):
-            table = await self._cached(self._groups, broker.address, self._fetch_groups)
-            config = table.get(group)
+            table = await self._cached(cache, broker.address, fetch)
+            config = table.get(name)
             if config is not None:
                 return config
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -259,16 +260,8 @@ class Consuming:
                 return None
             code = code_of_response(refused.code)
             raise ProxyError(code, refused.remark or "change failed") from refused
-        return ReceiptHandle(
-            handle.start_offset,
-            fields.pop_time_ms,
-            fields.invisible_time_ms,
-            handle.revive_queue_id,
-            handle.topic_type,
-            handle.broker_name,
-            handle.queue_id,
-            handle.queue_offset,
-            handle.commit_log_offset,
+        return dataclasses.replace(
+            handle, pop_time_ms=fields.pop_time_ms, invisible_time_ms=fields.invisible_time_ms
         )
 
     async def forward_to_dead_letter_queue(

@@ -38,7 +38,7 @@ from bolide.proxy.clients import ClientRegistry
 from bolide.proxy.consuming import Consuming
 from bolide.proxy.producing import Producing
 from bolide.proxy.service import Authenticator, MessagingService
-from bolide.remoting import ClientPool, Dispatcher, listening_socket
+from bolide.remoting import ClientPool, Dispatcher, SocketServer, listening_socket
 from bolide.remoting.client_pool import RequestHook
 from bolide.remoting.tls import PermissiveTlsServer, TlsClientSettings, TlsMode, TlsServerSettings
 
@@ -173,7 +173,7 @@ class _Server(Server):
                 connection.close()
 
 
-class ProxyServer:
+class ProxyServer(SocketServer):
     def __init__(
         self,
         namesrv_addresses: list[str],
@@ -184,8 +184,7 @@ class ProxyServer:
         clock: Clock | None = None,
         on_crash: CrashHandler | None = None,
     ) -> None:
-        self.host = host
-        self._requested_port = port
+        super().__init__(host, port)
         self.config = config or ProxyConfig()
         self._clock = clock or SystemClock()
         dispatcher = Dispatcher()
@@ -220,7 +219,6 @@ class ProxyServer:
             authorizer=self.config.authorizer,
         )
         self._server: _Server | None = None
-        self._socket: socket.socket | None = None
         self._client_id = f"{socket.gethostname()}@proxy-{os.getpid()}"
         self._housekeeping = Service(
             "proxy-housekeeping",
@@ -236,16 +234,6 @@ class ProxyServer:
             clock=self._clock,
             on_crash=on_crash,
         )
-
-    @property
-    def port(self) -> int:
-        if self._socket is None:
-            return self._requested_port
-        return int(self._socket.getsockname()[1])
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
     async def start(self) -> None:
         """Listen; raises OSError when the port cannot be bound."""

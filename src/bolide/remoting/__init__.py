@@ -3,7 +3,7 @@
 from bolide.remoting.client_pool import ClientPool
 from bolide.remoting.connection import Connection, ConnectionSettings
 from bolide.remoting.dispatcher import Dispatcher, Handler, RequestError
-from bolide.remoting.server import RemotingServer, listening_socket
+from bolide.remoting.server import RemotingServer, SocketServer, listening_socket
 
 __all__ = [
     "ClientPool",
@@ -13,5 +13,6 @@ __all__ = [
     "Handler",
     "RemotingServer",
     "RequestError",
+    "SocketServer",
     "listening_socket",
 ]

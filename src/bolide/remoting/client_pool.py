@@ -23,7 +23,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock, SystemClock
 from bolide.base.errors import ConnectionClosedError, RequestTimeoutError, invariant
 from bolide.protocol.command import RemotingCommand
-from bolide.remoting.connection import Connection, ConnectionSettings
+from bolide.remoting.connection import Connection, ConnectionSettings, close_connections
 from bolide.remoting.dispatcher import Dispatcher
 from bolide.remoting.tls import TlsClientSettings
 
@@ -216,15 +216,7 @@ class ClientPool:
         connections = list(self._connections.values())
         self._connections.clear()
         reason = ConnectionClosedError("client pool closed")
-        for connection in connections:
-            connection.close(reason)
-        if connections:
-            closing = [asyncio.ensure_future(c.wait_closed()) for c in connections]
-            _, unfinished = await asyncio.wait(closing, timeout=timeout_ms / 1000)
-            for waiter in unfinished:
-                waiter.cancel()
-            for connection in connections:
-                connection.close(reason, abort=True)
+        await close_connections(connections, reason, timeout_ms)
 
     # ---- internals ------------------------------------------------------------------------
 

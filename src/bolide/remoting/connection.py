@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -500,3 +500,21 @@ class Connection(asyncio.Protocol):
         if loop is None:
             raise InvariantViolationError("connection used before it was made")
         return loop
+
+
+async def close_connections(
+    connections: Sequence[Connection], reason: ConnectionClosedError, timeout_ms: int
+) -> None:
+    """Close every one of ``connections`` for ``reason``: unsent data gets up to ``timeout_ms``
+    to be flushed, then the connections still open are aborted. Pending invokes on them fail
+    with ``reason``."""
+    for connection in connections:
+        connection.close(reason)
+    if not connections:
+        return
+    closing = [asyncio.ensure_future(c.wait_closed()) for c in connections]
+    _, unfinished = await asyncio.wait(closing, timeout=timeout_ms / 1000)
+    for waiter in unfinished:
+        waiter.cancel()
+    for connection in connections:
+        connection.close(reason, abort=True)  # no-op for those already closed

@@ -15,7 +15,12 @@ import socket
 
 from bolide.base import limits
 from bolide.base.errors import ConnectionClosedError, InvariantViolationError, invariant
-from bolide.remoting.connection import Connection, ConnectionCallback, ConnectionSettings
+from bolide.remoting.connection import (
+    Connection,
+    ConnectionCallback,
+    ConnectionSettings,
+    close_connections,
+)
 from bolide.remoting.dispatcher import Dispatcher
 from bolide.remoting.tls import PermissiveTlsServer, TlsMode, TlsServerSettings
 
@@ -114,16 +119,7 @@ class RemotingServer:
             return
         server.close()
         reason = ConnectionClosedError(f"server {self.address} stopping")
-        connections = list(self._connections)
-        for connection in connections:
-            connection.close(reason)
-        if connections:
-            closing = [asyncio.ensure_future(c.wait_closed()) for c in connections]
-            _, unfinished = await asyncio.wait(closing, timeout=timeout_ms / 1000)
-            for waiter in unfinished:
-                waiter.cancel()
-            for connection in connections:
-                connection.close(reason, abort=True)  # no-op for those already closed
+        await close_connections(list(self._connections), reason, timeout_ms)
         await self._dispatcher.cancel_handlers(timeout_ms)
         await server.wait_closed()
         _log.info("remoting server on %s stopped", self.address)
@@ -164,3 +160,28 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+class SocketServer:
+    """Base of the servers that listen on a socket of their own (see :func:`listening_socket`):
+    the 5.x proxy and the dashboard. Subclasses set ``_socket`` when they start listening and
+    clear it when they stop.
+
+    :attr:`port` is the bound port while listening (``port`` 0 asks for any free one) and the
+    requested port otherwise; :attr:`address` is ``host:port``.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self._requested_port = port
+        self._socket: socket.socket | None = None
+
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            return self._requested_port
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"

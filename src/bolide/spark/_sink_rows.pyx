@@ -57,6 +57,19 @@ cdef inline uint8_t* _put(uint8_t* out, const uint8_t* source, Py_ssize_t size) 
     return out + size
 
 
+cdef inline Py_ssize_t _properties_size(
+    Py_ssize_t key_size, Py_ssize_t tag_size, Py_ssize_t key_field_size
+) noexcept nogil:
+    """One row's properties bytes: TAGS and KEYS when the row has them (name, value, 0x02),
+    then UNIQ_KEY (``key_size`` bytes of key) and WAIT=true."""
+    cdef Py_ssize_t size = 9 + key_size + 10
+    if tag_size:
+        size += 5 + tag_size + 1
+    if key_field_size:
+        size += 5 + key_field_size + 1
+    return size
+
+
 def encode_batch_rows(bodies, tags, keys, bytes key_prefix, int64_t first_key_index,
                       Py_ssize_t start_row, Py_ssize_t max_messages, int64_t max_body_bytes):
     cdef _Column body_column = _Column(bodies)
@@ -74,11 +87,7 @@ def encode_batch_rows(bodies, tags, keys, bytes key_prefix, int64_t first_key_in
         body_size = body_column.length(row)
         tag_size = tag_column.length(row)
         key_field_size = key_column.length(row)
-        properties_size = 9 + key_size + 10
-        if tag_size:
-            properties_size += 5 + tag_size + 1
-        if key_field_size:
-            properties_size += 5 + key_field_size + 1
+        properties_size = _properties_size(key_size, tag_size, key_field_size)
         total += ENTRY_OVERHEAD + body_size + properties_size
         body_bytes += body_size
         row += 1
@@ -100,11 +109,7 @@ def encode_batch_rows(bodies, tags, keys, bytes key_prefix, int64_t first_key_in
         body_size = body_column.length(row)
         tag_size = tag_column.length(row)
         key_field_size = key_column.length(row)
-        properties_size = 9 + key_size + 10
-        if tag_size:
-            properties_size += 5 + tag_size + 1
-        if key_field_size:
-            properties_size += 5 + key_field_size + 1
+        properties_size = _properties_size(key_size, tag_size, key_field_size)
         _put32(out, <int32_t>(ENTRY_OVERHEAD + body_size + properties_size))
         _put32(out + 4, 0)
         _put32(out + 8, 0)

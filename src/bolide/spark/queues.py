@@ -19,6 +19,7 @@ broker's cap costs a few extra pulls, not one extra pull per segment.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections import deque
@@ -35,6 +36,7 @@ from bolide.base.errors import (
     RequestTimeoutError,
     TransportError,
 )
+from bolide.base.gathering import gather_bounded
 from bolide.client import rpc
 from bolide.client.instance import ClientInstance
 from bolide.client.route import subscribe_queues
@@ -68,14 +70,10 @@ async def _bounded_gather(
     items: Iterable[MessageQueue], action: Callable[[MessageQueue], Awaitable[T]]
 ) -> dict[MessageQueue, T]:
     """``action`` for every queue, at most limits.SPARK_PLAN_WINDOW_REQUESTS at once."""
-    gate = asyncio.Semaphore(limits.SPARK_PLAN_WINDOW_REQUESTS)
-
-    async def one(queue: MessageQueue) -> tuple[MessageQueue, T]:
-        async with gate:
-            return queue, await action(queue)
-
-    results = await asyncio.gather(*(one(queue) for queue in items))
-    return dict(results)
+    queues = list(items)
+    starts = [functools.partial(action, queue) for queue in queues]
+    results = await gather_bounded(starts, limits.SPARK_PLAN_WINDOW_REQUESTS)
+    return dict(zip(queues, results, strict=True))
 
 
 async def list_queues(instance: ClientInstance, topics: Iterable[str]) -> list[MessageQueue]:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from bolide.base.clock import Clock
 from bolide.base.errors import invariant
 from bolide.broker.broker import Broker
 from bolide.broker.config import BrokerConfig
+from bolide.client.lifecycle import AsyncLifecycle
 from bolide.namesrv.namesrv import NameServer
 from bolide.standalone.assembly import Assembly
 
@@ -38,7 +38,7 @@ TEST_BROKER_SETTINGS: Mapping[str, object] = {
 """Store sizes for tests: 16 MiB commit-log segments and 20,000-entry consume-queue files."""
 
 
-class Cluster:
+class Cluster(AsyncLifecycle):
     """``namesrv_count`` name servers and one broker per name in ``broker_names``.
 
     ``settings`` (BrokerConfig field names or broker.conf keys) apply to every broker, on top
@@ -135,14 +135,6 @@ class Cluster:
         """Stop every broker, then every name server. Idempotent."""
         await self._assembly.stop()
 
-    async def __aenter__(self) -> Cluster:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self) -> None:
+        """``async with`` ends with :meth:`stop`."""
         await self.stop()

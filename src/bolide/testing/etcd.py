@@ -21,7 +21,8 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+
+from bolide.client.lifecycle import AsyncLifecycle
 
 __all__ = ["EtcdCluster", "EtcdMember", "EtcdUnavailableError", "etcd_binary", "free_port"]
 
@@ -71,7 +72,7 @@ class EtcdMember:
         return f"http://127.0.0.1:{self.peer_port}"
 
 
-class EtcdCluster:
+class EtcdCluster(AsyncLifecycle):
     """``members`` etcd processes forming one cluster under ``directory``."""
 
     def __init__(self, directory: Path, members: int = 1) -> None:
@@ -220,16 +221,8 @@ class EtcdCluster:
             await process.wait()
             member.process = None
 
-    async def __aenter__(self) -> EtcdCluster:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self) -> None:
+        """``async with`` ends with :meth:`stop`."""
         await self.stop()
 
 

@@ -207,13 +207,9 @@ class _LenientParser:
         while True:
             item, position = self._value(position, depth)
             items.append(item)
-            position = self._skip(position)
-            if self._text.startswith(",", position):
-                position = self._skip(position + 1)
-            elif self._text.startswith("]", position):
-                return items, position + 1
-            else:
-                raise BodyError(f"expected ',' or ']' at {position} in JSON")
+            position, closed = self._next_member(position, "]")
+            if closed:
+                return items, position
 
     def _object(self, position: int, depth: int) -> tuple[dict[Any, Any], int]:
         self._check_depth(depth)
@@ -228,13 +224,19 @@ class _LenientParser:
                 raise BodyError(f"expected ':' at {position} in JSON")
             value, position = self._value(self._skip(position + 1), depth)
             result[key] = value
-            position = self._skip(position)
-            if self._text.startswith(",", position):
-                position = self._skip(position + 1)
-            elif self._text.startswith("}", position):
-                return result, position + 1
-            else:
-                raise BodyError(f"expected ',' or '}}' at {position} in JSON")
+            position, closed = self._next_member(position, "}")
+            if closed:
+                return result, position
+
+    def _next_member(self, position: int, close: str) -> tuple[int, bool]:
+        """From just after an array item or object member: past the ``,`` to the next one
+        (False), or past ``close`` (True). Raises :class:`BodyError` when neither follows."""
+        position = self._skip(position)
+        if self._text.startswith(",", position):
+            return self._skip(position + 1), False
+        if self._text.startswith(close, position):
+            return position + 1, True
+        raise BodyError(f"expected ',' or '{close}' at {position} in JSON")
 
     def _key(self, position: int, depth: int) -> tuple[Any, int]:
         text = self._text

@@ -183,15 +183,27 @@ cdef object _header(const uint8_t* base, Py_ssize_t position, Fields* f):
     ))
 
 
+cdef const uint8_t* _open_fields(object buffer, Py_ssize_t position, Py_buffer* view,
+                                 Fields* f) except NULL:
+    """Hold ``buffer`` in ``view`` and fill ``f`` from the record at ``position``; the start
+    of the buffer. The caller releases ``view``; on an error it is already released."""
+    _load_wire()
+    PyObject_GetBuffer(buffer, view, PyBUF_SIMPLE)
+    base = <const uint8_t*>view.buf
+    try:
+        _read_fields(base, view.len, position, f)
+    except BaseException:
+        PyBuffer_Release(view)
+        raise
+    return base
+
+
 def read_record_header(buffer, Py_ssize_t position=0):
     """Check the record (or blank marker) at ``position``; see layout.read_record_header."""
     cdef Py_buffer view
     cdef Fields f
-    _load_wire()
-    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    base = _open_fields(buffer, position, &view, &f)
     try:
-        base = <const uint8_t*>view.buf
-        _read_fields(base, view.len, position, &f)
         if f.magic == BLANK_MAGIC:
             end = position + f.total_size
             return _tuple_new(RecordHeader, (position, f.total_size, f.magic, 0, 0, 0, 0, 0,
@@ -205,11 +217,8 @@ def read_stored_record(buffer, Py_ssize_t position, int64_t commit_log_offset):
     """Recovery's check of one record; see layout.read_stored_record."""
     cdef Py_buffer view
     cdef Fields f
-    _load_wire()
-    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    base = _open_fields(buffer, position, &view, &f)
     try:
-        base = <const uint8_t*>view.buf
-        _read_fields(base, view.len, position, &f)
         if f.magic == BLANK_MAGIC:
             raise ProtocolError(f"blank marker at {commit_log_offset}, not a record")
         header = _header(base, position, &f)

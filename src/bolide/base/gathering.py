@@ -1,0 +1,34 @@
+"""Running many calls concurrently with a bound on how many run at once.
+
+A dashboard page or a Spark plan asks every broker, group or queue: hundreds of requests. They
+run concurrently, but at most ``max_in_flight`` at a time, so a large cluster is asked in waves
+instead of all at once (each caller names its bound in ``base/limits.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
+
+__all__ = ["gather_bounded"]
+
+T = TypeVar("T")
+
+
+async def gather_bounded(
+    starts: Iterable[Callable[[], Awaitable[T]]], max_in_flight: int
+) -> list[T]:
+    """Call each of ``starts`` and await what it returns, at most ``max_in_flight`` at once
+    (a call is only started when it may run); the results in the order of ``starts``.
+
+    The first exception a call raises propagates, as with ``asyncio.gather`` (the calls
+    already running are not cancelled).
+    """
+    gate = asyncio.Semaphore(max_in_flight)
+
+    async def one(start: Callable[[], Awaitable[T]]) -> T:
+        async with gate:
+            return await start()
+
+    return list(await asyncio.gather(*(one(start) for start in starts)))
