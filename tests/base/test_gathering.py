@@ -1,4 +1,5 @@
-"""gather_bounded: every call runs, never more than the bound at once, results in order."""
+"""gather_bounded: every call runs, never more than the bound at once, results in order;
+gather_outcomes: the same, with an operating error as its call's result."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import functools
 
 import pytest
 
-from bolide.base.gathering import gather_bounded
+from bolide.base.errors import BolideError, RequestTimeoutError
+from bolide.base.gathering import gather_bounded, gather_outcomes
 from bolide.testing.waiting import until
 
 
@@ -51,3 +53,22 @@ async def test_a_failure_propagates() -> None:
 
 async def test_no_calls_is_no_results() -> None:
     assert await gather_bounded([], 4) == []
+
+
+async def test_an_operating_error_is_its_calls_result_and_others_still_answer() -> None:
+    async def call(index: int) -> int:
+        if index == 1:
+            raise RequestTimeoutError("broker 1 did not answer")
+        return index
+
+    results: list[int | BolideError] = await gather_outcomes([call(i) for i in range(3)], 2)
+    assert results[0] == 0 and results[2] == 2
+    assert isinstance(results[1], RequestTimeoutError)
+
+
+async def test_a_bug_is_not_an_outcome() -> None:
+    async def broken() -> int:
+        raise KeyError("a bug, not a broker's failure")
+
+    with pytest.raises(KeyError):
+        await gather_outcomes([broken()], 2)

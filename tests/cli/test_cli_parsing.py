@@ -28,8 +28,9 @@ from bolide.cli.common import (
     format_time_ms,
     parse_time_ms,
 )
-from bolide.cli.topic import parse_perm, perm_text, topic_kind
+from bolide.cli.topic import parse_perm, perm_text
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST
+from bolide.protocol.system_topics import topic_kind
 
 NOW_MS = 1_714_564_800_000  # 2024-05-01T12:00:00Z
 

@@ -8,10 +8,13 @@ instead of all at once (each caller names its bound in ``base/limits.py``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
-__all__ = ["gather_bounded"]
+from bolide.base.errors import BolideError
+
+__all__ = ["gather_bounded", "gather_outcomes"]
 
 T = TypeVar("T")
 
@@ -32,3 +35,20 @@ async def gather_bounded(
             return await start()
 
     return list(await asyncio.gather(*(one(start) for start in starts)))
+
+
+async def gather_outcomes(
+    calls: Sequence[Awaitable[T]], max_in_flight: int
+) -> list[T | BolideError]:
+    """Await ``calls`` (coroutines, not yet started), at most ``max_in_flight`` at once; each
+    result is the value or the operating error (:class:`BolideError`) it raised, in the order
+    of ``calls``: one broker's failure leaves the others' answers."""
+    starts = [functools.partial(_outcome, call) for call in calls]
+    return await gather_bounded(starts, max_in_flight)
+
+
+async def _outcome(call: Awaitable[T]) -> T | BolideError:
+    try:
+        return await call
+    except BolideError as error:
+        return error

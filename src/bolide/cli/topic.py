@@ -17,7 +17,7 @@ from bolide.client.admin import DEFAULT_QUEUE_COUNT, AdminClient
 from bolide.client.rpc import admin as admin_rpc
 from bolide.protocol.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from bolide.protocol.bodies.topic import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES
-from bolide.protocol.system_topics import is_dlq_topic, is_retry_topic, is_system_topic
+from bolide.protocol.system_topics import topic_kind
 
 __all__ = ["register"]
 
@@ -52,17 +52,6 @@ def parse_perm(text: str | None) -> int | None:
 def perm_text(perm: int) -> str:
     """6 -> ``RW-`` (read, write, inherit)."""
     return "".join(letter.upper() if perm & bit else "-" for letter, bit in _PERM_LETTERS.items())
-
-
-def topic_kind(topic: str, internal_names: set[str]) -> str:
-    """normal, retry, dlq or system (a cluster or broker name is a system topic too)."""
-    if is_retry_topic(topic):
-        return "retry"
-    if is_dlq_topic(topic):
-        return "dlq"
-    if is_system_topic(topic) or topic in internal_names:
-        return "system"
-    return "normal"
 
 
 @app.command("create")

@@ -9,7 +9,6 @@ unavailable instead of holding the page.
 from __future__ import annotations
 
 import datetime
-import functools
 import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import TypeVar
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
-from bolide.base.gathering import gather_bounded
+from bolide.base.gathering import gather_outcomes
 from bolide.client import admin_stats
 from bolide.client.admin import RESET_TO_EARLIEST, RESET_TO_LATEST, AdminClient
 from bolide.client.admin.operations import is_system_group
@@ -54,15 +53,7 @@ class PageError(Exception):
 async def gather(calls: Sequence[Awaitable[T]]) -> list[T | BolideError]:
     """Run ``calls``, at most DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS at a time; each result
     is the value or the operating error it raised."""
-    starts = [functools.partial(_outcome, call) for call in calls]
-    return await gather_bounded(starts, limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
-
-
-async def _outcome(call: Awaitable[T]) -> T | BolideError:
-    try:
-        return await call
-    except BolideError as error:
-        return error
+    return await gather_outcomes(calls, limits.DASHBOARD_ADMIN_IN_FLIGHT_MAX_REQUESTS)
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*(ms|s|m|h|d)$")

@@ -11,12 +11,13 @@ keeps no figures (its series disappear rather than freeze).
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
 from bolide.base import limits
 from bolide.base.errors import BolideError
+from bolide.base.gathering import gather_bounded
 from bolide.broker.context import BrokerContext
 from bolide.broker.outbound import consumer_running_info_request
 from bolide.protocol.bodies import ConsumerRunningInfo
@@ -60,13 +61,8 @@ class ClientStatsPoller:
                     targets.append(
                         (group, channel.client_id, channel.remote_address, channel.channel)
                     )
-        gate = asyncio.Semaphore(limits.CLIENT_STATS_POLL_MAX_REQUESTS)
-
-        async def ask(target: tuple[str, str, str, Connection]) -> list[ClientFigures]:
-            async with gate:
-                return await _ask(*target)
-
-        answers = await asyncio.gather(*(ask(target) for target in targets))
+        starts = [functools.partial(_ask, *target) for target in targets]
+        answers = await gather_bounded(starts, limits.CLIENT_STATS_POLL_MAX_REQUESTS)
         self.figures = [figure for answer in answers for figure in answer]
 
 

@@ -9,7 +9,6 @@ go through :mod:`bolide.client.rpc` (one coroutine per request code).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
@@ -27,6 +26,7 @@ from bolide.base.errors import (
     TopicNotFoundError,
     TransportError,
 )
+from bolide.base.gathering import gather_outcomes
 from bolide.client.config import parse_namesrv_addresses
 from bolide.client.lifecycle import AsyncLifecycle
 from bolide.client.message import SendResult
@@ -175,16 +175,7 @@ class AdminSession(AsyncLifecycle):
         """Await ``calls`` (coroutines, not yet started) with at most
         ADMIN_IN_FLIGHT_MAX_REQUESTS running at once; each result is the value or the
         operating error it raised, in the order of ``calls``."""
-        gate = asyncio.Semaphore(limits.ADMIN_IN_FLIGHT_MAX_REQUESTS)
-
-        async def one(call: Awaitable[T]) -> T | BolideError:
-            async with gate:
-                try:
-                    return await call
-                except BolideError as error:
-                    return error
-
-        return list(await asyncio.gather(*(one(call) for call in calls)))
+        return await gather_outcomes(calls, limits.ADMIN_IN_FLIGHT_MAX_REQUESTS)
 
     async def cluster_info(self) -> ClusterInfo:
         """Clusters and brokers as the name servers know them."""
