@@ -58,28 +58,36 @@ async def _mute_namesrv() -> AsyncIterator[tuple[str, asyncio.Event]]:
         await namesrv.wait_closed()
 
 
+async def _answer(settings: DashboardSettings, then: asyncio.Event | None = None) -> bytes:
+    """What a dashboard with ``settings`` answers ``GET /`` with ``Connection: close``, all
+    of it until it closes; with ``then``, a second request is sent once ``then`` is set."""
+    server = DashboardServer(settings, "127.0.0.1", 0)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        if then is not None:
+            await asyncio.wait_for(then.wait(), WAIT_S)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), WAIT_S)
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await server.stop()
+    return answer
+
+
 async def test_bytes_after_connection_close_do_not_replace_the_answer_in_progress() -> None:
     """uvicorn/h11: bytes that came after a ``Connection: close`` request, while its page was
     still being built, were answered 400 in place of the page (or broke the page half-way,
     "Too much data for declared Content-Length"). Now the page is answered, then closed.
 
     The name server never answers, so the page is in progress (until its deadline) when the
-    extra bytes land."""
+    extra bytes land: they are sent once the page asked the name server."""
     async with _mute_namesrv() as (namesrv, asked):
-        server = DashboardServer(DashboardSettings(namesrv), "127.0.0.1", 0)
-        await server.start()
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            await writer.drain()
-            await asyncio.wait_for(asked.wait(), WAIT_S)  # the page asked the name server
-            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            await writer.drain()
-            answer = await asyncio.wait_for(reader.read(), WAIT_S)
-            writer.close()
-            await writer.wait_closed()
-        finally:
-            await server.stop()
+        answer = await _answer(DashboardSettings(namesrv), then=asked)
 
     assert answer.startswith(b"HTTP/1.1 504"), answer[:80]
     assert answer.count(b"HTTP/1.1 ") == 1
@@ -90,18 +98,7 @@ async def test_a_request_timeout_within_the_page_deadline_is_a_504_too() -> None
     fire first: the page was a 502 when the request's timer won. With a page deadline far
     longer, the request's timeout always comes first, and the answer is still a 504."""
     async with _mute_namesrv() as (namesrv, _):
-        settings = DashboardSettings(namesrv, page_deadline_ms=600_000)
-        server = DashboardServer(settings, "127.0.0.1", 0)
-        await server.start()
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            await writer.drain()
-            answer = await asyncio.wait_for(reader.read(), WAIT_S)
-            writer.close()
-            await writer.wait_closed()
-        finally:
-            await server.stop()
+        answer = await _answer(DashboardSettings(namesrv, page_deadline_ms=600_000))
 
     assert answer.startswith(b"HTTP/1.1 504"), answer[:80]
     assert b"no response from" in answer
