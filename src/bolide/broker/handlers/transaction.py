@@ -19,7 +19,7 @@ import logging
 
 from bolide.base.errors import invariant
 from bolide.broker.context import BrokerContext
-from bolide.broker.transactions import TransactionService
+from bolide.broker.transactions import HalfFilter, TransactionService
 from bolide.protocol.bodies.transaction import (
     QueryHalfMessagesRequestHeader,
     ResumeCheckHalfMessageRequestHeader,
@@ -113,11 +113,9 @@ class TransactionHandlers:
         except HeaderError as error:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
         service = self._service
+        wanted = HalfFilter(header.producer_group, header.topic, header.max_count)
         listing = (service.list_given_up if header.given_up else service.list_pending)(
-            self._context.config.broker_name,
-            producer_group=header.producer_group,
-            topic=header.topic,
-            max_count=header.max_count,
+            self._context.config.broker_name, wanted
         )
         return request.make_response(ResponseCode.SUCCESS, body=listing.to_json())
 

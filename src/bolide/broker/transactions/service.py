@@ -78,7 +78,7 @@ from bolide.protocol.system_topics import (
 from bolide.remoting import Connection
 from bolide.store.api import MessageStore, PutRequest, PutResult, PutStatus
 
-__all__ = ["EndOutcome", "TransactionService", "TransactionSettings"]
+__all__ = ["ALL_HALVES", "EndOutcome", "HalfFilter", "TransactionService", "TransactionSettings"]
 
 _log = logging.getLogger("bolide.broker.transactions")
 
@@ -86,6 +86,32 @@ _STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT})
 _NOT_FOUND = "Find prepared transaction message failed"
 _CHECKER_HOST = "broker"
 """The client host logged by the offset table when the checker moves its offsets."""
+
+
+@dataclass(frozen=True, slots=True)
+class HalfFilter:
+    """Which half messages a QUERY_HALF_MESSAGES listing shows: those of ``producer_group``
+    and ``topic`` (None: any), at most ``max_count`` (None or 0: HALF_MESSAGE_LIST_MAX_COUNT,
+    which also caps a larger count)."""
+
+    producer_group: str | None = None
+    topic: str | None = None
+    max_count: int | None = None
+
+    @property
+    def limit(self) -> int:
+        """How many entries the listing holds at most."""
+        return min(self.max_count or HALF_MESSAGE_LIST_MAX_COUNT, HALF_MESSAGE_LIST_MAX_COUNT)
+
+    def matches(self, record: HalfRecord) -> bool:
+        """Whether ``record``'s producer group and real topic are the ones asked for."""
+        return (self.producer_group is None or record.producer_group == self.producer_group) and (
+            self.topic is None or record.real_topic == self.topic
+        )
+
+
+ALL_HALVES = HalfFilter()
+"""Every half message, up to the cap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,39 +522,20 @@ class TransactionService:
 
     # --- listing ----------------------------------------------------------------------------
 
-    def list_pending(
-        self,
-        broker_name: str,
-        *,
-        producer_group: str | None = None,
-        topic: str | None = None,
-        max_count: int | None = None,
-    ) -> HalfMessageList:
-        """The pending transactions (oldest first, at most ``max_count``) and the counters."""
+    def list_pending(self, broker_name: str, wanted: HalfFilter = ALL_HALVES) -> HalfMessageList:
+        """The pending transactions ``wanted`` selects (oldest first, at most its limit) and
+        the counters."""
         now_ms = self._clock.now_ms()
-        limit = min(max_count or HALF_MESSAGE_LIST_MAX_COUNT, HALF_MESSAGE_LIST_MAX_COUNT)
-        matching = [
-            pending
-            for pending in self._table
-            if (producer_group is None or pending.record.producer_group == producer_group)
-            and (topic is None or pending.record.real_topic == topic)
-        ]
-        infos = [_info(pending, now_ms, self._store_host) for pending in matching[:limit]]
+        matching = [pending for pending in self._table if wanted.matches(pending.record)]
+        infos = [_info(pending, now_ms, self._store_host) for pending in matching[: wanted.limit]]
         return self._listing(broker_name, len(matching), infos)
 
-    def list_given_up(
-        self,
-        broker_name: str,
-        *,
-        producer_group: str | None = None,
-        topic: str | None = None,
-        max_count: int | None = None,
-    ) -> HalfMessageList:
-        """The newest half messages given up to TRANS_CHECK_MAX_TIME_TOPIC (newest first)."""
+    def list_given_up(self, broker_name: str, wanted: HalfFilter = ALL_HALVES) -> HalfMessageList:
+        """The newest half messages given up to TRANS_CHECK_MAX_TIME_TOPIC (newest first; the
+        last ``wanted.limit`` stored, those ``wanted`` selects)."""
         store = self._store
-        limit = min(max_count or HALF_MESSAGE_LIST_MAX_COUNT, HALF_MESSAGE_LIST_MAX_COUNT)
         end = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
-        start = max(store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0), end - limit)
+        start = max(store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0), end - wanted.limit)
         now_ms = self._clock.now_ms()
         infos: list[HalfMessageInfo] = []
         for commit_log_offset, _, _ in store.consume_queue_entries(
@@ -541,9 +548,7 @@ class TransactionService:
                 record = parse_half(message)
             except ProtocolError:
                 continue
-            if (producer_group is None or record.producer_group == producer_group) and (
-                topic is None or record.real_topic == topic
-            ):
+            if wanted.matches(record):
                 infos.append(_given_up_info(message, record, now_ms))
         infos.reverse()
         return self._listing(broker_name, end - store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0),
