@@ -34,6 +34,7 @@ from bolide.dashboard.rendering import (
     form_text,
     not_found,
     page,
+    query_text,
 )
 
 __all__ = ["Dashboard", "DashboardSettings", "create_app"]
@@ -75,7 +76,7 @@ async def delay_page(dashboard: Dashboard, request: Request, session: Session) -
 
 
 async def producers_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
-    group = request.query_params.get("group", "").strip()
+    group = query_text(request, "group")
     clients = await dashboard.admin.producer_connections(group) if group else []
     return dashboard.render(request, session, "producers.html", group=group, clients=clients)
 

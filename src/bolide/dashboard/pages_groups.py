@@ -28,7 +28,7 @@ from bolide.dashboard.data import (
     parse_time_ms,
 )
 from bolide.dashboard.history_svg import history_chart_svg, merge_points
-from bolide.dashboard.rendering import Dashboard, form_text, page
+from bolide.dashboard.rendering import Dashboard, form_text, page, query_text
 from bolide.protocol.bodies import MessageQueue
 
 __all__ = ["group_routes"]
@@ -48,7 +48,7 @@ def group_routes() -> list[Route]:
 async def groups_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
     include_system = request.query_params.get("show") == "all"
     rows = await group_rows(dashboard.admin, include_system=include_system)
-    text = request.query_params.get("q", "").strip().lower()
+    text = query_text(request, "q").lower()
     if text:
         rows = [row for row in rows if text in row.group.lower()]
     return dashboard.render(

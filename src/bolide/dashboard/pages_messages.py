@@ -15,7 +15,7 @@ from bolide.client import admin_stats, rpc
 from bolide.client.admin import AdminClient
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError, gather, message_view, parse_time_ms
-from bolide.dashboard.rendering import Dashboard, page
+from bolide.dashboard.rendering import Dashboard, page, query_text, required_query_text
 from bolide.protocol.bodies import PERM_READ
 from bolide.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from bolide.protocol.message import MessageExt
@@ -143,10 +143,8 @@ async def _consumed_by(
 
 
 async def message_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
-    msg_id = request.query_params.get("id", "").strip()
-    topic = request.query_params.get("topic", "").strip() or None
-    if not msg_id:
-        raise PageError(400, "Which message? Give its id.")
+    msg_id = required_query_text(request, "id", "Which message? Give its id.")
+    topic = query_text(request, "topic") or None
     try:
         found = await dashboard.admin.get_message(msg_id, topic=topic)
     except MessageNotFoundError as error:
@@ -196,7 +194,7 @@ async def _dead_letters(admin: AdminClient, group: str) -> list[MessageExt]:
 
 
 async def dlq_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
-    group = request.query_params.get("group", "").strip()
+    group = query_text(request, "group")
     messages = (
         [message_view(m) for m in await _dead_letters(dashboard.admin, group)] if group else []
     )
@@ -217,9 +215,7 @@ async def dlq_resend(dashboard: Dashboard, request: Request, session: Session) -
 
 async def dlq_export(dashboard: Dashboard, request: Request, session: Session) -> Response:
     del session
-    group = request.query_params.get("group", "").strip()
-    if not group:
-        raise PageError(400, "Which group's dead letters?")
+    group = required_query_text(request, "group", "Which group's dead letters?")
     views = [message_view(m) for m in await _dead_letters(dashboard.admin, group)]
     return Response(
         orjson.dumps(views, option=orjson.OPT_INDENT_2),

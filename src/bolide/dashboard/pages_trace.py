@@ -12,7 +12,7 @@ from bolide.base.errors import TopicNotFoundError
 from bolide.client.admin.trace import format_duration_ms, message_trace
 from bolide.dashboard.auth import Session
 from bolide.dashboard.data import PageError
-from bolide.dashboard.rendering import Dashboard, page
+from bolide.dashboard.rendering import Dashboard, page, query_text, required_query_text
 from bolide.dashboard.trace_svg import trace_svg
 from bolide.protocol.system_topics import DEFAULT_TRACE_TOPIC
 
@@ -24,10 +24,8 @@ def trace_routes() -> list[Route]:
 
 
 async def trace_page(dashboard: Dashboard, request: Request, session: Session) -> Response:
-    msg_id = request.query_params.get("id", "").strip()
-    trace_topic = request.query_params.get("trace_topic", "").strip() or DEFAULT_TRACE_TOPIC
-    if not msg_id:
-        raise PageError(400, "Which message? Give its id.")
+    msg_id = required_query_text(request, "id", "Which message? Give its id.")
+    trace_topic = query_text(request, "trace_topic") or DEFAULT_TRACE_TOPIC
     try:
         found = await message_trace(dashboard.admin, msg_id, trace_topic)
     except TopicNotFoundError as error:

@@ -54,6 +54,8 @@ __all__ = [
     "not_found",
     "page",
     "post_allowed",
+    "query_text",
+    "required_query_text",
 ]
 
 _log = logging.getLogger("bolide.dashboard")
@@ -259,6 +261,20 @@ async def post_allowed(request: Request, session: Session) -> bool:
 async def form_text(request: Request, name: str, default: str = "") -> str:
     value = (await request.form()).get(name, default)
     return value.strip() if isinstance(value, str) else default
+
+
+def query_text(request: Request, name: str) -> str:
+    """The query parameter ``name``, stripped; empty when absent."""
+    return request.query_params.get(name, "").strip()
+
+
+def required_query_text(request: Request, name: str, question: str) -> str:
+    """The query parameter ``name``, stripped; raises :class:`PageError` 400 with ``question``
+    (what the page needs) when it is absent or blank."""
+    value = query_text(request, name)
+    if not value:
+        raise PageError(400, question)
+    return value
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
