@@ -9,6 +9,7 @@ import pytest
 
 from bolide.acl import AclDeniedError, AclValidator, Perm, required_resources
 from bolide.acl.rules import load_yaml_document, parse_rules
+from bolide.acl.validator import grpc_credentials, grpc_signature_ok
 from bolide.protocol.acl_signature import sign_request
 from bolide.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from bolide.protocol.codes import RequestCode
@@ -213,3 +214,21 @@ def test_grpc_authorization_header(validator: AclValidator) -> None:
     with pytest.raises(AclDeniedError, match="No accessKey"):
         validator.verify_grpc_authorization(None, date, PEER)
     assert validator.verify_grpc_authorization(None, date, "10.10.10.1:5") is None
+
+
+def test_grpc_credentials_split_the_authorization_header() -> None:
+    header = "MQv2-HMAC-SHA1 Credential=ak1/20240501/x, SignedHeaders=x-mq-date-time, Signature=AB"
+    assert grpc_credentials(header) == ("MQv2-HMAC-SHA1", "ak1", "AB")
+    assert grpc_credentials(None) == ("", "", "")
+    assert grpc_credentials("MQv2-HMAC-SHA1") == ("MQv2-HMAC-SHA1", "", "")
+
+
+def test_grpc_signature_ok_is_the_hmac_of_the_date_time_in_either_case() -> None:
+    date = "20240501T120000Z"
+    signature = hmac.new(b"secret", date.encode(), hashlib.sha1).hexdigest()
+    assert grpc_signature_ok("secret", date, signature)
+    assert grpc_signature_ok("secret", date, signature.upper())
+    assert not grpc_signature_ok("other", date, signature)
+    assert not grpc_signature_ok("secret", "20240501T120001Z", signature)
+    assert not grpc_signature_ok("secret", None, signature)
+    assert not grpc_signature_ok("secret", "", hmac.new(b"secret", b"", hashlib.sha1).hexdigest())

@@ -32,7 +32,6 @@ topic PUB -> ``Topic:t`` Pub, SUB -> Sub, ANY -> Pub or Sub; a consumer group (o
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import threading
@@ -62,7 +61,13 @@ from bolide.acl.v2_model import (
     UserType,
     subject_of,
 )
-from bolide.acl.validator import GRPC_AUTHORIZATION_ALGORITHM, AclDeniedError, shown_key
+from bolide.acl.validator import (
+    GRPC_AUTHORIZATION_ALGORITHM,
+    AclDeniedError,
+    grpc_credentials,
+    grpc_signature_ok,
+    shown_key,
+)
 from bolide.base.fileio import atomic_write
 from bolide.protocol.acl_signature import (
     ACCESS_KEY_FIELD,
@@ -319,9 +324,7 @@ class AuthV2:
         ip = host_of(remote_address)
         if not self.authentication:
             return None
-        algorithm, _, rest = (authorization or "").strip().partition(" ")
-        parts = dict(item.strip().partition("=")[::2] for item in rest.split(","))
-        username = parts.get("Credential", "").split("/", 1)[0]
+        algorithm, username, signature = grpc_credentials(authorization)
         if rpc_name and rpc_name in self.authentication_whitelist:
             return username, ip, rpc_name
         if algorithm != GRPC_AUTHORIZATION_ALGORITHM:
@@ -329,12 +332,7 @@ class AuthV2:
         user = self.user(username) if username else None
         if user is None or user.status is UserStatus.DISABLE:
             raise AclDeniedError(f"User:{shown_key(username)} is not found or disabled", username)
-        expected = hmac.new(
-            user.password.encode(), (date_time or "").encode(), hashlib.sha1
-        ).hexdigest()
-        if not date_time or not signatures_equal(
-            expected.upper(), parts.get("Signature", "").upper()
-        ):
+        if not grpc_signature_ok(user.password, date_time, signature):
             raise AclDeniedError(f"check signature failed for User:{shown_key(username)}", username)
         return username, ip, rpc_name
 

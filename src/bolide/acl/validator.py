@@ -53,6 +53,8 @@ __all__ = [
     "GRPC_AUTHORIZATION_ALGORITHM",
     "AclDeniedError",
     "AclValidator",
+    "grpc_credentials",
+    "grpc_signature_ok",
 ]
 
 ACL_EXCEPTION_PREFIX = "org.apache.rocketmq.acl.common.AclException: "
@@ -227,11 +229,9 @@ class AclValidator:
             return None
         if not authorization:
             raise AclDeniedError("No accessKey is configured")
-        algorithm, _, rest = authorization.strip().partition(" ")
+        algorithm, access_key, signature = grpc_credentials(authorization)
         if algorithm != GRPC_AUTHORIZATION_ALGORITHM:
             raise AclDeniedError(f"authorization algorithm {shown_key(algorithm)} not supported")
-        parts = dict(_key_value(item) for item in rest.split(","))
-        access_key = parts.get("Credential", "").split("/", 1)[0]
         if not access_key:
             raise AclDeniedError("No accessKey is configured")
         account = self.account(access_key)
@@ -239,12 +239,7 @@ class AclValidator:
             raise AclDeniedError(f"No acl config for {shown_key(access_key)}", access_key)
         if account.white_remote_address.matches(ip):
             return None
-        expected = hmac.new(
-            account.secret_key.encode(), (date_time or "").encode(), hashlib.sha1
-        ).hexdigest()
-        if not date_time or not signatures_equal(
-            expected.upper(), parts.get("Signature", "").upper()
-        ):
+        if not grpc_signature_ok(account.secret_key, date_time, signature):
             raise AclDeniedError(
                 f"Check signature failed for accessKey={shown_key(access_key)}", access_key
             )
@@ -300,6 +295,24 @@ class AclValidator:
                 f" accessKey={shown_key(account.access_key)}",
                 account.access_key,
             )
+
+
+def grpc_credentials(authorization: str | None) -> tuple[str, str, str]:
+    """``(algorithm, access key, signature)`` of a 5.x ``authorization`` header
+    (``MQv2-HMAC-SHA1 Credential=<AK>[/...], SignedHeaders=x-mq-date-time, Signature=<hex>``);
+    an empty string for each part the header lacks."""
+    algorithm, _, rest = (authorization or "").strip().partition(" ")
+    parts = dict(_key_value(item) for item in rest.split(","))
+    return algorithm, parts.get("Credential", "").split("/", 1)[0], parts.get("Signature", "")
+
+
+def grpc_signature_ok(secret: str, date_time: str | None, signature: str) -> bool:
+    """Whether ``signature`` is the hex HMAC-SHA1 of the ``x-mq-date-time`` value under
+    ``secret`` (either case, compared in constant time); False without a date-time."""
+    if not date_time:
+        return False
+    expected = hmac.new(secret.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+    return signatures_equal(expected.upper(), signature.upper())
 
 
 def _key_value(item: str) -> tuple[str, str]:
