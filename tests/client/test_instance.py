@@ -155,6 +155,39 @@ async def test_loops_run_on_the_clock(cluster: Cluster) -> None:
         _ = client.pool
 
 
+@dataclass
+class FailingConsumer(RecordingConsumer):
+    """A consumer whose rebalance and offset persistence fail with an operating error."""
+
+    async def do_rebalance(self) -> None:
+        self.rebalances += 1
+        raise NameServerUnavailableError("no name server answers (test)")
+
+    async def persist_offsets(self) -> None:
+        self.persists += 1
+        raise NameServerUnavailableError("no name server answers (test)")
+
+
+async def test_one_consumer_failing_its_step_leaves_the_others_theirs(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = make_instance(cluster, "failing", ManualClock())
+    failing, healthy = FailingConsumer(group="failing"), RecordingConsumer()
+    client.register_consumer(failing)
+    client.register_consumer(healthy)
+    await client.acquire()
+    try:
+        client.rebalance_now()
+        await until(lambda: (failing.rebalances, healthy.rebalances) == (1, 1))
+        await client.persist_all_offsets()
+        assert (failing.persists, healthy.persists) == (1, 1)
+    finally:
+        await client.release()
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(m.startswith("rebalance of group failing failed: ") for m in messages)
+    assert any(m.startswith("offset persistence of group failing failed: ") for m in messages)
+
+
 async def test_route_and_heartbeat_loops_reach_the_servers(cluster: Cluster) -> None:
     clock = ManualClock()
     client = make_instance(cluster, "routes", clock)
@@ -202,6 +235,10 @@ async def test_running_info_is_answered_for_a_registered_group(
         )
         response = await channel.invoke(request, 3_000)
         assert response.code == expected
+        if expected is ResponseCode.SYSTEM_ERROR:
+            assert (
+                response.remark == f"the consumer group nobody does not run in {instance.client_id}"
+            )
     info = ConsumerRunningInfo.from_json(
         (await channel.invoke(RemotingCommand.request(
             RequestCode.GET_CONSUMER_RUNNING_INFO,

@@ -159,3 +159,23 @@ def test_header_for_is_the_keyword_built_header() -> None:
         header = prepared.header_for(5)
         assert header == expected and hash(header) == hash(expected)
     assert retry.header_for(0).reconsume_times == 3 and batch.header_for(0).batch
+
+
+@pytest.mark.parametrize(
+    ("setting", "property_name"),
+    [("deliver_at_ms", PropertyKey.TIMER_DELIVER_MS), ("delay_ms", PropertyKey.TIMER_DELAY_MS)],
+)
+def test_timer_settings_are_properties_refusing_negative_values(
+    setting: str, property_name: str
+) -> None:
+    message = Message("T", b"x")
+    assert getattr(message, setting) is None
+    setattr(message, setting, 2_500)
+    assert (getattr(message, setting), message.properties[property_name]) == (2_500, "2500")
+    with pytest.raises(InvalidMessageError, match=f"^{setting} must not be negative, not -1$"):
+        setattr(message, setting, -1)
+    assert message.properties[property_name] == "2500"
+    setattr(message, setting, None)
+    assert property_name not in message.properties
+    message.properties[property_name] = "soon"
+    assert getattr(message, setting) is None

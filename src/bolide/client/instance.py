@@ -614,22 +614,25 @@ class ClientInstance:
             service.wakeup()
 
     async def _rebalance_step(self) -> None:
-        for consumer in list(self._consumers.values()):
-            try:
-                await consumer.do_rebalance()
-            except BolideError as error:
-                _log.warning("rebalance of group %s failed: %s", consumer.group, error)
+        await self._each_consumer(lambda consumer: consumer.do_rebalance(), "rebalance")
 
     async def _persist_step(self) -> None:
         await self.persist_all_offsets()
 
     async def persist_all_offsets(self) -> None:
         """Every consumer's ``persist_offsets``; failures are logged."""
+        await self._each_consumer(lambda consumer: consumer.persist_offsets(), "offset persistence")
+
+    async def _each_consumer(
+        self, step: Callable[[InstanceConsumer], Awaitable[None]], what: str
+    ) -> None:
+        """``step`` on every registered consumer in turn; an operating error (BolideError) is
+        logged as ``what`` of that consumer's group failing and the others still run."""
         for consumer in list(self._consumers.values()):
             try:
-                await consumer.persist_offsets()
+                await step(consumer)
             except BolideError as error:
-                _log.warning("offset persistence of group %s failed: %s", consumer.group, error)
+                _log.warning("%s of group %s failed: %s", what, consumer.group, error)
 
     # ---- requests from brokers ----------------------------------------------------------------
 
@@ -677,16 +680,21 @@ class ClientInstance:
         await consumer.reset_offsets(header.topic, offsets)
         self.rebalance_now()
 
+    def _not_running_here(self, request: RemotingCommand, group: str) -> RemotingCommand:
+        """SYSTEM_ERROR answering a broker's request about consumer ``group``, which no
+        consumer of this client instance runs."""
+        remark = f"the consumer group {group} does not run in {self.client_id}"
+        return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
+
     async def _on_running_info(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (307): the group's running info, with this client's name
+        servers, wire version and id added to its properties."""
         header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
         consumer = self._consumers.get(header.consumer_group)
         if consumer is None:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"the consumer group {header.consumer_group} does not run in {self.client_id}",
-            )
+            return self._not_running_here(request, header.consumer_group)
         info = consumer.running_info()
         properties = {
             **info.properties,
@@ -705,10 +713,7 @@ class ClientInstance:
         header = GetConsumerStatusRequestHeader.from_ext_fields(request.ext_fields)
         consumer = self._consumers.get(header.group)
         if consumer is None:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"the consumer group {header.group} does not run in {self.client_id}",
-            )
+            return self._not_running_here(request, header.group)
         table = {
             queue: int(info.get("commitOffset", -1))
             for queue, info in consumer.running_info().mq_table.items()
@@ -725,13 +730,12 @@ class ClientInstance:
     async def _on_consume_directly(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (309): hand the message in the body to the group's
+        listener and answer its verdict; SYSTEM_ERROR when the group cannot consume so."""
         header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
         consumer = self._consumers.get(header.consumer_group)
         if consumer is None:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"the consumer group {header.consumer_group} does not run in {self.client_id}",
-            )
+            return self._not_running_here(request, header.consumer_group)
         try:
             message, _ = decode_record(request.body)
         except ProtocolError as error:

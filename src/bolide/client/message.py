@@ -74,26 +74,35 @@ class Message(WireMessage):
     @property
     def deliver_at_ms(self) -> int | None:
         """Delivery time (TIMER_DELIVER_MS), ms since the epoch, or None."""
-        text = self.properties.get(PropertyKey.TIMER_DELIVER_MS)
-        return int(text) if text and text.isdigit() else None
+        return self._time_ms(PropertyKey.TIMER_DELIVER_MS)
 
     @deliver_at_ms.setter
     def deliver_at_ms(self, value: int | None) -> None:
-        if value is not None and value < 0:
-            raise InvalidMessageError(f"deliver_at_ms must not be negative, not {value}")
-        self._put_or_remove(PropertyKey.TIMER_DELIVER_MS, None if value is None else str(value))
+        self._put_time_ms(PropertyKey.TIMER_DELIVER_MS, "deliver_at_ms", value)
 
     @property
     def delay_ms(self) -> int | None:
         """Delay after storing (TIMER_DELAY_MS), ms, or None."""
-        text = self.properties.get(PropertyKey.TIMER_DELAY_MS)
-        return int(text) if text and text.isdigit() else None
+        return self._time_ms(PropertyKey.TIMER_DELAY_MS)
 
     @delay_ms.setter
     def delay_ms(self, value: int | None) -> None:
+        self._put_time_ms(PropertyKey.TIMER_DELAY_MS, "delay_ms", value)
+
+    def _time_ms(self, name: str) -> int | None:
+        """The timer property ``name`` (ms); None when absent or not a count of ms."""
+        text = self.properties.get(name)
+        return int(text) if text and text.isdigit() else None
+
+    def _put_time_ms(self, name: str, setting: str, value: int | None) -> None:
+        """Set the timer property ``name`` to ``value`` ms, or remove it when None.
+
+        Raises:
+            InvalidMessageError: ``value`` is negative (``setting`` names it).
+        """
         if value is not None and value < 0:
-            raise InvalidMessageError(f"delay_ms must not be negative, not {value}")
-        self._put_or_remove(PropertyKey.TIMER_DELAY_MS, None if value is None else str(value))
+            raise InvalidMessageError(f"{setting} must not be negative, not {value}")
+        self._put_or_remove(name, None if value is None else str(value))
 
     def put_user_property(self, name: str, value: str) -> None:
         """Set a user property.

@@ -28,6 +28,7 @@ import concurrent.futures
 import contextlib
 import logging
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -114,15 +115,7 @@ class CommitLog:
                 raise CorruptDataError(f"commit log has a gap before {path}")
         try:
             for start, path in starts:
-                segment = MappedSegment.open_existing(
-                    path,
-                    start,
-                    self.segment_bytes,
-                    allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
-                    file_ops=self._file_ops,
-                    ahead_bytes=_AHEAD_BYTES,
-                )
-                self._add_segment(segment)
+                self._add_segment(self._segment_file(MappedSegment.open_existing, path, start))
         except BaseException:
             self.close()
             raise
@@ -241,17 +234,25 @@ class CommitLog:
             else:
                 self.spares_adopted += 1
         if segment is None:
-            segment = MappedSegment.create(
-                path,
-                start_offset,
-                self.segment_bytes,
-                allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
-                file_ops=self._file_ops,
-                ahead_bytes=_AHEAD_BYTES,
-            )
+            segment = self._segment_file(MappedSegment.create, path, start_offset)
         self._add_segment(segment)
         self.prepare_spare(segment.end_offset)
         return segment
+
+    def _segment_file(
+        self, make: Callable[..., MappedSegment], path: Path, start_offset: int
+    ) -> MappedSegment:
+        """The segment at ``path`` starting at byte ``start_offset``, with this log's sizes,
+        made by ``make``: MappedSegment.open_existing, create or create_spare (whose errors
+        it raises)."""
+        return make(
+            path,
+            start_offset,
+            self.segment_bytes,
+            allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
+            file_ops=self._file_ops,
+            ahead_bytes=_AHEAD_BYTES,
+        )
 
     # --- the spare segment (warm start) -----------------------------------------------------
 
@@ -271,13 +272,10 @@ class CommitLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._spare_start = start_offset
         self._spare = allocate_pool().submit(
+            self._segment_file,
             MappedSegment.create_spare,
             self.directory / segment_file_name(start_offset),
             start_offset,
-            self.segment_bytes,
-            allocation_chunk_bytes=limits.COMMIT_LOG_ALLOCATION_CHUNK_BYTES,
-            file_ops=self._file_ops,
-            ahead_bytes=_AHEAD_BYTES,
         )
 
     def wait_spare(self) -> MappedSegment | None:

@@ -99,14 +99,7 @@ class ConsumeQueue:
                 raise CorruptDataError(f"consume queue {self.directory} has a gap")
         try:
             for start in starts:
-                segment = MappedSegment.open_existing(
-                    self.directory / segment_file_name(start),
-                    start,
-                    self.file_bytes,
-                    allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
-                    file_ops=self._file_ops,
-                )
-                self.segments.append(segment)
+                self.segments.append(self._map_file(start, existing=True))
         except BaseException:
             self.close()
             raise
@@ -198,14 +191,25 @@ class ConsumeQueue:
 
     def _new_file(self, start: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        segment = MappedSegment.create(
+        self.segments.append(self._map_file(start, existing=False))
+
+    def _map_file(self, start: int, *, existing: bool) -> MappedSegment:
+        """The file of this queue starting at byte ``start``: mapped as it is (``existing``)
+        or created at full size.
+
+        Raises:
+            CorruptDataError: an existing file of another size.
+            DiskFullError: no space for a new file or its first chunk of blocks.
+            StoreIOError: the file cannot be created, opened or mapped.
+        """
+        make = MappedSegment.open_existing if existing else MappedSegment.create
+        return make(
             self.directory / segment_file_name(start),
             start,
             self.file_bytes,
             allocation_chunk_bytes=limits.CONSUME_QUEUE_ALLOCATION_CHUNK_BYTES,
             file_ops=self._file_ops,
         )
-        self.segments.append(segment)
 
     def append(self, commit_log_offset: int, size: int, tags_code: int) -> int:
         """Write the next entry (room made by :meth:`prepare_append`); returns its offset."""
@@ -252,28 +256,33 @@ class ConsumeQueue:
             return -1
         return (queue_offset * ENTRY_BYTES - self.segments[0].start_offset) // self.file_bytes
 
-    def entry(self, queue_offset: int) -> ConsumeQueueEntry | None:
-        """The entry at ``queue_offset`` if it lies in [min, max); else None."""
+    def _locate(self, queue_offset: int) -> tuple[MappedSegment, int] | None:
+        """The file holding the entry at ``queue_offset`` and the entry's byte position in
+        it; None when ``queue_offset`` is outside [min, max) or no file holds it."""
         if not self.min_offset <= queue_offset < self.max_offset:
             return None
         index = self._segment_index(queue_offset)
         if not 0 <= index < len(self.segments):
             return None
         segment = self.segments[index]
-        position = queue_offset * ENTRY_BYTES - segment.start_offset
+        return segment, queue_offset * ENTRY_BYTES - segment.start_offset
+
+    def entry(self, queue_offset: int) -> ConsumeQueueEntry | None:
+        """The entry at ``queue_offset`` if it lies in [min, max); else None."""
+        place = self._locate(queue_offset)
+        if place is None:
+            return None
+        segment, position = place
         entry: ConsumeQueueEntry = ENTRY.unpack_from(segment.view, position)
         return entry
 
     def entries_view(self, queue_offset: int, count: int) -> memoryview | None:
         """Up to ``count`` entries from ``queue_offset`` as one view (never crossing a file,
         so it may hold fewer); None when ``queue_offset`` is outside [min, max)."""
-        if not self.min_offset <= queue_offset < self.max_offset:
+        place = self._locate(queue_offset)
+        if place is None:
             return None
-        index = self._segment_index(queue_offset)
-        if not 0 <= index < len(self.segments):
-            return None
-        segment = self.segments[index]
-        position = queue_offset * ENTRY_BYTES - segment.start_offset
+        segment, position = place
         available = min(count, self.max_offset - queue_offset)
         end = min(position + available * ENTRY_BYTES, segment.write_position)
         return segment.view[position:end]

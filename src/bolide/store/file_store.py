@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
@@ -215,19 +215,11 @@ class FileMessageStore(ReplicationAccess, QueueTimeQueries):
         invariant(executor is not None, "services start after the executor")
         assert executor is not None  # for mypy; the invariant above says why
         self._services = [
-            Service(
-                "store-queue-flush",
-                self._flush_queues_step,
-                interval_ms=config.flush_interval_consume_queue_ms,
-                clock=self._clock,
-                on_crash=self._on_service_crash,
+            self._service(
+                "store-queue-flush", self._flush_queues_step, config.flush_interval_consume_queue_ms
             ),
-            Service(
-                "store-retention",
-                self._retention_step,
-                interval_ms=config.retention_check_interval_ms,
-                clock=self._clock,
-                on_crash=self._on_service_crash,
+            self._service(
+                "store-retention", self._retention_step, config.retention_check_interval_ms
             ),
         ]
         if self._sync_flush:
@@ -240,22 +232,18 @@ class FileMessageStore(ReplicationAccess, QueueTimeQueries):
             )
             self._sync_flusher.start()
             self._services.append(
-                Service(
+                self._service(
                     "store-sync-flush-timeout",
                     self._expire_sync_waiters_step,
-                    interval_ms=limits.SYNC_FLUSH_TIMEOUT_CHECK_INTERVAL_MS,
-                    clock=self._clock,
-                    on_crash=self._on_service_crash,
+                    limits.SYNC_FLUSH_TIMEOUT_CHECK_INTERVAL_MS,
                 )
             )
         else:
             self._services.append(
-                Service(
+                self._service(
                     "store-commit-log-flush",
                     self._flush_commit_log_step,
-                    interval_ms=config.flush_interval_commit_log_ms,
-                    clock=self._clock,
-                    on_crash=self._on_service_crash,
+                    config.flush_interval_commit_log_ms,
                 )
             )
         for service in self._services:
@@ -283,6 +271,15 @@ class FileMessageStore(ReplicationAccess, QueueTimeQueries):
     def _commit_log_flush_failed(self, error: StoreError) -> None:
         self._write_failure = str(error)
         self._group_commit.fail_all()
+
+    def _service(
+        self, name: str, step: Callable[[], Awaitable[int | None]], interval_ms: int
+    ) -> Service:
+        """The store's periodic task ``name``: ``step`` every ``interval_ms`` on the store's
+        clock; its crash fails the store's writes (:meth:`_on_service_crash`)."""
+        return Service(
+            name, step, interval_ms=interval_ms, clock=self._clock, on_crash=self._on_service_crash
+        )
 
     def _on_service_crash(self, service: Service, error: BaseException) -> None:
         self._write_failure = f"{service.name} stopped: {error}"

@@ -115,30 +115,39 @@ class MemoryMessageStore(QueueTimeQueries):
     # --- puts -----------------------------------------------------------------------------------
 
     async def put_message(self, request: PutRequest) -> PutResult:
-        return self._put_one(request)
+        return self._put(request)
 
     @property
     def puts_at_once(self) -> bool:
         return True
 
     def put_message_at_once(self, request: PutRequest) -> PutResult | None:
-        return self._put_one(request)
+        return self._put(request)
 
-    def _put_one(self, request: PutRequest) -> PutResult:
+    def _put(self, request: PutRequest | BatchPutRequest) -> PutResult:
+        """Store a single message or a batch at once; a refusal (not running, a bad message)
+        is counted and answered as a result, as the file store does."""
         try:
             self._check_running()
-            topic, record, _ = self._builder.single(request)
+            if isinstance(request, BatchPutRequest):
+                topic, records, _ = self._builder.batch(request)
+                transaction_offset, tags_code = 0, None
+            else:
+                topic, record, _ = self._builder.single(request)
+                records = [record]
+                transaction_offset = request.prepared_transaction_offset
+                tags_code = request.tags_code
             return self._append(
                 request.topic,
                 topic.encoded,
                 request.queue_id,
-                [record],
+                records,
                 request.sys_flag,
                 request.born_timestamp_ms,
                 request.born_host,
                 request.reconsume_times,
-                request.prepared_transaction_offset,
-                request.tags_code,
+                transaction_offset,
+                tags_code,
             )
         except RejectedError as rejected:
             self._put_failures += 1
@@ -172,37 +181,17 @@ class MemoryMessageStore(QueueTimeQueries):
                     self._notify(topic, queue_id, max_offset, tags_code)
 
     async def put_messages(self, request: BatchPutRequest) -> PutResult:
-        return self._put_batch(request)
+        return self._put(request)
 
     def put_message_then(
         self, request: PutRequest, done: Callable[[PutResult], None]
     ) -> PutResult | None:
-        return self._put_one(request)  # nothing to wait for: done is never called
+        return self._put(request)  # nothing to wait for: done is never called
 
     def put_messages_then(
         self, request: BatchPutRequest, done: Callable[[PutResult], None]
     ) -> PutResult | None:
-        return self._put_batch(request)  # nothing to wait for: done is never called
-
-    def _put_batch(self, request: BatchPutRequest) -> PutResult:
-        try:
-            self._check_running()
-            topic, records, _ = self._builder.batch(request)
-            return self._append(
-                request.topic,
-                topic.encoded,
-                request.queue_id,
-                records,
-                request.sys_flag,
-                request.born_timestamp_ms,
-                request.born_host,
-                request.reconsume_times,
-                0,
-                None,
-            )
-        except RejectedError as rejected:
-            self._put_failures += 1
-            return PutResult(rejected.status, remark=rejected.remark)
+        return self._put(request)  # nothing to wait for: done is never called
 
     def _check_running(self) -> None:
         if not self._running:

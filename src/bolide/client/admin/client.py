@@ -111,12 +111,8 @@ class AdminClient(AdminSession):
             order=order,
             attributes=tuple(sorted((attributes or {}).items())),
         )
-        await self._on_each(
-            targets,
-            lambda _name, address: requests.create_or_update_topic(
-                self.pool, address, config, self.timeout_ms
-            ),
-            f"creating topic {topic!r}",
+        await self._ask_each(
+            targets, requests.create_or_update_topic, config, f"creating topic {topic!r}"
         )
         return sorted(targets)
 
@@ -132,12 +128,8 @@ class AdminClient(AdminSession):
         TopicNotFoundError."""
         topic = self.ns(topic)
         masters = await self.topic_masters(topic)
-        tables = await self._on_each(
-            masters,
-            lambda _name, address: requests.get_topic_stats(
-                self.pool, address, topic, self.timeout_ms
-            ),
-            f"reading the status of {topic!r}",
+        tables = await self._ask_each(
+            masters, requests.get_topic_stats, topic, f"reading the status of {topic!r}"
         )
         rows = [
             QueueStatus(queue, item.min_offset, item.max_offset, item.last_update_timestamp_ms)
@@ -151,12 +143,8 @@ class AdminClient(AdminSession):
         group in the client's namespace is named without it."""
         topic = self.ns(topic)
         masters = await self.topic_masters(topic)
-        lists = await self._on_each(
-            masters,
-            lambda _name, address: requests.query_topic_consumers(
-                self.pool, address, topic, self.timeout_ms
-            ),
-            f"finding the consumers of {topic!r}",
+        lists = await self._ask_each(
+            masters, requests.query_topic_consumers, topic, f"finding the consumers of {topic!r}"
         )
         return sorted({self.bare(group) for groups in lists.values() for group in groups})
 
@@ -176,11 +164,10 @@ class AdminClient(AdminSession):
         ``cluster``, else every master; returns the broker names."""
         config = dataclasses.replace(config, group_name=self.ns(config.group_name))
         targets = await self.targets(cluster, brokers)
-        await self._on_each(
+        await self._ask_each(
             targets,
-            lambda _name, address: requests.create_or_update_group(
-                self.pool, address, config, self.timeout_ms
-            ),
+            requests.create_or_update_group,
+            config,
             f"creating group {config.group_name!r}",
         )
         return sorted(targets)
@@ -301,12 +288,8 @@ class AdminClient(AdminSession):
             None if topic is None else self.ns(topic),
             True,
         )
-        await self._on_each(
-            masters,
-            lambda _name, address: requests.clone_group_offset(
-                self.pool, address, header, self.timeout_ms
-            ),
-            f"cloning the offsets of {source_group!r}",
+        await self._ask_each(
+            masters, requests.clone_group_offset, header, f"cloning the offsets of {source_group!r}"
         )
         return sorted(masters)
 

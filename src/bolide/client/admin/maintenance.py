@@ -27,13 +27,7 @@ async def run_maintenance(
     """``code`` (306, 316 or 329) on the given brokers, else every master of ``cluster``,
     else every master; broker name -> its remark. Raises the first broker's failure."""
     targets = await admin.targets(cluster, brokers)
-    return await admin._on_each(
-        targets,
-        lambda _name, address: requests.run_maintenance(
-            admin.pool, address, code, admin.timeout_ms
-        ),
-        _WHAT[code],
-    )
+    return await admin._ask_each(targets, requests.run_maintenance, code, _WHAT[code])
 
 
 async def correction_offsets(
@@ -41,11 +35,10 @@ async def correction_offsets(
 ) -> dict[str, dict[int, int]]:
     """Broker name -> queue id -> correction offset, over the brokers holding ``topic``."""
     header = QueryCorrectionOffsetHeader(topic, compare_group, ",".join(filter_groups) or None)
-    return await admin._on_each(
+    return await admin._ask_each(
         await admin.topic_masters(topic),
-        lambda _name, address: requests.correction_offsets(
-            admin.pool, address, header, admin.timeout_ms
-        ),
+        requests.correction_offsets,
+        header,
         f"reading the correction offsets of {topic!r}",
     )
 

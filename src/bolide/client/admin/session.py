@@ -52,6 +52,7 @@ from bolide.remoting import ClientPool
 __all__ = ["ADMIN_PRODUCER_GROUP", "AdminSession", "is_code", "reason", "with_broker"]
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 ADMIN_PRODUCER_GROUP = "BOLIDE_ADMIN_PRODUCER"
 """Producer group of the messages the admin client sends (``message send``, resends)."""
@@ -416,6 +417,21 @@ class AdminSession(AsyncLifecycle):
         if chosen:
             return await self.resolve_brokers(chosen)
         return await self.master_addresses(cluster=cluster)
+
+    async def _ask_each(
+        self,
+        targets: dict[str, str],
+        request: Callable[[ClientPool, str, A, int], Awaitable[T]],
+        argument: A,
+        what: str,
+    ) -> dict[str, T]:
+        """:meth:`_on_each` of one request of ``client/rpc`` (``request(pool, address,
+        argument, timeout_ms)``) with the same ``argument`` for every target broker."""
+        return await self._on_each(
+            targets,
+            lambda _name, address: request(self.pool, address, argument, self.timeout_ms),
+            what,
+        )
 
     async def _on_each(
         self,

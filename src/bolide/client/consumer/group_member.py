@@ -1,6 +1,7 @@
-"""What the push and the lite pull consumer do the same way as members of a group: find their
-client instance, resolve where a new group starts, choose their offset store, register on
-the instance and refresh their topics' routes.
+"""What the push and the lite pull consumer do the same way as members of a group: settle
+their constructor's common arguments (group and namespace, options, client instance, where
+a new group starts, allocation strategy), choose their offset store, register on the
+instance and refresh their topics' routes.
 
 The two consumers differ in what they do with messages (a listener, or ``poll()``); these
 steps are theirs alike, so they live here once rather than in one of them.
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,6 +20,7 @@ from bolide.base import limits
 from bolide.base.clock import Clock
 from bolide.base.errors import BolideError, ConfigError
 from bolide.client.config import build_client_config
+from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from bolide.client.consumer.instance_ports import InstanceOffsetBroker
 from bolide.client.consumer.offset_store import (
     LocalFileOffsetStore,
@@ -25,13 +28,17 @@ from bolide.client.consumer.offset_store import (
     RemoteOffsetStore,
     local_offsets_path,
 )
+from bolide.client.consumer.options import ConsumerOptions
 from bolide.client.instance import ClientInstance, InstanceConsumer
+from bolide.client.namespace import check_namespace, with_namespace
 from bolide.protocol.bodies import MessageModel
 from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
+    "MemberSettings",
     "client_instance_for",
     "default_offset_base_directory",
+    "member_settings",
     "offset_store_for",
     "refresh_routes",
     "register_on",
@@ -95,6 +102,74 @@ def client_instance_for(
         namesrv, instance_name, access_key=access_key, secret_key=secret_key, tls=tls
     )
     return ClientInstance(config, clock=clock)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSettings:
+    """What both consumers' constructors settle alike from their arguments."""
+
+    group: str
+    """The group as it goes out: ``<namespace>%<group>`` under a namespace."""
+    namespace: str | None
+    options: ConsumerOptions
+    """The options given, or the defaults."""
+    instance: ClientInstance
+    consume_timestamp_ms: int
+    """Where CONSUME_FROM TIMESTAMP starts, ms since the epoch."""
+    allocate_strategy: AllocateStrategy
+    """The options' strategy, or AllocateAveragely (Java's default)."""
+    offset_base_directory: Path
+    """Where broadcasting progress is kept: the options' directory, or ``~/.bolide``."""
+
+
+def member_settings(
+    group: str,
+    namesrv: str | Iterable[str] | None,
+    options: ConsumerOptions | None,
+    unused: tuple[Collection[str], str],
+    *,
+    namespace: str | None,
+    instance_name: str | None,
+    instance: ClientInstance | None,
+    clock: Clock | None,
+    consume_timestamp: int | datetime.datetime | None,
+    access_key: str | None,
+    secret_key: str | None,
+    tls: TlsClientSettings | bool | None,
+) -> MemberSettings:
+    """A consumer constructor's common arguments, checked and resolved. ``unused`` is the
+    options this kind of consumer would ignore and its name for the error (``"a push
+    consumer"``); the other arguments are the constructors' own.
+
+    Raises:
+        ConfigError: no group, a bad namespace, ``options`` setting an unused knob, neither
+            ``namesrv`` nor ``instance``, or a bad name server list.
+    """
+    if not group:
+        raise ConfigError("a consumer needs a group name")
+    namespace = check_namespace(namespace)
+    options = options or ConsumerOptions()
+    options.refuse_unused(*unused)
+    instance = client_instance_for(
+        namesrv,
+        instance_name,
+        instance,
+        clock,
+        access_key=access_key,
+        secret_key=secret_key,
+        tls=tls,
+    )
+    return MemberSettings(
+        group=with_namespace(namespace, group),
+        namespace=namespace,
+        options=options,
+        instance=instance,
+        consume_timestamp_ms=resolve_consume_timestamp_ms(
+            consume_timestamp, instance.clock.now_ms()
+        ),
+        allocate_strategy=options.allocate_strategy or AllocateAveragely(),
+        offset_base_directory=options.offset_base_directory or default_offset_base_directory(),
+    )
 
 
 def offset_store_for(

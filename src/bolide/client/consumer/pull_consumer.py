@@ -38,7 +38,7 @@ from bolide.base.clock import Clock
 from bolide.base.errors import ConfigError, NoRouteError
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer import group_member
-from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
+from bolide.client.consumer.allocate import AllocateStrategy
 from bolide.client.consumer.instance_ports import (
     InstancePullClient,
     InstanceRebalanceClient,
@@ -54,7 +54,7 @@ from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
-from bolide.client.namespace import check_namespace, with_namespace, without_namespace
+from bolide.client.namespace import with_namespace, without_namespace
 from bolide.protocol.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -123,33 +123,33 @@ class PullConsumer(AsyncLifecycle):
         tls: TlsClientSettings | bool | None = None,
         namespace: str | None = None,
     ) -> None:
-        if not group:
-            raise ConfigError("a consumer needs a group name")
-        self.namespace = check_namespace(namespace)
-        """Java's withNamespace: the group and topics go out as ``<namespace>%<name>``;
-        messages, queues and assignments are shown without it."""
-        group = with_namespace(self.namespace, group)
-        options = options or ConsumerOptions()
-        options.refuse_unused(PUSH_ONLY_OPTIONS, "a lite pull consumer")
-        self.options = options
-        """The tuning knobs this consumer was made with (defaults when none were given)."""
-        self.group = group
-        self.instance = instance = group_member.client_instance_for(
+        member = group_member.member_settings(
+            group,
             namesrv,
-            instance_name,
-            instance,
-            clock,
+            options,
+            (PUSH_ONLY_OPTIONS, "a lite pull consumer"),
+            namespace=namespace,
+            instance_name=instance_name,
+            instance=instance,
+            clock=clock,
+            consume_timestamp=consume_timestamp,
             access_key=access_key,
             secret_key=secret_key,
             tls=tls,
         )
-        self.clock: Clock = instance.clock
+        self.namespace = member.namespace
+        """Java's withNamespace: the group and topics go out as ``<namespace>%<name>``;
+        messages, queues and assignments are shown without it."""
+        self.options = options = member.options
+        """The tuning knobs this consumer was made with (defaults when none were given)."""
+        self.group = member.group
+        self.instance = member.instance
+        self.clock: Clock = member.instance.clock
         self.message_model = message_model
         self.consume_from = consume_from
-        self.consume_timestamp_ms = group_member.resolve_consume_timestamp_ms(
-            consume_timestamp, self.clock.now_ms()
-        )
-        self.allocate_strategy: AllocateStrategy = options.allocate_strategy or AllocateAveragely()
+        self.consume_timestamp_ms = member.consume_timestamp_ms
+        self.allocate_strategy: AllocateStrategy = member.allocate_strategy
+        self.offset_base_directory = member.offset_base_directory
         self.poll_timeout_ms = options.poll_timeout_ms
         self.auto_commit = options.auto_commit
         self.auto_commit_interval_ms = options.auto_commit_interval_ms
@@ -162,9 +162,6 @@ class PullConsumer(AsyncLifecycle):
             max_span_offsets=options.max_span_offsets,
             commit_offset_enabled=False,
             send_subscription=True,
-        )
-        self.offset_base_directory = (
-            options.offset_base_directory or group_member.default_offset_base_directory()
         )
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._assign_mode: bool | None = None

@@ -54,7 +54,7 @@ from bolide.base.errors import BolideError, ConfigError, RemoteError
 from bolide.client import rpc
 from bolide.client.config import ConsumeFrom
 from bolide.client.consumer import group_member
-from bolide.client.consumer.allocate import AllocateAveragely, AllocateStrategy
+from bolide.client.consumer.allocate import AllocateStrategy
 from bolide.client.consumer.consume_concurrently import ConcurrentConsumeService
 from bolide.client.consumer.consume_orderly import OrderlyConsumeService
 from bolide.client.consumer.instance_ports import (
@@ -75,7 +75,7 @@ from bolide.client.consumer.rebalance import Rebalancer
 from bolide.client.consumer.selector import MessageSelector, subscription_of
 from bolide.client.instance import ClientInstance
 from bolide.client.lifecycle import AsyncLifecycle
-from bolide.client.namespace import check_namespace, with_namespace, without_namespace
+from bolide.client.namespace import with_namespace, without_namespace
 from bolide.client.producer.producer import client_trace
 from bolide.protocol.bodies import (
     EXPRESSION_TYPE_TAG,
@@ -135,34 +135,34 @@ class PushConsumer(AsyncLifecycle):
         trace_topic: str = DEFAULT_TRACE_TOPIC,
         namespace: str | None = None,
     ) -> None:
-        if not group:
-            raise ConfigError("a consumer needs a group name")
-        self.namespace = check_namespace(namespace)
-        """Java's withNamespace: the group and topics go out as ``<namespace>%<name>`` (the
-        retry and dead-letter topics ``%RETRY%<namespace>%<group>``); the listener sees
-        topics without it."""
-        group = with_namespace(self.namespace, group)
-        options = options or ConsumerOptions()
-        options.refuse_unused(LITE_PULL_ONLY_OPTIONS, "a push consumer")
-        self.options = options
-        """The tuning knobs this consumer was made with (defaults when none were given)."""
-        self.group = group
-        self.instance = instance = group_member.client_instance_for(
+        member = group_member.member_settings(
+            group,
             namesrv,
-            instance_name,
-            instance,
-            clock,
+            options,
+            (LITE_PULL_ONLY_OPTIONS, "a push consumer"),
+            namespace=namespace,
+            instance_name=instance_name,
+            instance=instance,
+            clock=clock,
+            consume_timestamp=consume_timestamp,
             access_key=access_key,
             secret_key=secret_key,
             tls=tls,
         )
-        self.clock: Clock = instance.clock
+        self.namespace = member.namespace
+        """Java's withNamespace: the group and topics go out as ``<namespace>%<name>`` (the
+        retry and dead-letter topics ``%RETRY%<namespace>%<group>``); the listener sees
+        topics without it."""
+        self.options = options = member.options
+        """The tuning knobs this consumer was made with (defaults when none were given)."""
+        self.group = member.group
+        self.instance = member.instance
+        self.clock: Clock = member.instance.clock
         self.message_model = message_model
         self.consume_from = consume_from
-        self.consume_timestamp_ms = group_member.resolve_consume_timestamp_ms(
-            consume_timestamp, self.clock.now_ms()
-        )
-        self.allocate_strategy: AllocateStrategy = options.allocate_strategy or AllocateAveragely()
+        self.consume_timestamp_ms = member.consume_timestamp_ms
+        self.allocate_strategy: AllocateStrategy = member.allocate_strategy
+        self.offset_base_directory = member.offset_base_directory
         self.consume_thread_max = options.consume_thread_max
         self.consume_batch_max_size = options.consume_batch_max_size
         self.orderly = orderly
@@ -185,9 +185,6 @@ class PushConsumer(AsyncLifecycle):
             max_span_offsets=options.max_span_offsets,
             commit_offset_enabled=message_model is MessageModel.CLUSTERING,
         )
-        self.offset_base_directory = (
-            options.offset_base_directory or group_member.default_offset_base_directory()
-        )
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._listener: AdaptedListener | None = None
         self._running = False
@@ -201,7 +198,7 @@ class PushConsumer(AsyncLifecycle):
         self._orderly: OrderlyConsumeService | None = None
         self._send_back: InstanceSendBack | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self.trace = client_trace(group, self.instance, trace_topic) if enable_trace else None
+        self.trace = client_trace(self.group, self.instance, trace_topic) if enable_trace else None
         """With ``enable_trace``: SubBefore / SubAfter records of its listener calls
         (client/trace.py; concurrent and orderly consumption)."""
 

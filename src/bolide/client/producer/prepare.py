@@ -338,18 +338,33 @@ def join_prepared(sends: Sequence[PreparedSend]) -> PreparedSend:
     and the first queue offset, the others following one by one.
     """
     first = sends[0]
+    return _batch_request(
+        first.topic,
+        encode_batch_body(sends),  # a PreparedSend has an entry's flag, body, properties
+        [send.msg_id for send in sends],
+        first.born_timestamp_ms,
+        first.settings,
+    )
+
+
+def _batch_request(
+    topic: str, body: bytes, msg_ids: Sequence[str], born_timestamp_ms: int, settings: SendSettings
+) -> PreparedSend:
+    """The one request of a batch whose encoded ``body`` holds the messages of ``msg_ids``
+    (their UNIQ_KEYs, in order; joined by commas as Java's batch id): no flag or system flag
+    of its own, WAIT=true, no retry counts."""
     return PreparedSend(
-        topic=first.topic,
-        body=encode_batch_body(sends),  # a PreparedSend has an entry's flag, body, properties
-        msg_id=",".join([send.msg_id for send in sends]),
+        topic=topic,
+        body=body,
+        msg_id=",".join(msg_ids),
         sys_flag=0,
         flag=0,
         properties=_WAIT_TRUE,
         batch=True,
         reconsume_times=None,
         max_reconsume_times=None,
-        born_timestamp_ms=first.born_timestamp_ms,
-        settings=first.settings,
+        born_timestamp_ms=born_timestamp_ms,
+        settings=settings,
     )
 
 
@@ -393,16 +408,4 @@ def prepare_batch(
             f"the batch encodes to {len(body)} bytes; brokers accept at most"
             f" {settings.max_message_bytes}; split it"
         )
-    return PreparedSend(
-        topic=topic,
-        body=body,
-        msg_id=",".join(keys),
-        sys_flag=0,
-        flag=0,
-        properties=_WAIT_TRUE,
-        batch=True,
-        reconsume_times=None,
-        max_reconsume_times=None,
-        born_timestamp_ms=now_ms,
-        settings=settings,
-    )
+    return _batch_request(topic, body, keys, now_ms, settings)

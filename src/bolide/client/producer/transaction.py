@@ -362,33 +362,36 @@ class TransactionProducer(AsyncLifecycle):
         self, message: MessageExt
     ) -> tuple[LocalTransactionState, BaseException | None]:
         checker = self.checker
-        try:
-            if inspect.iscoroutinefunction(checker):
-                outcome = await checker(message)
-            else:
-                executor = self._executor
-                if executor is None:
-                    return LocalTransactionState.UNKNOW, None
-                loop = asyncio.get_running_loop()
-                outcome = await loop.run_in_executor(executor, checker, message)
-                if inspect.isawaitable(outcome):
-                    outcome = await outcome
-        except Exception as error:  # the user's code: any failure means "unknown"
-            _log.warning("transaction checker of %s failed: %r", self.group, error)
-            return LocalTransactionState.UNKNOW, error
-        return state_of(outcome), None
+        what = f"transaction checker of {self.group}"
+        if inspect.iscoroutinefunction(checker):
+            return await _verdict_of(lambda: checker(message), what)
+        executor = self._executor
+        if executor is None:
+            return LocalTransactionState.UNKNOW, None
+        loop = asyncio.get_running_loop()
+        return await _verdict_of(lambda: loop.run_in_executor(executor, checker, message), what)
 
 
 async def _run_local(
     execute: TransactionExecutor, message: Message, arg: Any
 ) -> tuple[LocalTransactionState, BaseException | None]:
     """Run the local transaction; an exception (or None) means UNKNOW."""
+    return await _verdict_of(lambda: execute(message, arg), f"local transaction of {message.topic}")
+
+
+async def _verdict_of(
+    user_call: Callable[[], object], what: str
+) -> tuple[LocalTransactionState, BaseException | None]:
+    """The state the user's code answers through ``user_call()``, awaited as long as it is
+    awaitable (a coroutine, an executor's future, a coroutine a plain function returned),
+    with the exception it raised; an exception means UNKNOW and is logged as ``what``
+    failing."""
     try:
-        outcome = execute(message, arg)
-        if inspect.isawaitable(outcome):
+        outcome = user_call()
+        while inspect.isawaitable(outcome):
             outcome = await outcome
     except Exception as error:  # the user's code: any failure means "unknown"
-        _log.warning("local transaction of %s failed: %r", message.topic, error)
+        _log.warning("%s failed: %r", what, error)
         return LocalTransactionState.UNKNOW, error
     return state_of(outcome), None
 
