@@ -14,6 +14,7 @@ from bolide.protocol.system_topics import (
     OFFSET_MOVED_EVENT,
     RETRY_GROUP_TOPIC_PREFIX,
     SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
     is_send_forbidden_topic,
 )
 
@@ -48,7 +49,11 @@ def _split_prefix(resource: str) -> tuple[str, str]:
 
 
 def _is_system(name: str) -> bool:
-    return name in _SYSTEM_NAMES or name.startswith("rmq_sys_") or is_send_forbidden_topic(name)
+    return (
+        name in _SYSTEM_NAMES
+        or name.startswith(SYSTEM_TOPIC_PREFIX)
+        or is_send_forbidden_topic(name)
+    )
 
 
 def with_namespace(namespace: str | None, resource: str) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "FILTERSRV_CONSUMER_GROUP",
     "OFFSET_MOVED_EVENT",
     "POP_RETRY_SEPARATOR_V2",
+    "REGION_TRACE_TOPIC_PREFIX",
     "REPLY_TOPIC_SUFFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "REVIVE_LOG_TOPIC_PREFIX",
@@ -96,6 +97,9 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 """Any topic with this prefix belongs to the broker."""
 REVIVE_LOG_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
 """The POP revive log is ``rmq_sys_REVIVE_LOG_<cluster>``."""
+REGION_TRACE_TOPIC_PREFIX = "rmq_sys_TRACE_DATA_"
+"""Per-region trace topics: the C++ 2.x client (and Java's CLOUD channel) write to
+``rmq_sys_TRACE_DATA_<regionId>``."""
 REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
 """``<cluster>_REPLY_TOPIC`` carries request-reply answers."""
 

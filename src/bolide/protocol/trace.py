@@ -29,13 +29,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from bolide.base.errors import ProtocolError
+from bolide.protocol.system_topics import REGION_TRACE_TOPIC_PREFIX
 
 __all__ = [
     "CONTEXT_CODE_NAMES",
     "DEFAULT_REGION_ID",
     "FIELD_SEPARATOR",
     "RECORD_END",
-    "REGION_TRACE_TOPIC_PREFIX",
     "TraceDecodeError",
     "TraceMessageType",
     "TraceRecord",
@@ -52,10 +52,6 @@ FIELD_SEPARATOR = "\x01"
 """Between two fields of a record (Java's ``TraceConstants.CONTENT_SPLITOR``)."""
 RECORD_END = "\x02"
 """After every record (Java's ``TraceConstants.FIELD_SPLITOR``)."""
-REGION_TRACE_TOPIC_PREFIX = "rmq_sys_TRACE_DATA_"
-"""Per-region trace topics: the C++ 2.x client (and Java's CLOUD channel) write to
-``rmq_sys_TRACE_DATA_<regionId>``."""
-
 DEFAULT_REGION_ID = "DefaultRegion"
 """The region a record names when nobody configured one (the broker's regionId default)."""
 CONTEXT_CODE_NAMES = ("SUCCESS", "TIME_OUT", "EXCEPTION", "RETURNNULL", "FAILED")

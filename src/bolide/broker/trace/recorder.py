@@ -57,9 +57,13 @@ from bolide.broker.trace.records import (
 from bolide.protocol.address import parse_socket_address
 from bolide.protocol.message import MessageExt, PropertyKey
 from bolide.protocol.record import Buffer, decode_records
-from bolide.protocol.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
-from bolide.protocol.trace import (
+from bolide.protocol.system_topics import (
     REGION_TRACE_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+)
+from bolide.protocol.trace import (
     TraceRecord,
     TraceType,
     pack_records,
