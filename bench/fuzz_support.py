@@ -520,16 +520,15 @@ async def _settle(server: ServerUnderTest, baseline_connections: int) -> int:
 
 
 async def _run(
-    listener: str, attack: Attack, liveness: Liveness, seed: int, seconds: float,
-    max_requests: int, prepare: Prepare | None, root: Path, server_factory: ServerFactory,
-    round_exchanges: int,
-) -> FuzzReport:  # fmt: skip
-    report = FuzzReport(listener, seed)
-    server = server_factory(root)
+    fuzzer: Fuzzer, seed: int, seconds: float, max_requests: int, root: Path
+) -> FuzzReport:
+    report = FuzzReport(fuzzer.listener, seed)
+    attack, liveness = fuzzer.attack, fuzzer.liveness
+    server = fuzzer.server_factory(root)
     await server.start_async()
     try:
-        if prepare is not None:
-            await prepare(server)
+        if fuzzer.prepare is not None:
+            await fuzzer.prepare(server)
         if not await liveness(server):
             report.failures.append("not serving before the run")
             report.serving = False
@@ -542,7 +541,7 @@ async def _run(
         rng = random.Random(seed)
         started = time.monotonic()
         while report.requests < max_requests and time.monotonic() - started < seconds:
-            budget = min(round_exchanges, max_requests - report.requests)
+            budget = min(fuzzer.round_exchanges, max_requests - report.requests)
             report.requests += await attack(server, rng, budget)
             if not server.alive:
                 report.crashes += 1
@@ -586,10 +585,7 @@ class Fuzzer:
         """One run against a fresh server in a temporary directory (removed after)."""
         root = Path(tempfile.mkdtemp(prefix=f"bolide-fuzz-{self.listener}-"))
         try:
-            return remoting_loop.run(
-                _run(self.listener, self.attack, self.liveness, seed, seconds, max_requests,
-                     self.prepare, root, self.server_factory, self.round_exchanges)
-            )  # fmt: skip
+            return remoting_loop.run(_run(self, seed, seconds, max_requests, root))
         finally:
             if os.environ.get("BOLIDE_FUZZ_KEEP_LOG"):
                 shutil.copy(root / "stderr.log", os.environ["BOLIDE_FUZZ_KEEP_LOG"])
