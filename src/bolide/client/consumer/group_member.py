@@ -36,14 +36,11 @@ from bolide.remoting.tls import TlsClientSettings
 
 __all__ = [
     "MemberSettings",
-    "client_instance_for",
-    "default_offset_base_directory",
     "member_settings",
     "offset_store_for",
     "refresh_routes",
     "register_on",
     "require_started",
-    "resolve_consume_timestamp_ms",
 ]
 
 T = TypeVar("T")
@@ -60,14 +57,13 @@ def require_started(part: T | None, group: str, missing: str = "is not started")
     return part
 
 
-def default_offset_base_directory() -> Path:
-    """``~/.bolide``: where broadcasting consumers keep their progress unless told otherwise.
-    Resolved by the consumers' constructors when the options name none (the one place that
-    looks at the user's home)."""
+def _default_offset_base_directory() -> Path:
+    """``~/.bolide``: where broadcasting consumers keep their progress unless the options
+    name a directory (the one place that looks at the user's home)."""
     return Path.home() / ".bolide"
 
 
-def resolve_consume_timestamp_ms(
+def _resolve_consume_timestamp_ms(
     consume_timestamp: int | datetime.datetime | None, now_ms: int
 ) -> int:
     """CONSUME_FROM TIMESTAMP's start: ms since the epoch, a datetime (naive = local time),
@@ -79,7 +75,7 @@ def resolve_consume_timestamp_ms(
     return int(consume_timestamp)
 
 
-def client_instance_for(
+def _client_instance_for(
     namesrv: str | Iterable[str] | None,
     instance_name: str | None,
     instance: ClientInstance | None,
@@ -150,7 +146,7 @@ def member_settings(
     namespace = check_namespace(namespace)
     options = options or ConsumerOptions()
     options.refuse_unused(*unused)
-    instance = client_instance_for(
+    instance = _client_instance_for(
         namesrv,
         instance_name,
         instance,
@@ -164,11 +160,11 @@ def member_settings(
         namespace=namespace,
         options=options,
         instance=instance,
-        consume_timestamp_ms=resolve_consume_timestamp_ms(
+        consume_timestamp_ms=_resolve_consume_timestamp_ms(
             consume_timestamp, instance.clock.now_ms()
         ),
         allocate_strategy=options.allocate_strategy or AllocateAveragely(),
-        offset_base_directory=options.offset_base_directory or default_offset_base_directory(),
+        offset_base_directory=options.offset_base_directory or _default_offset_base_directory(),
     )
 
 
