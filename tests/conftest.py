@@ -3,12 +3,13 @@ free ports in tmp_path (the controller, failover, compat and dashboard tests).""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from bolide.testing.etcd import EtcdCluster, etcd_binary
+from tests.compat.native_shutdown import withhold_cpp_routes_while_shutting_down
 
 
 @pytest.fixture
@@ -27,3 +28,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.parent.name == "spark":
             item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cpp_shutdowns_without_abort() -> Iterator[None]:
+    """In-process name servers refuse C++ route queries while a C++ client of this process shuts
+    down: librocketmq 1.2.3 can abort its process otherwise (tests/compat/native_shutdown.py)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        withhold_cpp_routes_while_shutting_down(monkeypatch)
+        yield

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.compat.cpp_harness import native_log_level
+from tests.compat.native_shutdown import native_shutdown
 
 WAIT_TIMEOUT_S = 60.0
 """Guard on waits for messages: fails a hung test instead of blocking it (not a measurement;
@@ -130,13 +131,15 @@ def new_quiet_push_consumer(
 
 
 def destroy_push_consumer(consumer: Any) -> None:
-    """Shut down (offsets persisted, client unregistered) and free the native consumer now."""
+    """Shut down (offsets persisted, client unregistered) and free the native consumer now
+    (inside :func:`native_shutdown`: see tests/compat/native_shutdown.py)."""
     from rocketmq import ffi
 
     handle = consumer._handle
     if handle is None:
         return
-    consumer.shutdown()
+    with native_shutdown():
+        consumer.shutdown()
     consumer._handle = None
     ffi.dll.DestroyPushConsumer(handle)
 

@@ -23,6 +23,7 @@ import orjson
 from bolide.protocol.command import RemotingCommand, decode_command, encode_command
 from bolide.protocol.frame import FrameDecoder, RawFrame, encode_frame_prefix
 from bolide.protocol.msgid import offset_message_id
+from tests.compat.native_shutdown import native_shutdown
 
 GET_ROUTEINFO_BY_TOPIC = 105
 SEND_MESSAGE = 10
@@ -230,7 +231,8 @@ def destroy_pull_consumer(consumer: Any) -> None:
     handle = consumer._handle
     if handle is None:
         return
-    consumer.shutdown()
+    with native_shutdown():
+        consumer.shutdown()
     consumer._handle = None
     ffi.dll.DestroyPullConsumer(handle)
 
@@ -307,7 +309,8 @@ def destroy_producer(producer: Any) -> None:
     handle = producer._handle
     if handle is None:
         return
-    producer.shutdown()
+    with native_shutdown():
+        producer.shutdown()
     producer._handle = None
     ffi.dll.DestroyProducer(handle)
 
