@@ -17,7 +17,13 @@ this process shuts down, the in-process name servers answer C++ route queries wi
 SYSTEM_ERROR (librocketmq keeps the route it has, as for any failed refresh); Bolide's own
 clients (language PYTHON) are answered as usual. :func:`native_shutdown` marks the window;
 :func:`withhold_cpp_routes_while_shutting_down` installs the answer (tests/conftest.py does,
-for the whole session).
+for the whole session). Tests whose name server is a process of its own shut their C++ clients
+down after stopping it, for the same reason (test_cpp_controller_failover,
+test_sdk5_interop_cpp).
+
+What is left: a route answered just before the window opened and applied after the factory's
+interrupt, which needs librocketmq's timer thread to stay descheduled for longer than the
+shutdown's own round trips to the broker take.
 """
 
 from __future__ import annotations

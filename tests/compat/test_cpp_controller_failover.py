@@ -7,11 +7,16 @@ the in-sync replica, which the name server then lists as brokerId 0. The C++ pro
 sends again once its route poll (every 30 s) sees the new master: that gap, kill → first
 SEND_OK on the new master, is printed (docs/replication.md quotes it). Then a C++ push
 consumer reads every acknowledged message — before and after the kill — from the new master.
+
+Both C++ clients shut down once the name server process has stopped: a route the client
+factory cannot fetch is one it cannot apply while it shuts down (tests/compat/native_shutdown.py;
+the failover changed this topic's route).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -87,7 +92,10 @@ async def test_cpp_clients_across_a_controller_failover(
 ) -> None:
     del cpp_home  # a private HOME must be in place before the native library logs
     pool = ClientPool()
-    async with controller_and_name_server(etcd.endpoints, tmp_path) as (ctl, ns):
+    async with (
+        contextlib.AsyncExitStack() as after_the_name_server,
+        controller_and_name_server(etcd.endpoints, tmp_path) as (ctl, ns),
+    ):
         conf_a = broker_conf(tmp_path / "a", ns, ctl)
         conf_b = broker_conf(tmp_path / "b", ns, ctl)
         async with (
@@ -109,14 +117,21 @@ async def test_cpp_clients_across_a_controller_failover(
                     return await in_sync_ids(pool, ctl) == [1, 2]
 
                 await until_true(both_in_sync, "the replica joined the SyncStateSet")
-                await _failover_with_cpp_clients(pool, ns, first.process, second_address)
+                await _failover_with_cpp_clients(
+                    pool, ns, first.process, second_address, after_the_name_server
+                )
     await pool.close()
 
 
 async def _failover_with_cpp_clients(
-    pool: ClientPool, ns: str, master: asyncio.subprocess.Process, successor: str
+    pool: ClientPool,
+    ns: str,
+    master: asyncio.subprocess.Process,
+    successor: str,
+    after_the_name_server: contextlib.AsyncExitStack,
 ) -> None:
     producer = new_quiet_producer("PG_CPP_CONTROLLER_FAILOVER", ns, send_timeout_ms=3_000)
+    after_the_name_server.push_async_callback(asyncio.to_thread, destroy_producer, producer)
     producer.start()
     sender = CppSender(producer)
     sending = asyncio.create_task(asyncio.to_thread(sender.run))
@@ -141,18 +156,15 @@ async def _failover_with_cpp_clients(
     finally:
         sender.stop.set()
         await sending
-        await asyncio.to_thread(destroy_producer, producer)
     expected = sender.bodies()
     inbox = Inbox(asyncio.get_running_loop())
     consumer = new_quiet_push_consumer(
         "CG_CPP_CONTROLLER_FAILOVER", ns, instance_name="cpp-controller-reader"
     )
     consumer.subscribe(TOPIC, inbox.listener("cpp"), "*")
+    after_the_name_server.push_async_callback(asyncio.to_thread, destroy_push_consumer, consumer)
     await asyncio.to_thread(consumer.start)
-    try:
-        await inbox.wait_for(lambda _: expected <= set(inbox.bodies()), timeout_s=90)
-    finally:
-        await asyncio.to_thread(destroy_push_consumer, consumer)
+    await inbox.wait_for(lambda _: expected <= set(inbox.bodies()), timeout_s=90)
 
 
 def _count_reached(sender: CppSender, since: float, count: int) -> Any:
