@@ -2,11 +2,13 @@
 in-process Bolide cluster, to show librocketmq 1.2.3's shutdown abort and the guard the test
 suite shuts its C++ clients down with (tests/compat/native_shutdown.py).
 
-Each cycle starts two push consumers of one group (a third of the cycles' groups are reused, so
-consumers join groups that have history), sends eight messages, has one consumer ask for a
-retry of about a third of what it gets, waits a random 0-4 s, and shuts both down in random
-order. Unguarded, the process aborts after a few dozen cycles ("terminate called after throwing
-an instance of 'boost::thread_interrupted'", exit status 134); guarded, every cycle ends.
+Each cycle starts a push consumer of one of three groups (so consumers join groups that have
+history), sends four messages, starts a second consumer of the group that asks for a retry of
+about a third of what it gets, waits for the first message, sends four more after a random
+0-4 s, and shuts the two down in random order, a random 0-2 s apart. Both consumers log at INFO
+(librocketmq's log under a temporary HOME). Unguarded, the process can abort ("terminate called
+after throwing an instance of 'boost::thread_interrupted'", exit status 134); guarded, it must
+not.
 
     BOLIDE_PURE_PYTHON=1 .venv/bin/python -m bench.cpp_shutdown_stress \\
         [--cycles 200] [--unguarded] [--seed 1]
@@ -41,9 +43,11 @@ from bolide.testing.cluster import Cluster
 TOPIC = "CPP_SHUTDOWN_STRESS"
 QUEUES = 4
 GROUPS = 3
-MESSAGES_PER_CYCLE = 8
+MESSAGES_PER_SEND = 4
 RETRY_SHARE = 0.3
-LONGEST_WAIT_BEFORE_SHUTDOWN_S = 4.0
+LONGEST_WAIT_BEFORE_SECOND_SENDS_S = 4.0
+LONGEST_WAIT_BEFORE_SHUTDOWN_S = 0.5
+LONGEST_WAIT_BETWEEN_SHUTDOWNS_S = 2.0
 RECEIVE_TIMEOUT_S = 60.0
 
 
@@ -59,6 +63,24 @@ def asking_for_retries(
             raise RuntimeError("asked for a retry")
 
     return on_message
+
+
+async def start_consumer(
+    cluster: Cluster, group: str, name: str, listener: Callable[[str], Callable[[Any], None]]
+) -> Any:
+    """A started C++ push consumer of ``group`` on :data:`TOPIC`, logging at INFO."""
+    from rocketmq import ffi
+
+    consumer = new_quiet_push_consumer(group, cluster.namesrv_address, instance_name=name)
+    ffi.dll.SetPushConsumerLogLevel(consumer._handle, int(ffi._CLogLevel.INFO))
+    consumer.subscribe(TOPIC, listener(name))
+    await asyncio.to_thread(consumer.start)
+    return consumer
+
+
+async def send(producer: Any, cycle: int, batch: str) -> None:
+    for index in range(MESSAGES_PER_SEND):
+        await send_sync(producer, make_message(TOPIC, f"{cycle}-{batch}{index}"))
 
 
 def any_of_cycle(cycle: int) -> Callable[[list[Received]], bool]:
@@ -78,25 +100,22 @@ async def run(cycles: int, chance: random.Random, root: Path) -> None:
         for cycle in range(cycles):
             started_s = time.monotonic()
             group = f"CG_CPP_SHUTDOWN_STRESS_{cycle % GROUPS}"
-            consumers = []
-            for role in ("plain", "retrying"):
-                name = f"{role}-{cycle}"
-                consumer = new_quiet_push_consumer(
-                    group, cluster.namesrv_address, instance_name=name
-                )
-                listener = inbox.listener(name)
-                if role == "retrying":
-                    listener = asking_for_retries(listener, chance)
-                consumer.subscribe(TOPIC, listener)
-                await asyncio.to_thread(consumer.start)
-                consumers.append(consumer)
-            for index in range(MESSAGES_PER_CYCLE):
-                await send_sync(producer, make_message(TOPIC, f"{cycle}-{index}"))
+            plain = await start_consumer(cluster, group, f"plain-{cycle}", inbox.listener)
+            await send(producer, cycle, "a")
+            retrying = await start_consumer(
+                cluster,
+                group,
+                f"retrying-{cycle}",
+                lambda name: asking_for_retries(inbox.listener(name), chance),
+            )
             await inbox.wait_for(any_of_cycle(cycle), RECEIVE_TIMEOUT_S)
+            await asyncio.sleep(chance.random() * LONGEST_WAIT_BEFORE_SECOND_SENDS_S)
+            await send(producer, cycle, "b")
             await asyncio.sleep(chance.random() * LONGEST_WAIT_BEFORE_SHUTDOWN_S)
-            chance.shuffle(consumers)
-            for consumer in consumers:
-                await asyncio.to_thread(destroy_push_consumer, consumer)
+            first, second = chance.sample([plain, retrying], 2)
+            await asyncio.to_thread(destroy_push_consumer, first)
+            await asyncio.sleep(chance.random() * LONGEST_WAIT_BETWEEN_SHUTDOWNS_S)
+            await asyncio.to_thread(destroy_push_consumer, second)
             print(f"cycle {cycle} ended after {time.monotonic() - started_s:.1f} s", flush=True)
         await asyncio.to_thread(destroy_producer, producer)
 
