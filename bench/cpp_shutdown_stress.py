@@ -35,7 +35,7 @@ from tests.compat.cpp_clients import (
     new_quiet_push_consumer,
 )
 from tests.compat.cpp_harness import destroy_producer, make_message, new_quiet_producer, send_sync
-from tests.compat.native_shutdown import withhold_cpp_routes_while_shutting_down
+from tests.compat.native_shutdown import routes_withheld, withhold_cpp_routes_while_shutting_down
 
 from bolide.protocol.bodies import TopicConfig
 from bolide.testing.cluster import Cluster
@@ -134,7 +134,11 @@ def main() -> None:
         if not arguments.unguarded:
             withhold_cpp_routes_while_shutting_down(patch)
         asyncio.run(run(arguments.cycles, random.Random(arguments.seed), Path(directory)))
-    print(f"{arguments.cycles} cycles, no abort", flush=True)
+    print(
+        f"{arguments.cycles} cycles ({2 * arguments.cycles} consumer shutdowns), no abort;"
+        f" C++ route queries withheld during shutdowns: {routes_withheld()}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ from bolide.remoting import Connection
 _lock = threading.Lock()
 _shutting_down = 0
 """C++ clients of this process inside their native shutdown right now."""
+_withheld = 0
+"""C++ route queries answered SYSTEM_ERROR so far (read by bench/cpp_shutdown_stress.py)."""
 
 
 @contextlib.contextmanager
@@ -61,6 +63,11 @@ def native_shutdowns_in_progress() -> int:
     return _shutting_down
 
 
+def routes_withheld() -> int:
+    """How many C++ route queries this process's name servers refused so far."""
+    return _withheld
+
+
 def withhold_cpp_routes_while_shutting_down(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every in-process name server refuse C++ route queries during :func:`native_shutdown`."""
     answer_route = NameServerHandlers.get_route_info
@@ -69,6 +76,8 @@ def withhold_cpp_routes_while_shutting_down(monkeypatch: pytest.MonkeyPatch) -> 
         self: NameServerHandlers, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         if request.language == LanguageCode.CPP and native_shutdowns_in_progress():
+            global _withheld
+            _withheld += 1
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 "route withheld from C++ clients while one of this test process shuts down",
