@@ -1,5 +1,6 @@
 """Fixtures for the whole suite: a real etcd per test (bolide.testing.etcd), started on loopback
-free ports in tmp_path (the controller, failover, compat and dashboard tests)."""
+free ports in tmp_path (the controller, failover, compat and dashboard tests), and the guard the
+real C++ client shuts down behind (tests/compat/native_shutdown.py)."""
 
 from __future__ import annotations
 

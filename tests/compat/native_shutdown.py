@@ -9,8 +9,8 @@ destructor, the join throws ``boost::thread_interrupted`` out of a ``noexcept`` 
 the whole process aborts ("terminate called after throwing an instance of
 'boost::thread_interrupted'"; core: ``~TopicPublishInfo`` ← ``addTopicInfoToTable`` ←
 ``updateTopicRouteInfoFromNameServer`` ← ``MQClientFactory::updateTopicRouteInfo``). CI lost a
-test worker to it once; cycling C++ push consumers reproduces it about once in 40 shutdowns
-(``python -m bench.cpp_shutdown_stress --unguarded``).
+test worker to it once; cycling pairs of C++ push consumers hit it twice in about 740 cycles
+(``python -m bench.cpp_shutdown_stress --unguarded``; docs/benchmarks.md).
 
 A route the factory does not receive is a route it does not apply. So while a C++ client of
 this process shuts down, the in-process name servers answer C++ route queries with
