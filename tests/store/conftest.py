@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -19,10 +20,19 @@ from bolide.store.config import StoreConfig
 from bolide.store.file_ops import DiskUsage, FileOps
 from bolide.store.file_store import FileMessageStore
 from bolide.store.memory_store import MemoryMessageStore
+from bolide.store.segment import settle_allocate_ahead
 
 STORE_HOST: SocketAddress = ("127.0.0.1", 10911)
 BORN_HOST: SocketAddress = ("10.1.2.3", 50000)
 ALL_HOURS = frozenset(range(24))
+
+
+def copy_store_files(source: Path, destination: Path) -> None:
+    """Copy a store's directory as a crash would leave it (the store may still be running):
+    first the allocate-ahead thread settles, which otherwise may delete a dropped spare while
+    the copy lists it."""
+    settle_allocate_ahead()
+    shutil.copytree(source, destination)
 
 
 def tiny_config(root: Path, **overrides: Any) -> StoreConfig:

@@ -21,7 +21,14 @@ from bolide.store.api import BatchPutRequest, GetResult, PutRequest, PutResult
 from bolide.store.file_store import FileMessageStore
 from bolide.store.memory_store import MemoryMessageStore
 
-from .conftest import ALL_HOURS, BORN_HOST, STORE_HOST, ControlledFileOps, tiny_config
+from .conftest import (
+    ALL_HOURS,
+    BORN_HOST,
+    STORE_HOST,
+    ControlledFileOps,
+    copy_store_files,
+    tiny_config,
+)
 
 TOPICS = ["alpha", "beta"]
 TAGS = [None, "A", "B"]
@@ -205,7 +212,7 @@ class FileVersusMemory(RuleBasedStateMachine):
         if flush_first:
             self.loop.run_until_complete(self.file.flush())
         copy_root = self.directory / f"copy{self.snapshots}"
-        shutil.copytree(self.config.store_path_root_dir, copy_root / "store")
+        copy_store_files(self.config.store_path_root_dir, copy_root / "store")
         self.loop.run_until_complete(self.file.shutdown())
         self.config = tiny_config(
             copy_root,

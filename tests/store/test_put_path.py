@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import shutil
 import struct
 import threading
 import zlib
@@ -42,7 +41,14 @@ from bolide.store.index_file import KeyIndex, index_key_hash, index_key_seed
 from bolide.store.records import PreparedRecord, RecordBuilder
 from bolide.testing.waiting import until
 
-from .conftest import BORN_HOST, STORE_HOST, ControlledFileOps, request, tiny_config
+from .conftest import (
+    BORN_HOST,
+    STORE_HOST,
+    ControlledFileOps,
+    copy_store_files,
+    request,
+    tiny_config,
+)
 
 FOREVER_MS = 1 << 62
 _NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "TAG", "XTAGS", ""])
@@ -300,7 +306,7 @@ async def test_a_crash_before_the_index_batch_is_written_loses_no_key(tmp_path: 
         await store.flush()
         results = [await store.put_message(request(KEYS=f"k{n}")) for n in range(20)]
         # What a SIGKILL leaves: the mapped files as they are (index entries still pending).
-        shutil.copytree(config.store_path_root_dir, tmp_path / "crashed" / "store")
+        copy_store_files(config.store_path_root_dir, tmp_path / "crashed" / "store")
     finally:
         await store.shutdown()
     crashed = FileMessageStore(

@@ -24,7 +24,14 @@ from bolide.store.api import BatchPutRequest, GetStatus, RecoveryReport
 from bolide.store.config import StoreConfig, segment_file_name
 from bolide.store.file_store import FileMessageStore
 
-from .conftest import BORN_HOST, STORE_HOST, ControlledFileOps, request, tiny_config
+from .conftest import (
+    BORN_HOST,
+    STORE_HOST,
+    ControlledFileOps,
+    copy_store_files,
+    request,
+    tiny_config,
+)
 
 FOREVER_MS = 1 << 62
 
@@ -78,7 +85,7 @@ async def _crashed_store(root: Path, *, flush_after: int | None) -> Crashed:
         records.append(_stored(store, offset, f"batch-{i}"))
         offset += len(records[-1].data)
     snapshot_root = root / "crashed"
-    shutil.copytree(config.store_path_root_dir, snapshot_root / "store")
+    copy_store_files(config.store_path_root_dir, snapshot_root / "store")
     await store.shutdown()
     return Crashed(tiny_config(snapshot_root), records, checkpoint_offset)
 

@@ -36,7 +36,7 @@ from bolide.store.file_ops import FileOps
 from bolide.store.file_store import FileMessageStore
 from bolide.store.index_file import KeyIndex
 
-from .conftest import BORN_HOST, STORE_HOST, ControlledFileOps, tiny_config
+from .conftest import BORN_HOST, STORE_HOST, ControlledFileOps, copy_store_files, tiny_config
 
 PURE: Any = compiled.pure_twin("bolide.store.recovery_scan", "SegmentScanner")
 
@@ -103,7 +103,7 @@ async def _write(
             assert (await store.put_messages(put)).ok
         else:
             assert (await store.put_message(put)).ok
-    shutil.copytree(config.store_path_root_dir, crashed)
+    copy_store_files(config.store_path_root_dir, crashed)
     await store.shutdown()
 
 

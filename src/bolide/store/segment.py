@@ -493,6 +493,13 @@ class MappedSegment:
             raise StoreIOError(f"delete {self.path}: {error}") from error
 
 
+def settle_allocate_ahead() -> None:
+    """Return once the allocate-ahead thread has finished all it was given so far, the deletion
+    of dropped spares included (tests and benches that copy a live store's files: a spare
+    dropped before it was made is deleted on that thread, at any moment)."""
+    allocate_pool().submit(int).result()
+
+
 def discard_when_made(spare: concurrent.futures.Future[MappedSegment]) -> None:
     """Drop a spare without waiting: cancelled if not started, else deleted once made (on
     the thread that made it)."""

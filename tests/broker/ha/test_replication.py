@@ -18,6 +18,7 @@ from bolide.testing.cluster import Cluster
 from tests.compat.cpp_clients import stored_messages
 from tests.integration.client_support import eventually
 from tests.integration.wire import BrokerWire, records
+from tests.store.conftest import copy_store_files
 
 
 async def _slave(cluster: Cluster, tmp_path: Path, **settings: object) -> Broker:
@@ -237,7 +238,7 @@ async def test_a_master_restarted_behind_its_slave_refuses_it_and_truncates_noth
             await master.stop()
             cluster.brokers.remove(master)
             old_image = tmp_path / "old-image"
-            shutil.copytree(master.config.store_path_root_dir, old_image)
+            copy_store_files(master.config.store_path_root_dir, old_image)
             master = Broker(config, host="127.0.0.1")
             await master.start()
             cluster.brokers.append(master)
