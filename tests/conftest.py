@@ -4,11 +4,13 @@ real C++ client shuts down behind (tests/compat/native_shutdown.py)."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from bolide.store.file_ops import FileOps
 from bolide.testing.etcd import EtcdCluster, etcd_binary
 from tests.compat.native_shutdown import withhold_cpp_routes_while_shutting_down
 
@@ -21,6 +23,16 @@ async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
     (tmp_path / "etcd").mkdir()
     async with cluster:
         yield cluster
+
+
+def pytest_report_header() -> str:
+    """The room left where the tests' directories go: a full disk fails tests by the hundred
+    (ENOSPC when a store or etcd starts), and brokers clean their stores forcibly past 85 %."""
+    directory = Path(tempfile.gettempdir())
+    usage = FileOps().disk_usage(directory)
+    free_gib = (usage.total_bytes - usage.used_bytes) / 2**30
+    used_percent = usage.used_percent
+    return f"disk: {free_gib:.1f} GiB free for tests ({directory}, {used_percent:.0f} % used)"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -51,16 +51,25 @@ class FileOps:
         os.fdatasync(fd)
 
     def disk_usage(self, path: Path) -> DiskUsage:
-        """Total and used bytes of the file system holding ``path`` (used = not available to
-        unprivileged writers, which is what a broker can actually still write).
+        """Use of the file system holding ``path``, counted as ``df`` and RocketMQ's
+        ``UtilAll.getDiskPartitionSpaceUsedPercent`` count it.
+
+        Used is what files hold (blocks less free blocks); the whole is used plus what an
+        unprivileged writer may still take. Blocks reserved for root are in neither, and a file
+        system whose size says more than its backing store can hold (a thin disk) is measured
+        by what can still be written, not by its size.
 
         Raises:
             OSError: ``path`` cannot be inspected.
         """
-        stat = os.statvfs(path)
-        total = stat.f_blocks * stat.f_frsize
-        available = stat.f_bavail * stat.f_frsize
-        return DiskUsage(total_bytes=total, used_bytes=max(0, total - available))
+        return disk_usage_of(os.statvfs(path))
+
+
+def disk_usage_of(stat: os.statvfs_result) -> DiskUsage:
+    """:meth:`FileOps.disk_usage` of one ``statvfs`` reading."""
+    used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    available = stat.f_bavail * stat.f_frsize
+    return DiskUsage(total_bytes=used + available, used_bytes=max(0, used))
 
 
 def translate_os_error(error: OSError, what: str) -> StoreError:
