@@ -38,10 +38,11 @@ contracts: $(STAMP)
 # processes, not on the CPU (19 min on one worker, 11 on two). tests/conftest.py keeps the Spark
 # tests on one worker (one local Spark per worker). Run one module with plain `pytest FILE`.
 PARALLEL := -n 2 --dist loadgroup
-# A bound on a whole pytest run. Each test has its own (300 s, pyproject.toml), but after a
-# worker crash pytest-xdist's loadgroup mode can wait forever instead of ending (a test that
-# aborts its worker once: 3 runs in 7 hung; docs/benchmarks.md). Past the bound the run is
-# ended and said so, instead of running into CI's limit.
+# A bound on a whole pytest run, a backstop. Each test has its own (300 s, pyproject.toml), and
+# after a worker crash pytest-xdist 3.8.0's loadgroup mode could wait forever (a test that
+# aborts its worker once: 3 runs in 7 hung; docs/benchmarks.md) until the suite's scheduler
+# mended it (tests/suite/crash_safe_scheduling.py). Past the bound the run is ended and said
+# so, instead of running into CI's limit.
 BOUNDED = timeout --kill-after=30 $(1) $(2) || { status=$$?; \
 	if [ $$status -ge 124 ]; then echo "pytest did not end within $(1) s: ended (see Makefile, BOUNDED)"; fi; \
 	exit $$status; }

@@ -1,6 +1,7 @@
 """Fixtures for the whole suite: a real etcd per test (bolide.testing.etcd), started on loopback
-free ports in tmp_path (the controller, failover, compat and dashboard tests), and the guard the
-real C++ client shuts down behind (tests/compat/native_shutdown.py)."""
+free ports in tmp_path (the controller, failover, compat and dashboard tests), the guard the
+real C++ client shuts down behind (tests/compat/native_shutdown.py), and the scheduler that keeps
+a crashed worker from hanging ``make unit`` (tests/suite/crash_safe_scheduling.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
 
 from bolide.store.file_ops import FileOps
 from bolide.testing.etcd import EtcdCluster, etcd_binary
 from tests.compat.native_shutdown import withhold_cpp_routes_while_shutting_down
+from tests.suite.crash_safe_scheduling import CrashSafeLoadGroupScheduling
 
 
 @pytest.fixture
@@ -33,6 +36,15 @@ def pytest_report_header() -> str:
     free_gib = (usage.total_bytes - usage.used_bytes) / 2**30
     used_percent = usage.used_percent
     return f"disk: {free_gib:.1f} GiB free for tests ({directory}, {used_percent:.0f} % used)"
+
+
+def pytest_xdist_make_scheduler(
+    config: pytest.Config, log: Producer
+) -> CrashSafeLoadGroupScheduling | None:
+    """``--dist loadgroup`` (``make unit``) with xdist's hangs after a worker crash mended."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return CrashSafeLoadGroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

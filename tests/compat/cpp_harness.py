@@ -259,14 +259,15 @@ def native_log_lines() -> list[str]:
     """The warning and error lines librocketmq wrote in this process so far, oldest first.
 
     boost.log opens its file once, under the HOME of the process's first C++ client (an
-    earlier test's), so the file is found among this process's open descriptors.
+    earlier test's), so the file is found among this process's open descriptors, and read
+    through the descriptor: it still reads if that HOME has been deleted since.
     """
     lines: list[str] = []
     for descriptor in sorted(Path("/proc/self/fd").iterdir()):
         with contextlib.suppress(OSError):
             target = os.readlink(descriptor)
             if NATIVE_LOG_NAME_PART in target:
-                text = Path(target).read_text(errors="replace")
+                text = descriptor.read_text(errors="replace")
                 lines += [line for line in text.splitlines() if "](info)" not in line]
     return lines
 

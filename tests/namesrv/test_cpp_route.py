@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,9 +78,10 @@ async def namesrv(scratch_broker: ScratchServer) -> AsyncIterator[NameServer]:
 
 @pytest.fixture
 async def producer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namesrv: NameServer
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, namesrv: NameServer
 ) -> AsyncIterator[Any]:
-    monkeypatch.setenv("HOME", str(tmp_path))  # librocketmq logs under $HOME
+    # librocketmq logs under $HOME, kept past the test (see tests/compat/conftest.py, cpp_home)
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("cpp-home")))
     client = new_quiet_producer("PG_NAMESRV_ROUTE", namesrv.address)
     client.start()
     try:

@@ -97,7 +97,9 @@ async def test_a_slave_started_late_and_restarted_while_copying_catches_up_exact
             await eventually(lambda: store().commit_log_max_offset > 0)
             await slave.stop()
             cluster.brokers.remove(slave)
-            slave = Broker(slave.config, host="127.0.0.1")
+            # On fresh ports: its old ones are free for anyone while it is down (a fresh-clone
+            # run lost this test to another test's socket on the old VIP port).
+            slave = Broker(slave.config.replace(listen_port=0), host="127.0.0.1")
             await slave.start()
             cluster.brokers.append(slave)
             await eventually(
