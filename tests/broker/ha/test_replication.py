@@ -4,7 +4,6 @@ acks, read-only slaves, pulls from a slave and the slave's copy of the master's 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -97,8 +96,9 @@ async def test_a_slave_started_late_and_restarted_while_copying_catches_up_exact
             await eventually(lambda: store().commit_log_max_offset > 0)
             await slave.stop()
             cluster.brokers.remove(slave)
-            # On fresh ports: its old ones are free for anyone while it is down (a fresh-clone
-            # run lost this test to another test's socket on the old VIP port).
+            # On fresh ports: the old VIP port (listenPort - 2) was never its own, only free when
+            # it first started, and a fixed listenPort makes a taken VIP port fail the start
+            # (a test run lost this test to another test's socket there).
             slave = Broker(slave.config.replace(listen_port=0), host="127.0.0.1")
             await slave.start()
             cluster.brokers.append(slave)
@@ -233,10 +233,12 @@ async def test_a_master_restarted_behind_its_slave_refuses_it_and_truncates_noth
             await _create_topic(wire, "Diverged", queues=2)
             await _send_many(wire, "Diverged", 10, size=10)
             # The restarted master must be where the slave looks for it: it takes back the HA
-            # port the system gave it at its first start (port 0), instead of a fixed one.
+            # port the system gave it at its first start (port 0), instead of a fixed one. Its
+            # remoting port is a fresh one: a fixed one would fix the VIP port (listenPort - 2)
+            # too, which nobody made sure is free.
             ha_port = master.replication.ha_port
             assert ha_port is not None
-            config = dataclasses.replace(master.config, ha_listen_port=ha_port)
+            config = master.config.replace(ha_listen_port=ha_port, listen_port=0)
             await master.stop()
             cluster.brokers.remove(master)
             old_image = tmp_path / "old-image"
