@@ -3,8 +3,9 @@ ends, the dead worker's test is reported, and every other test runs once.
 
 Each case runs pytest in a child process on a small suite of its own, whose one test kills its
 worker the first time it runs (as an aborting native client or pytest-timeout's thread method
-does). With xdist 3.8.0's own scheduler the first case hangs every time (the replacement worker
-is given one item and waits for a second); the bound below turns a hang into a failure.
+does). With xdist 3.8.0's own scheduler the first two cases hang every time (the replacement
+worker is given one item, or a finished unit as an empty list, and waits for more); the bound
+below turns a hang into a failure.
 """
 
 from __future__ import annotations
