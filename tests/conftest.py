@@ -1,7 +1,8 @@
 """Fixtures for the whole suite: a real etcd per test (bolide.testing.etcd), started on loopback
-free ports in tmp_path (the controller, failover, compat and dashboard tests), the guard the
-real C++ client shuts down behind (tests/compat/native_shutdown.py), and the scheduler that keeps
-a crashed worker from hanging ``make unit`` (tests/suite/crash_safe_scheduling.py)."""
+free ports in tmp_path (the controller, failover, compat and dashboard tests), a private HOME
+for the real C++ client's tests, the guard that client shuts down behind
+(tests/compat/native_shutdown.py), and the scheduler that keeps a crashed worker from hanging
+``make unit`` (tests/suite/crash_safe_scheduling.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,20 @@ async def etcd(tmp_path: Path) -> AsyncIterator[EtcdCluster]:
     (tmp_path / "etcd").mkdir()
     async with cluster:
         yield cluster
+
+
+@pytest.fixture
+def cpp_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private HOME for a test of the real C++ client (tests/compat, tests/namesrv):
+    librocketmq writes its logs and broadcast offsets under $HOME.
+
+    Not under tmp_path, which goes when a test passes (pyproject.toml): boost.log opens its file
+    once per process, under the first C++ client's HOME, and later tests read it (the harness's
+    send retry and the failure reports, tests/compat/cpp_harness.py). A HOME holds a few KB.
+    """
+    home = tmp_path_factory.mktemp("cpp-home")
+    monkeypatch.setenv("HOME", str(home))
+    return home
 
 
 def pytest_report_header() -> str:

@@ -14,19 +14,6 @@ from tests.compat.cpp_harness import ScratchServer, native_log_tail
 
 
 @pytest.fixture
-def cpp_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private HOME: librocketmq writes its logs and broadcast offsets under $HOME.
-
-    Not under tmp_path, which goes when a test passes (pyproject.toml): boost.log opens its file
-    once per process, under the first C++ client's HOME, and later tests read it (the harness's
-    send retry and the failure reports, tests/compat/cpp_harness.py). A HOME holds a few KB.
-    """
-    home = tmp_path_factory.mktemp("cpp-home")
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
-@pytest.fixture
 async def scratch_server() -> AsyncIterator[ScratchServer]:
     server = ScratchServer()
     await server.start()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,11 +78,8 @@ async def namesrv(scratch_broker: ScratchServer) -> AsyncIterator[NameServer]:
 
 
 @pytest.fixture
-async def producer(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, namesrv: NameServer
-) -> AsyncIterator[Any]:
-    # librocketmq logs under $HOME, kept past the test (see tests/compat/conftest.py, cpp_home)
-    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("cpp-home")))
+async def producer(cpp_home: Path, namesrv: NameServer) -> AsyncIterator[Any]:
+    del cpp_home  # a private HOME must be in place before the native library logs
     client = new_quiet_producer("PG_NAMESRV_ROUTE", namesrv.address)
     client.start()
     try:
