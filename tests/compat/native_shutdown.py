@@ -59,10 +59,6 @@ def native_shutdown() -> Iterator[None]:
             _shutting_down -= 1
 
 
-def native_shutdowns_in_progress() -> int:
-    return _shutting_down
-
-
 def routes_withheld() -> int:
     """How many C++ route queries this process's name servers refused so far."""
     return _withheld
@@ -75,7 +71,7 @@ def withhold_cpp_routes_while_shutting_down(monkeypatch: pytest.MonkeyPatch) -> 
     async def get_route_info(
         self: NameServerHandlers, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        if request.language == LanguageCode.CPP and native_shutdowns_in_progress():
+        if request.language == LanguageCode.CPP and _shutting_down:
             global _withheld
             _withheld += 1
             return request.make_response(
